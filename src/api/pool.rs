@@ -1,0 +1,129 @@
+//! ResourcePool: keeps a number of unbound handles ready to bind (§3.3, §11, Δ§2.5, Δ§3.3).
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use super::refs::{ObjectRef, ProviderParameters};
+
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[kube(
+    group = "poolboy.gpte.redhat.com",
+    version = "v1",
+    kind = "ResourcePool",
+    namespaced,
+    status = "ResourcePoolStatus",
+    category = "poolboy",
+    printcolumn(
+        name = "ResourceProvider",
+        type_ = "string",
+        json_path = ".spec.provider.name"
+    ),
+    printcolumn(name = "Min", type_ = "integer", json_path = ".spec.minAvailable"),
+    printcolumn(
+        name = "Available",
+        type_ = "integer",
+        json_path = ".status.resourceHandleCount.available"
+    ),
+    printcolumn(
+        name = "Ready",
+        type_ = "integer",
+        json_path = ".status.resourceHandleCount.ready"
+    ),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
+)]
+#[serde(rename_all = "camelCase")]
+pub struct ResourcePoolSpec {
+    /// Delete unbound handles that are known to be unhealthy.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delete_unhealthy_resource_handles: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lifespan: Option<PoolLifespan>,
+    /// Cap on unbound handles that are not ready yet; unset means no cap.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
+    pub max_unready: Option<i64>,
+    /// Number of unbound handles to keep.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
+    pub min_available: Option<i64>,
+    /// Copied to the handles this pool creates (Δ§2.5).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preference_score: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider: Option<ProviderParameters>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resource_annotations: Option<BTreeMap<String, String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "super::schema::label_map")]
+    pub resource_labels: Option<BTreeMap<String, String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resources: Option<Vec<PoolResource>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "super::schema::free_object")]
+    pub vars: Option<Map<String, Value>>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PoolLifespan {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub maximum: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub relative_maximum: Option<String>,
+    /// A new handle ends this long after creation unless claimed (rotation).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "super::schema::simple_interval")]
+    pub unclaimed: Option<String>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PoolResource {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    pub provider: ObjectRef,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "super::schema::free_object")]
+    pub template: Option<Value>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-preserve-unknown-fields" = true))]
+pub struct ResourcePoolStatus {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resource_handle_count: Option<ResourceHandleCount>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resource_handles: Option<Vec<PoolHandleStatus>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conditions: Option<Vec<Condition>>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ResourceHandleCount {
+    pub available: i64,
+    pub ready: i64,
+}
+
+/// One unbound handle of the pool; `healthy`/`ready` only when known (Δ B17).
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PoolHandleStatus {
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub healthy: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ready: Option<bool>,
+}

@@ -1,0 +1,57 @@
+//! ResourcePoolScaling: add `count` unbound handles to a pool, now or at `at` (Δ§2.1).
+
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+#[derive(
+    CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema,
+)]
+#[kube(
+    group = "poolboy.gpte.redhat.com",
+    version = "v1",
+    kind = "ResourcePoolScaling",
+    namespaced,
+    status = "ResourcePoolScalingStatus",
+    category = "poolboy",
+    printcolumn(name = "Pool", type_ = "string", json_path = ".spec.resourcePool.name"),
+    printcolumn(name = "At", type_ = "string", json_path = ".spec.at"),
+    printcolumn(name = "Count", type_ = "integer", json_path = ".spec.count"),
+    printcolumn(name = "Created", type_ = "integer", json_path = ".status.count"),
+    printcolumn(name = "State", type_ = "string", json_path = ".status.state")
+)]
+#[serde(rename_all = "camelCase")]
+pub struct ResourcePoolScalingSpec {
+    /// When to start; absent means now.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "super::schema::date_time")]
+    pub at: Option<String>,
+    /// Number of handles to add.
+    #[schemars(range(min = 0))]
+    pub count: i64,
+    pub resource_pool: PoolName,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub struct PoolName {
+    pub name: String,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-preserve-unknown-fields" = true))]
+pub struct ResourcePoolScalingStatus {
+    /// Handles created by this scaling, net of unhealthy ones deleted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub count: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state: Option<ScalingState>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum ScalingState {
+    Waiting,
+    Scaling,
+    Done,
+}

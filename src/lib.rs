@@ -1,0 +1,8 @@
+//! poolboy: a Kubernetes resource pool broker, wire-compatible with Poolboy 1.17.
+//!
+//! Layout (see `../shared/design.md`): `api` holds the CRD types, `core` the pure broker
+//! decisions (no client, no clock), and `cli` the command-line entry points.
+
+pub mod api;
+pub mod cli;
+pub mod core;
