@@ -19,7 +19,11 @@ struct Cli {
 #[derive(Subcommand, Debug)]
 enum Command {
     /// Print the six CustomResourceDefinitions as multi-document YAML.
-    Crd,
+    Crd {
+        /// Write one file per kind (`<plural>.yaml`) into this directory instead.
+        #[arg(long)]
+        dir: Option<std::path::PathBuf>,
+    },
 }
 
 /// Parses the command line, runs the command, and maps its outcome to an exit code.
@@ -27,15 +31,33 @@ pub fn main() -> ExitCode {
     let cli = Cli::parse();
     let domain = OperatorDomain::new(cli.operator_domain);
     match cli.command {
-        Command::Crd => match crd::to_yaml(&crd::all(&domain)) {
-            Ok(yaml) => {
-                print!("{yaml}");
-                ExitCode::SUCCESS
-            }
-            Err(error) => {
-                eprintln!("error: cannot serialise the CRDs: {error}");
-                ExitCode::FAILURE
-            }
-        },
+        Command::Crd { dir } => report(print_crds(&domain, dir.as_deref())),
+    }
+}
+
+fn print_crds(domain: &OperatorDomain, dir: Option<&std::path::Path>) -> Result<(), String> {
+    let crds = crd::all(domain);
+    let Some(dir) = dir else {
+        let yaml = crd::to_yaml(&crds).map_err(|e| format!("cannot serialise the CRDs: {e}"))?;
+        print!("{yaml}");
+        return Ok(());
+    };
+    for one in &crds {
+        let yaml = crd::to_yaml(std::slice::from_ref(one))
+            .map_err(|e| format!("cannot serialise the CRDs: {e}"))?;
+        let path = dir.join(crd::file_name(one));
+        std::fs::write(&path, yaml).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    }
+    Ok(())
+}
+
+/// Prints a command's error and turns its outcome into an exit code (1 on error).
+fn report(outcome: Result<(), String>) -> ExitCode {
+    match outcome {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("error: {message}");
+            ExitCode::FAILURE
+        }
     }
 }

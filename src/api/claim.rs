@@ -12,6 +12,7 @@ use super::refs::{ProviderParameters, ProviderRef, ResourceReference, WaitingFor
 #[kube(
     group = "poolboy.gpte.redhat.com",
     version = "v1",
+    doc = "A request for resources, satisfied by exactly one ResourceHandle.",
     kind = "ResourceClaim",
     namespaced,
     status = "ResourceClaimStatus",

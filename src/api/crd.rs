@@ -74,6 +74,11 @@ fn metadata_schema(name_pattern: &str) -> JSONSchemaProps {
     }
 }
 
+/// The file a CRD is committed as under `crds/`: `<plural>.yaml`.
+pub fn file_name(crd: &CustomResourceDefinition) -> String {
+    format!("{}.yaml", crd.spec.names.plural)
+}
+
 /// The CRDs as multi-document YAML, as `poolboy crd` prints them.
 pub fn to_yaml(crds: &[CustomResourceDefinition]) -> Result<String, serde_saphyr::ser::Error> {
     let mut out = String::new();

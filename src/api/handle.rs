@@ -15,6 +15,7 @@ use super::refs::{ObjectRef, ProviderParameters, ResourceReference, WaitingFor};
 #[kube(
     group = "poolboy.gpte.redhat.com",
     version = "v1",
+    doc = "One set of managed resources, bound to at most one ResourceClaim.",
     kind = "ResourceHandle",
     namespaced,
     status = "ResourceHandleStatus",

@@ -14,6 +14,7 @@ use super::refs::{ObjectRef, ProviderParameters};
 #[kube(
     group = "poolboy.gpte.redhat.com",
     version = "v1",
+    doc = "Keeps unbound ResourceHandles ready for claims to bind.",
     kind = "ResourcePool",
     namespaced,
     status = "ResourcePoolStatus",

@@ -13,6 +13,7 @@ use serde_json::{Map, Value};
 #[kube(
     group = "poolboy.gpte.redhat.com",
     version = "v1",
+    doc = "How to validate, default, template and update one kind of resource.",
     kind = "ResourceProvider",
     namespaced,
     status = "ResourceProviderStatus",

@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 #[kube(
     group = "poolboy.gpte.redhat.com",
     version = "v1",
+    doc = "Adds a number of unbound handles to a ResourcePool, now or at a given time.",
     kind = "ResourcePoolScaling",
     namespaced,
     status = "ResourcePoolScalingStatus",

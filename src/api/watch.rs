@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize};
 #[kube(
     group = "poolboy.gpte.redhat.com",
     version = "v1",
+    doc = "One watch over managed resources of a kind (kept for Poolboy 1.17 compatibility).",
     kind = "ResourceWatch",
     namespaced,
     status = "ResourceWatchStatus",
