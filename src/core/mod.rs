@@ -2,4 +2,5 @@
 //! (`now` is always a parameter). The controllers, `poolboy render` and the tests call these
 //! same functions: one implementation of each rule.
 
+pub mod merge;
 pub mod patch;
