@@ -2,5 +2,6 @@
 //! (`now` is always a parameter). The controllers, `poolboy render` and the tests call these
 //! same functions: one implementation of each rule.
 
+pub mod matching;
 pub mod merge;
 pub mod patch;
