@@ -10,6 +10,8 @@ use serde_json::{Map, Value};
 
 use super::refs::{ObjectRef, ProviderParameters};
 
+// kube-derive takes one `printcolumn` attribute per column; clippy reads them as duplicates.
+#[allow(clippy::duplicated_attributes)]
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[kube(
     group = "poolboy.gpte.redhat.com",
