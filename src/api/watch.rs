@@ -9,6 +9,8 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+// kube-derive takes one `printcolumn` attribute per column; clippy reads them as duplicates.
+#[allow(clippy::duplicated_attributes)]
 #[derive(
     CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema,
 )]
