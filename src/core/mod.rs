@@ -5,3 +5,4 @@
 pub mod matching;
 pub mod merge;
 pub mod patch;
+pub mod schema;
