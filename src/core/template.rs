@@ -224,13 +224,10 @@ impl Failure {
     }
 }
 
-/// A minijinja error as a sentence: kind, detail, line and the quoted spot, then its causes.
-/// Template names are the engine's internal cache keys, so they are never shown.
+/// A minijinja error as a sentence: kind, detail, line and the quoted spot, hints, then its
+/// causes. Template names are the engine's internal cache keys, so they are never shown.
 fn describe(error: &Error, prefix: &str) -> String {
-    let mut message = match error.detail() {
-        Some(detail) => format!("{}: {detail}", error.kind()),
-        None => error.kind().to_string(),
-    };
+    let mut message = describe_one(error, prefix);
     if error.kind() == ErrorKind::OutOfFuel {
         message.push_str(" (the template does too much work: look for huge or nested loops)");
     }
@@ -243,16 +240,6 @@ fn describe(error: &Error, prefix: &str) -> String {
              timestamp.add('8h') or now(True).add(timedelta(hours=3)))",
         );
     }
-    if let Some(line) = error.line() {
-        message.push_str(&format!(" (line {line}"));
-        let source = error.name().and_then(|name| name.strip_prefix(prefix));
-        if let (Some(source), Some(range)) = (source, error.range())
-            && let Some(spot) = source.get(range)
-        {
-            message.push_str(&format!(", at `{}`", quote(spot)));
-        }
-        message.push(')');
-    }
     let mut cause = std::error::Error::source(error);
     let mut shown = 0;
     while let Some(inner) = cause {
@@ -260,16 +247,15 @@ fn describe(error: &Error, prefix: &str) -> String {
             message.push_str("; …");
             break;
         }
+        message.push_str("; caused by: ");
         match inner.downcast_ref::<Error>() {
             Some(jinja) => {
-                let name = jinja.name().and_then(|n| n.strip_prefix(prefix)).map(quote);
-                message.push_str("; caused by: ");
-                if let Some(name) = name {
-                    message.push_str(&format!("in {name:?}: "));
+                if let Some(source) = jinja.name().and_then(|n| n.strip_prefix(prefix)) {
+                    message.push_str(&format!("in {:?}: ", quote(source)));
                 }
                 message.push_str(&describe_one(jinja, prefix));
             }
-            None => message.push_str(&format!("; caused by: {inner}")),
+            None => message.push_str(&inner.to_string()),
         }
         shown += 1;
         cause = inner.source();

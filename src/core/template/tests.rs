@@ -879,7 +879,7 @@ fn the_compiled_template_cache_is_bounded() {
     let engine = TemplateEngine::with_cache_capacity(3);
     let context = ctx(json!({"x": 1}));
     let first = engine.generation();
-    let mut render_one = |source: &str| engine.render_str(source, &context).unwrap();
+    let render_one = |source: &str| engine.render_str(source, &context).unwrap();
     assert_eq!(render_one("{{ x }}a"), json!("1a"));
     assert_eq!(render_one("{{ x }}b"), json!("1b"));
     // The same source again is a cache hit: nothing is compiled.
