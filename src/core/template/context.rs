@@ -1,0 +1,210 @@
+//! The variables a template sees: Poolboy's built-ins, the call's plain variables, and the lazily
+//! rendered template variables (Poolboy 1.17 Δ§3.4).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use chrono::{DateTime, Utc};
+use minijinja::value::{Kwargs, Object, ObjectRepr, Rest};
+use minijinja::{Error, ErrorKind, Value};
+
+use super::filters::from_json_value;
+use super::time::{self, DateTimeClass, Moment, TimeZoneClass};
+use super::{Generation, render_source};
+
+/// Poolboy 1.17 Δ§3.4: template variables nest at most this deep (self-reference is an error).
+const MAX_DEPTH: usize = 100;
+
+/// A guard against exponential fan-out (`a: "{{ b }}{{ b }}"`, `b: "{{ c }}{{ c }}"`, …): each
+/// nested render has its own fuel, so the number of template-variable renders is capped too.
+const MAX_EVALUATIONS: usize = 10_000;
+
+/// Starts the messages of the two limits above, so nested renders pass them up unwrapped.
+const LIMIT_MARK: &str = "template variable limit";
+
+/// A template variable as given: strings with `{{` or `{%` render when referenced; anything else
+/// is a plain value (nested strings inside maps and lists are not rendered).
+#[derive(Debug, Clone)]
+pub(super) enum TemplateVariable {
+    Lazy(Arc<str>),
+    Plain(Value),
+}
+
+impl TemplateVariable {
+    pub(super) fn from_json(value: &serde_json::Value) -> TemplateVariable {
+        match value {
+            serde_json::Value::String(s) if s.contains("{{") || s.contains("{%") => {
+                TemplateVariable::Lazy(Arc::from(s.as_str()))
+            }
+            other => TemplateVariable::Plain(from_json_value(other)),
+        }
+    }
+}
+
+/// Everything a render call needs besides the engine. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct RenderContext {
+    pub(super) now: DateTime<Utc>,
+    pub(super) variables: Arc<HashMap<String, Value>>,
+    pub(super) template_variables: Arc<HashMap<String, TemplateVariable>>,
+}
+
+impl RenderContext {
+    /// A context at the instant `now` (what `now()`, `timestamp` and `datetime.now()` give) with
+    /// the call's plain variables (`resource_claim`, `resource_handle`, parameter values, …).
+    pub fn new(
+        now: DateTime<Utc>,
+        variables: &serde_json::Map<String, serde_json::Value>,
+    ) -> RenderContext {
+        RenderContext {
+            now,
+            variables: Arc::new(
+                variables
+                    .iter()
+                    .map(|(k, v)| (k.clone(), from_json_value(v)))
+                    .collect(),
+            ),
+            template_variables: Arc::default(),
+        }
+    }
+
+    /// Adds or replaces one plain variable.
+    pub fn with_variable(mut self, name: &str, value: &serde_json::Value) -> RenderContext {
+        Arc::make_mut(&mut self.variables).insert(name.to_owned(), from_json_value(value));
+        self
+    }
+
+    /// Adds a layer of template variables (`vars`); call it for the provider's vars first, then the
+    /// handle's: a later layer wins. Template variables override plain variables and the
+    /// built-ins (Poolboy 1.17 Q9, kept for compatibility).
+    pub fn with_template_variables(
+        mut self,
+        variables: &serde_json::Map<String, serde_json::Value>,
+    ) -> RenderContext {
+        let layer = Arc::make_mut(&mut self.template_variables);
+        for (name, value) in variables {
+            layer.insert(name.clone(), TemplateVariable::from_json(value));
+        }
+        self
+    }
+
+    /// The instant templates see as "now".
+    pub fn now(&self) -> DateTime<Utc> {
+        self.now
+    }
+}
+
+/// The root object a template renders against: one per render call, shared by the nested renders
+/// of template variables so that depth and fan-out are counted across them.
+pub(super) struct RootContext {
+    generation: Arc<Generation>,
+    context: RenderContext,
+    builtins: HashMap<&'static str, Value>,
+    depth: AtomicUsize,
+    evaluations: AtomicUsize,
+}
+
+impl std::fmt::Debug for RootContext {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RootContext").finish_non_exhaustive()
+    }
+}
+
+impl RootContext {
+    pub(super) fn value(generation: Arc<Generation>, context: &RenderContext, omit: &str) -> Value {
+        let now = context.now;
+        // Poolboy 1.12 §5.4 / 1.17 Δ§3.4: the built-ins.
+        let builtins = HashMap::from([
+            ("datetime", Value::from_object(DateTimeClass { now })),
+            (
+                "now",
+                Value::from_function(move |args: Rest<Value>, kwargs: Kwargs| {
+                    time::now(now, &args, kwargs)
+                }),
+            ),
+            ("omit", Value::from(omit)),
+            (
+                "timedelta",
+                Value::from_function(|args: Rest<Value>, kwargs: Kwargs| {
+                    time::timedelta(&args, kwargs)
+                }),
+            ),
+            ("timezone", Value::from_object(TimeZoneClass)),
+            ("timestamp", Moment::timestamp(now)),
+        ]);
+        Value::from_object(RootContext {
+            generation,
+            context: context.clone(),
+            builtins,
+            depth: AtomicUsize::new(0),
+            evaluations: AtomicUsize::new(0),
+        })
+    }
+
+    fn evaluate(self: &Arc<Self>, name: &str, source: &str) -> Value {
+        let depth = self.depth.load(Ordering::SeqCst);
+        if depth >= MAX_DEPTH {
+            return Value::from(Error::new(
+                ErrorKind::InvalidOperation,
+                format!(
+                    "{LIMIT_MARK}: template variable `{name}` nests deeper than {MAX_DEPTH} levels \
+                     (does it refer to itself?)"
+                ),
+            ));
+        }
+        if self.evaluations.fetch_add(1, Ordering::SeqCst) >= MAX_EVALUATIONS {
+            return Value::from(Error::new(
+                ErrorKind::InvalidOperation,
+                format!(
+                    "{LIMIT_MARK}: more than {MAX_EVALUATIONS} template variable renders in one template"
+                ),
+            ));
+        }
+        self.depth.fetch_add(1, Ordering::SeqCst);
+        let result = render_source(
+            &self.generation,
+            &Value::from_dyn_object(self.clone()),
+            source,
+        );
+        self.depth.fetch_sub(1, Ordering::SeqCst);
+        match result {
+            Ok(rendered) => rendered.into_value(),
+            Err(failure) => {
+                let inner = failure.into_jinja_error();
+                // A limit error already says what happened; wrapping it a hundred times helps no one.
+                if inner.detail().is_some_and(|d| d.contains(LIMIT_MARK)) {
+                    return Value::from(inner);
+                }
+                Value::from(
+                    Error::new(
+                        ErrorKind::InvalidOperation,
+                        format!("template variable `{name}` failed"),
+                    )
+                    .with_source(inner),
+                )
+            }
+        }
+    }
+}
+
+impl Object for RootContext {
+    fn repr(self: &Arc<Self>) -> ObjectRepr {
+        ObjectRepr::Map
+    }
+
+    fn get_value(self: &Arc<Self>, key: &Value) -> Option<Value> {
+        let name = key.as_str()?;
+        // Poolboy 1.17 Δ§3.4 / Q9: template variables, then built-ins, then plain variables.
+        if let Some(variable) = self.context.template_variables.get(name) {
+            return Some(match variable {
+                TemplateVariable::Plain(value) => value.clone(),
+                TemplateVariable::Lazy(source) => self.evaluate(name, source),
+            });
+        }
+        if let Some(value) = self.builtins.get(name) {
+            return Some(value.clone());
+        }
+        self.context.variables.get(name).cloned()
+    }
+}
