@@ -24,6 +24,26 @@ enum Command {
         #[arg(long)]
         dir: Option<std::path::PathBuf>,
     },
+    /// Print the ResourceHandle and the resources the broker would create for a claim (or a
+    /// pool), without a cluster. Exits 1 when the input is invalid.
+    Render(RenderArgs),
+}
+
+#[derive(clap::Args, Debug)]
+struct RenderArgs {
+    /// A YAML file of ResourceProviders, a ResourcePool and/or a ResourceClaim (`-` for
+    /// standard input). Repeat for several files.
+    #[arg(short = 'f', long = "file", required = true)]
+    files: Vec<String>,
+    /// Render as of this instant (RFC 3339) instead of now.
+    #[arg(long)]
+    at: Option<String>,
+    /// The name the new handle gets (the API server would generate one).
+    #[arg(long, default_value = "guid-abcde")]
+    handle_name: String,
+    /// The namespace of providers, pools and handles.
+    #[arg(long, env = "OPERATOR_NAMESPACE", default_value = "poolboy")]
+    operator_namespace: String,
 }
 
 /// Parses the command line, runs the command, and maps its outcome to an exit code.
@@ -32,6 +52,7 @@ pub fn main() -> ExitCode {
     let domain = OperatorDomain::new(cli.operator_domain);
     match cli.command {
         Command::Crd { dir } => report(print_crds(&domain, dir.as_deref())),
+        Command::Render(args) => render(args, domain),
     }
 }
 
@@ -60,4 +81,91 @@ fn report(outcome: Result<(), String>) -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// `poolboy render`: exit 0 with the YAML on stdout, 1 for invalid input, 2 for usage errors
+/// (an unreadable file, a bad `--at`).
+fn render(args: RenderArgs, domain: OperatorDomain) -> ExitCode {
+    use crate::core::render::{RenderOptions, RenderedResource, render};
+    use crate::core::render_input::RenderInput;
+
+    let at = args
+        .at
+        .as_deref()
+        .map(|at| crate::core::lifespan::parse_timestamp("--at", at));
+    let now = match at {
+        None => chrono::Utc::now(),
+        Some(Ok(at)) => at,
+        Some(Err(e)) => return usage_error(&e.to_string()),
+    };
+    let mut input = RenderInput::default();
+    for file in &args.files {
+        let text = if file == "-" {
+            let mut text = String::new();
+            match std::io::Read::read_to_string(&mut std::io::stdin(), &mut text) {
+                Ok(_) => text,
+                Err(e) => return usage_error(&format!("cannot read standard input: {e}")),
+            }
+        } else {
+            match std::fs::read_to_string(file) {
+                Ok(text) => text,
+                Err(e) => return usage_error(&format!("cannot read {file}: {e}")),
+            }
+        };
+        if let Err(e) = input.add_yaml(file, &text) {
+            return invalid(&e.to_string());
+        }
+    }
+    if let Err(e) = input.check_complete() {
+        return invalid(&e.to_string());
+    }
+    let options = RenderOptions {
+        domain,
+        operator_namespace: args.operator_namespace,
+        handle_name: args.handle_name,
+        now,
+    };
+    let rendered = match render(input, &options) {
+        Ok(rendered) => rendered,
+        Err(e) => return invalid(&e.to_string()),
+    };
+    let mut out = String::new();
+    for note in &rendered.notes {
+        out.push_str(&format!("# {note}\n"));
+    }
+    match yaml_document(&rendered.handle) {
+        Ok(yaml) => out.push_str(&yaml),
+        Err(e) => return invalid(&e),
+    }
+    for resource in &rendered.resources {
+        match resource {
+            RenderedResource::Definition(definition) => match yaml_document(definition) {
+                Ok(yaml) => out.push_str(&yaml),
+                Err(e) => return invalid(&e),
+            },
+            RenderedResource::Waiting { index, name, why } => {
+                out.push_str(&format!(
+                    "---\n# resource {index} ({name}) is not created yet: {why}\n"
+                ));
+            }
+        }
+    }
+    print!("{out}");
+    ExitCode::SUCCESS
+}
+
+fn yaml_document(value: &impl serde::Serialize) -> Result<String, String> {
+    serde_saphyr::to_string(value)
+        .map(|yaml| format!("---\n{yaml}"))
+        .map_err(|e| format!("cannot serialise: {e}"))
+}
+
+fn invalid(message: &str) -> ExitCode {
+    eprintln!("error: {message}");
+    ExitCode::FAILURE
+}
+
+fn usage_error(message: &str) -> ExitCode {
+    eprintln!("error: {message}");
+    ExitCode::from(2)
 }

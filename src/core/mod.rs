@@ -2,11 +2,24 @@
 //! (`now` is always a parameter). The controllers, `poolboy render` and the tests call these
 //! same functions: one implementation of each rule.
 
+pub mod bind;
+pub mod claim_resources;
+pub mod claim_to_handle;
+pub mod definition;
+pub mod desired_resources;
+pub mod handle_resources;
 pub mod interval;
 pub mod lifespan;
+pub mod lifespan_values;
 pub mod matching;
 pub mod merge;
 pub mod naming;
+pub mod new_handle;
+pub mod parameters;
 pub mod patch;
+pub mod provider;
+pub mod render;
+pub mod render_input;
 pub mod schema;
 pub mod template;
+pub mod view;

@@ -70,18 +70,38 @@ impl RenderContext {
     }
 
     /// Adds or replaces one plain variable.
-    pub fn with_variable(mut self, name: &str, value: &serde_json::Value) -> RenderContext {
-        Arc::make_mut(&mut self.variables).insert(name.to_owned(), from_json_value(value));
+    pub fn with_variable(
+        mut self,
+        name: &str,
+        value: impl std::borrow::Borrow<serde_json::Value>,
+    ) -> RenderContext {
+        Arc::make_mut(&mut self.variables).insert(name.to_owned(), from_json_value(value.borrow()));
         self
     }
 
-    /// Adds a layer of template variables (`vars`); call it for the provider's vars first, then the
-    /// handle's: a later layer wins. Template variables override plain variables and the
-    /// built-ins (Poolboy 1.17 Q9, kept for compatibility).
-    pub fn with_template_variables(
+    /// Adds every entry of `variables` as plain variables (parameter values, a resource's
+    /// top-level keys, …); later calls win.
+    pub fn with_variables(
         mut self,
         variables: &serde_json::Map<String, serde_json::Value>,
     ) -> RenderContext {
+        let layer = Arc::make_mut(&mut self.variables);
+        for (name, value) in variables {
+            layer.insert(name.clone(), from_json_value(value));
+        }
+        self
+    }
+
+    /// Adds a layer of template variables (`vars`, absent is no layer); call it for the
+    /// provider's vars first, then the handle's: a later layer wins. Template variables override
+    /// plain variables and the built-ins (Poolboy 1.17 Q9, kept for compatibility).
+    pub fn with_template_variables<'a>(
+        mut self,
+        variables: impl Into<Option<&'a serde_json::Map<String, serde_json::Value>>>,
+    ) -> RenderContext {
+        let Some(variables) = variables.into() else {
+            return self;
+        };
         let layer = Arc::make_mut(&mut self.template_variables);
         for (name, value) in variables {
             layer.insert(name.clone(), TemplateVariable::from_json(value));
