@@ -24,10 +24,37 @@ enum Command {
         #[arg(long)]
         dir: Option<std::path::PathBuf>,
     },
+    /// Run the operator.
+    Run(RunArgs),
     /// Print the ResourceHandle and the resources the broker would create for a claim (or a
     /// pool), without a cluster. Exits 1 when the input is invalid.
     Render(RenderArgs),
 }
+
+#[derive(clap::Args, Debug)]
+struct RunArgs {
+    /// Where providers, pools and handles live. Default: the service account's namespace.
+    #[arg(long, env = "OPERATOR_NAMESPACE")]
+    operator_namespace: Option<String>,
+    /// Watch claims in the operator namespace only, instead of in every namespace.
+    #[arg(long, env = "POOLBOY_NAMESPACED")]
+    namespaced: bool,
+    /// Where to serve /metrics, /healthz and /readyz.
+    #[arg(long, env = "POOLBOY_METRICS_ADDRESS", default_value = "0.0.0.0:9091")]
+    metrics_address: std::net::SocketAddr,
+    /// Reconciles of one kind at once.
+    #[arg(long, env = "POOLBOY_CONCURRENCY", default_value_t = 8)]
+    concurrency: u16,
+    /// The `cluster_domain` label of the metrics.
+    #[arg(long, env = "CLUSTER_DOMAIN", default_value = "None")]
+    cluster_domain: String,
+    /// Log as JSON lines.
+    #[arg(long, env = "POOLBOY_LOG_JSON")]
+    log_json: bool,
+}
+
+/// The namespace file of an in-cluster service account.
+const SERVICE_ACCOUNT_NAMESPACE: &str = "/var/run/secrets/kubernetes.io/serviceaccount/namespace";
 
 #[derive(clap::Args, Debug)]
 struct RenderArgs {
@@ -53,6 +80,7 @@ pub fn main() -> ExitCode {
     match cli.command {
         Command::Crd { dir } => report(print_crds(&domain, dir.as_deref())),
         Command::Render(args) => render(args, domain),
+        Command::Run(args) => run(args, domain),
     }
 }
 
@@ -168,4 +196,79 @@ fn invalid(message: &str) -> ExitCode {
 fn usage_error(message: &str) -> ExitCode {
     eprintln!("error: {message}");
     ExitCode::from(2)
+}
+
+/// `poolboy run`: exit 0 after a clean shutdown (SIGINT or SIGTERM), 1 on failure.
+fn run(args: RunArgs, domain: OperatorDomain) -> ExitCode {
+    use tracing_subscriber::EnvFilter;
+
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    let subscriber = tracing_subscriber::fmt().with_env_filter(filter);
+    if args.log_json {
+        subscriber.json().init();
+    } else {
+        subscriber.init();
+    }
+    let operator_namespace = match args.operator_namespace {
+        Some(namespace) => namespace,
+        None => match std::fs::read_to_string(SERVICE_ACCOUNT_NAMESPACE) {
+            Ok(namespace) => namespace.trim().to_owned(),
+            Err(_) => {
+                return usage_error(
+                    "no operator namespace: pass --operator-namespace or set OPERATOR_NAMESPACE",
+                );
+            }
+        },
+    };
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(runtime) => runtime,
+        Err(e) => return invalid(&format!("cannot start the async runtime: {e}")),
+    };
+    let outcome = runtime.block_on(async move {
+        let client = kube::Client::try_default()
+            .await
+            .map_err(|e| format!("cannot connect to Kubernetes: {e}"))?;
+        let options = crate::runtime::run::RunOptions {
+            claim_namespace: args.namespaced.then(|| operator_namespace.clone()),
+            config: crate::controller::context::Config {
+                domain,
+                operator_namespace,
+                instance: std::env::var("HOSTNAME").unwrap_or_else(|_| "poolboy".to_owned()),
+            },
+            metrics_address: Some(args.metrics_address),
+            concurrency: args.concurrency.max(1),
+            cluster_domain: args.cluster_domain,
+        };
+        crate::runtime::run::run(client, options, shutdown_signal())
+            .await
+            .map_err(|e| e.to_string())
+    });
+    match outcome {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => invalid(&message),
+    }
+}
+
+/// Completes on SIGINT or SIGTERM.
+async fn shutdown_signal() {
+    let interrupt = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut terminate =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(signal) => signal,
+                Err(_) => {
+                    let _ = interrupt.await;
+                    return;
+                }
+            };
+        tokio::select! {
+            _ = interrupt => {}
+            _ = terminate.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = interrupt.await;
+    }
 }

@@ -5,4 +5,6 @@
 
 pub mod api;
 pub mod cli;
+pub mod controller;
 pub mod core;
+pub mod runtime;

@@ -1,0 +1,219 @@
+//! What every controller shares: the client, the configuration, the kinds of the configured
+//! domain, the template engine and schema cache, the compiled providers, the reflector stores
+//! (the indexes every decision reads), the triggers that wake controllers from outside their
+//! own watches, the event recorder and the metrics.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use futures::channel::mpsc::UnboundedSender;
+use k8s_openapi::api::core::v1::ObjectReference;
+use kube::api::Api;
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::{Client, Resource};
+
+use super::kinds::{ClaimObject, HandleObject, Kinds, PoolObject};
+use crate::api::OperatorDomain;
+use crate::core::provider::{ProviderCatalog, ProviderCompiler};
+use crate::core::schema::SchemaCache;
+use crate::core::template::TemplateEngine;
+use crate::runtime::metrics::Metrics;
+
+/// The operator's configuration.
+#[derive(Clone, Debug)]
+pub struct Config {
+    pub domain: OperatorDomain,
+    /// Where providers, pools and handles live.
+    pub operator_namespace: String,
+    /// This process, as Events and logs name it (the pod name in a cluster).
+    pub instance: String,
+}
+
+/// Wakes a controller for one object from outside its own watches (a provider changed, a
+/// managed resource changed, a handle was bound).
+#[derive(Clone, Debug)]
+pub struct Triggers {
+    pub claims: UnboundedSender<ObjectRef<ClaimObject>>,
+    pub handles: UnboundedSender<ObjectRef<HandleObject>>,
+    pub pools: UnboundedSender<ObjectRef<PoolObject>>,
+}
+
+impl Triggers {
+    /// Wakes the claim controller for `claim` (a closed channel means shutdown: ignored).
+    pub fn wake_claim(&self, claim: &ClaimObject, kinds: &Kinds) {
+        let _ = self
+            .claims
+            .unbounded_send(ObjectRef::from_obj_with(claim, kinds.claim.clone()));
+    }
+
+    pub fn wake_handle(&self, handle: &HandleObject, kinds: &Kinds) {
+        let _ = self
+            .handles
+            .unbounded_send(ObjectRef::from_obj_with(handle, kinds.handle.clone()));
+    }
+
+    pub fn wake_pool(&self, pool: &PoolObject, kinds: &Kinds) {
+        let _ = self
+            .pools
+            .unbounded_send(ObjectRef::from_obj_with(pool, kinds.pool.clone()));
+    }
+}
+
+/// The reflector stores, kept up to date by one shared watch per kind.
+#[derive(Clone)]
+pub struct Stores {
+    pub claims: Store<ClaimObject>,
+    pub handles: Store<HandleObject>,
+    pub pools: Store<PoolObject>,
+}
+
+pub struct Context {
+    pub client: Client,
+    pub config: Config,
+    pub kinds: Kinds,
+    pub templates: TemplateEngine,
+    pub schemas: SchemaCache,
+    pub stores: Stores,
+    pub triggers: Triggers,
+    pub metrics: Arc<Metrics>,
+    providers: RwLock<ProviderCatalog>,
+    recorder: Recorder,
+    failures: Mutex<HashMap<String, u32>>,
+}
+
+impl Context {
+    pub fn new(
+        client: Client,
+        config: Config,
+        stores: Stores,
+        triggers: Triggers,
+        metrics: Arc<Metrics>,
+    ) -> Self {
+        let reporter = Reporter {
+            controller: "poolboy".to_owned(),
+            instance: Some(config.instance.clone()),
+        };
+        Self {
+            recorder: Recorder::new(client.clone(), reporter),
+            kinds: Kinds::new(&config.domain),
+            client,
+            config,
+            templates: TemplateEngine::new(),
+            schemas: SchemaCache::default(),
+            stores,
+            triggers,
+            metrics,
+            providers: RwLock::new(ProviderCatalog::default()),
+            failures: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The one clock of the controllers; `core` always receives `now` from here.
+    pub fn now(&self) -> DateTime<Utc> {
+        Utc::now()
+    }
+
+    pub fn domain(&self) -> &OperatorDomain {
+        &self.config.domain
+    }
+
+    pub fn claims_api(&self, namespace: &str) -> Api<ClaimObject> {
+        Api::namespaced_with(self.client.clone(), namespace, &self.kinds.claim)
+    }
+
+    pub fn handles_api(&self) -> Api<HandleObject> {
+        Api::namespaced_with(
+            self.client.clone(),
+            &self.config.operator_namespace,
+            &self.kinds.handle,
+        )
+    }
+
+    pub fn pools_api(&self) -> Api<PoolObject> {
+        Api::namespaced_with(
+            self.client.clone(),
+            &self.config.operator_namespace,
+            &self.kinds.pool,
+        )
+    }
+
+    /// Reads the compiled providers. The lock is never held across an `.await`.
+    pub fn providers<R>(&self, read: impl FnOnce(&ProviderCatalog) -> R) -> R {
+        match self.providers.read() {
+            Ok(catalog) => read(&catalog),
+            Err(poisoned) => read(&poisoned.into_inner()),
+        }
+    }
+
+    /// Changes the compiled providers (the provider watch does this).
+    pub fn update_providers<R>(
+        &self,
+        change: impl FnOnce(&mut ProviderCatalog, &ProviderCompiler<'_>) -> R,
+    ) -> R {
+        let compiler = ProviderCompiler {
+            domain: &self.config.domain,
+            templates: &self.templates,
+            schemas: &self.schemas,
+        };
+        match self.providers.write() {
+            Ok(mut catalog) => change(&mut catalog, &compiler),
+            Err(poisoned) => change(&mut poisoned.into_inner(), &compiler),
+        }
+    }
+
+    /// Posts an Event about `object`; failures are logged, never fatal.
+    pub async fn event<K>(
+        &self,
+        object: &K,
+        dyntype: &K::DynamicType,
+        kind: EventKind,
+        reason: &str,
+        note: String,
+    ) where
+        K: Resource,
+    {
+        let reference: ObjectReference = object.object_ref(dyntype);
+        let event = Event {
+            type_: match kind {
+                EventKind::Normal => EventType::Normal,
+                EventKind::Warning => EventType::Warning,
+            },
+            reason: reason.to_owned(),
+            note: Some(note),
+            action: reason.to_owned(),
+            secondary: None,
+        };
+        if let Err(error) = self.recorder.publish(&event, &reference).await {
+            tracing::warn!(%error, reason, "cannot publish Event");
+        }
+    }
+
+    /// The delay before retrying `key` after a transient failure: 1 s, doubling up to five
+    /// minutes, so that a failing object never turns into a retry storm.
+    pub fn retry_delay(&self, key: &str) -> Duration {
+        let mut failures = match self.failures.lock() {
+            Ok(failures) => failures,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        let count = failures.entry(key.to_owned()).or_insert(0);
+        *count = count.saturating_add(1);
+        let seconds = 1u64 << (*count - 1).min(9);
+        Duration::from_secs(seconds.min(300))
+    }
+
+    /// Forgets the failures of `key` after a successful reconcile.
+    pub fn succeeded(&self, key: &str) {
+        if let Ok(mut failures) = self.failures.lock() {
+            failures.remove(key);
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EventKind {
+    Normal,
+    Warning,
+}

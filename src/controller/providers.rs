@@ -1,0 +1,190 @@
+//! Keeps the compiled providers current. Providers are loaded completely before any controller
+//! starts (a claim must never be told its provider is missing because the list had not
+//! arrived yet); afterwards every change recompiles that provider, reports problems on the
+//! provider itself (a `Valid` condition and an Event), and wakes the claims and handles that
+//! use it.
+
+use std::sync::Arc;
+
+use futures::StreamExt;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use kube::ResourceExt;
+use kube::api::{Api, ListParams, Patch, PatchParams};
+use kube::runtime::WatchStreamExt;
+use kube::runtime::watcher::{self, Event};
+use serde_json::json;
+
+use super::context::{Context, EventKind};
+use super::kinds::{Kinds, ProviderObject};
+
+#[derive(Debug, thiserror::Error)]
+pub enum ProviderWatchError {
+    #[error("cannot list ResourceProviders: {0}")]
+    List(#[source] kube::Error),
+}
+
+fn api(ctx: &Context) -> Api<ProviderObject> {
+    Api::namespaced_with(
+        ctx.client.clone(),
+        &ctx.config.operator_namespace,
+        &ctx.kinds.provider,
+    )
+}
+
+/// Loads every provider of the operator namespace into the catalog.
+pub async fn load(ctx: &Context) -> Result<(), ProviderWatchError> {
+    let providers = api(ctx)
+        .list(&ListParams::default())
+        .await
+        .map_err(ProviderWatchError::List)?;
+    ctx.update_providers(|catalog, compiler| {
+        for provider in &providers {
+            catalog.insert(Kinds::provider_of(provider), compiler);
+        }
+        catalog.check_links();
+    });
+    for provider in &providers {
+        report(ctx, provider).await;
+    }
+    Ok(())
+}
+
+/// Follows provider changes until the stream ends (never, short of shutdown).
+pub async fn watch(ctx: Arc<Context>) {
+    let stream = kube::runtime::watcher(api(&ctx), watcher::Config::default()).default_backoff();
+    let mut stream = std::pin::pin!(stream);
+    while let Some(event) = stream.next().await {
+        match event {
+            Ok(Event::Apply(provider)) | Ok(Event::InitApply(provider)) => {
+                changed(&ctx, &provider).await;
+            }
+            Ok(Event::Delete(provider)) => {
+                let name = provider.name_any();
+                ctx.update_providers(|catalog, _| {
+                    catalog.remove(&name);
+                    catalog.check_links();
+                });
+                wake_users(&ctx, &name);
+            }
+            Ok(Event::Init) | Ok(Event::InitDone) => {}
+            Err(error) => tracing::warn!(%error, "ResourceProvider watch error; retrying"),
+        }
+    }
+}
+
+async fn changed(ctx: &Context, provider: &ProviderObject) {
+    let name = provider.name_any();
+    let unchanged = ctx.providers(|catalog| {
+        catalog
+            .get(&name)
+            .is_ok_and(|compiled| compiled.resource().spec == provider.spec)
+    });
+    if unchanged {
+        return;
+    }
+    ctx.update_providers(|catalog, compiler| {
+        catalog.insert(Kinds::provider_of(provider), compiler);
+        catalog.check_links();
+    });
+    report(ctx, provider).await;
+    wake_users(ctx, &name);
+}
+
+/// Writes the provider's `Valid` condition when it changed, with an Event for problems.
+async fn report(ctx: &Context, provider: &ProviderObject) {
+    let name = provider.name_any();
+    let problems: Vec<String> = ctx.providers(|catalog| match catalog.get(&name) {
+        Err(crate::core::provider::ProviderError::Invalid { problems, .. }) => {
+            problems.iter().map(ToString::to_string).collect()
+        }
+        _ => Vec::new(),
+    });
+    let (status, reason, message) = if problems.is_empty() {
+        (
+            "True",
+            "Compiled",
+            "every template, regex and schema compiles".to_owned(),
+        )
+    } else {
+        ("False", "Invalid", problems.join("; "))
+    };
+    let current = provider
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|c| c.iter().find(|c| c.type_ == "Valid"));
+    if current.is_some_and(|c| c.status == status && c.message == message) {
+        return;
+    }
+    if !problems.is_empty() {
+        ctx.metrics
+            .invalid_resources
+            .get_or_create(&crate::runtime::metrics::KindLabels {
+                kind: "ResourceProvider".into(),
+            })
+            .inc();
+        ctx.event(
+            provider,
+            &ctx.kinds.provider,
+            EventKind::Warning,
+            "InvalidProvider",
+            message.clone(),
+        )
+        .await;
+    }
+    let condition = Condition {
+        type_: "Valid".to_owned(),
+        status: status.to_owned(),
+        reason: reason.to_owned(),
+        message,
+        observed_generation: provider.metadata.generation,
+        last_transition_time: Time(k8s_openapi::jiff::Timestamp::now()),
+    };
+    let patch = json!({ "status": { "conditions": [condition] } });
+    if let Err(error) = api(ctx)
+        .patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+    {
+        tracing::warn!(%error, provider = %name, "cannot write ResourceProvider status");
+    }
+}
+
+/// Wakes the claims and handles that use provider `name`, and every unbound claim (one may
+/// have been waiting for this provider to appear or to match).
+fn wake_users(ctx: &Context, name: &str) {
+    for claim in ctx.stores.claims.state() {
+        let status = claim.status.as_ref();
+        let uses = claim.spec.provider.as_ref().is_some_and(|p| p.name == name)
+            || claim
+                .spec
+                .resources
+                .iter()
+                .flatten()
+                .any(|r| r.provider.as_ref().is_some_and(|p| p.name == name))
+            || status
+                .and_then(|s| s.resources.as_ref())
+                .into_iter()
+                .flatten()
+                .any(|r| r.provider.as_ref().is_some_and(|p| p.name == name));
+        let unbound = status.and_then(|s| s.resource_handle.as_ref()).is_none();
+        if uses || unbound {
+            ctx.triggers.wake_claim(&claim, &ctx.kinds);
+        }
+    }
+    for handle in ctx.stores.handles.state() {
+        let uses = handle
+            .spec
+            .provider
+            .as_ref()
+            .is_some_and(|p| p.name == name)
+            || handle
+                .spec
+                .resources
+                .iter()
+                .flatten()
+                .any(|r| r.provider.name == name);
+        if uses {
+            ctx.triggers.wake_handle(&handle, &ctx.kinds);
+        }
+    }
+}

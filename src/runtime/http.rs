@@ -1,0 +1,62 @@
+//! The operator's HTTP endpoint: `/metrics` (Prometheus), `/healthz` (the process serves) and
+//! `/readyz` (providers are loaded and the watches have listed once).
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use axum::Router;
+use axum::extract::State;
+use axum::http::{StatusCode, header};
+use axum::response::IntoResponse;
+use axum::routing::get;
+
+use super::metrics::Metrics;
+
+#[derive(Clone)]
+struct Shared {
+    metrics: Arc<Metrics>,
+    ready: Arc<AtomicBool>,
+}
+
+/// Serves until `shutdown` completes.
+pub async fn serve(
+    address: SocketAddr,
+    metrics: Arc<Metrics>,
+    ready: Arc<AtomicBool>,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let app = Router::new()
+        .route("/metrics", get(metrics_text))
+        .route("/healthz", get(|| async { "ok" }))
+        .route("/readyz", get(readiness))
+        .with_state(Shared { metrics, ready });
+    let listener = tokio::net::TcpListener::bind(address).await?;
+    tracing::info!(%address, "serving /metrics, /healthz and /readyz");
+    axum::serve(listener, app)
+        .with_graceful_shutdown(shutdown)
+        .await
+}
+
+async fn metrics_text(State(shared): State<Shared>) -> impl IntoResponse {
+    match shared.metrics.encode() {
+        Ok(text) => (
+            StatusCode::OK,
+            [(
+                header::CONTENT_TYPE,
+                "application/openmetrics-text; version=1.0.0; charset=utf-8",
+            )],
+            text,
+        )
+            .into_response(),
+        Err(_) => StatusCode::INTERNAL_SERVER_ERROR.into_response(),
+    }
+}
+
+async fn readiness(State(shared): State<Shared>) -> impl IntoResponse {
+    if shared.ready.load(Ordering::Relaxed) {
+        (StatusCode::OK, "ready")
+    } else {
+        (StatusCode::SERVICE_UNAVAILABLE, "starting")
+    }
+}

@@ -1,0 +1,136 @@
+//! `poolboy run`: one shared watch per kind feeds a reflector store (the index every decision
+//! reads) and every controller that cares about that kind; providers are loaded before any
+//! controller starts; the controllers run until shutdown.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use futures::channel::mpsc;
+use futures::future::{BoxFuture, FutureExt, Shared};
+use kube::Client;
+
+use super::http;
+use super::metrics::Metrics;
+use crate::controller::context::{Config, Context, Stores, Triggers};
+use crate::controller::kinds::Kinds;
+use crate::controller::{claim, handle, pool, providers};
+
+/// A future every part of the operator can wait on to learn that it should stop.
+pub type Shutdown = Shared<BoxFuture<'static, ()>>;
+
+pub struct RunOptions {
+    pub config: Config,
+    /// Watch claims in this namespace only (Poolboy's `KOPF_NAMESPACED`); all namespaces when
+    /// `None`.
+    pub claim_namespace: Option<String>,
+    /// Where to serve `/metrics`, `/healthz` and `/readyz`; nothing is served when `None`.
+    pub metrics_address: Option<SocketAddr>,
+    /// Reconciles of one kind running at once.
+    pub concurrency: u16,
+    /// The `cluster_domain` label of the metrics.
+    pub cluster_domain: String,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error(transparent)]
+    Providers(#[from] providers::ProviderWatchError),
+    #[error("cannot serve metrics: {0}")]
+    Http(#[source] std::io::Error),
+}
+
+/// Runs the operator until `shutdown` completes.
+pub async fn run(
+    client: Client,
+    options: RunOptions,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> Result<(), RunError> {
+    let shutdown: Shutdown = shutdown.boxed().shared();
+    let kinds = Kinds::new(&options.config.domain);
+    let namespace = options.config.operator_namespace.clone();
+
+    let claim_namespace = options.claim_namespace.as_deref();
+    let claims = claim::controller(&client, &kinds, &namespace, claim_namespace);
+    let handles = handle::controller(&client, &kinds, &namespace, claim_namespace);
+    let pools = pool::controller(&client, &kinds, &namespace);
+    let stores = Stores {
+        claims: claims.store(),
+        handles: handles.store(),
+        pools: pools.store(),
+    };
+    let (claim_trigger, claim_triggers) = mpsc::unbounded();
+    let (handle_trigger, handle_triggers) = mpsc::unbounded();
+    let (pool_trigger, pool_triggers) = mpsc::unbounded();
+    let triggers = Triggers {
+        claims: claim_trigger,
+        handles: handle_trigger,
+        pools: pool_trigger,
+    };
+    let metrics = Arc::new(Metrics::new(&options.cluster_domain));
+    let ready = Arc::new(AtomicBool::new(false));
+    let ctx = Arc::new(Context::new(
+        client.clone(),
+        options.config.clone(),
+        stores.clone(),
+        triggers,
+        metrics.clone(),
+    ));
+
+    let server = match options.metrics_address {
+        Some(address) => {
+            let serve = http::serve(address, metrics, ready.clone(), shutdown.clone());
+            tokio::spawn(serve)
+                .map(|r| r.ok().and_then(Result::err))
+                .boxed()
+        }
+        None => futures::future::pending().boxed(),
+    };
+
+    providers::load(&ctx).await?;
+
+    let readiness = {
+        let stores = stores.clone();
+        async move {
+            let _ = stores.claims.wait_until_ready().await;
+            let _ = stores.handles.wait_until_ready().await;
+            let _ = stores.pools.wait_until_ready().await;
+            ready.store(true, Ordering::Relaxed);
+            tracing::info!("watches listed; operator ready");
+        }
+    };
+    let concurrency = options.concurrency;
+    // Controllers stop gracefully on `shutdown` (in-flight reconciles finish); the operator
+    // ends when they have, dropping the watches.
+    let controllers = futures::future::join3(
+        claim::run(
+            claims,
+            ctx.clone(),
+            claim_triggers,
+            concurrency,
+            shutdown.clone(),
+        ),
+        handle::run(
+            handles,
+            ctx.clone(),
+            handle_triggers,
+            concurrency,
+            shutdown.clone(),
+        ),
+        pool::run(
+            pools,
+            ctx.clone(),
+            pool_triggers,
+            concurrency,
+            shutdown.clone(),
+        ),
+    );
+    let background = futures::future::join(providers::watch(ctx.clone()), readiness);
+    tokio::select! {
+        _ = controllers => {}
+        _ = background => {}
+        error = server => if let Some(error) = error { return Err(RunError::Http(error)) },
+    }
+    tracing::info!("operator stopped");
+    Ok(())
+}
