@@ -1,0 +1,79 @@
+//! The whole operator, in-process, confined to one test's namespace: that namespace is both
+//! the operator namespace and the only namespace whose claims it watches, so tests running in
+//! parallel never see each other's objects.
+
+use std::net::SocketAddr;
+
+use kube::Client;
+use poolboy::api::OperatorDomain;
+use poolboy::controller::context::Config;
+use poolboy::runtime::run::{RunOptions, run};
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+/// A running operator; stopped (gracefully) by [`TestOperator::stop`] or when dropped.
+pub struct TestOperator {
+    stop: Option<oneshot::Sender<()>>,
+    task: Option<JoinHandle<()>>,
+}
+
+impl TestOperator {
+    /// Starts an operator for `namespace`, with metrics served on `metrics_address` if given.
+    pub fn start(client: Client, namespace: &str) -> Self {
+        Self::start_with(client, namespace, None, "operator")
+    }
+
+    /// Starts an operator named `instance` (two may run at once, without leader election).
+    pub fn start_with(
+        client: Client,
+        namespace: &str,
+        metrics_address: Option<SocketAddr>,
+        instance: &str,
+    ) -> Self {
+        let options = RunOptions {
+            config: Config {
+                domain: OperatorDomain::default(),
+                operator_namespace: namespace.to_owned(),
+                instance: instance.to_owned(),
+            },
+            claim_namespace: Some(namespace.to_owned()),
+            metrics_address,
+            concurrency: 8,
+            cluster_domain: "test".to_owned(),
+        };
+        let (stop, stopped) = oneshot::channel::<()>();
+        let task = tokio::spawn(async move {
+            let shutdown = async move {
+                let _ = stopped.await;
+            };
+            if let Err(error) = run(client, options, shutdown).await {
+                panic!("operator failed: {error}");
+            }
+        });
+        Self {
+            stop: Some(stop),
+            task: Some(task),
+        }
+    }
+
+    /// Stops the operator and waits until its in-flight reconciles have finished.
+    pub async fn stop(mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(task) = self.task.take()
+            && let Err(error) = task.await
+            && error.is_panic()
+        {
+            std::panic::resume_unwind(error.into_panic());
+        }
+    }
+}
+
+impl Drop for TestOperator {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+    }
+}
