@@ -16,6 +16,7 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Client, Resource};
 
 use super::kinds::{ClaimObject, HandleObject, Kinds, PoolObject};
+use super::managed::ManagedResources;
 use crate::api::OperatorDomain;
 use crate::core::provider::{ProviderCatalog, ProviderCompiler};
 use crate::core::schema::SchemaCache;
@@ -79,6 +80,8 @@ pub struct Context {
     pub stores: Stores,
     pub triggers: Triggers,
     pub metrics: Arc<Metrics>,
+    /// The watches and stores of managed resources.
+    pub managed: ManagedResources,
     providers: RwLock<ProviderCatalog>,
     recorder: Recorder,
     failures: Mutex<HashMap<String, u32>>,
@@ -106,6 +109,7 @@ impl Context {
             stores,
             triggers,
             metrics,
+            managed: ManagedResources::default(),
             providers: RwLock::new(ProviderCatalog::default()),
             failures: Mutex::new(HashMap::new()),
         }

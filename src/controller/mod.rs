@@ -5,5 +5,6 @@ pub mod claim;
 pub mod context;
 pub mod handle;
 pub mod kinds;
+pub mod managed;
 pub mod pool;
 pub mod providers;
