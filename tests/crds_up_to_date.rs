@@ -1,10 +1,20 @@
-//! The committed CRDs under `crds/` are exactly what `poolboy crd --dir crds` generates.
+//! The committed CRDs under `crds/` (and their copies in the chart, `helm/crds/`) are exactly
+//! what `poolboy crd --dir crds` generates.
 
 use poolboy::api::{OperatorDomain, crd};
 
 #[test]
 fn committed_crds_match_the_generator() {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("crds");
+    assert_directory_matches("crds");
+}
+
+#[test]
+fn the_chart_ships_the_same_crds() {
+    assert_directory_matches("helm/crds");
+}
+
+fn assert_directory_matches(relative: &str) {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(relative);
     for one in crd::all(&OperatorDomain::default()) {
         let path = dir.join(crd::file_name(&one));
         let committed = std::fs::read_to_string(&path)
@@ -12,7 +22,7 @@ fn committed_crds_match_the_generator() {
         let generated = crd::to_yaml(std::slice::from_ref(&one)).expect("CRDs serialise");
         assert!(
             committed == generated,
-            "{} is stale: run `cargo run -- crd --dir crds` and commit the result",
+            "{} is stale: run `cargo run -- crd --dir {relative}` and commit the result",
             path.display()
         );
     }

@@ -1,0 +1,55 @@
+{{- define "poolboy.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "poolboy.fullname" -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- include "poolboy.name" . -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "poolboy.namespaceName" -}}
+{{- default (include "poolboy.name" .) .Values.namespace.name -}}
+{{- end -}}
+
+{{- define "poolboy.operatorDomain" -}}
+{{- if .Values.operatorDomain.name -}}
+{{- .Values.operatorDomain.name -}}
+{{- else if .Values.operatorDomain.generate -}}
+{{- printf "%s.gpte.redhat.com" (include "poolboy.name" .) -}}
+{{- else -}}
+default
+{{- end -}}
+{{- end -}}
+
+{{- define "poolboy.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create -}}
+{{- default (include "poolboy.fullname" .) .Values.serviceAccount.name -}}
+{{- else -}}
+{{- default "default" .Values.serviceAccount.name -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "poolboy.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "poolboy.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
+{{- define "poolboy.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
+{{ include "poolboy.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end -}}
+
+{{- define "poolboy.image" -}}
+{{- if eq .Values.image.tagOverride "-" -}}
+{{- .Values.image.repository -}}
+{{- else if .Values.image.tagOverride -}}
+{{- printf "%s:%s" .Values.image.repository .Values.image.tagOverride -}}
+{{- else -}}
+{{- printf "%s:v%s" .Values.image.repository .Chart.AppVersion -}}
+{{- end -}}
+{{- end -}}
