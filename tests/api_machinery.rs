@@ -284,7 +284,7 @@ async fn finalizer_holds_deletion_until_removed() {
     // Still there, still writable, but it cannot gain new finalizers.
     let live = api.get("held").await.unwrap();
     assert!(live.metadata.deletion_timestamp.is_some());
-    assert_eq!(live.finalizers(), [finalizer.clone()]);
+    assert_eq!(live.finalizers(), std::slice::from_ref(&finalizer));
     let status = api_error(
         api.patch(
             "held",
