@@ -1,13 +1,15 @@
 # poolboy developer entry points. `make test` is THE test command (CI runs it
 # through .ci/run).
-.PHONY: help cluster cluster-down cluster-status cluster-build test
+.PHONY: help cluster cluster-down cluster-status cluster-build test run bench
 
 help:
 	@echo "make cluster         start the local control plane (kubeconfig: target/cluster/kubeconfig)"
 	@echo "make cluster-down    stop it and remove its state"
 	@echo "make cluster-status  is it up?"
 	@echo "make cluster-build   build etcd, kube-apiserver, kube-controller-manager and helm (cached)"
-	@echo "make test            fmt check, clippy, all tests against a fresh control plane"
+	@echo "make test            fmt check, clippy, helm lint, all tests against a fresh control plane"
+	@echo "make run             the control plane, the CRDs and examples, and the broker in the foreground"
+	@echo "make bench           200 warm and 200 cold claims against a fresh control plane (release build)"
 
 cluster:
 	@hack/cluster/cluster.sh up
@@ -23,3 +25,9 @@ cluster-build:
 
 test:
 	@hack/test.sh
+
+run:
+	@hack/run.sh
+
+bench:
+	@hack/bench.sh

@@ -14,13 +14,16 @@ export POOLBOY_TEST_KUBECONFIG="$POOLBOY_CLUSTER_DIR/kubeconfig"
 step() { printf '\n==> %s\n' "$*" >&2; }
 
 step "building the control plane (cached after the first time)"
-hack/cluster/build.sh >/dev/null
+bin_dir="$(hack/cluster/build.sh)"
 
 step "cargo fmt --all -- --check"
 cargo fmt --all -- --check
 
 step "cargo clippy --all-targets -- -D warnings"
 cargo clippy --all-targets -- -D warnings
+
+step "helm lint helm"
+"$bin_dir/helm" lint helm
 
 step "building the tests"
 cargo test --no-run
