@@ -10,11 +10,15 @@ use super::provider::{
 };
 use super::schema::SchemaCache;
 use super::template::{RenderContext, TemplateEngine};
-use crate::api::{OperatorDomain, ResourceClaim, ResourceProvider};
+use crate::api::{OperatorDomain, ResourceClaim, ResourceHandle, ResourcePool, ResourceProvider};
 
 /// The instant every test runs at.
 pub(crate) fn now() -> DateTime<Utc> {
-    "2026-11-21T12:00:00Z".parse().expect("a test timestamp")
+    at("2026-11-21T12:00:00Z")
+}
+
+pub(crate) fn at(timestamp: &str) -> DateTime<Utc> {
+    timestamp.parse().expect("a test timestamp")
 }
 
 /// A YAML document as JSON.
@@ -45,6 +49,14 @@ pub(crate) fn provider(yaml: &str) -> ResourceProvider {
 
 pub(crate) fn claim(yaml: &str) -> ResourceClaim {
     object(yaml, "ResourceClaim", "user1")
+}
+
+pub(crate) fn handle(yaml: &str) -> ResourceHandle {
+    object(yaml, "ResourceHandle", "poolboy")
+}
+
+pub(crate) fn pool(yaml: &str) -> ResourcePool {
+    object(yaml, "ResourcePool", "poolboy")
 }
 
 /// A JSON object from YAML (parameter values, vars, …).
@@ -110,4 +122,9 @@ pub(crate) fn get<'a>(catalog: &'a ProviderCatalog, name: &str) -> &'a CompiledP
         .get(name)
         .map(AsRef::as_ref)
         .unwrap_or_else(|e: ProviderError| panic!("{e}"))
+}
+
+/// A patch as JSON, for comparing with a literal.
+pub(crate) fn patch_json(patch: &json_patch::Patch) -> Value {
+    serde_json::to_value(patch).expect("patches serialise")
 }
