@@ -462,6 +462,32 @@ spec:
     }
 
     #[test]
+    fn vars_override_parameter_values_of_the_same_name() {
+        // Δ§3.4 (Q9): template variables are inserted last, so a var hides a parameter.
+        let env = Env::new();
+        let provider = r#"
+metadata: {name: p}
+spec:
+  vars: {region: from-vars, label: "{{ region }}-{{ size }}"}
+  parameters: [{name: region}, {name: size}]
+  template:
+    definition: {region: "{{ region }}", label: "{{ label }}"}
+"#;
+        let resources = generate(
+            &env,
+            &[provider],
+            "p",
+            Some("{region: from-parameter, size: 3}"),
+            &Subjects::default(),
+        )
+        .unwrap();
+        assert_eq!(
+            resources[0].template,
+            json!({"region": "from-vars", "label": "from-vars-3"})
+        );
+    }
+
+    #[test]
     fn a_missing_linked_provider_is_reported() {
         // The catalog marks the parent invalid; generating from it directly reports the link.
         let env = Env::new();
