@@ -62,3 +62,127 @@ pub fn sync_generated_resources(
     }
     (Patch(ops), refused)
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::{Value, json};
+
+    use super::*;
+    use crate::api::handle::HandleResource;
+    use crate::api::refs::ObjectRef;
+    use crate::core::test_fixtures::patch_json;
+
+    fn provider_ref(name: &str) -> ObjectRef {
+        ObjectRef {
+            api_version: "poolboy.gpte.redhat.com/v1".into(),
+            kind: "ResourceProvider".into(),
+            name: name.into(),
+            namespace: "poolboy".into(),
+        }
+    }
+
+    fn generated(name: &str, provider: &str, template: Value) -> DesiredResource {
+        DesiredResource {
+            name: name.into(),
+            provider: provider_ref(provider),
+            template,
+        }
+    }
+
+    fn existing(provider: &str, template: Option<Value>) -> HandleResource {
+        HandleResource {
+            name: Some(provider.into()),
+            provider: provider_ref(provider),
+            reference: None,
+            template,
+        }
+    }
+
+    #[test]
+    fn absent_resources_are_set_whole() {
+        let (patch, refused) = sync_generated_resources(
+            None,
+            &[
+                generated("ns", "namespace", json!({"a": 1})),
+                generated("cfg", "config", json!({})),
+            ],
+        );
+        assert!(refused.is_empty());
+        assert_eq!(
+            patch_json(&patch),
+            json!([{"op": "add", "path": "/spec/resources", "value": [
+                {"name": "ns", "provider": provider_ref("namespace"), "template": {"a": 1}},
+                {"name": "cfg", "provider": provider_ref("config"), "template": {}},
+            ]}])
+        );
+    }
+
+    #[test]
+    fn differing_templates_are_replaced_and_extra_entries_appended() {
+        let current = [
+            existing("namespace", Some(json!({"a": 1}))),
+            existing("config", Some(json!({"b": 1}))),
+            existing("secret", None),
+        ];
+        let (patch, refused) = sync_generated_resources(
+            Some(&current),
+            &[
+                // Python equality: 1.0 == 1, so no change.
+                generated("namespace", "namespace", json!({"a": 1.0})),
+                generated("config", "config", json!({"b": 2})),
+                generated("secret", "secret", json!({})),
+                generated("extra", "extra", json!({"c": 3})),
+            ],
+        );
+        assert!(refused.is_empty());
+        assert_eq!(
+            patch_json(&patch),
+            json!([
+                {"op": "add", "path": "/spec/resources/1/template", "value": {"b": 2}},
+                {"op": "add", "path": "/spec/resources/2/template", "value": {}},
+                {"op": "add", "path": "/spec/resources/-", "value": {
+                    "name": "extra", "provider": provider_ref("extra"), "template": {"c": 3},
+                }},
+            ])
+        );
+    }
+
+    #[test]
+    fn entries_are_never_removed() {
+        // A `when` that turned false drops a generated entry; the handle keeps it.
+        let current = [
+            existing("a", Some(json!({}))),
+            existing("b", Some(json!({}))),
+        ];
+        let (patch, _) =
+            sync_generated_resources(Some(&current), &[generated("a", "a", json!({}))]);
+        assert_eq!(patch_json(&patch), json!([]));
+    }
+
+    #[test]
+    fn a_provider_change_at_an_index_is_refused_and_left_alone() {
+        let current = [
+            existing("a", Some(json!({"x": 1}))),
+            existing("b", Some(json!({}))),
+        ];
+        let (patch, refused) = sync_generated_resources(
+            Some(&current),
+            &[
+                generated("a", "other", json!({"x": 2})),
+                generated("b", "b", json!({"y": 1})),
+            ],
+        );
+        assert_eq!(
+            refused,
+            vec![ProviderChangeRefused {
+                index: 0,
+                current: "a".into(),
+                generated: "other".into(),
+            }]
+        );
+        assert_eq!(
+            patch_json(&patch),
+            json!([{"op": "add", "path": "/spec/resources/1/template", "value": {"y": 1}}])
+        );
+    }
+}

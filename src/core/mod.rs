@@ -22,4 +22,6 @@ pub mod render;
 pub mod render_input;
 pub mod schema;
 pub mod template;
+#[cfg(test)]
+pub(crate) mod test_fixtures;
 pub mod view;

@@ -179,4 +179,139 @@ mod tests {
         assert_eq!(view["status"], json!({}));
         assert_eq!(view["parameter_values"], json!({}));
     }
+
+    use crate::core::test_fixtures::{claim, handle, provider};
+
+    #[test]
+    fn a_claim_view_carries_status_and_pool_attributes() {
+        let domain = OperatorDomain::default();
+        let claim = claim(
+            r#"
+metadata:
+  name: c
+  annotations: {poolboy.gpte.redhat.com/resource-pool-name: gold}
+  labels: {team: a}
+spec: {provider: {name: lab, parameterValues: {size: 9}}}
+status:
+  approval: {state: approved}
+  provider: {name: lab, parameterValues: {size: 4}}
+  resourceHandle:
+    apiVersion: poolboy.gpte.redhat.com/v1
+    kind: ResourceHandle
+    name: guid-abcde
+    namespace: poolboy
+    detached: true
+"#,
+        );
+        let view = claim_view(&claim, &domain);
+        assert_eq!(view["name"], "c");
+        assert_eq!(view["labels"], json!({"team": "a"}));
+        assert_eq!(view["approval_state"], "approved");
+        // Validated values, not the requested ones.
+        assert_eq!(view["parameter_values"], json!({"size": 4}));
+        assert_eq!(view["resource_handle_name"], "guid-abcde");
+        assert_eq!(view["resource_handle_namespace"], "poolboy");
+        assert_eq!(view["resource_provider_name"], "lab");
+        assert_eq!(view["is_detached"], true);
+        assert_eq!(view["resource_pool_name"], "gold");
+        assert_eq!(view["meta"], view["metadata"]);
+        assert_eq!(view["spec"]["provider"]["name"], "lab");
+        assert_eq!(view["status"]["provider"]["name"], "lab");
+    }
+
+    #[test]
+    fn a_handle_view_has_guid_binding_and_vars() {
+        let domain = OperatorDomain::new("poolboy.dev.local");
+        let handle = handle(
+            r#"
+metadata: {name: guid-x1y2z, uid: u-1, creationTimestamp: "2026-11-21T12:00:00Z"}
+spec:
+  provider: {name: lab, parameterValues: {size: 4}}
+  preferenceScore: 2.5
+  resourceClaim: {apiVersion: poolboy.dev.local/v1, kind: ResourceClaim, name: c, namespace: user1}
+  resourcePool: {apiVersion: poolboy.dev.local/v1, kind: ResourcePool, name: p, namespace: poolboy}
+  resources:
+  - provider: {apiVersion: poolboy.dev.local/v1, kind: ResourceProvider, name: lab, namespace: poolboy}
+  vars: {color: blue}
+"#,
+        );
+        let view = handle_view(&handle, &domain);
+        assert_eq!(view["guid"], "x1y2z");
+        assert_eq!(view["is_bound"], true);
+        assert_eq!(view["is_from_resource_pool"], true);
+        assert_eq!(view["parameter_values"], json!({"size": 4}));
+        assert_eq!(view["preference_score"], 2.5);
+        assert_eq!(view["resource_claim_name"], "c");
+        assert_eq!(view["resource_claim_namespace"], "user1");
+        assert_eq!(view["resource_pool_name"], "p");
+        assert_eq!(view["resource_pool_namespace"], "poolboy");
+        assert_eq!(view["resource_provider_name"], "lab");
+        assert_eq!(view["resources"][0]["provider"]["name"], "lab");
+        assert_eq!(view["status_resources"], json!([]));
+        assert_eq!(view["vars"], json!({"color": "blue"}));
+        assert_eq!(view["uid"], "u-1");
+        assert_eq!(view["creation_timestamp"], "2026-11-21T12:00:00Z");
+        assert_eq!(view["deletion_timestamp"], Value::Null);
+        assert_eq!(view["apiVersion"], "poolboy.dev.local/v1");
+        assert_eq!(
+            view["reference"],
+            json!({
+                "apiVersion": "poolboy.dev.local/v1",
+                "kind": "ResourceHandle",
+                "name": "guid-x1y2z",
+                "namespace": "poolboy",
+            })
+        );
+    }
+
+    #[test]
+    fn a_provider_view_has_its_settings() {
+        let domain = OperatorDomain::default();
+        let plain = provider_view(&provider("metadata: {name: p}\nspec: {}"), &domain);
+        assert_eq!(plain["resource_name"], "p");
+        assert_eq!(plain["template_enable"], false);
+        assert_eq!(plain["vars"], json!({}));
+        assert_eq!(plain["match_ignore"], json!([]));
+        let full = provider_view(
+            &provider(
+                "metadata: {name: p}\nspec: {resourceName: r, template: {enable: true}, \
+                 vars: {a: 1}, match: {kind: K}, matchIgnore: [x], override: {kind: K}}",
+            ),
+            &domain,
+        );
+        assert_eq!(full["resource_name"], "r");
+        assert_eq!(full["template_enable"], true);
+        assert_eq!(full["vars"], json!({"a": 1}));
+        assert_eq!(full["match"], json!({"kind": "K"}));
+        assert_eq!(full["match_ignore"], json!(["x"]));
+        assert_eq!(full["override"], json!({"kind": "K"}));
+    }
+
+    #[test]
+    fn an_attribute_never_hides_the_objects_own_field() {
+        // `spec` and `metadata` are the object's; the added attributes only fill gaps.
+        let domain = OperatorDomain::default();
+        let view = handle_view(&handle("metadata: {name: guid-a}\nspec: {}"), &domain);
+        assert_eq!(view["spec"], json!({}));
+        assert_eq!(view["status"], json!({}));
+        assert_eq!(view["metadata"]["name"], "guid-a");
+    }
+
+    #[test]
+    fn subjects_hold_null_for_what_is_absent() {
+        let domain = OperatorDomain::default();
+        let none = Subjects::new(None, None, &domain);
+        assert_eq!(none.claim, Value::Null);
+        assert_eq!(none.handle, Value::Null);
+        assert!(none.handle_vars.is_none());
+        let handle = handle("metadata: {name: guid-a}\nspec: {vars: {v: 1}}");
+        let claim = claim("metadata: {name: c}\nspec: {}");
+        let both = Subjects::new(Some(&claim), Some(&handle), &domain);
+        assert_eq!(both.claim["name"], "c");
+        assert_eq!(both.handle["guid"], "a");
+        assert_eq!(
+            both.handle_vars,
+            Some(serde_json::Map::from_iter([("v".to_owned(), json!(1))]))
+        );
+    }
 }

@@ -169,6 +169,31 @@ fn int_and_float_filters_behave_like_jinja2() {
 }
 
 #[test]
+fn int_and_float_of_an_undefined_value_fail_as_in_jinja2() {
+    // Jinja2 3.1.5 (Poolboy's pin) with ChainableUndefined: `Undefined.__int__` and `__float__`
+    // raise UndefinedError, which `do_int`/`do_float` do not catch (they catch TypeError and
+    // ValueError only), so `{{ size | int }}` with `size` undefined is an error, not 0.
+    // Checked against jinja2 3.1.6: "'size' is undefined" for each of these.
+    for source in [
+        "{{ size | int }}",
+        "{{ size | float }}",
+        "{{ size | int(5) }}",
+        "{{ a.b | int }}",
+        "{{ (size | int) + 1 }}",
+        "={{ size | float }}",
+    ] {
+        assert!(failure(source, json!({})).contains("undefined"), "{source}");
+    }
+    // What templates in the field write instead.
+    assert_eq!(render("{{ size | default(3) | int }}", json!({})), json!(3));
+    assert_eq!(
+        render("{{ size | int if size is defined else 0 }}", json!({})),
+        json!("0")
+    );
+    assert_eq!(render("{{ none | int }}", json!({})), json!(0));
+}
+
+#[test]
 fn typed_bool_uses_str2bool() {
     assert_eq!(render("{{ 'Yes' | bool }}", json!({})), json!(true));
     assert_eq!(render("{{ 'on' | bool }}", json!({})), json!(false));
