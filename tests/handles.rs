@@ -132,15 +132,26 @@ async fn a_handle_creates_its_configmap_and_follows_its_readiness() {
     )
     .await;
     let operator = TestOperator::start(env.client.clone(), &env.namespace);
-    let handle = create_handle(&env, &[("cm", "config", json!({"data": {"a": "b"}}))], json!({})).await;
+    let handle = create_handle(
+        &env,
+        &[("cm", "config", json!({"data": {"a": "b"}}))],
+        json!({}),
+    )
+    .await;
     let name = handle.name_any();
     let cm_name = format!("guid0-{}", guid(&handle));
 
     let cm = eventually("the ConfigMap", TIMEOUT, || configmap(&env, &cm_name)).await;
     let annotations = cm.annotations();
     assert_eq!(annotations[&format!("{D}/resource-handle-name")], name);
-    assert_eq!(annotations[&format!("{D}/resource-handle-namespace")], env.namespace);
-    assert_eq!(annotations[&format!("{D}/resource-provider-name")], "config");
+    assert_eq!(
+        annotations[&format!("{D}/resource-handle-namespace")],
+        env.namespace
+    );
+    assert_eq!(
+        annotations[&format!("{D}/resource-provider-name")],
+        "config"
+    );
     assert_eq!(annotations[&format!("{D}/resource-index")], "0");
     assert_eq!(
         annotations[&format!("{D}/resource-handle-uid")],
@@ -148,10 +159,15 @@ async fn a_handle_creates_its_configmap_and_follows_its_readiness() {
     );
     assert_eq!(cm.data.expect("data")["a"], "b");
 
-    let status = eventually("a status with reference, healthy, not ready", TIMEOUT, || async {
-        let status = handle_status(&env, &name).await?;
-        (status["resources"][0]["healthy"] == true && status["ready"] == false).then_some(status)
-    })
+    let status = eventually(
+        "a status with reference, healthy, not ready",
+        TIMEOUT,
+        || async {
+            let status = handle_status(&env, &name).await?;
+            (status["resources"][0]["healthy"] == true && status["ready"] == false)
+                .then_some(status)
+        },
+    )
     .await;
     assert_eq!(
         status["resources"][0]["reference"],
@@ -165,7 +181,11 @@ async fn a_handle_creates_its_configmap_and_follows_its_readiness() {
         .expect("a Ready condition");
     assert_eq!(ready["status"], "False");
     assert_eq!(ready["message"], "cm: not ready");
-    let live = env.api::<ResourceHandle>().get(&name).await.expect("handle");
+    let live = env
+        .api::<ResourceHandle>()
+        .get(&name)
+        .await
+        .expect("handle");
     assert_eq!(live.finalizers(), [D.to_owned()]);
 
     // A change of the live object reaches the handle status, event-driven.
@@ -268,10 +288,18 @@ async fn a_handle_is_deleted_at_its_lifespan_end_with_its_resources_annotated_fi
         (gone_at - end).num_milliseconds()
     );
     assert!(gone_at >= end, "deleted before its end");
-    assert!(gone_at - end < chrono::TimeDelta::seconds(3), "deleted late: {gone_at}");
+    assert!(
+        gone_at - end < chrono::TimeDelta::seconds(3),
+        "deleted late: {gone_at}"
+    );
 
-    let cm = configmap(&env, &cm_name).await.expect("held by its finalizer");
-    assert!(cm.metadata.deletion_timestamp.is_some(), "the ConfigMap is being deleted");
+    let cm = configmap(&env, &cm_name)
+        .await
+        .expect("held by its finalizer");
+    assert!(
+        cm.metadata.deletion_timestamp.is_some(),
+        "the ConfigMap is being deleted"
+    );
     let deleted = &cm.annotations()[&format!("{D}/resource-handle-deleted")];
     assert!(
         chrono::DateTime::parse_from_rfc3339(deleted).is_ok() && deleted.ends_with('Z'),
@@ -332,9 +360,18 @@ async fn deleting_a_handle_deletes_its_resources_and_its_claim_unless_detached()
     let operator = TestOperator::start(env.client.clone(), &env.namespace);
     create_claim(&env, "bound", false).await;
     create_claim(&env, "detached", true).await;
-    let bound = create_handle(&env, &[("cm", "config", json!({}))], claim_ref(&env, "bound")).await;
-    let detached =
-        create_handle(&env, &[("cm", "config", json!({}))], claim_ref(&env, "detached")).await;
+    let bound = create_handle(
+        &env,
+        &[("cm", "config", json!({}))],
+        claim_ref(&env, "bound"),
+    )
+    .await;
+    let detached = create_handle(
+        &env,
+        &[("cm", "config", json!({}))],
+        claim_ref(&env, "detached"),
+    )
+    .await;
     let handles: Api<ResourceHandle> = env.api();
     let claims: Api<ResourceClaim> = env.api();
 
@@ -354,12 +391,23 @@ async fn deleting_a_handle_deletes_its_resources_and_its_claim_unless_detached()
         })
         .await;
         eventually("the handle is gone", TIMEOUT, || async {
-            handles.get_opt(&handle.name_any()).await.ok()?.is_none().then_some(())
+            handles
+                .get_opt(&handle.name_any())
+                .await
+                .ok()?
+                .is_none()
+                .then_some(())
         })
         .await;
     }
-    assert!(claims.get_opt("bound").await.expect("get").is_none(), "bound claim deleted");
-    assert!(claims.get_opt("detached").await.expect("get").is_some(), "detached claim kept");
+    assert!(
+        claims.get_opt("bound").await.expect("get").is_none(),
+        "bound claim deleted"
+    );
+    assert!(
+        claims.get_opt("detached").await.expect("get").is_some(),
+        "detached claim kept"
+    );
 
     operator.stop().await;
     env.cleanup().await;
@@ -370,15 +418,27 @@ async fn a_handle_whose_claim_is_gone_deletes_itself() {
     let env = TestEnv::new().await;
     create_providers(&env, vec![configmap_provider(&env, "config", json!({}))]).await;
     let operator = TestOperator::start(env.client.clone(), &env.namespace);
-    let handle =
-        create_handle(&env, &[("cm", "config", json!({}))], claim_ref(&env, "never-was")).await;
+    let handle = create_handle(
+        &env,
+        &[("cm", "config", json!({}))],
+        claim_ref(&env, "never-was"),
+    )
+    .await;
     let handles: Api<ResourceHandle> = env.api();
     eventually("the orphaned handle is gone", TIMEOUT, || async {
-        handles.get_opt(&handle.name_any()).await.ok()?.is_none().then_some(())
+        handles
+            .get_opt(&handle.name_any())
+            .await
+            .ok()?
+            .is_none()
+            .then_some(())
     })
     .await;
     let cm_name = format!("guid0-{}", guid(&handle));
-    assert!(configmap(&env, &cm_name).await.is_none(), "nothing was created");
+    assert!(
+        configmap(&env, &cm_name).await.is_none(),
+        "nothing was created"
+    );
 
     operator.stop().await;
     env.cleanup().await;
@@ -417,10 +477,14 @@ async fn a_bad_template_is_reported_and_does_not_disturb_other_handles() {
     let other = create_handle(&env, &[("cm", "good", json!({}))], json!({})).await;
 
     let bad_name = bad.name_any();
-    let status = eventually("the problem in the bad handle's status", TIMEOUT, || async {
-        let status = handle_status(&env, &bad_name).await?;
-        (status["resources"][0]["waitingFor"] == "Resource Definition").then_some(status)
-    })
+    let status = eventually(
+        "the problem in the bad handle's status",
+        TIMEOUT,
+        || async {
+            let status = handle_status(&env, &bad_name).await?;
+            (status["resources"][0]["waitingFor"] == "Resource Definition").then_some(status)
+        },
+    )
     .await;
     let valid = status["conditions"]
         .as_array()
@@ -436,8 +500,14 @@ async fn a_bad_template_is_reported_and_does_not_disturb_other_handles() {
     // The other resource of the same handle and the other handle are served.
     let fine_name = format!("guid1-{}", guid(&bad));
     let other_name = format!("guid0-{}", guid(&other));
-    eventually("the bad handle's good resource", TIMEOUT, || configmap(&env, &fine_name)).await;
-    eventually("the other handle's ConfigMap", TIMEOUT, || configmap(&env, &other_name)).await;
+    eventually("the bad handle's good resource", TIMEOUT, || {
+        configmap(&env, &fine_name)
+    })
+    .await;
+    eventually("the other handle's ConfigMap", TIMEOUT, || {
+        configmap(&env, &other_name)
+    })
+    .await;
     let events: Api<Event> = env.api();
     eventually("a Warning Event on the bad handle", TIMEOUT, || async {
         let events = events.list(&ListParams::default()).await.ok()?;
@@ -495,7 +565,10 @@ async fn a_linked_resource_waits_for_its_link_then_uses_its_template_vars() {
     let name = handle.name_any();
     let base_name = format!("guid0-{}", guid(&handle));
     let app_name = format!("guid1-{}", guid(&handle));
-    eventually("the base ConfigMap", TIMEOUT, || configmap(&env, &base_name)).await;
+    eventually("the base ConfigMap", TIMEOUT, || {
+        configmap(&env, &base_name)
+    })
+    .await;
     eventually("the app waits for its link", TIMEOUT, || async {
         let status = handle_status(&env, &name).await?;
         (status["resources"][1]["waitingFor"] == "Linked ResourceProvider").then_some(())
@@ -552,7 +625,10 @@ async fn a_deleted_managed_resource_is_seen_and_recreated() {
             (cm.uid() != before.uid()).then_some(cm)
         })
         .await;
-        println!("round {round}: ConfigMap recreated {:?} after its deletion", deleted.elapsed());
+        println!(
+            "round {round}: ConfigMap recreated {:?} after its deletion",
+            deleted.elapsed()
+        );
         assert_ne!(again.uid(), first.uid());
     }
     eventually("the handle is ready again", TIMEOUT, || async {

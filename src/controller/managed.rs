@@ -10,13 +10,13 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Mutex, RwLock};
 
 use futures::StreamExt;
+use kube::ResourceExt;
 use kube::api::{Api, DynamicObject};
 use kube::core::{ApiResource, GroupVersionKind};
 use kube::discovery::Scope;
 use kube::runtime::WatchStreamExt;
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::watcher::{self, Event};
-use kube::ResourceExt;
 use tokio::task::JoinHandle;
 
 use super::context::{Context, Triggers};
@@ -165,7 +165,8 @@ pub async fn discover(
         resource,
         namespaced: capabilities.scope == Scope::Namespaced,
     };
-    ctx.managed.remember_kind(api_version, kind, managed.clone());
+    ctx.managed
+        .remember_kind(api_version, kind, managed.clone());
     Ok(managed)
 }
 
@@ -216,12 +217,7 @@ pub async fn ensure_watch(ctx: &Context, reference: &ResourceReference) -> Resul
     let stream = kube::runtime::watcher(api, watcher::Config::default())
         .default_backoff()
         .reflect(writer);
-    let task = tokio::spawn(follow(
-        stream,
-        router,
-        key.clone(),
-        kind.resource.clone(),
-    ));
+    let task = tokio::spawn(follow(stream, router, key.clone(), kind.resource.clone()));
     ctx.managed.keep_task(task);
     ctx.metrics.managed_watches.set(ctx.managed.len() as i64);
     tracing::info!(
@@ -295,14 +291,13 @@ impl Router {
         };
         let ignore = self.domain.ignore_label();
         // B12: deleting and ignored handles, and ignored claims, are left alone.
-        if handle.metadata.deletion_timestamp.is_some() || handle.labels().contains_key(&ignore)
-        {
+        if handle.metadata.deletion_timestamp.is_some() || handle.labels().contains_key(&ignore) {
             return;
         }
         let _ = self.triggers.handles.unbounded_send(handle_ref);
         if let Some(claim) = &handle.spec.resource_claim {
-            let claim_ref = ObjectRef::new_with(&claim.name, self.kinds.claim.clone())
-                .within(&claim.namespace);
+            let claim_ref =
+                ObjectRef::new_with(&claim.name, self.kinds.claim.clone()).within(&claim.namespace);
             let ignored = self
                 .claims
                 .get(&claim_ref)

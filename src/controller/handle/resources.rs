@@ -52,7 +52,8 @@ pub(super) async fn apply(
         }
         let mut patch = to_json_patch(&ops)?;
         // The live object may come from a store: apply the diff only to what it was made from.
-        if let Some(test) = resource_version_test_value(current.pointer("/metadata/resourceVersion"))
+        if let Some(test) =
+            resource_version_test_value(current.pointer("/metadata/resourceVersion"))
         {
             patch.0.insert(0, test);
         }
