@@ -357,3 +357,205 @@ where
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use futures::channel::mpsc;
+    use kube::api::ObjectMeta;
+    use serde_json::json;
+
+    use super::*;
+    use serde_json::Value;
+
+    struct Fixture {
+        router: Router,
+        handle_wakes: mpsc::UnboundedReceiver<ObjectRef<HandleObject>>,
+        claim_wakes: mpsc::UnboundedReceiver<ObjectRef<ClaimObject>>,
+    }
+
+    fn fixture(handles: Vec<Value>, claims: Vec<Value>) -> Fixture {
+        let domain = OperatorDomain::default();
+        let kinds = Kinds::new(&domain);
+        let mut handle_writer = reflector::store::Writer::new(kinds.handle.clone());
+        for handle in handles {
+            let handle: HandleObject = serde_json::from_value(handle).expect("handle");
+            handle_writer.apply_watcher_event(&Event::Apply(handle));
+        }
+        let mut claim_writer = reflector::store::Writer::new(kinds.claim.clone());
+        for claim in claims {
+            let claim: ClaimObject = serde_json::from_value(claim).expect("claim");
+            claim_writer.apply_watcher_event(&Event::Apply(claim));
+        }
+        let (claims_tx, claim_wakes) = mpsc::unbounded();
+        let (handles_tx, handle_wakes) = mpsc::unbounded();
+        let (pools_tx, _) = mpsc::unbounded();
+        Fixture {
+            router: Router {
+                triggers: Triggers {
+                    claims: claims_tx,
+                    handles: handles_tx,
+                    pools: pools_tx,
+                },
+                kinds,
+                handles: handle_writer.as_reader(),
+                claims: claim_writer.as_reader(),
+                domain,
+                operator_namespace: "poolboy".into(),
+            },
+            handle_wakes,
+            claim_wakes,
+        }
+    }
+
+    fn handle(name: &str, labels: Value, claim: Option<&str>) -> Value {
+        let mut handle = json!({
+            "apiVersion": "poolboy.gpte.redhat.com/v1",
+            "kind": "ResourceHandle",
+            "metadata": {"name": name, "namespace": "poolboy", "labels": labels},
+            "spec": {},
+        });
+        if let Some(claim) = claim {
+            handle["spec"]["resourceClaim"] = json!({
+                "apiVersion": "poolboy.gpte.redhat.com/v1", "kind": "ResourceClaim",
+                "name": claim, "namespace": "user",
+            });
+        }
+        handle
+    }
+
+    fn claim(name: &str, labels: Value) -> Value {
+        json!({
+            "apiVersion": "poolboy.gpte.redhat.com/v1",
+            "kind": "ResourceClaim",
+            "metadata": {"name": name, "namespace": "user", "labels": labels},
+            "spec": {},
+        })
+    }
+
+    fn configmaps() -> ApiResource {
+        ApiResource::from_gvk(&GroupVersionKind::gvk("", "v1", "ConfigMap"))
+    }
+
+    fn managed(annotations: &[(&str, &str)]) -> DynamicObject {
+        named("cm", annotations)
+    }
+
+    fn named(name: &str, annotations: &[(&str, &str)]) -> DynamicObject {
+        let mut object = DynamicObject::new(name, &configmaps());
+        object.metadata = ObjectMeta {
+            name: Some(name.into()),
+            namespace: Some("managed".into()),
+            annotations: Some(
+                annotations
+                    .iter()
+                    .map(|(k, v)| (format!("poolboy.gpte.redhat.com/{k}"), (*v).to_owned()))
+                    .collect(),
+            ),
+            ..Default::default()
+        };
+        object
+    }
+
+    fn drain<T>(receiver: &mut mpsc::UnboundedReceiver<T>) -> Vec<T> {
+        std::iter::from_fn(|| receiver.try_recv().ok()).collect()
+    }
+
+    #[test]
+    fn an_event_wakes_the_handle_and_its_claim() {
+        let mut f = fixture(
+            vec![handle("guid-a", json!({}), Some("mine"))],
+            vec![claim("mine", json!({}))],
+        );
+        let routed = f.router.route(&managed(&[
+            ("resource-handle-name", "guid-a"),
+            ("resource-handle-namespace", "poolboy"),
+        ]));
+        assert_eq!(routed.as_deref(), Some("guid-a"));
+        let handles = drain(&mut f.handle_wakes);
+        assert_eq!(handles.len(), 1);
+        assert_eq!(handles[0].name, "guid-a");
+        let claims = drain(&mut f.claim_wakes);
+        assert_eq!(claims.len(), 1);
+        assert_eq!(
+            (claims[0].name.as_str(), claims[0].namespace.as_deref()),
+            ("mine", Some("user"))
+        );
+    }
+
+    #[test]
+    fn unannotated_deleted_and_foreign_objects_are_skipped() {
+        let mut f = fixture(vec![handle("guid-a", json!({}), None)], vec![]);
+        assert_eq!(f.router.route(&managed(&[])), None);
+        let deleted = managed(&[
+            ("resource-handle-name", "guid-a"),
+            ("resource-handle-deleted", "2026-01-01T00:00:00Z"),
+        ]);
+        assert_eq!(f.router.route(&deleted), None);
+        let foreign = managed(&[
+            ("resource-handle-name", "guid-a"),
+            ("resource-handle-namespace", "elsewhere"),
+        ]);
+        assert_eq!(f.router.route(&foreign), None);
+        assert!(drain(&mut f.handle_wakes).is_empty());
+    }
+
+    #[test]
+    fn ignored_handles_and_claims_are_not_woken() {
+        let ignore = json!({"poolboy.gpte.redhat.com/ignore": ""});
+        let mut f = fixture(
+            vec![
+                handle("guid-a", ignore.clone(), None),
+                handle("guid-b", json!({}), Some("ignored")),
+            ],
+            vec![claim("ignored", ignore)],
+        );
+        f.router
+            .route(&managed(&[("resource-handle-name", "guid-a")]));
+        assert!(drain(&mut f.handle_wakes).is_empty());
+        f.router
+            .route(&managed(&[("resource-handle-name", "guid-b")]));
+        assert_eq!(drain(&mut f.handle_wakes).len(), 1);
+        assert!(drain(&mut f.claim_wakes).is_empty());
+    }
+
+    #[test]
+    fn a_handle_missing_from_the_store_is_still_woken() {
+        let mut f = fixture(vec![], vec![]);
+        f.router
+            .route(&managed(&[("resource-handle-name", "guid-new")]));
+        assert_eq!(drain(&mut f.handle_wakes)[0].name, "guid-new");
+    }
+
+    #[test]
+    fn a_relist_wakes_the_handles_of_objects_that_vanished_meanwhile() {
+        let mut f = fixture(vec![], vec![]);
+        let a = named("a", &[("resource-handle-name", "guid-a")]);
+        let b = named("b", &[("resource-handle-name", "guid-b")]);
+        let events: Vec<Result<Event<DynamicObject>, watcher::Error>> = vec![
+            Ok(Event::Init),
+            Ok(Event::InitApply(a.clone())),
+            Ok(Event::InitDone),
+            Ok(Event::Apply(b)),
+            // The watch restarts (410 Gone): b was deleted while it was down.
+            Ok(Event::Init),
+            Ok(Event::InitApply(a)),
+            Ok(Event::InitDone),
+        ];
+        let key = WatchKey {
+            api_version: "v1".into(),
+            kind: "ConfigMap".into(),
+            namespace: Some("managed".into()),
+        };
+        futures::executor::block_on(follow(
+            futures::stream::iter(events),
+            f.router,
+            key,
+            configmaps(),
+        ));
+        let woken: Vec<String> = drain(&mut f.handle_wakes)
+            .into_iter()
+            .map(|r| r.name)
+            .collect();
+        assert_eq!(woken, ["guid-a", "guid-b", "guid-a", "guid-b"]);
+    }
+}
