@@ -639,3 +639,71 @@ async fn a_deleted_managed_resource_is_seen_and_recreated() {
     operator.stop().await;
     env.cleanup().await;
 }
+
+#[tokio::test]
+async fn a_provider_handle_generates_its_resources_and_a_summary() {
+    let env = TestEnv::new().await;
+    create_providers(
+        &env,
+        vec![configmap_provider(
+            &env,
+            "sized",
+            json!({
+                "parameters": [{"name": "size", "default": {"value": "small"}}],
+                "template": {"enable": true, "definition": {"data": {"size": "{{ size }}"}}},
+                "updateFilters": [{"pathMatch": "/data/.*"}],
+                "statusSummaryTemplate": {
+                    "size": "{{ size }}",
+                    "configMap": "{{ resources[0].state.metadata.name | default('none') }}",
+                },
+            }),
+        )],
+    )
+    .await;
+    let operator = TestOperator::start(env.client.clone(), &env.namespace);
+    let handle = create_handle(
+        &env,
+        &[],
+        json!({"provider": {"name": "sized", "parameterValues": {"size": "large"}}}),
+    )
+    .await;
+    let name = handle.name_any();
+    let cm_name = format!("guid0-{}", guid(&handle));
+    let cm = eventually("the generated ConfigMap", TIMEOUT, || {
+        configmap(&env, &cm_name)
+    })
+    .await;
+    assert_eq!(cm.data.expect("data")["size"], "large");
+    eventually("the summary", TIMEOUT, || async {
+        let status = handle_status(&env, &name).await?;
+        (status["summary"] == json!({"size": "large", "configMap": cm_name})).then_some(())
+    })
+    .await;
+
+    let patch = json!({"spec": {"provider": {"parameterValues": {"size": "huge"}}}});
+    env.api::<ResourceHandle>()
+        .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .expect("change a parameter");
+    eventually("the ConfigMap follows the parameter", TIMEOUT, || async {
+        let data = configmap(&env, &cm_name).await?.data?;
+        (data["size"] == "huge").then_some(())
+    })
+    .await;
+    eventually("the summary follows the parameter", TIMEOUT, || async {
+        let status = handle_status(&env, &name).await?;
+        (status["summary"]["size"] == "huge").then_some(())
+    })
+    .await;
+    let handle = env
+        .api::<ResourceHandle>()
+        .get(&name)
+        .await
+        .expect("handle");
+    let resources = handle.spec.resources.expect("generated spec.resources");
+    assert_eq!(resources.len(), 1);
+    assert_eq!(resources[0].name.as_deref(), Some("sized"));
+
+    operator.stop().await;
+    env.cleanup().await;
+}
