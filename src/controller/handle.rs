@@ -1,23 +1,59 @@
-//! The ResourceHandle controller (§12, §13, §14).
+//! The ResourceHandle controller (§12, §13, §14; Δ§3.2 Manage, update_status, Delete).
+//!
+//! A reconcile observes the handle, its bound claim (a GET: the store may lag) and the live
+//! states of its resources (the managed stores, a GET when missing); asks `core` for the plan of
+//! each resource and the status; writes the status references before creating anything;
+//! creates or patches the resources; writes the status again with the new states; and
+//! requeues at `spec.lifespan.end`. Every write to the handle is guarded by its
+//! resourceVersion; a conflict recomputes from a fresh read.
+
+mod finalize;
+mod resources;
 
 use std::sync::Arc;
+use std::time::Instant;
 
 use futures::StreamExt;
 use futures::channel::mpsc::UnboundedReceiver;
-use kube::Client;
-use kube::api::Api;
+use json_patch::jsonptr::PointerBuf;
+use json_patch::{PatchOperation, TestOperation};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, Preconditions};
 use kube::runtime::controller::{self, Action, Controller};
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
+use kube::{Client, ResourceExt};
+use serde_json::{Value, json};
 
-use super::context::Context;
+use super::context::{Context, EventKind};
 use super::kinds::{ClaimObject, HandleObject, Kinds};
+use super::managed;
+use crate::api::ResourceClaim;
+use crate::core::definition::status_references;
+use crate::core::handle_plan::{
+    HandlePlanError, HandleProviders, PlanEnvironment, PlanInput, ResourcePlan,
+    generated_resources, plan_resources,
+};
+use crate::core::handle_status::{StatusInput, desired_status, problem_message, status_patch};
+use crate::core::lifespan::{Expiry, delay_until, handle_expiry};
+use crate::core::patch::{PatchError, to_json_patch};
+use crate::core::provider::{CompiledProvider, ProviderCompiler};
+use crate::runtime::metrics::KindLabels;
 use crate::runtime::run::Shutdown;
+
+/// How often one reconcile re-reads the handle after a conflicting write before giving up
+/// (the error policy then retries with backoff).
+const CONFLICT_ATTEMPTS: usize = 5;
 
 #[derive(Debug, thiserror::Error)]
 pub enum HandleError {
     #[error(transparent)]
     Kube(#[from] kube::Error),
+    #[error("cannot build a JSON patch: {0}")]
+    Patch(#[from] PatchError),
+    #[error("cannot turn a resource definition into an object: {0}")]
+    Definition(#[from] serde_json::Error),
+    #[error("ResourceHandle {0} kept changing under concurrent writes")]
+    Conflict(String),
 }
 
 /// The controller, watching handles of the operator namespace, and claims: a claim change wakes its handle. Its store is the index of handles
@@ -68,16 +104,419 @@ pub async fn run(
         .await;
 }
 
-async fn reconcile(_handle: Arc<HandleObject>, _ctx: Arc<Context>) -> Result<Action, HandleError> {
-    // Placeholder: the handle controller's work lands here (issue 4).
-    Ok(Action::await_change())
+async fn reconcile(handle: Arc<HandleObject>, ctx: Arc<Context>) -> Result<Action, HandleError> {
+    let started = Instant::now();
+    let result = manage(&handle, &ctx).await;
+    ctx.metrics.observe(
+        "ResourceHandle",
+        "reconcile",
+        result.is_ok(),
+        started.elapsed().as_secs_f64(),
+    );
+    if result.is_ok() {
+        ctx.succeeded(&failure_key(&handle));
+    }
+    result
 }
 
 fn error_policy(handle: Arc<HandleObject>, error: &HandleError, ctx: Arc<Context>) -> Action {
-    let key = format!(
-        "handle/{}",
-        handle.metadata.name.as_deref().unwrap_or_default()
-    );
+    let key = failure_key(&handle);
     tracing::warn!(%error, %key, "handle reconcile failed");
     Action::requeue(ctx.retry_delay(&key))
+}
+
+fn failure_key(handle: &HandleObject) -> String {
+    format!(
+        "handle/{}",
+        handle.metadata.name.as_deref().unwrap_or_default()
+    )
+}
+
+/// What one pass over a handle ended with.
+enum Pass {
+    Done(Action),
+    /// A guarded write found the handle changed: re-read it and start over.
+    Conflict,
+}
+
+async fn manage(handle: &HandleObject, ctx: &Context) -> Result<Action, HandleError> {
+    let name = handle.name_any();
+    let mut object = handle.clone();
+    for _ in 0..CONFLICT_ATTEMPTS {
+        // §7.6: an ignored handle is not touched, not even to finalize it.
+        if object.labels().contains_key(&ctx.domain().ignore_label()) {
+            return Ok(Action::await_change());
+        }
+        let pass = if object.metadata.deletion_timestamp.is_some() {
+            finalize::finalize(&object, ctx).await?
+        } else {
+            manage_once(object, ctx).await?
+        };
+        match pass {
+            Pass::Done(action) => return Ok(action),
+            Pass::Conflict => {
+                ctx.metrics
+                    .status_conflicts
+                    .get_or_create(&KindLabels {
+                        kind: "ResourceHandle".into(),
+                    })
+                    .inc();
+                match ctx.handles_api().get_opt(&name).await? {
+                    Some(fresh) => object = fresh,
+                    None => return Ok(Action::await_change()),
+                }
+            }
+        }
+    }
+    Err(HandleError::Conflict(name))
+}
+
+/// One pass of Δ§3.2 Manage over `object`.
+async fn manage_once(mut object: HandleObject, ctx: &Context) -> Result<Pass, HandleError> {
+    let original_problem = problem_message(object.status.as_ref()).map(str::to_owned);
+    let finalizer = ctx.domain().finalizer();
+    if !object.finalizers().contains(&finalizer) {
+        let op = match object.metadata.finalizers {
+            Some(_) => add_op("/metadata/finalizers/-", json!(finalizer)),
+            None => add_op("/metadata/finalizers", json!([finalizer])),
+        };
+        match patch_handle(ctx, &object, vec![op]).await? {
+            Some(patched) => object = patched,
+            None => return Ok(Pass::Conflict),
+        }
+    }
+
+    let now = ctx.now();
+    let mut problems = Vec::new();
+    // Δ§3.2 Manage step 3 (B10): past its end, the handle is deleted, and nothing else is done.
+    let handle = Kinds::handle_of(&object);
+    let expiry = match handle_expiry(&handle, now) {
+        Ok(Expiry::Expired) => {
+            tracing::info!(handle = %object.name_any(), "lifespan ended; deleting the handle");
+            delete_handle(ctx, &object).await?;
+            return Ok(Pass::Done(Action::await_change()));
+        }
+        Ok(Expiry::At(end)) => Some(end),
+        Ok(Expiry::Never) => None,
+        Err(error) => {
+            problems.push(error.to_string());
+            None
+        }
+    };
+    // The bound claim, fresh: the store may lag behind a bind. Gone means the handle goes.
+    let claim = match &handle.spec.resource_claim {
+        Some(reference) => match get_claim(ctx, reference).await? {
+            Some(claim) => Some(claim),
+            None => {
+                tracing::info!(
+                    handle = %object.name_any(),
+                    claim = %reference.name,
+                    "bound ResourceClaim is gone; deleting the handle"
+                );
+                delete_handle(ctx, &object).await?;
+                return Ok(Pass::Done(Action::await_change()));
+            }
+        },
+        None => None,
+    };
+
+    // Δ§3.2 Manage step 4: a handle with spec.provider regenerates its resources.
+    let generated = ctx.providers(|catalog| {
+        let env = plan_environment(ctx, catalog, now);
+        generated_resources(&env, &handle, claim.as_ref())
+    });
+    match generated {
+        Ok(Some(generated)) => {
+            problems.extend(generated.refused);
+            if !generated.patch.0.is_empty() {
+                match patch_handle(ctx, &object, generated.patch.0).await? {
+                    Some(patched) => object = patched,
+                    None => return Ok(Pass::Conflict),
+                }
+            }
+        }
+        Ok(None) => {}
+        Err(error @ (HandlePlanError::Provider(_) | HandlePlanError::Generation(_))) => {
+            problems.push(error.to_string())
+        }
+    }
+    let handle = Kinds::handle_of(&object);
+
+    let mut states = Vec::new();
+    for reference in status_references(&handle) {
+        states.push(match reference {
+            Some(reference) => managed::live_state(ctx, &reference).await?,
+            None => None,
+        });
+    }
+
+    let (providers, summary_provider, plans) = ctx.providers(|catalog| {
+        let compiler = ProviderCompiler {
+            domain: ctx.domain(),
+            templates: &ctx.templates,
+            schemas: &ctx.schemas,
+        };
+        let providers = HandleProviders::resolve(&handle, catalog, &compiler);
+        let env = plan_environment(ctx, catalog, now);
+        let plans = plan_resources(
+            &env,
+            &PlanInput {
+                handle: &handle,
+                claim: claim.as_ref(),
+                providers: &providers,
+                states: &states,
+                requester: None,
+            },
+        );
+        // Δ D10: the summary comes from spec.provider, else the last resource's provider.
+        let summary_name = handle
+            .spec
+            .provider
+            .as_ref()
+            .map(|p| p.name.clone())
+            .or_else(|| {
+                let resources = handle.spec.resources.as_deref().unwrap_or(&[]);
+                resources.last().map(|r| r.provider.name.clone())
+            });
+        let summary = summary_name.and_then(|name| catalog.get(&name).ok().cloned());
+        (providers, summary, plans)
+    });
+
+    // The references go into the status before anything is created, so that a deletion
+    // always finds what this handle made (§12.4 step 7 before step 9).
+    let status = Status {
+        providers: &providers,
+        summary_provider: summary_provider.as_deref(),
+        plans: &plans,
+        problems: &problems,
+        now,
+    };
+    match write_status(ctx, &object, &status, &states).await? {
+        Some(written) => object = written,
+        None => return Ok(Pass::Conflict),
+    }
+
+    let mut first_error = None;
+    for (index, plan) in plans.iter().enumerate() {
+        let ResourcePlan::Apply {
+            definition,
+            reference,
+        } = plan
+        else {
+            continue;
+        };
+        let Some(provider) = providers.get(index) else {
+            continue;
+        };
+        let known = states.get(index).cloned().flatten();
+        let applied = resources::apply(ctx, provider, reference, definition, known).await;
+        match applied {
+            Ok(state) => {
+                if let Some(slot) = states.get_mut(index) {
+                    *slot = Some(state);
+                }
+            }
+            Err(error) => {
+                tracing::warn!(
+                    %error,
+                    handle = %object.name_any(),
+                    resource = index,
+                    "cannot create or update a managed resource"
+                );
+                first_error.get_or_insert(error);
+            }
+        }
+    }
+
+    match write_status(ctx, &object, &status, &states).await? {
+        Some(written) => object = written,
+        None => return Ok(Pass::Conflict),
+    }
+    report_problem(ctx, &object, original_problem.as_deref()).await;
+    if let Some(error) = first_error {
+        return Err(error);
+    }
+    Ok(Pass::Done(match expiry {
+        Some(end) => Action::requeue(delay_until(end, ctx.now())),
+        None => Action::await_change(),
+    }))
+}
+
+fn plan_environment<'a>(
+    ctx: &'a Context,
+    catalog: &'a crate::core::provider::ProviderCatalog,
+    now: chrono::DateTime<chrono::Utc>,
+) -> PlanEnvironment<'a> {
+    PlanEnvironment {
+        catalog,
+        templates: &ctx.templates,
+        domain: ctx.domain(),
+        now,
+    }
+}
+
+/// What the status is computed from, besides the handle and the states.
+struct Status<'a> {
+    providers: &'a HandleProviders,
+    summary_provider: Option<&'a CompiledProvider>,
+    plans: &'a [ResourcePlan],
+    problems: &'a [String],
+    now: chrono::DateTime<chrono::Utc>,
+}
+
+/// Writes the status computed from `object` and `states` where it differs (§13, B08, B23);
+/// `None` on a conflicting write.
+async fn write_status(
+    ctx: &Context,
+    object: &HandleObject,
+    status: &Status<'_>,
+    states: &[Option<Value>],
+) -> Result<Option<HandleObject>, HandleError> {
+    let handle = Kinds::handle_of(object);
+    let desired = ctx.providers(|catalog| {
+        let env = plan_environment(ctx, catalog, status.now);
+        desired_status(
+            &env,
+            &StatusInput {
+                handle: &handle,
+                providers: status.providers,
+                summary_provider: status.summary_provider,
+                plans: status.plans,
+                states,
+                problems: status.problems,
+            },
+        )
+    });
+    for failure in &desired.failures {
+        tracing::debug!(handle = %object.name_any(), %failure, "handle status template failed");
+    }
+    let ops = status_patch(object.status.as_ref(), &desired.status);
+    if ops.is_empty() {
+        return Ok(Some(object.clone()));
+    }
+    let mut patch = to_json_patch(&ops)?;
+    patch.0.insert(0, resource_version_test(object));
+    let result = ctx
+        .handles_api()
+        .patch_status(
+            &object.name_any(),
+            &PatchParams::default(),
+            &Patch::Json::<()>(patch),
+        )
+        .await;
+    match result {
+        Ok(written) => Ok(Some(written)),
+        Err(error) if is_conflict(&error) => Ok(None),
+        Err(error) => Err(error.into()),
+    }
+}
+
+/// A Warning Event, once per new problem (the `Valid` condition's message changed).
+async fn report_problem(ctx: &Context, object: &HandleObject, before: Option<&str>) {
+    let Some(problem) = problem_message(object.status.as_ref()) else {
+        return;
+    };
+    if Some(problem) == before {
+        return;
+    }
+    ctx.metrics
+        .invalid_resources
+        .get_or_create(&KindLabels {
+            kind: "ResourceHandle".into(),
+        })
+        .inc();
+    ctx.event(
+        object,
+        &ctx.kinds.handle,
+        EventKind::Warning,
+        "InvalidResource",
+        problem.to_owned(),
+    )
+    .await;
+}
+
+/// JSON-patches the handle, guarded by its resourceVersion; `None` on conflict.
+async fn patch_handle(
+    ctx: &Context,
+    object: &HandleObject,
+    ops: Vec<PatchOperation>,
+) -> Result<Option<HandleObject>, HandleError> {
+    let mut all = vec![resource_version_test(object)];
+    all.extend(ops);
+    let result = ctx
+        .handles_api()
+        .patch(
+            &object.name_any(),
+            &PatchParams::default(),
+            &Patch::Json::<()>(json_patch::Patch(all)),
+        )
+        .await;
+    match result {
+        Ok(patched) => Ok(Some(patched)),
+        Err(error) if is_conflict(&error) => Ok(None),
+        Err(error) => Err(error.into()),
+    }
+}
+
+/// Deletes the handle (this very one: uid precondition); its finalizer does the rest.
+async fn delete_handle(ctx: &Context, object: &HandleObject) -> Result<(), HandleError> {
+    let params = DeleteParams {
+        preconditions: Some(Preconditions {
+            uid: object.metadata.uid.clone(),
+            resource_version: None,
+        }),
+        ..DeleteParams::default()
+    };
+    match ctx.handles_api().delete(&object.name_any(), &params).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(status)) if status.code == 404 || status.code == 409 => Ok(()),
+        Err(error) => Err(error.into()),
+    }
+}
+
+/// `test /metadata/resourceVersion == <the version read>`: the write applies only to what it
+/// was computed from.
+fn resource_version_test(object: &HandleObject) -> PatchOperation {
+    PatchOperation::Test(TestOperation {
+        path: pointer("/metadata/resourceVersion"),
+        value: json!(object.metadata.resource_version),
+    })
+}
+
+/// The same guard for an object read as JSON; `None` when it carries no resourceVersion.
+fn resource_version_test_value(version: Option<&Value>) -> Option<PatchOperation> {
+    let version = version.filter(|v| v.is_string())?;
+    Some(PatchOperation::Test(TestOperation {
+        path: pointer("/metadata/resourceVersion"),
+        value: version.clone(),
+    }))
+}
+
+fn add_op(path: &str, value: Value) -> PatchOperation {
+    PatchOperation::Add(json_patch::AddOperation {
+        path: pointer(path),
+        value,
+    })
+}
+
+fn pointer(path: &str) -> PointerBuf {
+    PointerBuf::parse(path).unwrap_or_default()
+}
+
+/// A guarded write lost a race: the API server answers a failed JSON-patch `test` with 422
+/// and a stale resourceVersion with 409.
+fn is_conflict(error: &kube::Error) -> bool {
+    matches!(error, kube::Error::Api(status) if status.code == 409 || status.code == 422)
+}
+
+/// The claim `reference` names, as `core` sees it; `None` when it is gone.
+async fn get_claim(
+    ctx: &Context,
+    reference: &crate::api::refs::ObjectRef,
+) -> Result<Option<ResourceClaim>, kube::Error> {
+    let claim = ctx
+        .claims_api(&reference.namespace)
+        .get_opt(&reference.name)
+        .await?;
+    Ok(claim.as_ref().map(Kinds::claim_of))
 }

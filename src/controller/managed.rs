@@ -1,16 +1,27 @@
 //! The managed resources: one watch per (apiVersion, kind, namespace) in use, started the
 //! first time a handle manages a resource of that kind (§14, Δ§4.5), each feeding a reflector
-//! store. A change to a managed resource wakes its handle and, through it, its claim.
+//! store. A change to a managed resource wakes its handle and the handle's claim.
 //!
 //! Reads come from the stores; a resource whose watch has not listed yet is fetched once.
+//! Watches use the watcher's default backoff and re-list after `410 Gone` or an API-server
+//! restart; objects that vanished while a watch was down are noticed when the re-list ends.
 
-use std::collections::HashMap;
-use std::sync::RwLock;
+use std::collections::{HashMap, HashSet};
+use std::sync::{Mutex, RwLock};
 
-use kube::api::DynamicObject;
-use kube::core::ApiResource;
-use kube::runtime::reflector::{ObjectRef, Store};
+use futures::StreamExt;
+use kube::ResourceExt;
+use kube::api::{Api, DynamicObject};
+use kube::core::{ApiResource, GroupVersionKind};
+use kube::discovery::Scope;
+use kube::runtime::WatchStreamExt;
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::watcher::{self, Event};
+use tokio::task::JoinHandle;
 
+use super::context::{Context, Triggers};
+use super::kinds::{ClaimObject, HandleObject, Kinds};
+use crate::api::OperatorDomain;
 use crate::api::refs::ResourceReference;
 
 /// What one watch covers: a kind in one namespace, or cluster-wide for cluster-scoped kinds
@@ -39,10 +50,32 @@ pub struct Watch {
     pub store: Store<DynamicObject>,
 }
 
-/// The watches of managed resources, by key.
+/// A managed kind as discovery describes it.
+#[derive(Clone, Debug)]
+pub struct ManagedKind {
+    pub resource: ApiResource,
+    pub namespaced: bool,
+}
+
+/// The watches of managed resources, by key, and the discovered kinds. Dropping it (with the
+/// operator's context) stops the watches.
 #[derive(Default)]
 pub struct ManagedResources {
     watches: RwLock<HashMap<WatchKey, Watch>>,
+    kinds: RwLock<HashMap<(String, String), ManagedKind>>,
+    tasks: Mutex<Vec<JoinHandle<()>>>,
+}
+
+impl Drop for ManagedResources {
+    fn drop(&mut self) {
+        let tasks = match self.tasks.get_mut() {
+            Ok(tasks) => tasks,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        for task in tasks.drain(..) {
+            task.abort();
+        }
+    }
 }
 
 impl ManagedResources {
@@ -54,12 +87,17 @@ impl ManagedResources {
         }
     }
 
-    /// Records a started watch (the handle controller starts them).
-    pub fn insert(&self, key: WatchKey, watch: Watch) {
-        match self.watches.write() {
-            Ok(mut watches) => watches.insert(key, watch),
-            Err(poisoned) => poisoned.into_inner().insert(key, watch),
+    /// Records a started watch; `false` (and nothing recorded) when one runs for `key` already.
+    pub fn insert(&self, key: WatchKey, watch: Watch) -> bool {
+        let mut watches = match self.watches.write() {
+            Ok(watches) => watches,
+            Err(poisoned) => poisoned.into_inner(),
         };
+        if watches.contains_key(&key) {
+            return false;
+        }
+        watches.insert(key, watch);
+        true
     }
 
     /// How many watches run.
@@ -85,5 +123,439 @@ impl ManagedResources {
         }
         let object = watch.store.get(&object_ref)?;
         serde_json::to_value(object.as_ref()).ok()
+    }
+
+    fn known_kind(&self, api_version: &str, kind: &str) -> Option<ManagedKind> {
+        let key = (api_version.to_owned(), kind.to_owned());
+        match self.kinds.read() {
+            Ok(kinds) => kinds.get(&key).cloned(),
+            Err(poisoned) => poisoned.into_inner().get(&key).cloned(),
+        }
+    }
+
+    fn remember_kind(&self, api_version: &str, kind: &str, managed: ManagedKind) {
+        let key = (api_version.to_owned(), kind.to_owned());
+        match self.kinds.write() {
+            Ok(mut kinds) => kinds.insert(key, managed),
+            Err(poisoned) => poisoned.into_inner().insert(key, managed),
+        };
+    }
+
+    fn keep_task(&self, task: JoinHandle<()>) {
+        match self.tasks.lock() {
+            Ok(mut tasks) => tasks.push(task),
+            Err(poisoned) => poisoned.into_inner().push(task),
+        }
+    }
+}
+
+/// The kind `api_version`/`kind` as the API server serves it, discovered once per process.
+pub async fn discover(
+    ctx: &Context,
+    api_version: &str,
+    kind: &str,
+) -> Result<ManagedKind, kube::Error> {
+    if let Some(known) = ctx.managed.known_kind(api_version, kind) {
+        return Ok(known);
+    }
+    let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+    let gvk = GroupVersionKind::gvk(group, version, kind);
+    let (resource, capabilities) = kube::discovery::pinned_kind(&ctx.client, &gvk).await?;
+    let managed = ManagedKind {
+        resource,
+        namespaced: capabilities.scope == Scope::Namespaced,
+    };
+    ctx.managed
+        .remember_kind(api_version, kind, managed.clone());
+    Ok(managed)
+}
+
+/// The API of the object `reference` points to.
+pub async fn api_for(
+    ctx: &Context,
+    reference: &ResourceReference,
+) -> Result<Api<DynamicObject>, kube::Error> {
+    let kind = discover(ctx, &reference.api_version, &reference.kind).await?;
+    Ok(match (&reference.namespace, kind.namespaced) {
+        (Some(namespace), true) => {
+            Api::namespaced_with(ctx.client.clone(), namespace, &kind.resource)
+        }
+        _ => Api::all_with(ctx.client.clone(), &kind.resource),
+    })
+}
+
+/// Starts the watch that covers `reference`, unless it runs already (§12.4 step 6.6).
+pub async fn ensure_watch(ctx: &Context, reference: &ResourceReference) -> Result<(), kube::Error> {
+    let key = WatchKey::of(reference);
+    if ctx.managed.watch(&key).is_some() {
+        return Ok(());
+    }
+    let kind = discover(ctx, &reference.api_version, &reference.kind).await?;
+    let api = match (&key.namespace, kind.namespaced) {
+        (Some(namespace), true) => {
+            Api::namespaced_with(ctx.client.clone(), namespace, &kind.resource)
+        }
+        _ => Api::all_with(ctx.client.clone(), &kind.resource),
+    };
+    let writer = reflector::store::Writer::new(kind.resource.clone());
+    let watch = Watch {
+        resource: kind.resource.clone(),
+        store: writer.as_reader(),
+    };
+    // Two reconciles may race to start the same watch: the first to register wins.
+    if !ctx.managed.insert(key.clone(), watch) {
+        return Ok(());
+    }
+    let router = Router {
+        triggers: ctx.triggers.clone(),
+        kinds: ctx.kinds.clone(),
+        handles: ctx.stores.handles.clone(),
+        claims: ctx.stores.claims.clone(),
+        domain: ctx.domain().clone(),
+        operator_namespace: ctx.config.operator_namespace.clone(),
+    };
+    let stream = kube::runtime::watcher(api, watcher::Config::default())
+        .default_backoff()
+        .reflect(writer);
+    let task = tokio::spawn(follow(stream, router, key.clone(), kind.resource.clone()));
+    ctx.managed.keep_task(task);
+    ctx.metrics.managed_watches.set(ctx.managed.len() as i64);
+    tracing::info!(
+        api_version = %key.api_version,
+        kind = %key.kind,
+        namespace = key.namespace.as_deref().unwrap_or(""),
+        "watching managed resources"
+    );
+    Ok(())
+}
+
+/// The live object `reference` points to: from its watch's store, else fetched (the store
+/// may not have listed yet, or lag behind a create). `None` when it does not exist.
+pub async fn live_state(
+    ctx: &Context,
+    reference: &ResourceReference,
+) -> Result<Option<serde_json::Value>, kube::Error> {
+    if let Some(state) = ctx.managed.state(reference) {
+        return Ok(Some(state));
+    }
+    fetch(ctx, reference).await
+}
+
+/// The live object `reference` points to, read from the API server.
+pub async fn fetch(
+    ctx: &Context,
+    reference: &ResourceReference,
+) -> Result<Option<serde_json::Value>, kube::Error> {
+    let api = api_for(ctx, reference).await?;
+    let object = api.get_opt(&reference.name).await?;
+    Ok(object.and_then(|o| serde_json::to_value(o).ok()))
+}
+
+/// Routes events of managed resources to their handles and claims.
+struct Router {
+    triggers: Triggers,
+    kinds: Kinds,
+    handles: Store<HandleObject>,
+    claims: Store<ClaimObject>,
+    domain: OperatorDomain,
+    operator_namespace: String,
+}
+
+impl Router {
+    /// Wakes the handle named by `object`'s annotations, and its claim (Δ§4.5 per event);
+    /// returns the handle's name. Objects without the annotation, or that Poolboy is deleting
+    /// (`D/resource-handle-deleted`), are skipped (B12).
+    fn route(&self, object: &DynamicObject) -> Option<String> {
+        let annotations = object.metadata.annotations.as_ref()?;
+        if annotations.contains_key(&self.domain.resource_handle_deleted()) {
+            return None;
+        }
+        let name = annotations.get(&self.domain.resource_handle_name())?;
+        if annotations
+            .get(&self.domain.resource_handle_namespace())
+            .is_some_and(|ns| *ns != self.operator_namespace)
+        {
+            return None;
+        }
+        self.wake(name);
+        Some(name.clone())
+    }
+
+    fn wake(&self, handle_name: &str) {
+        let handle_ref = ObjectRef::new_with(handle_name, self.kinds.handle.clone())
+            .within(&self.operator_namespace);
+        let Some(handle) = self.handles.get(&handle_ref) else {
+            // Not in the store yet (just created): the controller finds it when it is.
+            let _ = self.triggers.handles.unbounded_send(handle_ref);
+            return;
+        };
+        let ignore = self.domain.ignore_label();
+        // B12: deleting and ignored handles, and ignored claims, are left alone.
+        if handle.metadata.deletion_timestamp.is_some() || handle.labels().contains_key(&ignore) {
+            return;
+        }
+        let _ = self.triggers.handles.unbounded_send(handle_ref);
+        if let Some(claim) = &handle.spec.resource_claim {
+            let claim_ref =
+                ObjectRef::new_with(&claim.name, self.kinds.claim.clone()).within(&claim.namespace);
+            let ignored = self
+                .claims
+                .get(&claim_ref)
+                .is_some_and(|c| c.labels().contains_key(&ignore));
+            if !ignored {
+                let _ = self.triggers.claims.unbounded_send(claim_ref);
+            }
+        }
+    }
+}
+
+/// Follows one watch until the operator stops. Each applied or deleted object wakes its
+/// handle; after a re-list, the handles of objects that disappeared meanwhile are woken too.
+async fn follow<S>(stream: S, router: Router, key: WatchKey, resource: ApiResource)
+where
+    S: futures::Stream<Item = Result<Event<DynamicObject>, watcher::Error>>,
+{
+    let mut stream = std::pin::pin!(stream);
+    // Object → handle, for every routed object currently known.
+    let mut known: HashMap<ObjectRef<DynamicObject>, String> = HashMap::new();
+    let mut relisted: HashSet<ObjectRef<DynamicObject>> = HashSet::new();
+    while let Some(event) = stream.next().await {
+        match event {
+            Ok(Event::Apply(object)) | Ok(Event::InitApply(object)) => {
+                let object_ref = ObjectRef::from_obj_with(&object, resource.clone());
+                relisted.insert(object_ref.clone());
+                match router.route(&object) {
+                    Some(handle) => known.insert(object_ref, handle),
+                    None => known.remove(&object_ref),
+                };
+            }
+            Ok(Event::Delete(object)) => {
+                let object_ref = ObjectRef::from_obj_with(&object, resource.clone());
+                known.remove(&object_ref);
+                router.route(&object);
+            }
+            Ok(Event::Init) => relisted.clear(),
+            Ok(Event::InitDone) => {
+                let gone: Vec<_> = known
+                    .keys()
+                    .filter(|k| !relisted.contains(*k))
+                    .cloned()
+                    .collect();
+                for object_ref in gone {
+                    if let Some(handle) = known.remove(&object_ref) {
+                        router.wake(&handle);
+                    }
+                }
+                relisted.clear();
+            }
+            Err(error) => tracing::warn!(
+                %error,
+                api_version = %key.api_version,
+                kind = %key.kind,
+                "managed resource watch error; retrying"
+            ),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use futures::channel::mpsc;
+    use kube::api::ObjectMeta;
+    use serde_json::json;
+
+    use super::*;
+    use serde_json::Value;
+
+    struct Fixture {
+        router: Router,
+        handle_wakes: mpsc::UnboundedReceiver<ObjectRef<HandleObject>>,
+        claim_wakes: mpsc::UnboundedReceiver<ObjectRef<ClaimObject>>,
+    }
+
+    fn fixture(handles: Vec<Value>, claims: Vec<Value>) -> Fixture {
+        let domain = OperatorDomain::default();
+        let kinds = Kinds::new(&domain);
+        let mut handle_writer = reflector::store::Writer::new(kinds.handle.clone());
+        for handle in handles {
+            let handle: HandleObject = serde_json::from_value(handle).expect("handle");
+            handle_writer.apply_watcher_event(&Event::Apply(handle));
+        }
+        let mut claim_writer = reflector::store::Writer::new(kinds.claim.clone());
+        for claim in claims {
+            let claim: ClaimObject = serde_json::from_value(claim).expect("claim");
+            claim_writer.apply_watcher_event(&Event::Apply(claim));
+        }
+        let (claims_tx, claim_wakes) = mpsc::unbounded();
+        let (handles_tx, handle_wakes) = mpsc::unbounded();
+        let (pools_tx, _) = mpsc::unbounded();
+        Fixture {
+            router: Router {
+                triggers: Triggers {
+                    claims: claims_tx,
+                    handles: handles_tx,
+                    pools: pools_tx,
+                },
+                kinds,
+                handles: handle_writer.as_reader(),
+                claims: claim_writer.as_reader(),
+                domain,
+                operator_namespace: "poolboy".into(),
+            },
+            handle_wakes,
+            claim_wakes,
+        }
+    }
+
+    fn handle(name: &str, labels: Value, claim: Option<&str>) -> Value {
+        let mut handle = json!({
+            "apiVersion": "poolboy.gpte.redhat.com/v1",
+            "kind": "ResourceHandle",
+            "metadata": {"name": name, "namespace": "poolboy", "labels": labels},
+            "spec": {},
+        });
+        if let Some(claim) = claim {
+            handle["spec"]["resourceClaim"] = json!({
+                "apiVersion": "poolboy.gpte.redhat.com/v1", "kind": "ResourceClaim",
+                "name": claim, "namespace": "user",
+            });
+        }
+        handle
+    }
+
+    fn claim(name: &str, labels: Value) -> Value {
+        json!({
+            "apiVersion": "poolboy.gpte.redhat.com/v1",
+            "kind": "ResourceClaim",
+            "metadata": {"name": name, "namespace": "user", "labels": labels},
+            "spec": {},
+        })
+    }
+
+    fn configmaps() -> ApiResource {
+        ApiResource::from_gvk(&GroupVersionKind::gvk("", "v1", "ConfigMap"))
+    }
+
+    fn managed(annotations: &[(&str, &str)]) -> DynamicObject {
+        named("cm", annotations)
+    }
+
+    fn named(name: &str, annotations: &[(&str, &str)]) -> DynamicObject {
+        let mut object = DynamicObject::new(name, &configmaps());
+        object.metadata = ObjectMeta {
+            name: Some(name.into()),
+            namespace: Some("managed".into()),
+            annotations: Some(
+                annotations
+                    .iter()
+                    .map(|(k, v)| (format!("poolboy.gpte.redhat.com/{k}"), (*v).to_owned()))
+                    .collect(),
+            ),
+            ..Default::default()
+        };
+        object
+    }
+
+    fn drain<T>(receiver: &mut mpsc::UnboundedReceiver<T>) -> Vec<T> {
+        std::iter::from_fn(|| receiver.try_recv().ok()).collect()
+    }
+
+    #[test]
+    fn an_event_wakes_the_handle_and_its_claim() {
+        let mut f = fixture(
+            vec![handle("guid-a", json!({}), Some("mine"))],
+            vec![claim("mine", json!({}))],
+        );
+        let routed = f.router.route(&managed(&[
+            ("resource-handle-name", "guid-a"),
+            ("resource-handle-namespace", "poolboy"),
+        ]));
+        assert_eq!(routed.as_deref(), Some("guid-a"));
+        let handles = drain(&mut f.handle_wakes);
+        assert_eq!(handles.len(), 1);
+        assert_eq!(handles[0].name, "guid-a");
+        let claims = drain(&mut f.claim_wakes);
+        assert_eq!(claims.len(), 1);
+        assert_eq!(
+            (claims[0].name.as_str(), claims[0].namespace.as_deref()),
+            ("mine", Some("user"))
+        );
+    }
+
+    #[test]
+    fn unannotated_deleted_and_foreign_objects_are_skipped() {
+        let mut f = fixture(vec![handle("guid-a", json!({}), None)], vec![]);
+        assert_eq!(f.router.route(&managed(&[])), None);
+        let deleted = managed(&[
+            ("resource-handle-name", "guid-a"),
+            ("resource-handle-deleted", "2026-01-01T00:00:00Z"),
+        ]);
+        assert_eq!(f.router.route(&deleted), None);
+        let foreign = managed(&[
+            ("resource-handle-name", "guid-a"),
+            ("resource-handle-namespace", "elsewhere"),
+        ]);
+        assert_eq!(f.router.route(&foreign), None);
+        assert!(drain(&mut f.handle_wakes).is_empty());
+    }
+
+    #[test]
+    fn ignored_handles_and_claims_are_not_woken() {
+        let ignore = json!({"poolboy.gpte.redhat.com/ignore": ""});
+        let mut f = fixture(
+            vec![
+                handle("guid-a", ignore.clone(), None),
+                handle("guid-b", json!({}), Some("ignored")),
+            ],
+            vec![claim("ignored", ignore)],
+        );
+        f.router
+            .route(&managed(&[("resource-handle-name", "guid-a")]));
+        assert!(drain(&mut f.handle_wakes).is_empty());
+        f.router
+            .route(&managed(&[("resource-handle-name", "guid-b")]));
+        assert_eq!(drain(&mut f.handle_wakes).len(), 1);
+        assert!(drain(&mut f.claim_wakes).is_empty());
+    }
+
+    #[test]
+    fn a_handle_missing_from_the_store_is_still_woken() {
+        let mut f = fixture(vec![], vec![]);
+        f.router
+            .route(&managed(&[("resource-handle-name", "guid-new")]));
+        assert_eq!(drain(&mut f.handle_wakes)[0].name, "guid-new");
+    }
+
+    #[test]
+    fn a_relist_wakes_the_handles_of_objects_that_vanished_meanwhile() {
+        let mut f = fixture(vec![], vec![]);
+        let a = named("a", &[("resource-handle-name", "guid-a")]);
+        let b = named("b", &[("resource-handle-name", "guid-b")]);
+        let events: Vec<Result<Event<DynamicObject>, watcher::Error>> = vec![
+            Ok(Event::Init),
+            Ok(Event::InitApply(a.clone())),
+            Ok(Event::InitDone),
+            Ok(Event::Apply(b)),
+            // The watch restarts (410 Gone): b was deleted while it was down.
+            Ok(Event::Init),
+            Ok(Event::InitApply(a)),
+            Ok(Event::InitDone),
+        ];
+        let key = WatchKey {
+            api_version: "v1".into(),
+            kind: "ConfigMap".into(),
+            namespace: Some("managed".into()),
+        };
+        futures::executor::block_on(follow(
+            futures::stream::iter(events),
+            f.router,
+            key,
+            configmaps(),
+        ));
+        let woken: Vec<String> = drain(&mut f.handle_wakes)
+            .into_iter()
+            .map(|r| r.name)
+            .collect();
+        assert_eq!(woken, ["guid-a", "guid-b", "guid-a", "guid-b"]);
     }
 }

@@ -1,0 +1,132 @@
+//! A deleted handle's finalizer (Δ§3.2 Delete, B11): annotate and delete each resource it
+//! made, delete its claim unless detached, wake its pool, then release every Poolboy
+//! finalizer (Δ§4.7).
+
+use json_patch::jsonptr::PointerBuf;
+use json_patch::{PatchOperation, ReplaceOperation};
+use kube::ResourceExt;
+use kube::api::{DeleteParams, Patch, PatchParams};
+use kube::runtime::controller::Action;
+use kube::runtime::reflector::ObjectRef;
+use serde_json::{Value, json};
+
+use super::{HandleError, Pass, add_op, get_claim, patch_handle};
+use crate::api::refs::ResourceReference;
+use crate::controller::context::Context;
+use crate::controller::kinds::{HandleObject, Kinds};
+use crate::controller::managed;
+use crate::core::definition::status_references;
+use crate::core::patch::escape_pointer_segment;
+
+pub(super) async fn finalize(object: &HandleObject, ctx: &Context) -> Result<Pass, HandleError> {
+    let domain = ctx.domain();
+    if !object
+        .finalizers()
+        .iter()
+        .any(|f| domain.is_poolboy_finalizer(f))
+    {
+        return Ok(Pass::Done(Action::await_change()));
+    }
+    let handle = Kinds::handle_of(object);
+    // Poolboy's timestamp format for the deleted annotation (Δ§2.7).
+    let stamp = ctx.now().format("%FT%TZ").to_string();
+    // B11: the status references (the legacy spec copy for handles that predate them).
+    for reference in status_references(&handle).into_iter().flatten() {
+        delete_resource(ctx, &reference, &stamp).await?;
+    }
+
+    if let Some(reference) = &handle.spec.resource_claim
+        && let Some(claim) = get_claim(ctx, reference).await?
+    {
+        let detached = claim
+            .status
+            .as_ref()
+            .and_then(|s| s.resource_handle.as_ref())
+            .and_then(|h| h.detached)
+            == Some(true);
+        if !detached {
+            tracing::info!(handle = %object.name_any(), claim = %reference.name, "deleting the bound ResourceClaim");
+            match ctx
+                .claims_api(&reference.namespace)
+                .delete(&reference.name, &DeleteParams::default())
+                .await
+            {
+                Ok(_) => {}
+                Err(kube::Error::Api(status)) if status.code == 404 => {}
+                Err(error) => return Err(error.into()),
+            }
+        }
+    }
+    if let Some(pool) = &handle.spec.resource_pool {
+        let pool_ref =
+            ObjectRef::new_with(&pool.name, ctx.kinds.pool.clone()).within(&pool.namespace);
+        let _ = ctx.triggers.pools.unbounded_send(pool_ref);
+    }
+
+    let remaining: Vec<String> = object
+        .finalizers()
+        .iter()
+        .filter(|f| !domain.is_poolboy_finalizer(f))
+        .cloned()
+        .collect();
+    let op = PatchOperation::Replace(ReplaceOperation {
+        path: PointerBuf::parse("/metadata/finalizers").unwrap_or_default(),
+        value: json!(remaining),
+    });
+    Ok(match patch_handle(ctx, object, vec![op]).await {
+        Ok(Some(_)) => Pass::Done(Action::await_change()),
+        Ok(None) => Pass::Conflict,
+        // Already gone (another process finalized it).
+        Err(HandleError::Kube(kube::Error::Api(status))) if status.code == 404 => {
+            Pass::Done(Action::await_change())
+        }
+        Err(error) => return Err(error),
+    })
+}
+
+/// Marks the resource as being deleted by Poolboy (its watch events are then ignored, B12) and
+/// deletes it. A resource, or a kind, that no longer exists is done.
+async fn delete_resource(
+    ctx: &Context,
+    reference: &ResourceReference,
+    stamp: &str,
+) -> Result<(), HandleError> {
+    let api = match managed::api_for(ctx, reference).await {
+        Ok(api) => api,
+        Err(kube::Error::Api(status)) if status.code == 404 => return Ok(()),
+        Err(error) => return Err(error.into()),
+    };
+    let Some(live) = managed::live_state(ctx, reference).await? else {
+        return Ok(());
+    };
+    let key = ctx.domain().resource_handle_deleted();
+    let op = if live
+        .pointer("/metadata/annotations")
+        .is_some_and(Value::is_object)
+    {
+        add_op(
+            &format!("/metadata/annotations/{}", escape_pointer_segment(&key)),
+            json!(stamp),
+        )
+    } else {
+        add_op("/metadata/annotations", json!({ key: stamp }))
+    };
+    let annotated = api
+        .patch(
+            &reference.name,
+            &PatchParams::default(),
+            &Patch::Json::<()>(json_patch::Patch(vec![op])),
+        )
+        .await;
+    match annotated {
+        Ok(_) => {}
+        Err(kube::Error::Api(status)) if status.code == 404 => return Ok(()),
+        Err(error) => return Err(error.into()),
+    }
+    tracing::info!(kind = %reference.kind, name = %reference.name, "deleting managed resource");
+    match api.delete(&reference.name, &DeleteParams::default()).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
+        Err(error) => Err(error.into()),
+    }
+}

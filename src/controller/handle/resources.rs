@@ -1,0 +1,89 @@
+//! Creating and updating one managed resource (§12.4 steps 6.6–6.7 and 9, Δ§3.2 Manage
+//! steps 6 and 8): make sure its kind is watched, then patch the live object with the filtered
+//! diff or create it.
+
+use kube::api::{DynamicObject, Patch, PatchParams, PostParams};
+use serde_json::Value;
+
+use super::{HandleError, is_conflict, resource_version_test_value};
+use crate::api::refs::ResourceReference;
+use crate::controller::context::Context;
+use crate::controller::managed;
+use crate::core::patch::{diff, to_json_patch};
+use crate::core::provider::CompiledProvider;
+
+/// How often a patch that lost a race (or a create that found the object) is retried on a
+/// fresh read.
+const ATTEMPTS: usize = 3;
+
+/// Brings the resource `reference` in line with `definition`, starting from `known` (its live
+/// object as last seen, if any), and returns its live object afterwards.
+pub(super) async fn apply(
+    ctx: &Context,
+    provider: &CompiledProvider,
+    reference: &ResourceReference,
+    definition: &Value,
+    known: Option<Value>,
+) -> Result<Value, HandleError> {
+    managed::ensure_watch(ctx, reference).await?;
+    let api = managed::api_for(ctx, reference).await?;
+    let mut live = match known {
+        Some(live) => Some(live),
+        None => managed::live_state(ctx, reference).await?,
+    };
+    let mut last_conflict = None;
+    for _ in 0..ATTEMPTS {
+        let Some(current) = live.take() else {
+            let object: DynamicObject = serde_json::from_value(definition.clone())?;
+            match api.create(&PostParams::default(), &object).await {
+                Ok(created) => return Ok(serde_json::to_value(created)?),
+                // B13: someone (a previous pass whose store had not caught up) made it.
+                Err(kube::Error::Api(status)) if status.code == 409 => {
+                    live = managed::fetch(ctx, reference).await?;
+                    continue;
+                }
+                Err(error) => return Err(error.into()),
+            }
+        };
+        // §12.1–12.2: the live object → definition diff, through the provider's filters.
+        let ops = provider.update_filters().filter(diff(&current, definition));
+        if ops.is_empty() {
+            return Ok(current);
+        }
+        let mut patch = to_json_patch(&ops)?;
+        // The live object may come from a store: apply the diff only to what it was made from.
+        if let Some(test) =
+            resource_version_test_value(current.pointer("/metadata/resourceVersion"))
+        {
+            patch.0.insert(0, test);
+        }
+        let result = api
+            .patch(
+                &reference.name,
+                &PatchParams::default(),
+                &Patch::Json::<()>(patch),
+            )
+            .await;
+        match result {
+            Ok(patched) => {
+                tracing::info!(
+                    kind = %reference.kind,
+                    name = %reference.name,
+                    ops = ops.len(),
+                    "updated managed resource"
+                );
+                return Ok(serde_json::to_value(patched)?);
+            }
+            Err(kube::Error::Api(status)) if status.code == 404 => live = None,
+            Err(error) if is_conflict(&error) => {
+                live = managed::fetch(ctx, reference).await?;
+                last_conflict = Some(error);
+            }
+            Err(error) => return Err(error.into()),
+        }
+    }
+    Err(match last_conflict {
+        Some(error) => error.into(),
+        None => HandleError::Conflict(reference.name.clone()),
+    })
+}

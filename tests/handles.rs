@@ -1,0 +1,709 @@
+//! The ResourceHandle controller and the managed-resource watches on the real control plane
+//! (§12, §13, §14; Δ§3.2). Handles are created directly; ConfigMaps are the managed kind.
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::api::events::v1::Event;
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::{Api, ResourceExt};
+use poolboy::api::{ResourceClaim, ResourceHandle, ResourceProvider};
+use serde_json::{Value, json};
+
+use support::operator::TestOperator;
+use support::{TestEnv, eventually};
+
+const TIMEOUT: Duration = Duration::from_secs(30);
+const D: &str = "poolboy.gpte.redhat.com";
+
+fn provider(env: &TestEnv, name: &str, spec: Value) -> ResourceProvider {
+    serde_json::from_value(json!({
+        "apiVersion": format!("{D}/v1"),
+        "kind": "ResourceProvider",
+        "metadata": {"name": name, "namespace": env.namespace},
+        "spec": spec,
+    }))
+    .expect("valid provider")
+}
+
+/// A provider of ConfigMaps in the test namespace; `extra` is merged into its spec.
+fn configmap_provider(env: &TestEnv, name: &str, extra: Value) -> ResourceProvider {
+    let mut spec = json!({
+        "override": {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"namespace": env.namespace},
+        },
+    });
+    if let (Value::Object(spec), Value::Object(extra)) = (&mut spec, extra) {
+        spec.extend(extra);
+    }
+    provider(env, name, spec)
+}
+
+async fn create_providers(env: &TestEnv, providers: Vec<ResourceProvider>) {
+    let api: Api<ResourceProvider> = env.api();
+    for provider in providers {
+        api.create(&PostParams::default(), &provider)
+            .await
+            .expect("create provider");
+    }
+}
+
+/// A handle (`generateName: guid-`) with one entry per `(name, provider, template)`, and
+/// `extra` merged into its spec.
+async fn create_handle(
+    env: &TestEnv,
+    resources: &[(&str, &str, Value)],
+    extra: Value,
+) -> ResourceHandle {
+    let resources: Vec<Value> = resources
+        .iter()
+        .map(|(name, provider, template)| {
+            json!({
+                "name": name,
+                "provider": {
+                    "apiVersion": format!("{D}/v1"),
+                    "kind": "ResourceProvider",
+                    "name": provider,
+                    "namespace": env.namespace,
+                },
+                "template": template,
+            })
+        })
+        .collect();
+    let mut spec = json!({"resources": resources});
+    if let (Value::Object(spec), Value::Object(extra)) = (&mut spec, extra) {
+        spec.extend(extra);
+    }
+    let handle: ResourceHandle = serde_json::from_value(json!({
+        "apiVersion": format!("{D}/v1"),
+        "kind": "ResourceHandle",
+        "metadata": {"generateName": "guid-", "namespace": env.namespace},
+        "spec": spec,
+    }))
+    .expect("valid handle");
+    env.api::<ResourceHandle>()
+        .create(&PostParams::default(), &handle)
+        .await
+        .expect("create handle")
+}
+
+fn guid(handle: &ResourceHandle) -> String {
+    handle
+        .name_any()
+        .strip_prefix("guid-")
+        .expect("guid- name")
+        .to_owned()
+}
+
+async fn handle_status(env: &TestEnv, name: &str) -> Option<Value> {
+    let handle = env.api::<ResourceHandle>().get_opt(name).await.ok()??;
+    serde_json::to_value(handle.status?).ok()
+}
+
+async fn configmap(env: &TestEnv, name: &str) -> Option<ConfigMap> {
+    env.api::<ConfigMap>().get_opt(name).await.ok()?
+}
+
+async fn label_configmap(env: &TestEnv, name: &str, key: &str, value: &str) {
+    let patch = json!({"metadata": {"labels": {key: value}}});
+    env.api::<ConfigMap>()
+        .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .expect("label ConfigMap");
+}
+
+#[tokio::test]
+async fn a_handle_creates_its_configmap_and_follows_its_readiness() {
+    let env = TestEnv::new().await;
+    create_providers(
+        &env,
+        vec![configmap_provider(
+            &env,
+            "config",
+            json!({
+                "healthCheck": "metadata.labels.broken | default('no') != 'yes'",
+                "readinessCheck": "metadata.labels.ready | default('no') == 'yes'",
+            }),
+        )],
+    )
+    .await;
+    let operator = TestOperator::start(env.client.clone(), &env.namespace);
+    let handle = create_handle(
+        &env,
+        &[("cm", "config", json!({"data": {"a": "b"}}))],
+        json!({}),
+    )
+    .await;
+    let name = handle.name_any();
+    let cm_name = format!("guid0-{}", guid(&handle));
+
+    let cm = eventually("the ConfigMap", TIMEOUT, || configmap(&env, &cm_name)).await;
+    let annotations = cm.annotations();
+    assert_eq!(annotations[&format!("{D}/resource-handle-name")], name);
+    assert_eq!(
+        annotations[&format!("{D}/resource-handle-namespace")],
+        env.namespace
+    );
+    assert_eq!(
+        annotations[&format!("{D}/resource-provider-name")],
+        "config"
+    );
+    assert_eq!(annotations[&format!("{D}/resource-index")], "0");
+    assert_eq!(
+        annotations[&format!("{D}/resource-handle-uid")],
+        handle.uid().expect("uid")
+    );
+    assert_eq!(cm.data.expect("data")["a"], "b");
+
+    let status = eventually(
+        "a status with reference, healthy, not ready",
+        TIMEOUT,
+        || async {
+            let status = handle_status(&env, &name).await?;
+            (status["resources"][0]["healthy"] == true && status["ready"] == false)
+                .then_some(status)
+        },
+    )
+    .await;
+    assert_eq!(
+        status["resources"][0]["reference"],
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "name": cm_name, "namespace": env.namespace})
+    );
+    assert_eq!(status["resources"][0]["name"], "cm");
+    assert_eq!(status["healthy"], true);
+    let ready = status["conditions"]
+        .as_array()
+        .and_then(|c| c.iter().find(|c| c["type"] == "Ready"))
+        .expect("a Ready condition");
+    assert_eq!(ready["status"], "False");
+    assert_eq!(ready["message"], "cm: not ready");
+    let live = env
+        .api::<ResourceHandle>()
+        .get(&name)
+        .await
+        .expect("handle");
+    assert_eq!(live.finalizers(), [D.to_owned()]);
+
+    // A change of the live object reaches the handle status, event-driven.
+    let changed = Instant::now();
+    label_configmap(&env, &cm_name, "ready", "yes").await;
+    eventually("the handle becomes ready", TIMEOUT, || async {
+        let status = handle_status(&env, &name).await?;
+        (status["ready"] == true && status["resources"][0]["ready"] == true).then_some(())
+    })
+    .await;
+    let ready_latency = changed.elapsed();
+    let changed = Instant::now();
+    label_configmap(&env, &cm_name, "broken", "yes").await;
+    eventually("the handle becomes unhealthy", TIMEOUT, || async {
+        let status = handle_status(&env, &name).await?;
+        (status["healthy"] == false && status["ready"] == false).then_some(())
+    })
+    .await;
+    let unhealthy_latency = changed.elapsed();
+    println!(
+        "latency ConfigMap change -> handle status: ready {ready_latency:?}, unhealthy {unhealthy_latency:?}"
+    );
+    assert!(ready_latency < Duration::from_secs(2), "{ready_latency:?}");
+
+    operator.stop().await;
+    env.cleanup().await;
+}
+
+#[tokio::test]
+async fn an_update_filter_lets_one_field_through_and_blocks_another() {
+    let env = TestEnv::new().await;
+    create_providers(
+        &env,
+        vec![configmap_provider(
+            &env,
+            "filtered",
+            json!({"updateFilters": [{"pathMatch": "/data/allowed"}]}),
+        )],
+    )
+    .await;
+    let operator = TestOperator::start(env.client.clone(), &env.namespace);
+    let template = json!({"data": {"allowed": "one", "blocked": "one"}});
+    let handle = create_handle(&env, &[("cm", "filtered", template)], json!({})).await;
+    let cm_name = format!("guid0-{}", guid(&handle));
+    eventually("the ConfigMap", TIMEOUT, || configmap(&env, &cm_name)).await;
+
+    let patch = json!([{
+        "op": "replace",
+        "path": "/spec/resources/0/template/data",
+        "value": {"allowed": "two", "blocked": "two"},
+    }]);
+    env.api::<ResourceHandle>()
+        .patch(
+            &handle.name_any(),
+            &PatchParams::default(),
+            &Patch::Json::<()>(serde_json::from_value(patch).expect("patch")),
+        )
+        .await
+        .expect("edit the handle template");
+    // The one patch that brings `allowed` through is the one that would have carried `blocked`.
+    let data = eventually("the allowed field updated", TIMEOUT, || async {
+        let data = configmap(&env, &cm_name).await?.data?;
+        (data["allowed"] == "two").then_some(data)
+    })
+    .await;
+    assert_eq!(data["blocked"], "one");
+
+    operator.stop().await;
+    env.cleanup().await;
+}
+
+#[tokio::test]
+async fn a_handle_is_deleted_at_its_lifespan_end_with_its_resources_annotated_first() {
+    let env = TestEnv::new().await;
+    create_providers(&env, vec![configmap_provider(&env, "config", json!({}))]).await;
+    let operator = TestOperator::start(env.client.clone(), &env.namespace);
+    // Whole seconds, as the field holds them.
+    let end = chrono::DateTime::from_timestamp(chrono::Utc::now().timestamp() + 5, 0)
+        .expect("a valid time");
+    // A finalizer of the test's own holds the ConfigMap, so its last state can be seen.
+    let template = json!({"metadata": {"finalizers": ["tests.poolboy.dev/hold"]}});
+    let handle = create_handle(
+        &env,
+        &[("cm", "config", template)],
+        json!({"lifespan": {"end": end.format("%Y-%m-%dT%H:%M:%SZ").to_string()}}),
+    )
+    .await;
+    let name = handle.name_any();
+    let cm_name = format!("guid0-{}", guid(&handle));
+    eventually("the ConfigMap", TIMEOUT, || configmap(&env, &cm_name)).await;
+
+    let handles: Api<ResourceHandle> = env.api();
+    eventually("the handle is gone", TIMEOUT, || async {
+        handles.get_opt(&name).await.ok()?.is_none().then_some(())
+    })
+    .await;
+    let gone_at = chrono::Utc::now();
+    println!(
+        "handle deleted {} ms after its lifespan end",
+        (gone_at - end).num_milliseconds()
+    );
+    assert!(gone_at >= end, "deleted before its end");
+    assert!(
+        gone_at - end < chrono::TimeDelta::seconds(3),
+        "deleted late: {gone_at}"
+    );
+
+    let cm = configmap(&env, &cm_name)
+        .await
+        .expect("held by its finalizer");
+    assert!(
+        cm.metadata.deletion_timestamp.is_some(),
+        "the ConfigMap is being deleted"
+    );
+    let deleted = &cm.annotations()[&format!("{D}/resource-handle-deleted")];
+    assert!(
+        chrono::DateTime::parse_from_rfc3339(deleted).is_ok() && deleted.ends_with('Z'),
+        "{deleted}"
+    );
+    let release = json!({"metadata": {"finalizers": null}});
+    env.api::<ConfigMap>()
+        .patch(&cm_name, &PatchParams::default(), &Patch::Merge(&release))
+        .await
+        .expect("release the ConfigMap");
+    eventually("the ConfigMap is gone", TIMEOUT, || async {
+        configmap(&env, &cm_name).await.is_none().then_some(())
+    })
+    .await;
+
+    operator.stop().await;
+    env.cleanup().await;
+}
+
+/// A bare claim pointing at nothing; labelled ignore so that no claim controller acts on it.
+async fn create_claim(env: &TestEnv, name: &str, detached: bool) -> ResourceClaim {
+    let claim: ResourceClaim = serde_json::from_value(json!({
+        "apiVersion": format!("{D}/v1"),
+        "kind": "ResourceClaim",
+        "metadata": {"name": name, "namespace": env.namespace, "labels": {format!("{D}/ignore"): "true"}},
+        "spec": {"resources": []},
+    }))
+    .expect("valid claim");
+    let claims: Api<ResourceClaim> = env.api();
+    let claim = claims
+        .create(&PostParams::default(), &claim)
+        .await
+        .expect("create claim");
+    if detached {
+        let status = json!({"status": {"resourceHandle": {
+            "apiVersion": format!("{D}/v1"), "kind": "ResourceHandle",
+            "name": "guid-gone1", "namespace": env.namespace, "detached": true,
+        }}});
+        claims
+            .patch_status(name, &PatchParams::default(), &Patch::Merge(&status))
+            .await
+            .expect("detach claim");
+    }
+    claim
+}
+
+fn claim_ref(env: &TestEnv, name: &str) -> Value {
+    json!({"resourceClaim": {
+        "apiVersion": format!("{D}/v1"), "kind": "ResourceClaim",
+        "name": name, "namespace": env.namespace,
+    }})
+}
+
+#[tokio::test]
+async fn deleting_a_handle_deletes_its_resources_and_its_claim_unless_detached() {
+    let env = TestEnv::new().await;
+    create_providers(&env, vec![configmap_provider(&env, "config", json!({}))]).await;
+    let operator = TestOperator::start(env.client.clone(), &env.namespace);
+    create_claim(&env, "bound", false).await;
+    create_claim(&env, "detached", true).await;
+    let bound = create_handle(
+        &env,
+        &[("cm", "config", json!({}))],
+        claim_ref(&env, "bound"),
+    )
+    .await;
+    let detached = create_handle(
+        &env,
+        &[("cm", "config", json!({}))],
+        claim_ref(&env, "detached"),
+    )
+    .await;
+    let handles: Api<ResourceHandle> = env.api();
+    let claims: Api<ResourceClaim> = env.api();
+
+    for handle in [&bound, &detached] {
+        let cm_name = format!("guid0-{}", guid(handle));
+        let cm = eventually("the ConfigMap", TIMEOUT, || configmap(&env, &cm_name)).await;
+        assert_eq!(
+            cm.annotations()[&format!("{D}/resource-claim-name")],
+            handle.spec.resource_claim.as_ref().expect("bound").name
+        );
+        handles
+            .delete(&handle.name_any(), &DeleteParams::default())
+            .await
+            .expect("delete handle");
+        eventually("the ConfigMap is deleted", TIMEOUT, || async {
+            configmap(&env, &cm_name).await.is_none().then_some(())
+        })
+        .await;
+        eventually("the handle is gone", TIMEOUT, || async {
+            handles
+                .get_opt(&handle.name_any())
+                .await
+                .ok()?
+                .is_none()
+                .then_some(())
+        })
+        .await;
+    }
+    assert!(
+        claims.get_opt("bound").await.expect("get").is_none(),
+        "bound claim deleted"
+    );
+    assert!(
+        claims.get_opt("detached").await.expect("get").is_some(),
+        "detached claim kept"
+    );
+
+    operator.stop().await;
+    env.cleanup().await;
+}
+
+#[tokio::test]
+async fn a_handle_whose_claim_is_gone_deletes_itself() {
+    let env = TestEnv::new().await;
+    create_providers(&env, vec![configmap_provider(&env, "config", json!({}))]).await;
+    let operator = TestOperator::start(env.client.clone(), &env.namespace);
+    let handle = create_handle(
+        &env,
+        &[("cm", "config", json!({}))],
+        claim_ref(&env, "never-was"),
+    )
+    .await;
+    let handles: Api<ResourceHandle> = env.api();
+    eventually("the orphaned handle is gone", TIMEOUT, || async {
+        handles
+            .get_opt(&handle.name_any())
+            .await
+            .ok()?
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    let cm_name = format!("guid0-{}", guid(&handle));
+    assert!(
+        configmap(&env, &cm_name).await.is_none(),
+        "nothing was created"
+    );
+
+    operator.stop().await;
+    env.cleanup().await;
+}
+
+#[tokio::test]
+async fn a_bad_template_is_reported_and_does_not_disturb_other_handles() {
+    let env = TestEnv::new().await;
+    create_providers(
+        &env,
+        vec![
+            configmap_provider(&env, "good", json!({})),
+            provider(
+                &env,
+                "bad",
+                json!({
+                    "template": {"enable": true},
+                    "override": {
+                        "apiVersion": "v1",
+                        "kind": "ConfigMap",
+                        "metadata": {"namespace": env.namespace},
+                        "data": {"x": "{{ no_such_variable }}"},
+                    },
+                }),
+            ),
+        ],
+    )
+    .await;
+    let operator = TestOperator::start(env.client.clone(), &env.namespace);
+    let bad = create_handle(
+        &env,
+        &[("broken", "bad", json!({})), ("fine", "good", json!({}))],
+        json!({}),
+    )
+    .await;
+    let other = create_handle(&env, &[("cm", "good", json!({}))], json!({})).await;
+
+    let bad_name = bad.name_any();
+    let status = eventually(
+        "the problem in the bad handle's status",
+        TIMEOUT,
+        || async {
+            let status = handle_status(&env, &bad_name).await?;
+            (status["resources"][0]["waitingFor"] == "Resource Definition").then_some(status)
+        },
+    )
+    .await;
+    let valid = status["conditions"]
+        .as_array()
+        .and_then(|c| c.iter().find(|c| c["type"] == "Valid"))
+        .expect("a Valid condition")
+        .clone();
+    assert_eq!(valid["status"], "False");
+    let message = valid["message"].as_str().expect("message");
+    assert!(
+        message.starts_with("spec.resources[0] (broken): ResourceProvider bad: override failed"),
+        "{message}"
+    );
+    // The other resource of the same handle and the other handle are served.
+    let fine_name = format!("guid1-{}", guid(&bad));
+    let other_name = format!("guid0-{}", guid(&other));
+    eventually("the bad handle's good resource", TIMEOUT, || {
+        configmap(&env, &fine_name)
+    })
+    .await;
+    eventually("the other handle's ConfigMap", TIMEOUT, || {
+        configmap(&env, &other_name)
+    })
+    .await;
+    let events: Api<Event> = env.api();
+    eventually("a Warning Event on the bad handle", TIMEOUT, || async {
+        let events = events.list(&ListParams::default()).await.ok()?;
+        events
+            .items
+            .iter()
+            .find(|e| {
+                e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(bad_name.as_str())
+                    && e.reason.as_deref() == Some("InvalidResource")
+                    && e.type_.as_deref() == Some("Warning")
+            })
+            .map(|_| ())
+    })
+    .await;
+
+    operator.stop().await;
+    env.cleanup().await;
+}
+
+#[tokio::test]
+async fn a_linked_resource_waits_for_its_link_then_uses_its_template_vars() {
+    let env = TestEnv::new().await;
+    create_providers(
+        &env,
+        vec![
+            configmap_provider(&env, "base", json!({})),
+            provider(
+                &env,
+                "app",
+                json!({
+                    "linkedResourceProviders": [{
+                        "name": "base",
+                        "waitFor": "linked_resource_state.metadata.labels.go | default('') == 'yes'",
+                        "templateVars": [{"name": "base_name", "from": "/metadata/name"}],
+                    }],
+                    "template": {"enable": true},
+                    "override": {
+                        "apiVersion": "v1",
+                        "kind": "ConfigMap",
+                        "metadata": {"namespace": env.namespace},
+                        "data": {"base": "{{ base_name }}"},
+                    },
+                }),
+            ),
+        ],
+    )
+    .await;
+    let operator = TestOperator::start(env.client.clone(), &env.namespace);
+    let handle = create_handle(
+        &env,
+        &[("base", "base", json!({})), ("app", "app", json!({}))],
+        json!({}),
+    )
+    .await;
+    let name = handle.name_any();
+    let base_name = format!("guid0-{}", guid(&handle));
+    let app_name = format!("guid1-{}", guid(&handle));
+    eventually("the base ConfigMap", TIMEOUT, || {
+        configmap(&env, &base_name)
+    })
+    .await;
+    eventually("the app waits for its link", TIMEOUT, || async {
+        let status = handle_status(&env, &name).await?;
+        (status["resources"][1]["waitingFor"] == "Linked ResourceProvider").then_some(())
+    })
+    .await;
+    assert!(configmap(&env, &app_name).await.is_none());
+
+    label_configmap(&env, &base_name, "go", "yes").await;
+    let app = eventually("the app ConfigMap", TIMEOUT, || configmap(&env, &app_name)).await;
+    assert_eq!(app.data.expect("data")["base"], base_name);
+    eventually("waitingFor cleared", TIMEOUT, || async {
+        let status = handle_status(&env, &name).await?;
+        let entry = &status["resources"][1];
+        (entry.get("waitingFor").is_none() && entry["reference"]["name"] == app_name.as_str())
+            .then_some(())
+    })
+    .await;
+
+    operator.stop().await;
+    env.cleanup().await;
+}
+
+#[tokio::test]
+async fn a_deleted_managed_resource_is_seen_and_recreated() {
+    let env = TestEnv::new().await;
+    create_providers(
+        &env,
+        vec![configmap_provider(
+            &env,
+            "config",
+            json!({"readinessCheck": "metadata.uid is defined"}),
+        )],
+    )
+    .await;
+    let operator = TestOperator::start(env.client.clone(), &env.namespace);
+    let handle = create_handle(&env, &[("cm", "config", json!({}))], json!({})).await;
+    let name = handle.name_any();
+    let cm_name = format!("guid0-{}", guid(&handle));
+    let first = eventually("the ConfigMap", TIMEOUT, || configmap(&env, &cm_name)).await;
+    eventually("the handle is ready", TIMEOUT, || async {
+        (handle_status(&env, &name).await?["ready"] == true).then_some(())
+    })
+    .await;
+
+    for round in 0..2 {
+        let before = configmap(&env, &cm_name).await.expect("exists");
+        env.api::<ConfigMap>()
+            .delete(&cm_name, &DeleteParams::default())
+            .await
+            .expect("delete the ConfigMap");
+        let deleted = Instant::now();
+        let again = eventually("the ConfigMap is recreated", TIMEOUT, || async {
+            let cm = configmap(&env, &cm_name).await?;
+            (cm.uid() != before.uid()).then_some(cm)
+        })
+        .await;
+        println!(
+            "round {round}: ConfigMap recreated {:?} after its deletion",
+            deleted.elapsed()
+        );
+        assert_ne!(again.uid(), first.uid());
+    }
+    eventually("the handle is ready again", TIMEOUT, || async {
+        (handle_status(&env, &name).await?["ready"] == true).then_some(())
+    })
+    .await;
+
+    operator.stop().await;
+    env.cleanup().await;
+}
+
+#[tokio::test]
+async fn a_provider_handle_generates_its_resources_and_a_summary() {
+    let env = TestEnv::new().await;
+    create_providers(
+        &env,
+        vec![configmap_provider(
+            &env,
+            "sized",
+            json!({
+                "parameters": [{"name": "size", "default": {"value": "small"}}],
+                "template": {"enable": true, "definition": {"data": {"size": "{{ size }}"}}},
+                "updateFilters": [{"pathMatch": "/data/.*"}],
+                "statusSummaryTemplate": {
+                    "size": "{{ size }}",
+                    "configMap": "{{ resources[0].state.metadata.name | default('none') }}",
+                },
+            }),
+        )],
+    )
+    .await;
+    let operator = TestOperator::start(env.client.clone(), &env.namespace);
+    let handle = create_handle(
+        &env,
+        &[],
+        json!({"provider": {"name": "sized", "parameterValues": {"size": "large"}}}),
+    )
+    .await;
+    let name = handle.name_any();
+    let cm_name = format!("guid0-{}", guid(&handle));
+    let cm = eventually("the generated ConfigMap", TIMEOUT, || {
+        configmap(&env, &cm_name)
+    })
+    .await;
+    assert_eq!(cm.data.expect("data")["size"], "large");
+    eventually("the summary", TIMEOUT, || async {
+        let status = handle_status(&env, &name).await?;
+        (status["summary"] == json!({"size": "large", "configMap": cm_name})).then_some(())
+    })
+    .await;
+
+    let patch = json!({"spec": {"provider": {"parameterValues": {"size": "huge"}}}});
+    env.api::<ResourceHandle>()
+        .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .expect("change a parameter");
+    eventually("the ConfigMap follows the parameter", TIMEOUT, || async {
+        let data = configmap(&env, &cm_name).await?.data?;
+        (data["size"] == "huge").then_some(())
+    })
+    .await;
+    eventually("the summary follows the parameter", TIMEOUT, || async {
+        let status = handle_status(&env, &name).await?;
+        (status["summary"]["size"] == "huge").then_some(())
+    })
+    .await;
+    let handle = env
+        .api::<ResourceHandle>()
+        .get(&name)
+        .await
+        .expect("handle");
+    let resources = handle.spec.resources.expect("generated spec.resources");
+    assert_eq!(resources.len(), 1);
+    assert_eq!(resources[0].name.as_deref(), Some("sized"));
+
+    operator.stop().await;
+    env.cleanup().await;
+}
