@@ -8,3 +8,4 @@ pub mod kinds;
 pub mod managed;
 pub mod pool;
 pub mod providers;
+pub mod requester;

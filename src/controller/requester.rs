@@ -1,0 +1,91 @@
+//! Who asked for a claim (§5.7, §12.3 step 7): the `openshift.io/requester` annotation of the
+//! claim's namespace names an OpenShift `User`, whose `identities` name `Identity` objects.
+//! Templates see them as `requester_user`, `requester_identity` and `requester_identities`, and
+//! resources get the requester annotations.
+//!
+//! Where the `user.openshift.io` API does not exist (plain Kubernetes), or the namespace has no
+//! such annotation, there is no requester and the variables are absent (Poolboy crashed on
+//! namespaces without annotations). A User or Identity that is not found is replaced by a stub,
+//! as Poolboy does.
+
+use k8s_openapi::api::core::v1::Namespace;
+use kube::api::{Api, DynamicObject};
+use kube::core::{ApiResource, GroupVersionKind};
+use kube::Client;
+use serde_json::{Value, json};
+use tokio::sync::OnceCell;
+
+use crate::core::definition::Requester;
+
+const REQUESTER_ANNOTATION: &str = "openshift.io/requester";
+const USER_GROUP: &str = "user.openshift.io";
+
+/// Looks requesters up; remembers whether the cluster serves the User API.
+#[derive(Default)]
+pub struct RequesterLookup {
+    user_api: OnceCell<bool>,
+}
+
+impl RequesterLookup {
+    /// The requester of claims in `namespace`, or `None`.
+    pub async fn requester(&self, client: &Client, namespace: &str) -> Result<Option<Requester>, kube::Error> {
+        let namespace = match Api::<Namespace>::all(client.clone()).get_opt(namespace).await? {
+            Some(namespace) => namespace,
+            None => return Ok(None),
+        };
+        let annotations = namespace.metadata.annotations.unwrap_or_default();
+        let Some(user_name) = annotations.get(REQUESTER_ANNOTATION).filter(|n| !n.is_empty()) else {
+            return Ok(None);
+        };
+        if !self.user_api_exists(client).await? {
+            return Ok(None);
+        }
+        let users = Api::<DynamicObject>::all_with(client.clone(), &resource("User", "users"));
+        let user = match users.get_opt(user_name).await? {
+            Some(user) => serde_json::to_value(user).unwrap_or_else(|_| stub_user(user_name)),
+            None => stub_user(user_name),
+        };
+        let identities_api = Api::<DynamicObject>::all_with(client.clone(), &resource("Identity", "identities"));
+        let mut identities = Vec::new();
+        let names: Vec<String> = user
+            .get("identities")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(|n| n.as_str().map(str::to_owned))
+            .collect();
+        for name in names {
+            let identity = match identities_api.get_opt(&name).await? {
+                Some(identity) => serde_json::to_value(identity).unwrap_or_else(|_| stub_identity(&name)),
+                None => stub_identity(&name),
+            };
+            identities.push(identity);
+        }
+        Ok(Some(Requester {
+            user: Some(user),
+            identities,
+        }))
+    }
+
+    async fn user_api_exists(&self, client: &Client) -> Result<bool, kube::Error> {
+        self.user_api
+            .get_or_try_init(|| async {
+                let groups = client.list_api_groups().await?;
+                Ok(groups.groups.iter().any(|g| g.name == USER_GROUP))
+            })
+            .await
+            .copied()
+    }
+}
+
+fn resource(kind: &str, plural: &str) -> ApiResource {
+    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(USER_GROUP, "v1", kind), plural)
+}
+
+fn stub_user(name: &str) -> Value {
+    json!({"metadata": {"name": name}, "identities": []})
+}
+
+fn stub_identity(name: &str) -> Value {
+    json!({"metadata": {"name": name}, "extra": {}})
+}
