@@ -270,3 +270,4 @@ pub fn random_suffix() -> String {
         .map(|_| char::from(ALPHABET[rng.random_range(0..ALPHABET.len())]))
         .collect()
 }
+pub mod operator;
