@@ -30,7 +30,7 @@ use serde_json::{Value, json};
 use super::context::{Context, EventKind};
 use super::kinds::{HandleObject, Kinds, PoolObject};
 use crate::api::pool::ResourcePoolStatus;
-use crate::api::{ResourceHandle, ResourcePool};
+use crate::api::{OperatorDomain, ResourceHandle, ResourcePool};
 use crate::core::lifespan::delay_until;
 use crate::core::new_handle::handle_for_pool;
 use crate::core::pool_plan::{
@@ -116,17 +116,19 @@ struct PoolContext {
 }
 
 impl PoolContext {
-    fn with_pending<R>(&self, pool: &str, f: impl FnOnce(&mut PendingHandles) -> R) -> R {
+    /// Runs `f` on the memory of `pool`, kept by uid so that a pool deleted and created
+    /// again under the same name starts afresh.
+    fn with_pending<R>(&self, pool: &ResourcePool, f: impl FnOnce(&mut PendingHandles) -> R) -> R {
         let mut all = match self.pending.lock() {
             Ok(all) => all,
             Err(poisoned) => poisoned.into_inner(),
         };
-        f(all.entry(pool.to_owned()).or_default())
+        f(all.entry(memory_key(pool)).or_default())
     }
 
-    fn forget(&self, pool: &str) {
+    fn forget(&self, pool: &ResourcePool) {
         if let Ok(mut all) = self.pending.lock() {
-            all.remove(pool);
+            all.remove(&memory_key(pool));
         }
     }
 
@@ -149,6 +151,10 @@ impl PoolContext {
             .filter(|(_, h)| is_handle_of_pool(h, pool))
             .collect()
     }
+}
+
+fn memory_key(pool: &ResourcePool) -> String {
+    pool.metadata.uid.clone().unwrap_or_else(|| pool.name_any())
 }
 
 /// Runs `controller` until `shutdown`; `triggers` wake it from outside its watches.
@@ -231,7 +237,7 @@ async fn pass(pool_object: &PoolObject, pctx: &PoolContext) -> Result<Option<Act
         .iter()
         .map(|e| e.name.as_str())
         .collect();
-    let pending = pctx.with_pending(&name, |memory| {
+    let pending = pctx.with_pending(&pool, |memory| {
         memory.observe(
             handles
                 .iter()
@@ -243,7 +249,7 @@ async fn pass(pool_object: &PoolObject, pctx: &PoolContext) -> Result<Option<Act
     });
     let unbound: Vec<ResourceHandle> = handles
         .iter()
-        .filter(|(_, h)| is_unbound_handle_of_pool(h, &pool))
+        .filter(|(_, h)| is_unbound_handle_of_pool(h, &pool, ctx.domain()))
         .map(|(_, h)| h.clone())
         .collect();
     let plan = plan_pool(&PoolInput {
@@ -257,7 +263,7 @@ async fn pass(pool_object: &PoolObject, pctx: &PoolContext) -> Result<Option<Act
     for doomed in &plan.delete {
         if let Some((handle, _)) = handles.iter().find(|(h, _)| h.name_any() == *doomed) {
             tracing::info!(pool = %name, handle = %doomed, "deleting unhealthy unbound ResourceHandle");
-            delete_unbound(&ctx.handles_api(), handle, &pool).await?;
+            delete_unbound(&ctx.handles_api(), handle, &pool, ctx.domain()).await?;
         }
     }
 
@@ -291,7 +297,7 @@ async fn pass(pool_object: &PoolObject, pctx: &PoolContext) -> Result<Option<Act
         return Ok(None);
     }
     // The new names are reserved now: count them until the store shows them.
-    pctx.with_pending(&name, |memory| {
+    pctx.with_pending(&pool, |memory| {
         for new in &new_names {
             memory.expect(new, now);
         }
@@ -329,14 +335,14 @@ async fn pass(pool_object: &PoolObject, pctx: &PoolContext) -> Result<Option<Act
     if let Ok(template) = &template
         && !new_names.is_empty()
     {
-        create_handles(pctx, &name, template, &new_names).await?;
+        create_handles(pctx, &pool, template, &new_names).await?;
     }
 
     if problem.is_some() {
         // Bad input: wait for the pool or its provider to change (the provider watch wakes it).
         return Ok(Some(Action::await_change()));
     }
-    let next = pctx.with_pending(&name, |memory| memory.next_expiry());
+    let next = pctx.with_pending(&pool, |memory| memory.next_expiry());
     Ok(Some(match next {
         // A reservation whose handle never shows up stops counting then; look again.
         Some(expiry) => Action::requeue(delay_until(expiry, ctx.now())),
@@ -368,19 +374,22 @@ fn new_handle_template(
 /// neither counts it nor keeps it in the status.
 async fn create_handles(
     pctx: &PoolContext,
-    pool: &str,
+    pool: &ResourcePool,
     template: &ResourceHandle,
     names: &[String],
 ) -> Result<(), PoolError> {
     let ctx = &pctx.ctx;
     let api = ctx.handles_api();
+    let pool_name = pool.name_any();
     let mut failure = None;
     for name in names {
         let mut handle = template.clone();
         handle.metadata.name = Some(name.clone());
         let object = ctx.kinds.handle_object(handle);
         match api.create(&PostParams::default(), &object).await {
-            Ok(_) => tracing::info!(%pool, handle = %name, "created ResourceHandle for pool"),
+            Ok(_) => {
+                tracing::info!(pool = %pool_name, handle = %name, "created ResourceHandle for pool");
+            }
             Err(source) => {
                 pctx.with_pending(pool, |memory| memory.settle(name, ctx.now()));
                 failure.get_or_insert(PoolError::Create {
@@ -511,18 +520,18 @@ async fn finalize(pool_object: &PoolObject, pctx: &PoolContext) -> Result<(), Po
     let handles_api = ctx.handles_api();
     let handles = pctx.handles_of(&pool);
     for (handle, derived) in &handles {
-        if is_unbound_handle_of_pool(derived, &pool) {
-            delete_unbound(&handles_api, handle, &pool).await?;
+        if is_unbound_handle_of_pool(derived, &pool, ctx.domain()) {
+            delete_unbound(&handles_api, handle, &pool, ctx.domain()).await?;
         }
     }
     // Handles created but not shown by the store yet: look them up.
-    let pending = pctx.with_pending(&name, |memory| memory.names());
+    let pending = pctx.with_pending(&pool, |memory| memory.names());
     for pending_name in pending {
         if handles.iter().any(|(h, _)| h.name_any() == pending_name) {
             continue;
         }
         if let Some(handle) = handles_api.get_opt(&pending_name).await? {
-            delete_unbound(&handles_api, &handle, &pool).await?;
+            delete_unbound(&handles_api, &handle, &pool, ctx.domain()).await?;
         }
     }
     tracing::info!(pool = %name, "deleted the unbound ResourceHandles of a deleted pool");
@@ -558,7 +567,7 @@ async fn finalize(pool_object: &PoolObject, pctx: &PoolContext) -> Result<(), Po
             Err(error) => return Err(error.into()),
         }
     }
-    pctx.forget(&name);
+    pctx.forget(&pool);
     let labels = PoolLabels {
         name,
         namespace: pool.namespace().unwrap_or_default(),
@@ -575,10 +584,11 @@ async fn delete_unbound(
     api: &Api<HandleObject>,
     handle: &HandleObject,
     pool: &ResourcePool,
+    domain: &OperatorDomain,
 ) -> Result<(), PoolError> {
     let mut current = handle.clone();
     for _ in 0..2 {
-        if !is_unbound_handle_of_pool(&Kinds::handle_of(&current), pool) {
+        if !is_unbound_handle_of_pool(&Kinds::handle_of(&current), pool, domain) {
             return Ok(());
         }
         let params = DeleteParams {

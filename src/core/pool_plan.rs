@@ -13,7 +13,7 @@ use rand::RngExt;
 
 use super::matching::handle_is_healthy;
 use crate::api::pool::{PoolHandleStatus, ResourceHandleCount, ResourcePoolStatus};
-use crate::api::{ResourceHandle, ResourcePool};
+use crate::api::{OperatorDomain, ResourceHandle, ResourcePool};
 
 /// How long a handle name is expected before the store shows it. Past that, the reservation is
 /// taken for a create that failed or a process that died, and stops counting (a live store
@@ -42,12 +42,18 @@ pub fn is_handle_of_pool(handle: &ResourceHandle, pool: &ResourcePool) -> bool {
     })
 }
 
-/// Whether `handle` is one of `pool`'s unbound handles: the pool's, without a claim, and not
-/// being deleted.
-pub fn is_unbound_handle_of_pool(handle: &ResourceHandle, pool: &ResourcePool) -> bool {
+/// Whether `handle` is one of `pool`'s unbound handles: the pool's, without a claim, not
+/// being deleted, and not labelled `D/ignore` (§7.6: Poolboy's handle cache and its label
+/// selectors leave ignored handles out, so the pool neither counts nor deletes them).
+pub fn is_unbound_handle_of_pool(
+    handle: &ResourceHandle,
+    pool: &ResourcePool,
+    domain: &OperatorDomain,
+) -> bool {
     is_handle_of_pool(handle, pool)
         && handle.spec.resource_claim.is_none()
         && handle.metadata.deletion_timestamp.is_none()
+        && !handle.labels().contains_key(&domain.ignore_label())
 }
 
 /// What the pool reconcile observed.

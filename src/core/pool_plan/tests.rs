@@ -311,17 +311,22 @@ fn scaling_demand_is_created_under_max_unready() {
 #[test]
 fn handles_of_the_pool() {
     let p = pool(json!({}));
-    assert!(is_unbound_handle_of_pool(&ready("guid-a"), &p));
+    let domain = OperatorDomain::default();
+    assert!(is_unbound_handle_of_pool(&ready("guid-a"), &p, &domain));
+    let mut ignored = ready("guid-i");
+    ignored.metadata.labels = Some([(domain.ignore_label(), String::new())].into());
+    assert!(is_handle_of_pool(&ignored, &p));
+    assert!(!is_unbound_handle_of_pool(&ignored, &p, &domain));
     let mut bound = ready("guid-b");
     bound.spec.resource_claim = Some(Default::default());
     assert!(is_handle_of_pool(&bound, &p));
-    assert!(!is_unbound_handle_of_pool(&bound, &p));
+    assert!(!is_unbound_handle_of_pool(&bound, &p, &domain));
     let mut deleting = ready("guid-c");
     deleting.metadata.deletion_timestamp =
         Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
             k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
         ));
-    assert!(!is_unbound_handle_of_pool(&deleting, &p));
+    assert!(!is_unbound_handle_of_pool(&deleting, &p, &domain));
     let mut other = ready("guid-d");
     if let Some(reference) = other.spec.resource_pool.as_mut() {
         reference.namespace = "elsewhere".to_owned();
