@@ -1,73 +1,620 @@
-//! The ResourcePool controller (§11, Δ§3.3).
+//! The ResourcePool controller (§11, Δ§3.3): keeps `minAvailable` unbound handles, at most
+//! `maxUnready` of them unready, deletes unhealthy unbound handles when asked, and deletes the
+//! unbound handles when the pool goes.
+//!
+//! Exactness. The handle store lags behind this process's own creates, and two operator
+//! processes may run at once. Every create is therefore preceded by a pool status write,
+//! guarded by the pool's resourceVersion, that lists the new (client-chosen) handle names;
+//! a process counts a listed name that its store does not show yet as an available handle
+//! (`core::pool_plan::PendingHandles`), and so does the process that wrote it. Two processes
+//! racing to fill the same pool serialise on that guarded write: the loser re-reads the pool,
+//! sees the winner's names and creates only what is still missing.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
 use futures::StreamExt;
 use futures::channel::mpsc::UnboundedReceiver;
-use kube::Client;
-use kube::api::Api;
+use json_patch::jsonptr::PointerBuf;
+use json_patch::{AddOperation, PatchOperation, ReplaceOperation, TestOperation};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
+use kube::runtime::WatchStreamExt;
 use kube::runtime::controller::{self, Action, Controller};
-use kube::runtime::reflector::ObjectRef;
+use kube::runtime::reflector::store::Writer;
+use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
+use kube::{Client, ResourceExt};
+use serde_json::{Value, json};
 
-use super::context::Context;
+use super::context::{Context, EventKind};
 use super::kinds::{HandleObject, Kinds, PoolObject};
+use crate::api::pool::ResourcePoolStatus;
+use crate::api::{OperatorDomain, ResourceHandle, ResourcePool};
+use crate::core::lifespan::delay_until;
+use crate::core::new_handle::handle_for_pool;
+use crate::core::pool_plan::{
+    PendingHandles, PoolInput, is_handle_of_pool, is_unbound_handle_of_pool, new_handle_name,
+    plan_pool,
+};
+use crate::runtime::metrics::{KindLabels, PoolLabels};
 use crate::runtime::run::Shutdown;
+
+/// The condition type that reports a pool's configuration problems.
+const VALID: &str = "Valid";
+/// Guarded status writes that conflict are recomputed from a fresh read this many times in one
+/// reconcile before the error policy takes over.
+const STATUS_ATTEMPTS: usize = 5;
 
 #[derive(Debug, thiserror::Error)]
 pub enum PoolError {
     #[error(transparent)]
     Kube(#[from] kube::Error),
+    #[error("cannot serialise a JSON patch: {0}")]
+    Patch(#[from] serde_json::Error),
+    #[error("the object kept changing under guarded writes; retrying")]
+    Contended,
+    #[error("creating ResourceHandle {name}: {source}")]
+    Create {
+        name: String,
+        #[source]
+        source: kube::Error,
+    },
 }
 
-/// The controller, watching pools of the operator namespace, and handles: a handle change wakes its pool, so a bind refills at once. Its store is the index of pools
-/// every controller reads (`Context::stores`).
-pub fn controller(
-    client: &Client,
-    kinds: &Kinds,
-    operator_namespace: &str,
-) -> Controller<PoolObject> {
+/// The pool controller and the store of handles its reconciles read. The store is fed by the
+/// same watch that wakes pools, and is updated before the pool is woken: a reconcile woken by
+/// a bind or a deletion always sees it (a separate store could still be behind).
+pub struct PoolController {
+    controller: Controller<PoolObject>,
+    handles: Store<HandleObject>,
+}
+
+impl PoolController {
+    /// The store of pools, the index every controller reads (`Context::stores`).
+    pub fn store(&self) -> Store<PoolObject> {
+        self.controller.store()
+    }
+}
+
+/// The controller, watching pools of the operator namespace, and handles: a handle change wakes
+/// its pool, so a bind refills at once.
+pub fn controller(client: &Client, kinds: &Kinds, operator_namespace: &str) -> PoolController {
     let main = Api::<PoolObject>::namespaced_with(client.clone(), operator_namespace, &kinds.pool);
     let other =
         Api::<HandleObject>::namespaced_with(client.clone(), operator_namespace, &kinds.handle);
     let pool_kind = kinds.pool.clone();
     let config = watcher::Config::default().any_semantic();
-    Controller::new_with(main, config.clone(), kinds.pool.clone()).watches_with(
-        other,
-        kinds.handle.clone(),
-        config,
+    let writer = Writer::new(kinds.handle.clone());
+    let handles = writer.as_reader();
+    let handle_events = watcher(other, config.clone())
+        .default_backoff()
+        .reflect(writer)
+        .touched_objects();
+    let controller = Controller::new_with(main, config, kinds.pool.clone()).watches_stream_with(
+        handle_events,
         move |handle: HandleObject| {
             handle.spec.resource_pool.as_ref().map(|pool| {
                 ObjectRef::new_with(&pool.name, pool_kind.clone()).within(&pool.namespace)
             })
         },
-    )
+        kinds.handle.clone(),
+    );
+    PoolController {
+        controller,
+        handles,
+    }
+}
+
+/// What pool reconciles share: the operator context, the handle store, and per pool the
+/// handles created (by this process or, per the pool status, another) that the store does not
+/// show yet.
+struct PoolContext {
+    ctx: Arc<Context>,
+    handles: Store<HandleObject>,
+    pending: Mutex<HashMap<String, PendingHandles>>,
+}
+
+impl PoolContext {
+    /// Runs `f` on the memory of `pool`, kept by uid so that a pool deleted and created
+    /// again under the same name starts afresh.
+    fn with_pending<R>(&self, pool: &ResourcePool, f: impl FnOnce(&mut PendingHandles) -> R) -> R {
+        let mut all = match self.pending.lock() {
+            Ok(all) => all,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        f(all.entry(memory_key(pool)).or_default())
+    }
+
+    fn forget(&self, pool: &ResourcePool) {
+        if let Ok(mut all) = self.pending.lock() {
+            all.remove(&memory_key(pool));
+        }
+    }
+
+    /// Every handle of `pool` the store shows (bound and deleting ones too).
+    fn handles_of(&self, pool: &ResourcePool) -> Vec<(Arc<HandleObject>, ResourceHandle)> {
+        let name = pool.name_any();
+        self.handles
+            .state()
+            .into_iter()
+            .filter(|h| {
+                h.spec
+                    .resource_pool
+                    .as_ref()
+                    .is_some_and(|r| r.name == name)
+            })
+            .map(|h| {
+                let derived = Kinds::handle_of(&h);
+                (h, derived)
+            })
+            .filter(|(_, h)| is_handle_of_pool(h, pool))
+            .collect()
+    }
+}
+
+fn memory_key(pool: &ResourcePool) -> String {
+    pool.metadata.uid.clone().unwrap_or_else(|| pool.name_any())
 }
 
 /// Runs `controller` until `shutdown`; `triggers` wake it from outside its watches.
 pub async fn run(
-    controller: Controller<PoolObject>,
+    controller: PoolController,
     ctx: Arc<Context>,
     triggers: UnboundedReceiver<ObjectRef<PoolObject>>,
     concurrency: u16,
     shutdown: Shutdown,
 ) {
+    let PoolController {
+        controller,
+        handles,
+    } = controller;
+    let pool_ctx = Arc::new(PoolContext {
+        ctx,
+        handles,
+        pending: Mutex::new(HashMap::new()),
+    });
     controller
         .reconcile_on(triggers)
         .with_config(controller::Config::default().concurrency(concurrency))
         .graceful_shutdown_on(shutdown)
-        .run(reconcile, error_policy, ctx)
+        .run(reconcile, error_policy, pool_ctx)
         .for_each(|_| async {})
         .await;
 }
 
-async fn reconcile(_pool: Arc<PoolObject>, _ctx: Arc<Context>) -> Result<Action, PoolError> {
-    // Placeholder: the pool controller's work lands here (issue 4).
-    Ok(Action::await_change())
+async fn reconcile(pool: Arc<PoolObject>, pctx: Arc<PoolContext>) -> Result<Action, PoolError> {
+    let ctx = &pctx.ctx;
+    // §7.6: ignored pools are not touched at all.
+    if pool.labels().contains_key(&ctx.domain().ignore_label()) {
+        return Ok(Action::await_change());
+    }
+    // Counting from a store that has not listed yet would overfill the pool.
+    if pctx.handles.wait_until_ready().await.is_err() {
+        return Ok(Action::await_change());
+    }
+    let name = pool.name_any();
+    let api = ctx.pools_api();
+    if pool.metadata.deletion_timestamp.is_some() {
+        finalize(&pool, &pctx).await?;
+        return Ok(Action::await_change());
+    }
+    let mut pool = ensure_finalizer(&api, &pool, ctx).await?;
+    for _ in 0..STATUS_ATTEMPTS {
+        if let Some(action) = pass(&pool, &pctx).await? {
+            ctx.succeeded(&format!("pool/{name}"));
+            return Ok(action);
+        }
+        // The guarded status write lost a race: recompute from a fresh read (B06).
+        ctx.metrics
+            .status_conflicts
+            .get_or_create(&KindLabels {
+                kind: "ResourcePool".into(),
+            })
+            .inc();
+        pool = api.get(&name).await?;
+        if pool.metadata.deletion_timestamp.is_some() {
+            finalize(&pool, &pctx).await?;
+            return Ok(Action::await_change());
+        }
+    }
+    Err(PoolError::Contended)
 }
 
-fn error_policy(pool: Arc<PoolObject>, error: &PoolError, ctx: Arc<Context>) -> Action {
+/// One observe → plan → act pass; `None` when the guarded status write conflicted.
+async fn pass(pool_object: &PoolObject, pctx: &PoolContext) -> Result<Option<Action>, PoolError> {
+    let ctx = &pctx.ctx;
+    let now = ctx.now();
+    let pool = Kinds::pool_of(pool_object);
+    let name = pool.name_any();
+
+    let handles = pctx.handles_of(&pool);
+    let listed: Vec<&str> = pool
+        .status
+        .as_ref()
+        .and_then(|s| s.resource_handles.as_deref())
+        .unwrap_or_default()
+        .iter()
+        .map(|e| e.name.as_str())
+        .collect();
+    let pending = pctx.with_pending(&pool, |memory| {
+        memory.observe(
+            handles
+                .iter()
+                .map(|(h, _)| h.metadata.name.as_deref().unwrap_or_default()),
+            listed.iter().copied(),
+            now,
+        );
+        memory.names()
+    });
+    let unbound: Vec<ResourceHandle> = handles
+        .iter()
+        .filter(|(_, h)| is_unbound_handle_of_pool(h, &pool, ctx.domain()))
+        .map(|(_, h)| h.clone())
+        .collect();
+    let plan = plan_pool(&PoolInput {
+        pool: &pool,
+        unbound: &unbound,
+        pending: &pending,
+        // ResourcePoolScaling is a later issue.
+        scaling_demand: 0,
+    });
+
+    for doomed in &plan.delete {
+        if let Some((handle, _)) = handles.iter().find(|(h, _)| h.name_any() == *doomed) {
+            tracing::info!(pool = %name, handle = %doomed, "deleting unhealthy unbound ResourceHandle");
+            delete_unbound(&ctx.handles_api(), handle, &pool, ctx.domain()).await?;
+        }
+    }
+
+    // The template of every new handle; its failure is the pool's configuration problem.
+    let template = new_handle_template(&pool, ctx, now);
+    let new_names: Vec<String> = match &template {
+        Ok(_) if plan.create > 0 => {
+            let known: Vec<&str> = handles
+                .iter()
+                .map(|(h, _)| h.metadata.name.as_deref().unwrap_or_default())
+                .chain(pending.iter().map(String::as_str))
+                .collect();
+            let mut rng = rand::rng();
+            let mut names: Vec<String> = Vec::with_capacity(plan.create);
+            while names.len() < plan.create {
+                let candidate = new_handle_name(&mut rng);
+                if !known.contains(&candidate.as_str()) && !names.contains(&candidate) {
+                    names.push(candidate);
+                }
+            }
+            names
+        }
+        _ => Vec::new(),
+    };
+    let problem = template.as_ref().err().cloned();
+
+    let current = pool.status.as_ref();
+    let mut desired = plan.status(&new_names, current);
+    let reported = set_valid_condition(&mut desired, problem.as_deref(), &pool);
+    if current != Some(&desired) && !write_status(&ctx.pools_api(), pool_object, &desired).await? {
+        return Ok(None);
+    }
+    // The new names are reserved now: count them until the store shows them.
+    pctx.with_pending(&pool, |memory| {
+        for new in &new_names {
+            memory.expect(new, now);
+        }
+    });
+    if reported && let Some(problem) = &problem {
+        ctx.metrics
+            .invalid_resources
+            .get_or_create(&KindLabels {
+                kind: "ResourcePool".into(),
+            })
+            .inc();
+        ctx.event(
+            pool_object,
+            &ctx.kinds.pool,
+            EventKind::Warning,
+            "InvalidResourcePool",
+            problem.clone(),
+        )
+        .await;
+    }
+
+    let labels = PoolLabels {
+        name: name.clone(),
+        namespace: pool.namespace().unwrap_or_default(),
+    };
+    ctx.metrics
+        .pool_available
+        .get_or_create(&labels)
+        .set(plan.count.available);
+    ctx.metrics
+        .pool_ready
+        .get_or_create(&labels)
+        .set(plan.count.ready);
+
+    if let Ok(template) = &template
+        && !new_names.is_empty()
+    {
+        create_handles(pctx, &pool, template, &new_names).await?;
+    }
+
+    if problem.is_some() {
+        // Bad input: wait for the pool or its provider to change (the provider watch wakes it).
+        return Ok(Some(Action::await_change()));
+    }
+    let next = pctx.with_pending(&pool, |memory| memory.next_expiry());
+    Ok(Some(match next {
+        // A reservation whose handle never shows up stops counting then; look again.
+        Some(expiry) => Action::requeue(delay_until(expiry, ctx.now())),
+        None => Action::await_change(),
+    }))
+}
+
+/// The handle the pool creates, without its name; an error message a pool author can act on
+/// when the pool's provider is missing or invalid or its lifespan does not parse.
+fn new_handle_template(
+    pool: &ResourcePool,
+    ctx: &Context,
+    now: chrono::DateTime<chrono::Utc>,
+) -> Result<ResourceHandle, String> {
+    let provider_lifespan = match &pool.spec.provider {
+        Some(provider) => ctx.providers(|catalog| {
+            catalog
+                .get(&provider.name)
+                .map(|compiled| compiled.spec().lifespan.clone())
+                .map_err(|e| format!("spec.provider.name: {e}"))
+        })?,
+        None => None,
+    };
+    handle_for_pool(pool, provider_lifespan.as_ref(), None, ctx.domain(), now)
+        .map_err(|e| format!("spec.lifespan: {e}"))
+}
+
+/// Creates the reserved handles. A failed create stops being expected, so the next pass
+/// neither counts it nor keeps it in the status.
+async fn create_handles(
+    pctx: &PoolContext,
+    pool: &ResourcePool,
+    template: &ResourceHandle,
+    names: &[String],
+) -> Result<(), PoolError> {
+    let ctx = &pctx.ctx;
+    let api = ctx.handles_api();
+    let pool_name = pool.name_any();
+    let mut failure = None;
+    for name in names {
+        let mut handle = template.clone();
+        handle.metadata.name = Some(name.clone());
+        let object = ctx.kinds.handle_object(handle);
+        match api.create(&PostParams::default(), &object).await {
+            Ok(_) => {
+                tracing::info!(pool = %pool_name, handle = %name, "created ResourceHandle for pool");
+            }
+            Err(source) => {
+                pctx.with_pending(pool, |memory| memory.settle(name, ctx.now()));
+                failure.get_or_insert(PoolError::Create {
+                    name: name.clone(),
+                    source,
+                });
+            }
+        }
+    }
+    failure.map_or(Ok(()), Err)
+}
+
+/// Writes `status` guarded by the pool's resourceVersion; `false` on a conflict. New handle
+/// names in it become expected only once the write succeeded (they are reserved then).
+async fn write_status(
+    api: &Api<PoolObject>,
+    pool: &PoolObject,
+    status: &ResourcePoolStatus,
+) -> Result<bool, PoolError> {
+    let patch = json!({
+        "metadata": { "resourceVersion": pool.metadata.resource_version },
+        "status": status,
+    });
+    match api
+        .patch_status(
+            &pool.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(&patch),
+        )
+        .await
+    {
+        Ok(_) => Ok(true),
+        Err(kube::Error::Api(status)) if status.code == 409 => Ok(false),
+        Err(error) => Err(error.into()),
+    }
+}
+
+/// Sets the `Valid` condition: false with `problem`, true once a reported problem is gone;
+/// absent while there never was one (the status stays as Poolboy writes it). Returns whether
+/// a problem is newly reported (for the Event and the metric).
+fn set_valid_condition(
+    status: &mut ResourcePoolStatus,
+    problem: Option<&str>,
+    pool: &ResourcePool,
+) -> bool {
+    let conditions = status.conditions.get_or_insert_with(Vec::new);
+    let current = conditions.iter().position(|c| c.type_ == VALID);
+    let (state, reason, message) = match problem {
+        Some(problem) => ("False", "InvalidConfiguration", problem.to_owned()),
+        None => ("True", "Valid", String::new()),
+    };
+    let reported = match current.map(|i| &conditions[i]) {
+        Some(c) if c.status == state && c.message == message => false,
+        None if problem.is_none() => false,
+        _ => {
+            let condition = Condition {
+                type_: VALID.to_owned(),
+                status: state.to_owned(),
+                reason: reason.to_owned(),
+                message,
+                observed_generation: pool.metadata.generation,
+                last_transition_time: Time(k8s_openapi::jiff::Timestamp::now()),
+            };
+            match current {
+                Some(i) => conditions[i] = condition,
+                None => conditions.push(condition),
+            }
+            problem.is_some()
+        }
+    };
+    if conditions.is_empty() {
+        status.conditions = None;
+    }
+    reported
+}
+
+/// Adds the operator's finalizer (Δ§4.7) with a `test`-guarded JSON patch; returns the pool
+/// as it is now.
+async fn ensure_finalizer(
+    api: &Api<PoolObject>,
+    pool: &PoolObject,
+    ctx: &Context,
+) -> Result<PoolObject, PoolError> {
+    let finalizer = ctx.domain().finalizer();
+    let finalizers = pool.finalizers();
+    if finalizers.contains(&finalizer) {
+        return Ok(pool.clone());
+    }
+    let path = |p: &str| PointerBuf::parse(p).unwrap_or_default();
+    let ops = if finalizers.is_empty() {
+        vec![
+            PatchOperation::Test(TestOperation {
+                path: path("/metadata/finalizers"),
+                value: Value::Null,
+            }),
+            PatchOperation::Add(AddOperation {
+                path: path("/metadata/finalizers"),
+                value: json!([finalizer]),
+            }),
+        ]
+    } else {
+        vec![
+            PatchOperation::Test(TestOperation {
+                path: path("/metadata/finalizers"),
+                value: json!(finalizers),
+            }),
+            PatchOperation::Add(AddOperation {
+                path: path("/metadata/finalizers/-"),
+                value: json!(finalizer),
+            }),
+        ]
+    };
+    Ok(api
+        .patch(
+            &pool.name_any(),
+            &PatchParams::default(),
+            &Patch::Json::<()>(json_patch::Patch(ops)),
+        )
+        .await?)
+}
+
+/// Pool deletion (§11 step 9, Δ§3.3): deletes every unbound handle of the pool (bound ones
+/// stay, with their pool reference and labels), then removes every Poolboy finalizer.
+async fn finalize(pool_object: &PoolObject, pctx: &PoolContext) -> Result<(), PoolError> {
+    let ctx = &pctx.ctx;
+    let pool = Kinds::pool_of(pool_object);
+    let name = pool.name_any();
+    let handles_api = ctx.handles_api();
+    let handles = pctx.handles_of(&pool);
+    for (handle, derived) in &handles {
+        if is_unbound_handle_of_pool(derived, &pool, ctx.domain()) {
+            delete_unbound(&handles_api, handle, &pool, ctx.domain()).await?;
+        }
+    }
+    // Handles created but not shown by the store yet: look them up.
+    let pending = pctx.with_pending(&pool, |memory| memory.names());
+    for pending_name in pending {
+        if handles.iter().any(|(h, _)| h.name_any() == pending_name) {
+            continue;
+        }
+        if let Some(handle) = handles_api.get_opt(&pending_name).await? {
+            delete_unbound(&handles_api, &handle, &pool, ctx.domain()).await?;
+        }
+    }
+    tracing::info!(pool = %name, "deleted the unbound ResourceHandles of a deleted pool");
+
+    let finalizers = pool_object.finalizers();
+    let kept: Vec<&String> = finalizers
+        .iter()
+        .filter(|f| !ctx.domain().is_poolboy_finalizer(f))
+        .collect();
+    if kept.len() != finalizers.len() {
+        let path = |p: &str| PointerBuf::parse(p).unwrap_or_default();
+        let ops = vec![
+            PatchOperation::Test(TestOperation {
+                path: path("/metadata/finalizers"),
+                value: json!(finalizers),
+            }),
+            PatchOperation::Replace(ReplaceOperation {
+                path: path("/metadata/finalizers"),
+                value: json!(kept),
+            }),
+        ];
+        match ctx
+            .pools_api()
+            .patch(
+                &name,
+                &PatchParams::default(),
+                &Patch::Json::<()>(json_patch::Patch(ops)),
+            )
+            .await
+        {
+            Ok(_) => {}
+            Err(kube::Error::Api(status)) if status.code == 404 => {}
+            Err(error) => return Err(error.into()),
+        }
+    }
+    pctx.forget(&pool);
+    let labels = PoolLabels {
+        name,
+        namespace: pool.namespace().unwrap_or_default(),
+    };
+    ctx.metrics.pool_available.remove(&labels);
+    ctx.metrics.pool_ready.remove(&labels);
+    Ok(())
+}
+
+/// Deletes `handle` if it is still an unbound handle of `pool`. The delete is guarded by the
+/// resourceVersion the decision was made on, so a handle bound in the meantime is never
+/// deleted; on a conflict the handle is read again and the decision made again.
+async fn delete_unbound(
+    api: &Api<HandleObject>,
+    handle: &HandleObject,
+    pool: &ResourcePool,
+    domain: &OperatorDomain,
+) -> Result<(), PoolError> {
+    let mut current = handle.clone();
+    for _ in 0..2 {
+        if !is_unbound_handle_of_pool(&Kinds::handle_of(&current), pool, domain) {
+            return Ok(());
+        }
+        let params = DeleteParams {
+            preconditions: Some(Preconditions {
+                resource_version: current.metadata.resource_version.clone(),
+                uid: current.metadata.uid.clone(),
+            }),
+            ..Default::default()
+        };
+        match api.delete(&current.name_any(), &params).await {
+            Ok(_) => return Ok(()),
+            Err(kube::Error::Api(status)) if status.code == 404 => return Ok(()),
+            Err(kube::Error::Api(status)) if status.code == 409 => {
+                match api.get_opt(&current.name_any()).await? {
+                    Some(fresh) => current = fresh,
+                    None => return Ok(()),
+                }
+            }
+            Err(error) => return Err(error.into()),
+        }
+    }
+    Err(PoolError::Contended)
+}
+
+fn error_policy(pool: Arc<PoolObject>, error: &PoolError, pctx: Arc<PoolContext>) -> Action {
     let key = format!("pool/{}", pool.metadata.name.as_deref().unwrap_or_default());
     tracing::warn!(%error, %key, "pool reconcile failed");
-    Action::requeue(ctx.retry_delay(&key))
+    Action::requeue(pctx.ctx.retry_delay(&key))
 }

@@ -149,7 +149,7 @@ async fn report(ctx: &Context, provider: &ProviderObject) {
     }
 }
 
-/// Wakes the claims and handles that use provider `name`, and every unbound claim (one may
+/// Wakes the claims, handles and pools that use provider `name`, and every unbound claim (one may
 /// have been waiting for this provider to appear or to match).
 fn wake_users(ctx: &Context, name: &str) {
     for claim in ctx.stores.claims.state() {
@@ -185,6 +185,12 @@ fn wake_users(ctx: &Context, name: &str) {
                 .any(|r| r.provider.name == name);
         if uses {
             ctx.triggers.wake_handle(&handle, &ctx.kinds);
+        }
+    }
+    // A pool waiting for its provider (its handles take the provider's lifespan).
+    for pool in ctx.stores.pools.state() {
+        if pool.spec.provider.as_ref().is_some_and(|p| p.name == name) {
+            ctx.triggers.wake_pool(&pool, &ctx.kinds);
         }
     }
 }

@@ -19,6 +19,7 @@ pub mod naming;
 pub mod new_handle;
 pub mod parameters;
 pub mod patch;
+pub mod pool_plan;
 pub mod provider;
 pub mod render;
 pub mod render_input;

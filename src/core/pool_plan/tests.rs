@@ -1,0 +1,463 @@
+use chrono::{DateTime, TimeDelta, Utc};
+use proptest::prelude::*;
+use serde_json::{Value, json};
+
+use super::*;
+
+fn now() -> DateTime<Utc> {
+    DateTime::parse_from_rfc3339("2026-01-01T12:00:00Z")
+        .expect("valid")
+        .with_timezone(&Utc)
+}
+
+fn pool(spec: Value) -> ResourcePool {
+    serde_json::from_value(json!({
+        "apiVersion": "poolboy.gpte.redhat.com/v1",
+        "kind": "ResourcePool",
+        "metadata": {"name": "pool", "namespace": "poolboy"},
+        "spec": spec,
+    }))
+    .expect("valid pool")
+}
+
+/// An unbound handle of `pool` with `status` (JSON) as given.
+fn handle(name: &str, status: Value) -> ResourceHandle {
+    let mut value = json!({
+        "apiVersion": "poolboy.gpte.redhat.com/v1",
+        "kind": "ResourceHandle",
+        "metadata": {"name": name, "namespace": "poolboy"},
+        "spec": {
+            "resourcePool": {"apiVersion": "poolboy.gpte.redhat.com/v1", "kind": "ResourcePool",
+                             "name": "pool", "namespace": "poolboy"},
+        },
+    });
+    if !status.is_null() {
+        value["status"] = status;
+    }
+    serde_json::from_value(value).expect("valid handle")
+}
+
+fn ready(name: &str) -> ResourceHandle {
+    handle(name, json!({"ready": true}))
+}
+
+fn unhealthy(name: &str) -> ResourceHandle {
+    handle(name, json!({"resources": [{"healthy": false}]}))
+}
+
+fn plan(pool: &ResourcePool, unbound: &[ResourceHandle], pending: &[&str]) -> PoolPlan {
+    let pending: Vec<String> = pending.iter().map(|s| (*s).to_owned()).collect();
+    plan_pool(&PoolInput {
+        pool,
+        unbound,
+        pending: &pending,
+        scaling_demand: 0,
+    })
+}
+
+#[test]
+fn an_empty_pool_creates_min_available() {
+    let p = pool(json!({"minAvailable": 3}));
+    let plan = plan(&p, &[], &[]);
+    assert_eq!(plan.create, 3);
+    assert!(plan.delete.is_empty());
+    assert_eq!(
+        plan.count,
+        ResourceHandleCount {
+            available: 0,
+            ready: 0
+        }
+    );
+}
+
+#[test]
+fn a_full_pool_creates_nothing() {
+    let p = pool(json!({"minAvailable": 2}));
+    assert_eq!(
+        plan(&p, &[ready("guid-a"), handle("guid-b", Value::Null)], &[]).create,
+        0
+    );
+}
+
+#[test]
+fn min_available_defaults_to_zero() {
+    assert_eq!(plan(&pool(json!({})), &[], &[]).create, 0);
+}
+
+#[test]
+fn the_deficit_counts_existing_handles() {
+    let p = pool(json!({"minAvailable": 5}));
+    assert_eq!(plan(&p, &[ready("guid-a"), ready("guid-b")], &[]).create, 3);
+}
+
+#[test]
+fn pending_handles_count_as_available_and_unready() {
+    let p = pool(json!({"minAvailable": 3, "maxUnready": 2}));
+    let plan = plan(&p, &[ready("guid-a")], &["guid-b"]);
+    assert_eq!(plan.create, 1);
+    assert_eq!(
+        plan.count,
+        ResourceHandleCount {
+            available: 2,
+            ready: 1
+        }
+    );
+    // With the pending handle also unready, maxUnready 1 would allow nothing.
+    let p = pool(json!({"minAvailable": 3, "maxUnready": 1}));
+    assert_eq!(
+        super::tests::plan(&p, &[ready("guid-a")], &["guid-b"]).create,
+        0
+    );
+}
+
+#[test]
+fn a_pending_name_the_store_shows_is_counted_once() {
+    let p = pool(json!({"minAvailable": 3}));
+    let plan = plan(&p, &[ready("guid-a")], &["guid-a", "guid-b", "guid-b"]);
+    assert_eq!(plan.count.available, 2);
+    assert_eq!(plan.create, 1);
+}
+
+#[test]
+fn max_unready_caps_the_handles_in_flight() {
+    let p = pool(json!({"minAvailable": 10, "maxUnready": 3}));
+    assert_eq!(plan(&p, &[], &[]).create, 3);
+    let unready = [
+        handle("guid-a", Value::Null),
+        handle("guid-b", json!({"ready": false})),
+    ];
+    assert_eq!(plan(&p, &unready, &[]).create, 1);
+    let mixed = [
+        ready("guid-a"),
+        ready("guid-b"),
+        handle("guid-c", Value::Null),
+    ];
+    assert_eq!(plan(&p, &mixed, &[]).create, 2);
+}
+
+#[test]
+fn max_unready_zero_creates_nothing() {
+    let p = pool(json!({"minAvailable": 3, "maxUnready": 0}));
+    assert_eq!(plan(&p, &[], &[]).create, 0);
+}
+
+#[test]
+fn more_unready_than_max_unready_creates_nothing() {
+    let p = pool(json!({"minAvailable": 10, "maxUnready": 1}));
+    let unready = [handle("guid-a", Value::Null), handle("guid-b", Value::Null)];
+    assert_eq!(plan(&p, &unready, &[]).create, 0);
+}
+
+#[test]
+fn unhealthy_handles_are_deleted_and_replaced_when_the_pool_asks() {
+    let p = pool(json!({"minAvailable": 2, "deleteUnhealthyResourceHandles": true}));
+    let plan = plan(&p, &[ready("guid-a"), unhealthy("guid-b")], &[]);
+    assert_eq!(plan.delete, vec!["guid-b".to_owned()]);
+    assert_eq!(plan.create, 1);
+    assert_eq!(
+        plan.count,
+        ResourceHandleCount {
+            available: 1,
+            ready: 1
+        }
+    );
+    let status = plan.status(&[], None);
+    let names: Vec<&str> = status
+        .resource_handles
+        .iter()
+        .flatten()
+        .map(|e| e.name.as_str())
+        .collect();
+    assert_eq!(names, ["guid-a"]);
+}
+
+#[test]
+fn unhealthy_handles_stay_without_delete_unhealthy() {
+    for spec in [
+        json!({"minAvailable": 2}),
+        json!({"minAvailable": 2, "deleteUnhealthyResourceHandles": false}),
+    ] {
+        let plan = plan(&pool(spec), &[ready("guid-a"), unhealthy("guid-b")], &[]);
+        assert!(plan.delete.is_empty());
+        assert_eq!(plan.create, 0);
+    }
+}
+
+#[test]
+fn unknown_health_is_not_unhealthy() {
+    let p = pool(json!({"minAvailable": 1, "deleteUnhealthyResourceHandles": true}));
+    // Waiting without a health value: health unknown (Δ§3.2 is_healthy), kept.
+    let waiting = handle(
+        "guid-a",
+        json!({"resources": [{"waitingFor": "ResourceClaim"}]}),
+    );
+    let plan = plan(&p, &[waiting], &[]);
+    assert!(plan.delete.is_empty());
+    // `status.healthy: false` alone is not the computed health.
+    let flagged = handle("guid-b", json!({"healthy": false}));
+    let p = pool(json!({"minAvailable": 1, "deleteUnhealthyResourceHandles": true}));
+    assert!(super::tests::plan(&p, &[flagged], &[]).delete.is_empty());
+}
+
+#[test]
+fn status_entries_carry_only_known_values() {
+    let p = pool(json!({"minAvailable": 4}));
+    let handles = [
+        ready("guid-c"),
+        handle("guid-a", Value::Null),
+        handle(
+            "guid-b",
+            json!({"ready": false, "resources": [{"healthy": true}]}),
+        ),
+    ];
+    let plan = plan(&p, &handles, &["guid-d"]);
+    assert_eq!(plan.create, 0);
+    let status = plan.status(&[], None);
+    let json = serde_json::to_value(&status).expect("serialises");
+    assert_eq!(
+        json,
+        json!({
+            "resourceHandleCount": {"available": 4, "ready": 1},
+            "resourceHandles": [
+                {"name": "guid-a", "healthy": true},
+                {"name": "guid-b", "healthy": true, "ready": false},
+                {"name": "guid-c", "healthy": true, "ready": true},
+                {"name": "guid-d", "healthy": true},
+            ],
+        })
+    );
+}
+
+#[test]
+fn new_handles_are_listed_but_not_counted() {
+    let p = pool(json!({"minAvailable": 3}));
+    let plan = plan(&p, &[ready("guid-b")], &[]);
+    assert_eq!(plan.create, 2);
+    let status = plan.status(&["guid-c".to_owned(), "guid-a".to_owned()], None);
+    assert_eq!(
+        status.resource_handle_count,
+        Some(ResourceHandleCount {
+            available: 1,
+            ready: 1
+        })
+    );
+    let names: Vec<&str> = status
+        .resource_handles
+        .iter()
+        .flatten()
+        .map(|e| e.name.as_str())
+        .collect();
+    assert_eq!(names, ["guid-a", "guid-b", "guid-c"]);
+}
+
+#[test]
+fn status_keeps_conditions() {
+    let p = pool(json!({"minAvailable": 0}));
+    let current: ResourcePoolStatus = serde_json::from_value(json!({
+        "conditions": [{"type": "Valid", "status": "True", "reason": "R", "message": "",
+                         "lastTransitionTime": "2026-01-01T00:00:00Z"}],
+    }))
+    .expect("valid status");
+    let status = plan(&p, &[], &[]).status(&[], Some(&current));
+    assert_eq!(status.conditions, current.conditions);
+    assert_eq!(
+        status.resource_handles,
+        Some(Vec::new()),
+        "never null (Δ B17)"
+    );
+}
+
+#[test]
+fn a_pending_handle_showing_up_does_not_change_the_status() {
+    // Right after a create the store does not show the handle; once it does (no status yet),
+    // the desired status is the same, so nothing is written.
+    let p = pool(json!({"minAvailable": 2}));
+    let before = plan(&p, &[ready("guid-a")], &["guid-b"]).status(&[], None);
+    let after = plan(&p, &[ready("guid-a"), handle("guid-b", Value::Null)], &[]).status(&[], None);
+    assert_eq!(before, after);
+}
+
+#[test]
+fn lowering_min_available_deletes_nothing() {
+    let p = pool(json!({"minAvailable": 1}));
+    let plan = plan(
+        &p,
+        &[ready("guid-a"), ready("guid-b"), ready("guid-c")],
+        &[],
+    );
+    assert_eq!(plan.create, 0);
+    assert!(plan.delete.is_empty());
+    assert_eq!(plan.count.available, 3);
+}
+
+#[test]
+fn scaling_demand_is_created_under_max_unready() {
+    let p = pool(json!({"minAvailable": 1, "maxUnready": 4}));
+    let full = [ready("guid-a")];
+    let with_scaling = |demand| {
+        plan_pool(&PoolInput {
+            pool: &p,
+            unbound: &full,
+            pending: &[],
+            scaling_demand: demand,
+        })
+        .create
+    };
+    assert_eq!(with_scaling(0), 0);
+    assert_eq!(with_scaling(3), 3);
+    assert_eq!(with_scaling(9), 4);
+}
+
+#[test]
+fn handles_of_the_pool() {
+    let p = pool(json!({}));
+    let domain = OperatorDomain::default();
+    assert!(is_unbound_handle_of_pool(&ready("guid-a"), &p, &domain));
+    let mut ignored = ready("guid-i");
+    ignored.metadata.labels = Some([(domain.ignore_label(), String::new())].into());
+    assert!(is_handle_of_pool(&ignored, &p));
+    assert!(!is_unbound_handle_of_pool(&ignored, &p, &domain));
+    let mut bound = ready("guid-b");
+    bound.spec.resource_claim = Some(Default::default());
+    assert!(is_handle_of_pool(&bound, &p));
+    assert!(!is_unbound_handle_of_pool(&bound, &p, &domain));
+    let mut deleting = ready("guid-c");
+    deleting.metadata.deletion_timestamp =
+        Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+            k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
+        ));
+    assert!(!is_unbound_handle_of_pool(&deleting, &p, &domain));
+    let mut other = ready("guid-d");
+    if let Some(reference) = other.spec.resource_pool.as_mut() {
+        reference.namespace = "elsewhere".to_owned();
+    }
+    assert!(!is_handle_of_pool(&other, &p));
+    let mut none = ready("guid-e");
+    none.spec.resource_pool = None;
+    assert!(!is_handle_of_pool(&none, &p));
+}
+
+#[test]
+fn new_handle_names_look_like_generated_ones() {
+    let mut rng = rand::rng();
+    for _ in 0..100 {
+        let name = new_handle_name(&mut rng);
+        assert_eq!(name.len(), 10);
+        assert!(name.starts_with("guid-"));
+        assert!(name[5..].bytes().all(|b| NAME_ALPHABET.contains(&b)));
+    }
+}
+
+// --- PendingHandles ---
+
+fn names(pending: &PendingHandles) -> Vec<String> {
+    pending.names()
+}
+
+#[test]
+fn an_expected_name_is_pending_until_the_store_shows_it() {
+    let mut memory = PendingHandles::default();
+    memory.expect("guid-a", now());
+    memory.observe([], ["guid-a"], now());
+    assert_eq!(names(&memory), ["guid-a"]);
+    memory.observe(["guid-a"], ["guid-a"], now());
+    assert!(names(&memory).is_empty());
+    // Deleted later (gone from the store) while a stale status still lists it: not pending.
+    memory.observe([], ["guid-a"], now() + TimeDelta::seconds(1));
+    assert!(names(&memory).is_empty());
+}
+
+#[test]
+fn an_expected_name_counts_even_when_the_status_drops_it() {
+    let mut memory = PendingHandles::default();
+    memory.expect("guid-a", now());
+    memory.observe([], [], now());
+    assert_eq!(names(&memory), ["guid-a"]);
+}
+
+#[test]
+fn a_name_another_process_reserved_is_pending() {
+    let mut memory = PendingHandles::default();
+    memory.observe(["guid-a"], ["guid-a", "guid-b"], now());
+    assert_eq!(names(&memory), ["guid-b"]);
+    assert_eq!(memory.next_expiry(), Some(now() + PENDING_HANDLE_TTL));
+    memory.observe(["guid-a", "guid-b"], ["guid-a", "guid-b"], now());
+    assert!(names(&memory).is_empty());
+    assert_eq!(memory.next_expiry(), None);
+}
+
+#[test]
+fn pending_names_expire_and_stay_settled() {
+    let mut memory = PendingHandles::default();
+    memory.expect("guid-a", now());
+    memory.observe([], ["guid-b"], now());
+    assert_eq!(names(&memory), ["guid-a", "guid-b"]);
+    let later = now() + PENDING_HANDLE_TTL;
+    memory.observe([], ["guid-a", "guid-b"], later);
+    assert!(names(&memory).is_empty());
+    // Still listed by a status: not adopted again.
+    memory.observe([], ["guid-a", "guid-b"], later + TimeDelta::seconds(1));
+    assert!(names(&memory).is_empty());
+}
+
+#[test]
+fn a_failed_create_is_not_adopted_from_the_status() {
+    let mut memory = PendingHandles::default();
+    memory.expect("guid-a", now());
+    memory.settle("guid-a", now());
+    memory.observe([], ["guid-a"], now());
+    assert!(names(&memory).is_empty());
+}
+
+#[test]
+fn settled_names_are_forgotten_once_unlisted_and_old() {
+    let mut memory = PendingHandles::default();
+    memory.observe(["guid-a"], ["guid-a"], now());
+    memory.observe([], [], now() + TimeDelta::seconds(1));
+    assert!(
+        !memory.is_empty(),
+        "kept for a TTL: a stale status may list it"
+    );
+    memory.observe([], ["guid-a"], now() + TimeDelta::seconds(2));
+    assert!(names(&memory).is_empty());
+    memory.observe([], [], now() + PENDING_HANDLE_TTL * 2);
+    assert!(memory.is_empty());
+}
+
+proptest! {
+    /// Never more than `maxUnready` unready handles after the creates, never beyond
+    /// `minAvailable` from the deficit alone, and never a negative count.
+    #[test]
+    fn creates_respect_min_available_and_max_unready(
+        min_available in 0i64..20,
+        max_unready in proptest::option::of(0i64..10),
+        ready_count in 0usize..10,
+        unready_count in 0usize..10,
+        pending_count in 0usize..5,
+    ) {
+        let mut spec = json!({"minAvailable": min_available});
+        if let Some(m) = max_unready {
+            spec["maxUnready"] = json!(m);
+        }
+        let p = pool(spec);
+        let mut handles: Vec<ResourceHandle> =
+            (0..ready_count).map(|i| ready(&format!("guid-r{i}"))).collect();
+        handles.extend((0..unready_count).map(|i| handle(&format!("guid-u{i}"), Value::Null)));
+        let pending: Vec<String> = (0..pending_count).map(|i| format!("guid-p{i}")).collect();
+        let plan = plan_pool(&PoolInput { pool: &p, unbound: &handles, pending: &pending, scaling_demand: 0 });
+        let available = (ready_count + unready_count + pending_count) as i64;
+        let unready = (unready_count + pending_count) as i64;
+        let create = plan.create as i64;
+        prop_assert!(available + create <= min_available.max(available));
+        if let Some(m) = max_unready {
+            prop_assert!(create == 0 || unready + create <= m);
+        }
+        // As many as allowed: either the pool is full or the throttle is reached.
+        prop_assert!(
+            available + create >= min_available
+                || max_unready.is_some_and(|m| unready + create >= m)
+        );
+        prop_assert_eq!(plan.count.available, available);
+        prop_assert_eq!(plan.count.ready, ready_count as i64);
+    }
+}

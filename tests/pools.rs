@@ -1,0 +1,551 @@
+//! The ResourcePool controller on the real control plane (§11, Δ§3.3): a pool fills to exactly
+//! `minAvailable` and stays there, refills after a bind, throttles by `maxUnready`, replaces
+//! unhealthy handles when asked, never scales down, and on deletion deletes its unbound
+//! handles only.
+//!
+//! The handle controller is not part of these tests' concern: nothing renders the handles, so
+//! a test sets `status.ready` / `status.resources[].healthy` itself where it needs them, and
+//! plays the claim controller by patching `spec.resourceClaim` onto a handle to bind it.
+
+mod support;
+
+use std::time::Duration;
+
+use chrono::{DateTime, TimeDelta, Utc};
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::{Api, ResourceExt};
+use poolboy::api::{ResourceHandle, ResourcePool, ResourceProvider};
+use serde_json::{Value, json};
+
+use support::operator::TestOperator;
+use support::{TestEnv, eventually};
+
+const TIMEOUT: Duration = Duration::from_secs(30);
+const DOMAIN: &str = "poolboy.gpte.redhat.com";
+
+/// A provider for ConfigMaps with a lifespan (the pools' handles take it when the pool has
+/// none of its own).
+async fn create_provider(env: &TestEnv) {
+    let provider: ResourceProvider = serde_json::from_value(json!({
+        "apiVersion": format!("{DOMAIN}/v1"),
+        "kind": "ResourceProvider",
+        "metadata": {"name": "configmap", "namespace": env.namespace},
+        "spec": {
+            "override": {
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": {"namespace": env.namespace},
+            },
+            "lifespan": {"default": "2h", "maximum": "1d", "relativeMaximum": "8h", "unclaimed": "1h"},
+        },
+    }))
+    .expect("valid provider");
+    env.api::<ResourceProvider>()
+        .create(&PostParams::default(), &provider)
+        .await
+        .expect("create provider");
+}
+
+async fn create_pool(env: &TestEnv, name: &str, spec: Value) -> ResourcePool {
+    let pool: ResourcePool = serde_json::from_value(json!({
+        "apiVersion": format!("{DOMAIN}/v1"),
+        "kind": "ResourcePool",
+        "metadata": {"name": name, "namespace": env.namespace},
+        "spec": spec,
+    }))
+    .expect("valid pool");
+    env.api::<ResourcePool>()
+        .create(&PostParams::default(), &pool)
+        .await
+        .expect("create pool")
+}
+
+/// Every handle of pool `pool`, per `spec.resourcePool`.
+async fn handles_of(env: &TestEnv, pool: &str) -> Vec<ResourceHandle> {
+    env.api::<ResourceHandle>()
+        .list(&ListParams::default())
+        .await
+        .expect("list handles")
+        .items
+        .into_iter()
+        .filter(|h| {
+            h.spec
+                .resource_pool
+                .as_ref()
+                .is_some_and(|r| r.name == pool)
+        })
+        .collect()
+}
+
+fn is_unbound(handle: &ResourceHandle) -> bool {
+    handle.spec.resource_claim.is_none() && handle.metadata.deletion_timestamp.is_none()
+}
+
+async fn unbound_of(env: &TestEnv, pool: &str) -> Vec<ResourceHandle> {
+    handles_of(env, pool)
+        .await
+        .into_iter()
+        .filter(is_unbound)
+        .collect()
+}
+
+async fn pool_status(env: &TestEnv, pool: &str) -> Value {
+    let pool = env.api::<ResourcePool>().get(pool).await.expect("get pool");
+    serde_json::to_value(&pool.status).expect("serialises")
+}
+
+/// Waits until the pool has exactly `count` unbound handles and its status says
+/// `{available, ready}` with `count` entries; returns the handles.
+async fn await_pool(env: &TestEnv, pool: &str, count: usize, ready: i64) -> Vec<ResourceHandle> {
+    eventually(
+        &format!("pool {pool}: {count} unbound handles, {ready} ready, in status"),
+        TIMEOUT,
+        || async {
+            let handles = unbound_of(env, pool).await;
+            let status = pool_status(env, pool).await;
+            let counted = status["resourceHandleCount"]
+                == json!({"available": count, "ready": ready})
+                && status["resourceHandles"].as_array().map(Vec::len) == Some(count);
+            (handles.len() == count && counted).then_some(handles)
+        },
+    )
+    .await
+}
+
+async fn set_handle_status(env: &TestEnv, handle: &str, status: Value) {
+    env.api::<ResourceHandle>()
+        .patch_status(
+            handle,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": status})),
+        )
+        .await
+        .expect("patch handle status");
+}
+
+/// Binds `handle` to a (fictitious) claim, as the claim controller's bind patch would.
+async fn bind(env: &TestEnv, handle: &str) {
+    let patch = json!({
+        "metadata": {"labels": {
+            format!("{DOMAIN}/resource-claim-name"): "claim",
+            format!("{DOMAIN}/resource-claim-namespace"): env.namespace,
+        }},
+        "spec": {"resourceClaim": {
+            "apiVersion": format!("{DOMAIN}/v1"), "kind": "ResourceClaim",
+            "name": "claim", "namespace": env.namespace,
+        }},
+    });
+    env.api::<ResourceHandle>()
+        .patch(handle, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .expect("bind handle");
+}
+
+fn lifespan_end(handle: &ResourceHandle) -> DateTime<Utc> {
+    let end = handle
+        .spec
+        .lifespan
+        .as_ref()
+        .and_then(|l| l.end.as_deref())
+        .expect("handle has a lifespan end");
+    DateTime::parse_from_rfc3339(end)
+        .expect("RFC 3339 end")
+        .with_timezone(&Utc)
+}
+
+fn assert_near(actual: DateTime<Utc>, expected: DateTime<Utc>) {
+    let slack = TimeDelta::seconds(60);
+    assert!(
+        actual > expected - slack && actual < expected + slack,
+        "{actual} is not close to {expected}"
+    );
+}
+
+/// Stops the operator, releases the finalizers nothing will remove now (no handle controller
+/// runs here), and deletes the namespace.
+async fn teardown(env: TestEnv, operator: TestOperator) {
+    operator.stop().await;
+    let release = json!({"metadata": {"finalizers": null}});
+    let params = PatchParams::default();
+    let handles: Api<ResourceHandle> = env.api();
+    for handle in handles
+        .list(&ListParams::default())
+        .await
+        .expect("list")
+        .items
+    {
+        let _ = handles
+            .patch(&handle.name_any(), &params, &Patch::Merge(&release))
+            .await;
+    }
+    let pools: Api<ResourcePool> = env.api();
+    for pool in pools
+        .list(&ListParams::default())
+        .await
+        .expect("list")
+        .items
+    {
+        let _ = pools
+            .patch(&pool.name_any(), &params, &Patch::Merge(&release))
+            .await;
+    }
+    env.cleanup().await;
+}
+
+#[tokio::test]
+async fn a_pool_fills_to_exactly_min_available_and_stays_there() {
+    let env = TestEnv::new().await;
+    create_provider(&env).await;
+    let operator = TestOperator::start(env.client.clone(), &env.namespace);
+    let created = Utc::now();
+    create_pool(
+        &env,
+        "fill",
+        json!({
+            "minAvailable": 3,
+            "provider": {"name": "configmap", "parameterValues": {"size": "small"}},
+            "vars": {"team": "blue"},
+            "preferenceScore": 0.5,
+            "resourceLabels": {"example.com/pool": "fill"},
+            "resourceAnnotations": {"example.com/note": "pooled"},
+            "lifespan": {"default": "3h", "unclaimed": "30m"},
+        }),
+    )
+    .await;
+
+    let handles = await_pool(&env, "fill", 3, 0).await;
+    for handle in &handles {
+        let name = handle.name_any();
+        assert!(name.starts_with("guid-") && name.len() == 10, "{name}");
+        let labels = handle.labels();
+        assert_eq!(
+            labels
+                .get(&format!("{DOMAIN}/resource-pool-name"))
+                .map(String::as_str),
+            Some("fill")
+        );
+        assert_eq!(
+            labels.get(&format!("{DOMAIN}/resource-pool-namespace")),
+            Some(&env.namespace)
+        );
+        assert_eq!(handle.finalizers(), [DOMAIN.to_owned()]);
+        let spec = serde_json::to_value(&handle.spec).expect("serialises");
+        assert_eq!(
+            spec["resourcePool"],
+            json!({"apiVersion": format!("{DOMAIN}/v1"), "kind": "ResourcePool",
+                   "name": "fill", "namespace": env.namespace})
+        );
+        assert_eq!(
+            spec["provider"],
+            json!({"name": "configmap", "parameterValues": {"size": "small"}})
+        );
+        assert_eq!(spec["vars"], json!({"team": "blue"}));
+        assert_eq!(spec["preferenceScore"], json!(0.5));
+        assert_eq!(spec["resourceLabels"], json!({"example.com/pool": "fill"}));
+        assert_eq!(
+            spec["resourceAnnotations"],
+            json!({"example.com/note": "pooled"})
+        );
+        // The pool's lifespan replaces the provider's entirely (§10.2).
+        assert_eq!(spec["lifespan"]["default"], json!("3h"));
+        assert!(spec["lifespan"].get("maximum").is_none());
+        assert_near(lifespan_end(handle), created + TimeDelta::minutes(30));
+    }
+    let status = pool_status(&env, "fill").await;
+    for entry in status["resourceHandles"].as_array().expect("a list") {
+        assert_eq!(entry["healthy"], json!(true));
+        assert!(
+            entry.get("ready").is_none(),
+            "no null ready (Δ B17): {entry}"
+        );
+    }
+
+    // More reconciles (each handle turning ready wakes the pool, and the status shows it was
+    // seen): the pool stays at exactly three handles.
+    for (index, handle) in handles.iter().enumerate() {
+        set_handle_status(&env, &handle.name_any(), json!({"ready": true})).await;
+        let ready = i64::try_from(index + 1).expect("small");
+        await_pool(&env, "fill", 3, ready).await;
+        assert_eq!(handles_of(&env, "fill").await.len(), 3, "no overfill");
+    }
+    teardown(env, operator).await;
+}
+
+#[tokio::test]
+async fn a_bind_makes_the_pool_create_a_replacement_promptly() {
+    let env = TestEnv::new().await;
+    create_provider(&env).await;
+    let operator = TestOperator::start(env.client.clone(), &env.namespace);
+    create_pool(
+        &env,
+        "refill",
+        json!({"minAvailable": 2, "provider": {"name": "configmap"}}),
+    )
+    .await;
+    let handles = await_pool(&env, "refill", 2, 0).await;
+    let bound = handles[0].name_any();
+    bind(&env, &bound).await;
+    // No 10-second tick: the bind itself wakes the pool.
+    let refilled = eventually("a replacement handle", Duration::from_secs(5), || async {
+        let unbound = unbound_of(&env, "refill").await;
+        (unbound.len() == 2).then_some(unbound)
+    })
+    .await;
+    assert!(refilled.iter().all(|h| h.name_any() != bound));
+    await_pool(&env, "refill", 2, 0).await;
+    assert_eq!(handles_of(&env, "refill").await.len(), 3);
+    teardown(env, operator).await;
+}
+
+#[tokio::test]
+async fn max_unready_caps_the_handles_in_flight() {
+    let env = TestEnv::new().await;
+    create_provider(&env).await;
+    let operator = TestOperator::start(env.client.clone(), &env.namespace);
+    let created = Utc::now();
+    create_pool(
+        &env,
+        "throttled",
+        json!({"minAvailable": 5, "maxUnready": 2, "provider": {"name": "configmap"}}),
+    )
+    .await;
+    let first = await_pool(&env, "throttled", 2, 0).await;
+    assert_eq!(handles_of(&env, "throttled").await.len(), 2);
+    // Without a lifespan of its own, the pool gives its handles the provider's (§10.2), each
+    // value in its own field.
+    for handle in &first {
+        let lifespan = serde_json::to_value(&handle.spec.lifespan).expect("serialises");
+        assert_eq!(lifespan["default"], json!("2h"));
+        assert_eq!(lifespan["maximum"], json!("1d"));
+        assert_eq!(lifespan["relativeMaximum"], json!("8h"));
+        assert_near(lifespan_end(handle), created + TimeDelta::hours(1));
+    }
+
+    // One ready: one more may be in flight.
+    set_handle_status(&env, &first[0].name_any(), json!({"ready": true})).await;
+    await_pool(&env, "throttled", 3, 1).await;
+    // Both first ones ready: two unready in flight (the third and a fourth).
+    set_handle_status(&env, &first[1].name_any(), json!({"ready": true})).await;
+    let handles = await_pool(&env, "throttled", 4, 2).await;
+    // All ready: the fifth and last is created.
+    for handle in handles
+        .iter()
+        .filter(|h| h.status.as_ref().and_then(|s| s.ready) != Some(true))
+    {
+        set_handle_status(&env, &handle.name_any(), json!({"ready": true})).await;
+    }
+    await_pool(&env, "throttled", 5, 4).await;
+    teardown(env, operator).await;
+}
+
+#[tokio::test]
+async fn unhealthy_unbound_handles_are_deleted_and_replaced() {
+    let env = TestEnv::new().await;
+    create_provider(&env).await;
+    let operator = TestOperator::start(env.client.clone(), &env.namespace);
+    create_pool(
+        &env,
+        "healing",
+        json!({"minAvailable": 2, "deleteUnhealthyResourceHandles": true,
+               "provider": {"name": "configmap"}}),
+    )
+    .await;
+    let handles = await_pool(&env, "healing", 2, 0).await;
+    let sick = handles[0].name_any();
+    set_handle_status(&env, &sick, json!({"resources": [{"healthy": false}]})).await;
+    eventually(
+        "the unhealthy handle deleted and replaced",
+        TIMEOUT,
+        || async {
+            let all = handles_of(&env, "healing").await;
+            let deleted = all
+                .iter()
+                .any(|h| h.name_any() == sick && h.metadata.deletion_timestamp.is_some());
+            let unbound: Vec<String> = all
+                .iter()
+                .filter(|h| is_unbound(h))
+                .map(|h| h.name_any())
+                .collect();
+            (deleted && unbound.len() == 2 && !unbound.contains(&sick)).then_some(())
+        },
+    )
+    .await;
+    let status = pool_status(&env, "healing").await;
+    let listed: Vec<&str> = status["resourceHandles"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|e| e["name"].as_str())
+        .collect();
+    assert!(!listed.contains(&sick.as_str()), "{listed:?}");
+    teardown(env, operator).await;
+}
+
+#[tokio::test]
+async fn lowering_min_available_deletes_nothing() {
+    let env = TestEnv::new().await;
+    create_provider(&env).await;
+    let operator = TestOperator::start(env.client.clone(), &env.namespace);
+    create_pool(
+        &env,
+        "shrink",
+        json!({"minAvailable": 3, "provider": {"name": "configmap"}}),
+    )
+    .await;
+    let handles = await_pool(&env, "shrink", 3, 0).await;
+    env.api::<ResourcePool>()
+        .patch(
+            "shrink",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"minAvailable": 1}})),
+        )
+        .await
+        .expect("lower minAvailable");
+    // A later reconcile (the status shows the ready handle) still has all three.
+    set_handle_status(&env, &handles[0].name_any(), json!({"ready": true})).await;
+    await_pool(&env, "shrink", 3, 1).await;
+    assert!(handles_of(&env, "shrink").await.iter().all(is_unbound));
+    teardown(env, operator).await;
+}
+
+#[tokio::test]
+async fn deleting_a_pool_deletes_its_unbound_handles_and_keeps_bound_ones() {
+    let env = TestEnv::new().await;
+    create_provider(&env).await;
+    let operator = TestOperator::start(env.client.clone(), &env.namespace);
+    create_pool(
+        &env,
+        "doomed",
+        json!({"minAvailable": 2, "provider": {"name": "configmap"}}),
+    )
+    .await;
+    let pool = eventually("the pool finalizer", TIMEOUT, || async {
+        let pool = env.api::<ResourcePool>().get("doomed").await.ok()?;
+        pool.finalizers()
+            .contains(&DOMAIN.to_owned())
+            .then_some(pool)
+    })
+    .await;
+    assert_eq!(pool.finalizers(), [DOMAIN.to_owned()]);
+    let handles = await_pool(&env, "doomed", 2, 0).await;
+    let bound = handles[0].name_any();
+    bind(&env, &bound).await;
+    await_pool(&env, "doomed", 2, 0).await;
+
+    env.api::<ResourcePool>()
+        .delete("doomed", &DeleteParams::default())
+        .await
+        .expect("delete pool");
+    eventually("the pool gone", TIMEOUT, || async {
+        env.api::<ResourcePool>()
+            .get_opt("doomed")
+            .await
+            .expect("get pool")
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    let all = handles_of(&env, "doomed").await;
+    assert_eq!(
+        all.len(),
+        3,
+        "{:?}",
+        all.iter().map(|h| h.name_any()).collect::<Vec<_>>()
+    );
+    for handle in &all {
+        if handle.name_any() == bound {
+            assert!(
+                handle.metadata.deletion_timestamp.is_none(),
+                "the bound handle stays"
+            );
+            assert_eq!(
+                handle
+                    .labels()
+                    .get(&format!("{DOMAIN}/resource-pool-name"))
+                    .map(String::as_str),
+                Some("doomed")
+            );
+        } else {
+            // Deleted; its own finalizer waits for the handle controller.
+            assert!(
+                handle.metadata.deletion_timestamp.is_some(),
+                "{}",
+                handle.name_any()
+            );
+        }
+    }
+    teardown(env, operator).await;
+}
+
+#[tokio::test]
+async fn a_pool_with_a_missing_provider_reports_it_and_fills_once_it_appears() {
+    let env = TestEnv::new().await;
+    let operator = TestOperator::start(env.client.clone(), &env.namespace);
+    create_pool(
+        &env,
+        "orphan",
+        json!({"minAvailable": 1, "provider": {"name": "configmap"}}),
+    )
+    .await;
+    eventually("a Valid=False condition", TIMEOUT, || async {
+        let status = pool_status(&env, "orphan").await;
+        let conditions = status["conditions"].as_array()?;
+        conditions
+            .iter()
+            .any(|c| {
+                c["type"] == "Valid"
+                    && c["status"] == "False"
+                    && c["message"]
+                        .as_str()
+                        .is_some_and(|m| m.contains("configmap"))
+            })
+            .then_some(())
+    })
+    .await;
+    assert!(handles_of(&env, "orphan").await.is_empty());
+    create_provider(&env).await;
+    await_pool(&env, "orphan", 1, 0).await;
+    let status = pool_status(&env, "orphan").await;
+    assert!(
+        status["conditions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|c| c["type"] == "Valid" && c["status"] == "True"),
+        "{status}"
+    );
+    teardown(env, operator).await;
+}
+
+#[tokio::test]
+async fn two_operator_processes_fill_a_pool_exactly() {
+    let env = TestEnv::new().await;
+    create_provider(&env).await;
+    // No leader election: both reconcile every pool.
+    let first = TestOperator::start_with(env.client.clone(), &env.namespace, None, "first");
+    let second = TestOperator::start_with(env.client.clone(), &env.namespace, None, "second");
+    create_pool(
+        &env,
+        "shared",
+        json!({"minAvailable": 6, "provider": {"name": "configmap"}}),
+    )
+    .await;
+    let handles = await_pool(&env, "shared", 6, 0).await;
+    // Every readiness change wakes the pool in both processes; the pool stays at six.
+    for (index, handle) in handles.iter().enumerate() {
+        set_handle_status(&env, &handle.name_any(), json!({"ready": true})).await;
+        await_pool(&env, "shared", 6, i64::try_from(index + 1).expect("small")).await;
+        assert_eq!(handles_of(&env, "shared").await.len(), 6, "no overfill");
+    }
+    // Two binds at once: exactly two replacements.
+    bind(&env, &handles[0].name_any()).await;
+    bind(&env, &handles[1].name_any()).await;
+    await_pool(&env, "shared", 6, 4).await;
+    assert_eq!(
+        handles_of(&env, "shared").await.len(),
+        8,
+        "exactly two replacements"
+    );
+    first.stop().await;
+    teardown(env, second).await;
+}
