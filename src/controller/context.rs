@@ -17,6 +17,7 @@ use kube::{Client, Resource};
 
 use super::kinds::{ClaimObject, HandleObject, Kinds, PoolObject};
 use super::managed::ManagedResources;
+use super::requester::RequesterLookup;
 use crate::api::OperatorDomain;
 use crate::core::provider::{ProviderCatalog, ProviderCompiler};
 use crate::core::schema::SchemaCache;
@@ -82,6 +83,8 @@ pub struct Context {
     pub metrics: Arc<Metrics>,
     /// The watches and stores of managed resources.
     pub managed: ManagedResources,
+    /// Who asked for claims, per namespace (§12.3 step 7).
+    pub requesters: RequesterLookup,
     providers: RwLock<ProviderCatalog>,
     recorder: Recorder,
     failures: Mutex<HashMap<String, u32>>,
@@ -110,6 +113,7 @@ impl Context {
             triggers,
             metrics,
             managed: ManagedResources::default(),
+            requesters: RequesterLookup::default(),
             providers: RwLock::new(ProviderCatalog::default()),
             failures: Mutex::new(HashMap::new()),
         }

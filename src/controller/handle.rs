@@ -250,6 +250,18 @@ async fn manage_once(mut object: HandleObject, ctx: &Context) -> Result<Pass, Ha
         });
     }
 
+    // §12.3 step 7: the requester of a bound claim's namespace; a failed lookup leaves the
+    // requester variables absent rather than stopping the handle.
+    let requester = match claim.as_ref().and_then(|c| c.metadata.namespace.clone()) {
+        Some(namespace) => match ctx.requesters.requester(&ctx.client, &namespace).await {
+            Ok(requester) => requester,
+            Err(error) => {
+                tracing::warn!(%error, %namespace, "cannot look up the requester");
+                None
+            }
+        },
+        None => None,
+    };
     let (providers, summary_provider, plans) = ctx.providers(|catalog| {
         let compiler = ProviderCompiler {
             domain: ctx.domain(),
@@ -265,7 +277,7 @@ async fn manage_once(mut object: HandleObject, ctx: &Context) -> Result<Pass, Ha
                 claim: claim.as_ref(),
                 providers: &providers,
                 states: &states,
-                requester: None,
+                requester: requester.as_ref(),
             },
         );
         // Δ D10: the summary comes from spec.provider, else the last resource's provider.
