@@ -9,9 +9,9 @@
 //! as Poolboy does.
 
 use k8s_openapi::api::core::v1::Namespace;
+use kube::Client;
 use kube::api::{Api, DynamicObject};
 use kube::core::{ApiResource, GroupVersionKind};
-use kube::Client;
 use serde_json::{Value, json};
 use tokio::sync::OnceCell;
 
@@ -28,13 +28,23 @@ pub struct RequesterLookup {
 
 impl RequesterLookup {
     /// The requester of claims in `namespace`, or `None`.
-    pub async fn requester(&self, client: &Client, namespace: &str) -> Result<Option<Requester>, kube::Error> {
-        let namespace = match Api::<Namespace>::all(client.clone()).get_opt(namespace).await? {
+    pub async fn requester(
+        &self,
+        client: &Client,
+        namespace: &str,
+    ) -> Result<Option<Requester>, kube::Error> {
+        let namespace = match Api::<Namespace>::all(client.clone())
+            .get_opt(namespace)
+            .await?
+        {
             Some(namespace) => namespace,
             None => return Ok(None),
         };
         let annotations = namespace.metadata.annotations.unwrap_or_default();
-        let Some(user_name) = annotations.get(REQUESTER_ANNOTATION).filter(|n| !n.is_empty()) else {
+        let Some(user_name) = annotations
+            .get(REQUESTER_ANNOTATION)
+            .filter(|n| !n.is_empty())
+        else {
             return Ok(None);
         };
         if !self.user_api_exists(client).await? {
@@ -45,7 +55,8 @@ impl RequesterLookup {
             Some(user) => serde_json::to_value(user).unwrap_or_else(|_| stub_user(user_name)),
             None => stub_user(user_name),
         };
-        let identities_api = Api::<DynamicObject>::all_with(client.clone(), &resource("Identity", "identities"));
+        let identities_api =
+            Api::<DynamicObject>::all_with(client.clone(), &resource("Identity", "identities"));
         let mut identities = Vec::new();
         let names: Vec<String> = user
             .get("identities")
@@ -56,7 +67,9 @@ impl RequesterLookup {
             .collect();
         for name in names {
             let identity = match identities_api.get_opt(&name).await? {
-                Some(identity) => serde_json::to_value(identity).unwrap_or_else(|_| stub_identity(&name)),
+                Some(identity) => {
+                    serde_json::to_value(identity).unwrap_or_else(|_| stub_identity(&name))
+                }
                 None => stub_identity(&name),
             };
             identities.push(identity);

@@ -191,23 +191,24 @@ impl HandleResources<'_> {
                     .iter()
                     .map(|r| r.template.clone().unwrap_or(Value::Null))
                     .collect();
-                let requester = context.requester;
-                let identity = requester.and_then(|r| r.identities.first().cloned());
-                let scope = RenderContext::new(context.now, &serde_json::Map::new())
+                let mut scope = RenderContext::new(context.now, &serde_json::Map::new())
                     .with_variables(handle.spec.vars.as_ref().unwrap_or(&Map::new()))
                     .with_variables(linked_vars)
-                    .with_variable("guid", json!(guid))
-                    .with_variable(
-                        "requester_identities",
-                        json!(requester.map(|r| r.identities.clone()).unwrap_or_default()),
-                    )
-                    .with_variable("requester_identity", identity.unwrap_or(Value::Null))
-                    .with_variable(
-                        "requester_user",
-                        requester
-                            .and_then(|r| r.user.clone())
-                            .unwrap_or(Value::Null),
-                    )
+                    .with_variable("guid", json!(guid));
+                // Without a requester (plain Kubernetes, or no requester annotation) the
+                // variables are absent, so `default()` and `is defined` work (§16: Poolboy
+                // crashed there).
+                if let Some(requester) = context.requester {
+                    scope =
+                        scope.with_variable("requester_identities", json!(requester.identities));
+                    if let Some(identity) = requester.identities.first() {
+                        scope = scope.with_variable("requester_identity", identity);
+                    }
+                    if let Some(user) = &requester.user {
+                        scope = scope.with_variable("requester_user", user);
+                    }
+                }
+                let scope = scope
                     .with_variable(
                         "resource_provider",
                         provider_view(provider.resource(), context.domain),
