@@ -3,18 +3,21 @@
 //! unhealthy handles when asked, never scales down, and on deletion deletes its unbound
 //! handles only.
 //!
-//! The handle controller is not part of these tests' concern: nothing renders the handles, so
-//! a test sets `status.ready` / `status.resources[].healthy` itself where it needs them, and
-//! plays the claim controller by patching `spec.resourceClaim` onto a handle to bind it.
+//! The whole operator runs: each handle gets a ConfigMap, and a test makes a handle ready or
+//! unhealthy the way a user's resource would, by labelling its ConfigMap (the provider's
+//! `readinessCheck` and `healthCheck` read the labels). A test binds a handle itself by patching
+//! `spec.resourceClaim` onto it, pointing at a claim with an empty spec (the claim controller
+//! reports that claim invalid and leaves the handle alone).
 
 mod support;
 
 use std::time::Duration;
 
 use chrono::{DateTime, TimeDelta, Utc};
+use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, ResourceExt};
-use poolboy::api::{ResourceHandle, ResourcePool, ResourceProvider};
+use poolboy::api::{ResourceClaim, ResourceHandle, ResourcePool, ResourceProvider};
 use serde_json::{Value, json};
 
 use support::operator::TestOperator;
@@ -24,7 +27,7 @@ const TIMEOUT: Duration = Duration::from_secs(30);
 const DOMAIN: &str = "poolboy.gpte.redhat.com";
 
 /// A provider for ConfigMaps with a lifespan (the pools' handles take it when the pool has
-/// none of its own).
+/// none of its own), ready and healthy by the labels of the ConfigMap.
 async fn create_provider(env: &TestEnv) {
     let provider: ResourceProvider = serde_json::from_value(json!({
         "apiVersion": format!("{DOMAIN}/v1"),
@@ -36,6 +39,8 @@ async fn create_provider(env: &TestEnv) {
                 "kind": "ConfigMap",
                 "metadata": {"namespace": env.namespace},
             },
+            "readinessCheck": "metadata.labels['pool-test/ready'] | default('') == 'yes'",
+            "healthCheck": "metadata.labels['pool-test/healthy'] | default('yes') != 'no'",
             "lifespan": {"default": "2h", "maximum": "1d", "relativeMaximum": "8h", "unclaimed": "1h"},
         },
     }))
@@ -112,19 +117,47 @@ async fn await_pool(env: &TestEnv, pool: &str, count: usize, ready: i64) -> Vec<
     .await
 }
 
-async fn set_handle_status(env: &TestEnv, handle: &str, status: Value) {
-    env.api::<ResourceHandle>()
-        .patch_status(
-            handle,
-            &PatchParams::default(),
-            &Patch::Merge(json!({"status": status})),
-        )
+/// Labels the ConfigMap of `handle` (created by the handle controller), which the provider's
+/// checks read: `pool-test/ready=yes` makes the handle ready, `pool-test/healthy=no` unhealthy.
+async fn label_configmap(env: &TestEnv, handle: &str, label: &str, value: &str) {
+    let name = format!("guid0-{}", handle.trim_start_matches("guid-"));
+    let configmaps: Api<ConfigMap> = env.api();
+    eventually(&format!("ConfigMap {name}"), TIMEOUT, || {
+        let configmaps = configmaps.clone();
+        let name = name.clone();
+        async move { configmaps.get_opt(&name).await.ok()?.map(|_| ()) }
+    })
+    .await;
+    let patch = json!({"metadata": {"labels": {label: value}}});
+    configmaps
+        .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
         .await
-        .expect("patch handle status");
+        .expect("label the ConfigMap");
 }
 
-/// Binds `handle` to a (fictitious) claim, as the claim controller's bind patch would.
+async fn make_ready(env: &TestEnv, handle: &str) {
+    label_configmap(env, handle, "pool-test/ready", "yes").await;
+}
+
+/// Binds `handle` to claim `claim` (an empty one, which the claim controller leaves alone), as
+/// the claim controller's bind patch would.
 async fn bind(env: &TestEnv, handle: &str) {
+    let claim: ResourceClaim = serde_json::from_value(json!({
+        "apiVersion": format!("{DOMAIN}/v1"),
+        "kind": "ResourceClaim",
+        "metadata": {"name": "claim", "namespace": env.namespace},
+        "spec": {},
+    }))
+    .expect("valid claim");
+    match env
+        .api::<ResourceClaim>()
+        .create(&PostParams::default(), &claim)
+        .await
+    {
+        Ok(_) => {}
+        Err(kube::Error::Api(e)) if e.code == 409 => {}
+        Err(e) => panic!("create claim: {e}"),
+    }
     let patch = json!({
         "metadata": {"labels": {
             format!("{DOMAIN}/resource-claim-name"): "claim",
@@ -161,8 +194,8 @@ fn assert_near(actual: DateTime<Utc>, expected: DateTime<Utc>) {
     );
 }
 
-/// Stops the operator, releases the finalizers nothing will remove now (no handle controller
-/// runs here), and deletes the namespace.
+/// Stops the operator, releases the finalizers nothing will remove once it is stopped, and
+/// deletes the namespace.
 async fn teardown(env: TestEnv, operator: TestOperator) {
     operator.stop().await;
     let release = json!({"metadata": {"finalizers": null}});
@@ -176,6 +209,17 @@ async fn teardown(env: TestEnv, operator: TestOperator) {
     {
         let _ = handles
             .patch(&handle.name_any(), &params, &Patch::Merge(&release))
+            .await;
+    }
+    let claims: Api<ResourceClaim> = env.api();
+    for claim in claims
+        .list(&ListParams::default())
+        .await
+        .expect("list")
+        .items
+    {
+        let _ = claims
+            .patch(&claim.name_any(), &params, &Patch::Merge(&release))
             .await;
     }
     let pools: Api<ResourcePool> = env.api();
@@ -255,7 +299,7 @@ async fn a_pool_fills_to_exactly_min_available_and_stays_there() {
     for entry in status["resourceHandles"].as_array().expect("a list") {
         assert_eq!(entry["healthy"], json!(true));
         assert!(
-            entry.get("ready").is_none(),
+            entry.get("ready").is_none_or(Value::is_boolean),
             "no null ready (Δ B17): {entry}"
         );
     }
@@ -263,7 +307,7 @@ async fn a_pool_fills_to_exactly_min_available_and_stays_there() {
     // More reconciles (each handle turning ready wakes the pool, and the status shows it was
     // seen): the pool stays at exactly three handles.
     for (index, handle) in handles.iter().enumerate() {
-        set_handle_status(&env, &handle.name_any(), json!({"ready": true})).await;
+        make_ready(&env, &handle.name_any()).await;
         let ready = i64::try_from(index + 1).expect("small");
         await_pool(&env, "fill", 3, ready).await;
         assert_eq!(handles_of(&env, "fill").await.len(), 3, "no overfill");
@@ -322,17 +366,17 @@ async fn max_unready_caps_the_handles_in_flight() {
     }
 
     // One ready: one more may be in flight.
-    set_handle_status(&env, &first[0].name_any(), json!({"ready": true})).await;
+    make_ready(&env, &first[0].name_any()).await;
     await_pool(&env, "throttled", 3, 1).await;
     // Both first ones ready: two unready in flight (the third and a fourth).
-    set_handle_status(&env, &first[1].name_any(), json!({"ready": true})).await;
+    make_ready(&env, &first[1].name_any()).await;
     let handles = await_pool(&env, "throttled", 4, 2).await;
     // All ready: the fifth and last is created.
     for handle in handles
         .iter()
         .filter(|h| h.status.as_ref().and_then(|s| s.ready) != Some(true))
     {
-        set_handle_status(&env, &handle.name_any(), json!({"ready": true})).await;
+        make_ready(&env, &handle.name_any()).await;
     }
     await_pool(&env, "throttled", 5, 4).await;
     teardown(env, operator).await;
@@ -352,7 +396,7 @@ async fn unhealthy_unbound_handles_are_deleted_and_replaced() {
     .await;
     let handles = await_pool(&env, "healing", 2, 0).await;
     let sick = handles[0].name_any();
-    set_handle_status(&env, &sick, json!({"resources": [{"healthy": false}]})).await;
+    label_configmap(&env, &sick, "pool-test/healthy", "no").await;
     eventually(
         "the unhealthy handle deleted and replaced",
         TIMEOUT,
@@ -360,7 +404,7 @@ async fn unhealthy_unbound_handles_are_deleted_and_replaced() {
             let all = handles_of(&env, "healing").await;
             let deleted = all
                 .iter()
-                .any(|h| h.name_any() == sick && h.metadata.deletion_timestamp.is_some());
+                .all(|h| h.name_any() != sick || h.metadata.deletion_timestamp.is_some());
             let unbound: Vec<String> = all
                 .iter()
                 .filter(|h| is_unbound(h))
@@ -402,7 +446,7 @@ async fn lowering_min_available_deletes_nothing() {
         .await
         .expect("lower minAvailable");
     // A later reconcile (the status shows the ready handle) still has all three.
-    set_handle_status(&env, &handles[0].name_any(), json!({"ready": true})).await;
+    make_ready(&env, &handles[0].name_any()).await;
     await_pool(&env, "shrink", 3, 1).await;
     assert!(handles_of(&env, "shrink").await.iter().all(is_unbound));
     teardown(env, operator).await;
@@ -445,12 +489,18 @@ async fn deleting_a_pool_deletes_its_unbound_handles_and_keeps_bound_ones() {
             .then_some(())
     })
     .await;
+    // The unbound handles are deleted (the handle controller finishes that); the bound stays.
+    eventually("the unbound handles gone", TIMEOUT, || async {
+        let all = handles_of(&env, "doomed").await;
+        all.iter()
+            .all(|h| h.name_any() == bound || h.metadata.deletion_timestamp.is_some())
+            .then_some(())
+    })
+    .await;
     let all = handles_of(&env, "doomed").await;
-    assert_eq!(
-        all.len(),
-        3,
-        "{:?}",
-        all.iter().map(|h| h.name_any()).collect::<Vec<_>>()
+    assert!(
+        all.iter().any(|h| h.name_any() == bound),
+        "the bound handle stays"
     );
     for handle in &all {
         if handle.name_any() == bound {
@@ -466,7 +516,6 @@ async fn deleting_a_pool_deletes_its_unbound_handles_and_keeps_bound_ones() {
                 Some("doomed")
             );
         } else {
-            // Deleted; its own finalizer waits for the handle controller.
             assert!(
                 handle.metadata.deletion_timestamp.is_some(),
                 "{}",
@@ -533,7 +582,7 @@ async fn two_operator_processes_fill_a_pool_exactly() {
     let handles = await_pool(&env, "shared", 6, 0).await;
     // Every readiness change wakes the pool in both processes; the pool stays at six.
     for (index, handle) in handles.iter().enumerate() {
-        set_handle_status(&env, &handle.name_any(), json!({"ready": true})).await;
+        make_ready(&env, &handle.name_any()).await;
         await_pool(&env, "shared", 6, i64::try_from(index + 1).expect("small")).await;
         assert_eq!(handles_of(&env, "shared").await.len(), 6, "no overfill");
     }
