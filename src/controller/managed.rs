@@ -2,6 +2,10 @@
 //! first time a handle manages a resource of that kind (§14, Δ§4.5), each feeding a reflector
 //! store. A change to a managed resource wakes its handle and the handle's claim.
 //!
+//! For each key, Poolboy's `ResourceWatch` object is declared once per process (Δ§2.2), so
+//! that existing installations and tools that read those objects keep working; the watch
+//! itself is always the in-process one.
+//!
 //! Reads come from the stores; a resource whose watch has not listed yet is fetched once.
 //! Watches use the watcher's default backoff and re-list after `410 Gone` or an API-server
 //! restart; objects that vanished while a watch was down are noticed when the re-list ends.
@@ -11,7 +15,7 @@ use std::sync::{Mutex, RwLock};
 
 use futures::StreamExt;
 use kube::ResourceExt;
-use kube::api::{Api, DynamicObject};
+use kube::api::{Api, DynamicObject, ObjectMeta, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use kube::discovery::Scope;
 use kube::runtime::WatchStreamExt;
@@ -20,9 +24,11 @@ use kube::runtime::watcher::{self, Event};
 use tokio::task::JoinHandle;
 
 use super::context::{Context, Triggers};
-use super::kinds::{ClaimObject, HandleObject, Kinds};
+use super::kinds::{ClaimObject, HandleObject, Kinds, WatchObject};
 use crate::api::OperatorDomain;
 use crate::api::refs::ResourceReference;
+use crate::api::watch::ResourceWatchSpec;
+use crate::core::naming::resource_watch_name;
 
 /// What one watch covers: a kind in one namespace, or cluster-wide for cluster-scoped kinds
 /// (Poolboy's RBAC grants managed kinds per namespace, so watches are per namespace too).
@@ -63,6 +69,8 @@ pub struct ManagedKind {
 pub struct ManagedResources {
     watches: RwLock<HashMap<WatchKey, Watch>>,
     kinds: RwLock<HashMap<(String, String), ManagedKind>>,
+    /// The keys whose ResourceWatch object is known to exist (Δ§2.2, Q4).
+    declared: Mutex<HashSet<WatchKey>>,
     tasks: Mutex<Vec<JoinHandle<()>>>,
 }
 
@@ -123,6 +131,22 @@ impl ManagedResources {
         }
         let object = watch.store.get(&object_ref)?;
         serde_json::to_value(object.as_ref()).ok()
+    }
+
+    /// Whether the ResourceWatch object of `key` still has to be made sure of in this process.
+    pub fn needs_declaring(&self, key: &WatchKey) -> bool {
+        match self.declared.lock() {
+            Ok(declared) => !declared.contains(key),
+            Err(poisoned) => !poisoned.into_inner().contains(key),
+        }
+    }
+
+    /// Records that the ResourceWatch object of `key` exists.
+    fn mark_declared(&self, key: WatchKey) {
+        match self.declared.lock() {
+            Ok(mut declared) => declared.insert(key),
+            Err(poisoned) => poisoned.into_inner().insert(key),
+        };
     }
 
     fn known_kind(&self, api_version: &str, kind: &str) -> Option<ManagedKind> {
@@ -227,6 +251,57 @@ pub async fn ensure_watch(ctx: &Context, reference: &ResourceReference) -> Resul
         "watching managed resources"
     );
     Ok(())
+}
+
+/// Poolboy's ResourceWatch object for `key` in `namespace` (the operator namespace): the
+/// deterministic name of Δ§2.2, and `spec.namespace` only for a namespaced watch.
+pub fn watch_object(kinds: &Kinds, namespace: &str, key: &WatchKey) -> WatchObject {
+    let watched_namespace = key.namespace.clone().filter(|ns| !ns.is_empty());
+    let metadata = ObjectMeta {
+        name: Some(resource_watch_name(
+            &key.api_version,
+            &key.kind,
+            watched_namespace.as_deref(),
+        )),
+        namespace: Some(namespace.to_owned()),
+        ..ObjectMeta::default()
+    };
+    let spec = ResourceWatchSpec {
+        api_version: key.api_version.clone(),
+        kind: key.kind.clone(),
+        namespace: watched_namespace,
+        refresh_interval: None,
+    };
+    Kinds::object(&kinds.watch, metadata, spec, None)
+}
+
+/// Makes sure Poolboy's ResourceWatch object for `key` exists (Δ§2.2), once per key per
+/// process: Poolboy issued a GET and a failing create on every manage (Q4). An object that
+/// exists already (409) is adopted as it is; the operator never deletes them. A failure is
+/// only logged, and retried the next time a handle manages a resource of `key`: the object
+/// is for other tools, the watch this broker runs does not depend on it.
+pub async fn declare_watch(ctx: &Context, key: &WatchKey) {
+    if !ctx.managed.needs_declaring(key) {
+        return;
+    }
+    let namespace = &ctx.config.operator_namespace;
+    let object = watch_object(&ctx.kinds, namespace, key);
+    let api = Api::<WatchObject>::namespaced_with(ctx.client.clone(), namespace, &ctx.kinds.watch);
+    match api.create(&PostParams::default(), &object).await {
+        Ok(created) => {
+            tracing::info!(name = %created.name_any(), api_version = %key.api_version, kind = %key.kind, "created ResourceWatch");
+            ctx.managed.mark_declared(key.clone());
+        }
+        Err(kube::Error::Api(status)) if status.code == 409 => {
+            ctx.managed.mark_declared(key.clone());
+        }
+        Err(error) => tracing::warn!(
+            %error,
+            api_version = %key.api_version,
+            kind = %key.kind,
+            "cannot create the ResourceWatch object; retrying on the next manage"
+        ),
+    }
 }
 
 /// The live object `reference` points to: from its watch's store, else fetched (the store
@@ -458,6 +533,68 @@ mod tests {
 
     fn drain<T>(receiver: &mut mpsc::UnboundedReceiver<T>) -> Vec<T> {
         std::iter::from_fn(|| receiver.try_recv().ok()).collect()
+    }
+
+    fn key(api_version: &str, kind: &str, namespace: Option<&str>) -> WatchKey {
+        WatchKey {
+            api_version: api_version.into(),
+            kind: kind.into(),
+            namespace: namespace.map(str::to_owned),
+        }
+    }
+
+    #[test]
+    fn the_resource_watch_object_has_poolboys_name_and_spec() {
+        let kinds = Kinds::new(&OperatorDomain::default());
+        let namespaced = watch_object(
+            &kinds,
+            "poolboy",
+            &key(
+                "anarchy.gpte.redhat.com/v1",
+                "AnarchySubject",
+                Some("anarchy"),
+            ),
+        );
+        let value = serde_json::to_value(&namespaced).expect("serializes");
+        assert_eq!(
+            value,
+            json!({
+                "apiVersion": "poolboy.gpte.redhat.com/v1",
+                "kind": "ResourceWatch",
+                "metadata": {
+                    "name": resource_watch_name("anarchy.gpte.redhat.com/v1", "AnarchySubject", Some("anarchy")),
+                    "namespace": "poolboy",
+                },
+                "spec": {
+                    "apiVersion": "anarchy.gpte.redhat.com/v1",
+                    "kind": "AnarchySubject",
+                    "namespace": "anarchy",
+                },
+            })
+        );
+        assert!(namespaced.name_any().starts_with("anarchy-"));
+        // Cluster-wide (and an empty namespace, as Python's `namespace or ''`): no spec.namespace.
+        for namespace in [None, Some("")] {
+            let cluster = watch_object(&kinds, "poolboy", &key("v1", "Namespace", namespace));
+            assert_eq!(cluster.spec.namespace, None);
+            assert_eq!(
+                cluster.name_any(),
+                resource_watch_name("v1", "Namespace", None)
+            );
+            assert!(cluster.name_any().starts_with("cluster-"));
+        }
+    }
+
+    #[test]
+    fn a_resource_watch_object_is_declared_once_per_key() {
+        let managed = ManagedResources::default();
+        let configmaps = key("v1", "ConfigMap", Some("a"));
+        assert!(managed.needs_declaring(&configmaps));
+        managed.mark_declared(configmaps.clone());
+        assert!(!managed.needs_declaring(&configmaps));
+        // Another namespace or kind is another watch.
+        assert!(managed.needs_declaring(&key("v1", "ConfigMap", Some("b"))));
+        assert!(managed.needs_declaring(&key("v1", "Secret", Some("a"))));
     }
 
     #[test]

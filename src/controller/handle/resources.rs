@@ -1,5 +1,6 @@
 //! Creating and updating one managed resource (§12.4 steps 6.6–6.7 and 9, Δ§3.2 Manage
-//! steps 6 and 8): make sure its kind is watched, then patch the live object with the filtered
+//! steps 6 and 8): make sure its kind is watched (and Poolboy's ResourceWatch object exists,
+//! Δ§2.2), then patch the live object with the filtered
 //! diff or create it.
 
 use kube::api::{DynamicObject, Patch, PatchParams, PostParams};
@@ -26,6 +27,7 @@ pub(super) async fn apply(
     known: Option<Value>,
 ) -> Result<Value, HandleError> {
     managed::ensure_watch(ctx, reference).await?;
+    managed::declare_watch(ctx, &managed::WatchKey::of(reference)).await;
     let api = managed::api_for(ctx, reference).await?;
     let mut live = match known {
         Some(live) => Some(live),
