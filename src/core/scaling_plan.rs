@@ -151,25 +151,30 @@ pub fn decremented(count: i64, deleted: i64) -> i64 {
 /// The JSON patch (for the status subresource) that sets `status.count` to `count`, and
 /// `status.state` to match, only if the count is still the one `scaling` shows (Δ B16): `test
 /// /status/count <old>`, or `test /status null` while there is no status. A 422 (or 409)
-/// answer means another writer moved the count; read the scaling again and recompute.
-pub fn count_patch(
-    scaling: &ResourcePoolScaling,
-    count: i64,
-    now: DateTime<Utc>,
-) -> Result<Patch, ScalingError> {
-    let state = state_for(scaling, count, now)?;
+/// answer means another writer moved the count; read the scaling again and recompute. The
+/// state is left alone when `at` does not parse (the scaling controller reports that).
+pub fn count_patch(scaling: &ResourcePoolScaling, count: i64, now: DateTime<Utc>) -> Patch {
+    let state = state_for(scaling, count, now).ok();
     let ops = match &scaling.status {
-        None => vec![
-            test(&["status"], Value::Null),
-            add(&["status"], json!({"count": count, "state": state})),
-        ],
-        Some(status) => vec![
-            test(&["status", "count"], json!(status.count)),
-            add(&["status", "count"], json!(count)),
-            add(&["status", "state"], json!(state)),
-        ],
+        None => {
+            let mut status = json!({"count": count});
+            if let Some(state) = state {
+                status["state"] = json!(state);
+            }
+            vec![test(&["status"], Value::Null), add(&["status"], status)]
+        }
+        Some(current) => {
+            let mut ops = vec![
+                test(&["status", "count"], json!(current.count)),
+                add(&["status", "count"], json!(count)),
+            ];
+            if let Some(state) = state {
+                ops.push(add(&["status", "state"], json!(state)));
+            }
+            ops
+        }
     };
-    Ok(Patch(ops))
+    Patch(ops)
 }
 
 /// The JSON patch (for the status subresource) that sets `status.state` to `state`, guarded

@@ -218,7 +218,7 @@ fn a_decrement_never_goes_below_zero() {
 #[test]
 fn the_count_patch_tests_the_old_count() {
     let s = scaling("s", json!({}), json!({"count": 1, "state": "scaling"}));
-    let patch = serde_json::to_value(count_patch(&s, 3, now()).expect("patch")).expect("json");
+    let patch = serde_json::to_value(count_patch(&s, 3, now())).expect("json");
     assert_eq!(
         patch,
         json!([
@@ -227,7 +227,7 @@ fn the_count_patch_tests_the_old_count() {
             {"op": "add", "path": "/status/state", "value": "done"},
         ])
     );
-    let partial = count_patch(&s, 2, now()).expect("patch");
+    let partial = count_patch(&s, 2, now());
     assert_eq!(
         serde_json::to_value(partial).expect("json")[2]["value"],
         "scaling"
@@ -237,7 +237,7 @@ fn the_count_patch_tests_the_old_count() {
 #[test]
 fn the_count_patch_tests_a_missing_status_or_count_as_null() {
     let empty = scaling("s", json!({}), Value::Null);
-    let patch = serde_json::to_value(count_patch(&empty, 2, now()).expect("patch")).expect("json");
+    let patch = serde_json::to_value(count_patch(&empty, 2, now())).expect("json");
     assert_eq!(
         patch,
         json!([
@@ -246,11 +246,22 @@ fn the_count_patch_tests_a_missing_status_or_count_as_null() {
         ])
     );
     let no_count = scaling("s", json!({}), json!({"state": "done"}));
-    let patch =
-        serde_json::to_value(count_patch(&no_count, 1, now()).expect("patch")).expect("json");
+    let patch = serde_json::to_value(count_patch(&no_count, 1, now())).expect("json");
     assert_eq!(
         patch[0],
         json!({"op": "test", "path": "/status/count", "value": null})
+    );
+}
+
+#[test]
+fn the_count_patch_leaves_the_state_alone_when_at_is_bad() {
+    let s = scaling("s", json!({"at": "soon"}), json!({"count": 2}));
+    assert_eq!(
+        serde_json::to_value(count_patch(&s, 1, now())).expect("json"),
+        json!([
+            {"op": "test", "path": "/status/count", "value": 2},
+            {"op": "add", "path": "/status/count", "value": 1},
+        ])
     );
 }
 
@@ -307,7 +318,7 @@ fn the_pool_becomes_the_controlling_owner() {
     // Other, non-controlling owners are kept.
     let other = reference("ConfigMap", "keep", "cm-uid", None);
     assert_eq!(
-        owner_references(&[other.clone()], &p, api_version),
+        owner_references(std::slice::from_ref(&other), &p, api_version),
         Some(vec![wanted.clone(), other.clone()])
     );
     assert_eq!(owner_references(&[wanted, other], &p, api_version), None);
