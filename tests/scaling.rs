@@ -155,11 +155,16 @@ async fn await_scaled(
     .await
 }
 
-/// The ConfigMap the handle created (its first resource's reference).
+/// The ConfigMap the handle created (its first resource's reference), once it exists (the
+/// handle may record the reference before the create went through).
 async fn configmap_of(env: &TestEnv, handle: &str) -> String {
     eventually(&format!("the ConfigMap of {handle}"), TIMEOUT, || async {
         let handle = env.api::<ResourceHandle>().get_opt(handle).await.ok()??;
         let reference = handle.status?.resources?.first()?.reference.clone()?;
+        env.api::<ConfigMap>()
+            .get_opt(&reference.name)
+            .await
+            .ok()??;
         Some(reference.name)
     })
     .await
