@@ -1,14 +1,13 @@
 //! ResourcePoolScaling: add `count` unbound handles to a pool, now or at `at` (Δ§2.1).
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 // kube-derive takes one `printcolumn` attribute per column; clippy reads them as duplicates.
 #[allow(clippy::duplicated_attributes)]
-#[derive(
-    CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema,
-)]
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[kube(
     group = "poolboy.gpte.redhat.com",
     version = "v1",
@@ -40,7 +39,7 @@ pub struct PoolName {
     pub name: String,
 }
 
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 #[schemars(extend("x-kubernetes-preserve-unknown-fields" = true))]
 pub struct ResourcePoolScalingStatus {
@@ -49,6 +48,9 @@ pub struct ResourcePoolScalingStatus {
     pub count: Option<i64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub state: Option<ScalingState>,
+    /// The scaling's problems (a missing pool, a bad `at`), as `metav1.Condition`s.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conditions: Option<Vec<Condition>>,
 }
 
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]

@@ -15,7 +15,7 @@ use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Client, Resource};
 
-use super::kinds::{ClaimObject, HandleObject, Kinds, PoolObject};
+use super::kinds::{ClaimObject, HandleObject, Kinds, PoolObject, ScalingObject};
 use super::managed::ManagedResources;
 use super::requester::RequesterLookup;
 use crate::api::OperatorDomain;
@@ -70,6 +70,7 @@ pub struct Stores {
     pub claims: Store<ClaimObject>,
     pub handles: Store<HandleObject>,
     pub pools: Store<PoolObject>,
+    pub scalings: Store<ScalingObject>,
 }
 
 pub struct Context {
@@ -145,6 +146,14 @@ impl Context {
             self.client.clone(),
             &self.config.operator_namespace,
             &self.kinds.pool,
+        )
+    }
+
+    pub fn scalings_api(&self) -> Api<ScalingObject> {
+        Api::namespaced_with(
+            self.client.clone(),
+            &self.config.operator_namespace,
+            &self.kinds.scaling,
         )
     }
 

@@ -9,3 +9,4 @@ pub mod managed;
 pub mod pool;
 pub mod providers;
 pub mod requester;
+pub mod scaling;

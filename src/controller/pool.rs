@@ -9,6 +9,18 @@
 //! (`core::pool_plan::PendingHandles`), and so does the process that wrote it. Two processes
 //! racing to fill the same pool serialise on that guarded write: the loser re-reads the pool,
 //! sees the winner's names and creates only what is still missing.
+//!
+//! Scalings (Δ§2.1, Δ§3.3). The pool consumes its first active ResourcePoolScaling, read
+//! fresh (the store lags behind count writes), and creates up to its remaining count on top of
+//! minAvailable, under the same `maxUnready` cap. Order: reserve the names in the pool status
+//! (guarded), then raise the scaling's `status.count` by the handles attributed to it (guarded
+//! by `test /status/count`: of two processes consuming the same scaling, one wins and the
+//! other drops its reservation and recomputes), then create. So a scaling is never filled
+//! twice, across processes too. A create that fails gives its count back (B16 decrement). A
+//! crash after the count write and before the creates leaves the scaling short by the handles
+//! not created (it shows them as created; never an overfill); a crash before the count write
+//! only delays them until the reservation expires ([`PENDING_HANDLE_TTL`]). Likewise a crash
+//! between deleting an unhealthy scaling handle and lowering the count loses that replacement.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -30,12 +42,18 @@ use serde_json::{Value, json};
 use super::context::{Context, EventKind};
 use super::kinds::{HandleObject, Kinds, PoolObject};
 use crate::api::pool::ResourcePoolStatus;
-use crate::api::{OperatorDomain, ResourceHandle, ResourcePool};
+use crate::api::{OperatorDomain, ResourceHandle, ResourcePool, ResourcePoolScaling};
 use crate::core::lifespan::delay_until;
 use crate::core::new_handle::handle_for_pool;
+#[cfg(doc)]
+use crate::core::pool_plan::PENDING_HANDLE_TTL;
 use crate::core::pool_plan::{
     PendingHandles, PoolInput, is_handle_of_pool, is_unbound_handle_of_pool, new_handle_name,
     plan_pool,
+};
+use crate::core::scaling_plan::{
+    active_scalings_of_pool, attributed, count_patch, created, decremented, is_active,
+    is_scaling_of_pool, remaining,
 };
 use crate::runtime::metrics::{KindLabels, PoolLabels};
 use crate::runtime::run::Shutdown;
@@ -45,6 +63,8 @@ const VALID: &str = "Valid";
 /// Guarded status writes that conflict are recomputed from a fresh read this many times in one
 /// reconcile before the error policy takes over.
 const STATUS_ATTEMPTS: usize = 5;
+/// A scaling's count is lowered from a fresh read this many times before giving up (Δ B16).
+const SCALING_COUNT_ATTEMPTS: usize = 12;
 
 #[derive(Debug, thiserror::Error)]
 pub enum PoolError {
@@ -252,23 +272,29 @@ async fn pass(pool_object: &PoolObject, pctx: &PoolContext) -> Result<Option<Act
         .filter(|(_, h)| is_unbound_handle_of_pool(h, &pool, ctx.domain()))
         .map(|(_, h)| h.clone())
         .collect();
+    let scaling = consumed_scaling(ctx, &pool, now).await?;
     let plan = plan_pool(&PoolInput {
         pool: &pool,
         unbound: &unbound,
         pending: &pending,
-        // ResourcePoolScaling is a later issue.
-        scaling_demand: 0,
+        scaling_demand: scaling.as_ref().map_or(0, remaining),
     });
 
+    let scaling_label = ctx.domain().resource_pool_scaling_name();
     for doomed in &plan.delete {
         if let Some((handle, _)) = handles.iter().find(|(h, _)| h.name_any() == *doomed) {
             tracing::info!(pool = %name, handle = %doomed, "deleting unhealthy unbound ResourceHandle");
-            delete_unbound(&ctx.handles_api(), handle, &pool, ctx.domain()).await?;
+            let deleted = delete_unbound(&ctx.handles_api(), handle, &pool, ctx.domain()).await?;
+            // Δ§3.3 step 2: the scaling that made it makes a replacement. Only the process
+            // whose delete went through lowers the count, so it is lowered once.
+            if deleted && let Some(scaling_name) = handle.labels().get(&scaling_label) {
+                release_scaling_handles(ctx, scaling_name, 1).await?;
+            }
         }
     }
 
     // The template of every new handle; its failure is the pool's configuration problem.
-    let template = new_handle_template(&pool, ctx, now);
+    let template = new_handle_template(&pool, ctx, now, None);
     let new_names: Vec<String> = match &template {
         Ok(_) if plan.create > 0 => {
             let known: Vec<&str> = handles
@@ -302,6 +328,26 @@ async fn pass(pool_object: &PoolObject, pctx: &PoolContext) -> Result<Option<Act
             memory.expect(new, now);
         }
     });
+    // The first handles are the scaling's: raise its count before creating them, guarded, so
+    // that no other pass (here or in another process) creates them again.
+    let for_scaling = match &scaling {
+        Some(scaling) if !new_names.is_empty() => {
+            let count = attributed(new_names.len(), remaining(scaling));
+            (count > 0).then_some((scaling, count))
+        }
+        _ => None,
+    };
+    if let Some((scaling, count)) = for_scaling
+        && !reserve_scaling_handles(ctx, scaling, count, now).await?
+    {
+        // Another writer moved the count: these names will not be created.
+        pctx.with_pending(&pool, |memory| {
+            for new in &new_names {
+                memory.settle(new, now);
+            }
+        });
+        return Ok(None);
+    }
     if reported && let Some(problem) = &problem {
         ctx.metrics
             .invalid_resources
@@ -335,7 +381,16 @@ async fn pass(pool_object: &PoolObject, pctx: &PoolContext) -> Result<Option<Act
     if let Ok(template) = &template
         && !new_names.is_empty()
     {
-        create_handles(pctx, &pool, template, &new_names).await?;
+        let for_scaling = match for_scaling {
+            Some((scaling, count)) => {
+                let scaling_name = scaling.name_any();
+                let labelled = new_handle_template(&pool, ctx, now, Some(&scaling_name))
+                    .unwrap_or_else(|_| template.clone());
+                Some((scaling_name, labelled, count))
+            }
+            None => None,
+        };
+        create_handles(pctx, &pool, template, for_scaling, &new_names).await?;
     }
 
     if problem.is_some() {
@@ -356,6 +411,7 @@ fn new_handle_template(
     pool: &ResourcePool,
     ctx: &Context,
     now: chrono::DateTime<chrono::Utc>,
+    scaling: Option<&str>,
 ) -> Result<ResourceHandle, String> {
     let provider_lifespan = match &pool.spec.provider {
         Some(provider) => ctx.providers(|catalog| {
@@ -366,32 +422,49 @@ fn new_handle_template(
         })?,
         None => None,
     };
-    handle_for_pool(pool, provider_lifespan.as_ref(), None, ctx.domain(), now)
+    handle_for_pool(pool, provider_lifespan.as_ref(), scaling, ctx.domain(), now)
         .map_err(|e| format!("spec.lifespan: {e}"))
 }
 
-/// Creates the reserved handles. A failed create stops being expected, so the next pass
-/// neither counts it nor keeps it in the status.
+/// Creates the reserved handles; the first `count` of them from the scaling's (labelled)
+/// template when `scaling` is `(name, template, count)`. A failed create stops being expected,
+/// so the next pass neither counts it nor keeps it in the status; a failed scaling handle
+/// gives its count back to the scaling.
 async fn create_handles(
     pctx: &PoolContext,
     pool: &ResourcePool,
     template: &ResourceHandle,
+    scaling: Option<(String, ResourceHandle, usize)>,
     names: &[String],
 ) -> Result<(), PoolError> {
     let ctx = &pctx.ctx;
     let api = ctx.handles_api();
     let pool_name = pool.name_any();
     let mut failure = None;
-    for name in names {
-        let mut handle = template.clone();
+    let mut scaling_failures = 0i64;
+    for (index, name) in names.iter().enumerate() {
+        let for_scaling = scaling
+            .as_ref()
+            .filter(|(_, _, count)| index < *count)
+            .map(|(scaling_name, labelled, _)| (scaling_name, labelled));
+        let mut handle = for_scaling.map_or(template, |(_, t)| t).clone();
         handle.metadata.name = Some(name.clone());
         let object = ctx.kinds.handle_object(handle);
         match api.create(&PostParams::default(), &object).await {
-            Ok(_) => {
-                tracing::info!(pool = %pool_name, handle = %name, "created ResourceHandle for pool");
-            }
+            Ok(_) => match for_scaling {
+                Some((scaling_name, _)) => tracing::info!(
+                    pool = %pool_name, handle = %name, scaling = %scaling_name,
+                    "created ResourceHandle for pool scaling"
+                ),
+                None => {
+                    tracing::info!(pool = %pool_name, handle = %name, "created ResourceHandle for pool");
+                }
+            },
             Err(source) => {
                 pctx.with_pending(pool, |memory| memory.settle(name, ctx.now()));
+                if for_scaling.is_some() {
+                    scaling_failures += 1;
+                }
                 failure.get_or_insert(PoolError::Create {
                     name: name.clone(),
                     source,
@@ -399,7 +472,98 @@ async fn create_handles(
             }
         }
     }
+    if let Some((scaling_name, _, _)) = &scaling
+        && scaling_failures > 0
+    {
+        release_scaling_handles(ctx, scaling_name, scaling_failures).await?;
+    }
     failure.map_or(Ok(()), Err)
+}
+
+/// The scaling this pass consumes (Δ§3.3 step 4): the first of the pool's active scalings,
+/// per the store, that a fresh read confirms active. The store can lag behind the count this
+/// process just wrote; the fresh read keeps a scaling from being filled twice. A scaling the
+/// store shows done while it is active again comes with a watch event that wakes the pool.
+async fn consumed_scaling(
+    ctx: &Context,
+    pool: &ResourcePool,
+    now: chrono::DateTime<chrono::Utc>,
+) -> Result<Option<ResourcePoolScaling>, PoolError> {
+    let cached: Vec<ResourcePoolScaling> = ctx
+        .stores
+        .scalings
+        .state()
+        .iter()
+        .map(|s| Kinds::scaling_of(s))
+        .collect();
+    let api = ctx.scalings_api();
+    for candidate in active_scalings_of_pool(&cached, pool, ctx.domain(), now) {
+        if let Some(fresh) = api.get_opt(&candidate.name_any()).await? {
+            let fresh = Kinds::scaling_of(&fresh);
+            if is_scaling_of_pool(&fresh, pool) && is_active(&fresh, ctx.domain(), now) == Ok(true)
+            {
+                return Ok(Some(fresh));
+            }
+        }
+    }
+    Ok(None)
+}
+
+/// Raises `scaling`'s count by `count` if it is still what this pass read (Δ B16 `test`);
+/// `false` when another writer moved it (or the scaling is gone): the pass is recomputed.
+async fn reserve_scaling_handles(
+    ctx: &Context,
+    scaling: &ResourcePoolScaling,
+    count: usize,
+    now: chrono::DateTime<chrono::Utc>,
+) -> Result<bool, PoolError> {
+    let raised = created(scaling).saturating_add(i64::try_from(count).unwrap_or(i64::MAX));
+    let patch = count_patch(scaling, raised, now);
+    match ctx
+        .scalings_api()
+        .patch_status(
+            &scaling.name_any(),
+            &PatchParams::default(),
+            &Patch::Json::<()>(patch),
+        )
+        .await
+    {
+        Ok(_) => Ok(true),
+        Err(kube::Error::Api(status)) if matches!(status.code, 404 | 409 | 422) => Ok(false),
+        Err(error) => Err(error.into()),
+    }
+}
+
+/// Lowers the count of scaling `name` by `count`, not below 0, from a fresh read each time
+/// another writer got in first (Δ B16: up to 12 attempts); a scaling that is gone is ignored.
+/// The lower count re-activates the scaling, whose watch event wakes the pool for the
+/// replacement.
+async fn release_scaling_handles(ctx: &Context, name: &str, count: i64) -> Result<(), PoolError> {
+    let api = ctx.scalings_api();
+    for _ in 0..SCALING_COUNT_ATTEMPTS {
+        let Some(object) = api.get_opt(name).await? else {
+            return Ok(());
+        };
+        let scaling = Kinds::scaling_of(&object);
+        let lowered = decremented(created(&scaling), count);
+        if lowered == created(&scaling) {
+            return Ok(());
+        }
+        let patch = count_patch(&scaling, lowered, ctx.now());
+        match api
+            .patch_status(name, &PatchParams::default(), &Patch::Json::<()>(patch))
+            .await
+        {
+            Ok(_) => {
+                tracing::info!(scaling = %name, count = lowered, "lowered ResourcePoolScaling count");
+                return Ok(());
+            }
+            Err(kube::Error::Api(status)) if status.code == 404 => return Ok(()),
+            Err(kube::Error::Api(status)) if matches!(status.code, 409 | 422) => {}
+            Err(error) => return Err(error.into()),
+        }
+    }
+    Err(PoolError::Contended)
 }
 
 /// Writes `status` guarded by the pool's resourceVersion; `false` on a conflict. New handle
@@ -577,19 +741,20 @@ async fn finalize(pool_object: &PoolObject, pctx: &PoolContext) -> Result<(), Po
     Ok(())
 }
 
-/// Deletes `handle` if it is still an unbound handle of `pool`. The delete is guarded by the
-/// resourceVersion the decision was made on, so a handle bound in the meantime is never
-/// deleted; on a conflict the handle is read again and the decision made again.
+/// Deletes `handle` if it is still an unbound handle of `pool`; `true` when this call
+/// deleted it. The delete is guarded by the resourceVersion the decision was made on, so a
+/// handle bound in the meantime is never deleted; on a conflict the handle is read again and
+/// the decision made again.
 async fn delete_unbound(
     api: &Api<HandleObject>,
     handle: &HandleObject,
     pool: &ResourcePool,
     domain: &OperatorDomain,
-) -> Result<(), PoolError> {
+) -> Result<bool, PoolError> {
     let mut current = handle.clone();
     for _ in 0..2 {
         if !is_unbound_handle_of_pool(&Kinds::handle_of(&current), pool, domain) {
-            return Ok(());
+            return Ok(false);
         }
         let params = DeleteParams {
             preconditions: Some(Preconditions {
@@ -599,12 +764,12 @@ async fn delete_unbound(
             ..Default::default()
         };
         match api.delete(&current.name_any(), &params).await {
-            Ok(_) => return Ok(()),
-            Err(kube::Error::Api(status)) if status.code == 404 => return Ok(()),
+            Ok(_) => return Ok(true),
+            Err(kube::Error::Api(status)) if status.code == 404 => return Ok(false),
             Err(kube::Error::Api(status)) if status.code == 409 => {
                 match api.get_opt(&current.name_any()).await? {
                     Some(fresh) => current = fresh,
-                    None => return Ok(()),
+                    None => return Ok(false),
                 }
             }
             Err(error) => return Err(error.into()),

@@ -23,6 +23,7 @@ pub mod pool_plan;
 pub mod provider;
 pub mod render;
 pub mod render_input;
+pub mod scaling_plan;
 pub mod schema;
 pub mod template;
 #[cfg(test)]

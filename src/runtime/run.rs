@@ -14,7 +14,7 @@ use super::http;
 use super::metrics::Metrics;
 use crate::controller::context::{Config, Context, Stores, Triggers};
 use crate::controller::kinds::Kinds;
-use crate::controller::{claim, handle, pool, providers};
+use crate::controller::{claim, handle, pool, providers, scaling};
 
 /// A future every part of the operator can wait on to learn that it should stop.
 pub type Shutdown = Shared<BoxFuture<'static, ()>>;
@@ -54,10 +54,12 @@ pub async fn run(
     let claims = claim::controller(&client, &kinds, &namespace, claim_namespace);
     let handles = handle::controller(&client, &kinds, &namespace, claim_namespace);
     let pools = pool::controller(&client, &kinds, &namespace);
+    let scalings = scaling::controller(&client, &kinds, &namespace);
     let stores = Stores {
         claims: claims.store(),
         handles: handles.store(),
         pools: pools.store(),
+        scalings: scalings.store(),
     };
     let (claim_trigger, claim_triggers) = mpsc::unbounded();
     let (handle_trigger, handle_triggers) = mpsc::unbounded();
@@ -102,7 +104,7 @@ pub async fn run(
     let concurrency = options.concurrency;
     // Controllers stop gracefully on `shutdown` (in-flight reconciles finish); the operator
     // ends when they have, dropping the watches.
-    let controllers = futures::future::join3(
+    let controllers = futures::future::join4(
         claim::run(
             claims,
             ctx.clone(),
@@ -124,6 +126,7 @@ pub async fn run(
             concurrency,
             shutdown.clone(),
         ),
+        scaling::run(scalings, ctx.clone(), concurrency, shutdown.clone()),
     );
     let background = futures::future::join(providers::watch(ctx.clone()), readiness);
     tokio::select! {

@@ -1,0 +1,289 @@
+//! The ResourcePoolScaling controller (Δ§2.1 `manage()`): ties each scaling to its pool (the
+//! pool as controlling owner, so deleting the pool garbage-collects its scalings), keeps
+//! `status.state` current, and wakes the pool when the scaling is or becomes active. The pool
+//! controller consumes active scalings (Δ§3.3); this controller never creates handles.
+
+use std::sync::Arc;
+
+use futures::StreamExt;
+use json_patch::jsonptr::PointerBuf;
+use json_patch::{AddOperation, PatchOperation, TestOperation};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::WatchStreamExt;
+use kube::runtime::controller::{self, Action, Controller};
+use kube::runtime::reflector::ObjectRef;
+use kube::runtime::watcher;
+use kube::{Client, ResourceExt};
+use serde_json::{Value, json};
+
+use super::context::{Context, EventKind};
+use super::kinds::{Kinds, PoolObject, ScalingObject};
+use crate::api::ResourcePoolScaling;
+use crate::core::lifespan::delay_until;
+use crate::core::scaling_plan::{
+    desired_state, is_active, is_ignored, next_deadline, owner_references, state_patch,
+};
+use crate::runtime::metrics::KindLabels;
+use crate::runtime::run::Shutdown;
+
+/// The condition type that reports a scaling's problems (a missing pool, a bad `at`).
+const VALID: &str = "Valid";
+
+#[derive(Debug, thiserror::Error)]
+pub enum ScalingControllerError {
+    #[error(transparent)]
+    Kube(#[from] kube::Error),
+}
+
+/// The controller, watching the scalings of the operator namespace, and its pools: a pool
+/// that appears (or is created again) wakes the scalings that name it, so a scaling waiting
+/// for its pool goes on at once. Its store is the index of scalings the pool controller reads
+/// (`Context::stores`).
+pub fn controller(
+    client: &Client,
+    kinds: &Kinds,
+    operator_namespace: &str,
+) -> Controller<ScalingObject> {
+    let main =
+        Api::<ScalingObject>::namespaced_with(client.clone(), operator_namespace, &kinds.scaling);
+    let pools = Api::<PoolObject>::namespaced_with(client.clone(), operator_namespace, &kinds.pool);
+    let config = watcher::Config::default().any_semantic();
+    let controller = Controller::new_with(main, config.clone(), kinds.scaling.clone());
+    let scalings = controller.store();
+    let scaling_kind = kinds.scaling.clone();
+    // Only a pool's appearance matters here (the predicate cache is keyed by uid): its spec
+    // and status changes would wake every scaling for nothing.
+    let appeared = watcher(pools, config)
+        .default_backoff()
+        .touched_objects()
+        .predicate_filter(|_: &PoolObject| Some(0), Default::default());
+    controller.watches_stream_with(
+        appeared,
+        move |pool: PoolObject| {
+            let name = pool.name_any();
+            let namespace = pool.namespace();
+            scalings
+                .state()
+                .into_iter()
+                .filter(|s| s.spec.resource_pool.name == name && s.namespace() == namespace)
+                .map(|s| ObjectRef::from_obj_with(s.as_ref(), scaling_kind.clone()))
+                .collect::<Vec<_>>()
+        },
+        kinds.pool.clone(),
+    )
+}
+
+/// Runs `controller` until `shutdown`.
+pub async fn run(
+    controller: Controller<ScalingObject>,
+    ctx: Arc<Context>,
+    concurrency: u16,
+    shutdown: Shutdown,
+) {
+    controller
+        .with_config(controller::Config::default().concurrency(concurrency))
+        .graceful_shutdown_on(shutdown)
+        .run(reconcile, error_policy, ctx)
+        .for_each(|_| async {})
+        .await;
+}
+
+async fn reconcile(
+    object: Arc<ScalingObject>,
+    ctx: Arc<Context>,
+) -> Result<Action, ScalingControllerError> {
+    let scaling = Kinds::scaling_of(&object);
+    let domain = ctx.domain();
+    // §7.6: an ignored scaling is neither handled nor consumed.
+    if is_ignored(&scaling, domain) {
+        return Ok(Action::await_change());
+    }
+    let name = scaling.name_any();
+    let api = ctx.scalings_api();
+
+    // Δ§2.1 step 1: the pool from the store, else from the API (B16: by spec.resourcePool.name).
+    let pool_name = scaling.spec.resource_pool.name.clone();
+    let pool_ref = ObjectRef::new_with(&pool_name, ctx.kinds.pool.clone())
+        .within(&scaling.namespace().unwrap_or_default());
+    let pool = match ctx.stores.pools.get(&pool_ref) {
+        Some(pool) => Some(pool.as_ref().clone()),
+        None => ctx.pools_api().get_opt(&pool_name).await?,
+    };
+    let Some(pool) = pool else {
+        let problem = format!(
+            "spec.resourcePool.name: ResourcePool {pool_name} does not exist in namespace {}; \
+             create it or correct the name",
+            scaling.namespace().unwrap_or_default()
+        );
+        report(&ctx, &object, &scaling, Some(problem)).await?;
+        // The pool watch wakes this scaling when the pool appears.
+        return Ok(Action::await_change());
+    };
+
+    // Δ§2.1 step 2: the pool owns the scaling.
+    let derived_pool = Kinds::pool_of(&pool);
+    let current = scaling.metadata.owner_references.clone();
+    if let Some(wanted) = owner_references(
+        current.as_deref().unwrap_or_default(),
+        &derived_pool,
+        &ctx.kinds.pool.api_version,
+    ) {
+        let path = PointerBuf::from_tokens(["metadata", "ownerReferences"]);
+        let ops = vec![
+            PatchOperation::Test(TestOperation {
+                path: path.clone(),
+                value: current.map_or(Value::Null, |c| json!(c)),
+            }),
+            PatchOperation::Add(AddOperation {
+                path,
+                value: json!(wanted),
+            }),
+        ];
+        match api
+            .patch(
+                &name,
+                &PatchParams::default(),
+                &Patch::Json::<()>(json_patch::Patch(ops)),
+            )
+            .await
+        {
+            Ok(_) => {}
+            // Changed or gone meanwhile: its watch event brings it back here.
+            Err(kube::Error::Api(status)) if matches!(status.code, 404 | 409 | 422) => {
+                return Ok(Action::await_change());
+            }
+            Err(error) => return Err(error.into()),
+        }
+    }
+
+    let now = ctx.now();
+    let state = match desired_state(&scaling, now) {
+        Ok(state) => state,
+        Err(error) => {
+            report(&ctx, &object, &scaling, Some(error.to_string())).await?;
+            return Ok(Action::await_change());
+        }
+    };
+    report(&ctx, &object, &scaling, None).await?;
+
+    // Q7 fixed: the state follows the counts; written only when it differs, guarded by the
+    // count it was computed from.
+    if scaling.status.as_ref().and_then(|s| s.state) != Some(state) {
+        match api
+            .patch_status(
+                &name,
+                &PatchParams::default(),
+                &Patch::Json::<()>(state_patch(&scaling, state)),
+            )
+            .await
+        {
+            Ok(_) => {}
+            Err(kube::Error::Api(status)) if matches!(status.code, 404 | 409 | 422) => {
+                return Ok(Action::await_change());
+            }
+            Err(error) => return Err(error.into()),
+        }
+    }
+
+    if is_active(&scaling, domain, now) == Ok(true) && pool.metadata.deletion_timestamp.is_none() {
+        ctx.triggers.wake_pool(&pool, &ctx.kinds);
+    }
+    ctx.succeeded(&key(&object));
+    Ok(match next_deadline(&scaling, now).ok().flatten() {
+        // At `at` the scaling becomes active: show `scaling` and wake the pool then.
+        Some(at) => Action::requeue(delay_until(at, now)),
+        None => Action::await_change(),
+    })
+}
+
+/// Sets the `Valid` condition: false with `problem` (with a Warning Event and the invalid
+/// resources metric when newly reported), true once a reported problem is gone, absent while
+/// there never was one.
+async fn report(
+    ctx: &Context,
+    object: &ScalingObject,
+    scaling: &ResourcePoolScaling,
+    problem: Option<String>,
+) -> Result<(), ScalingControllerError> {
+    let conditions = scaling
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.clone())
+        .unwrap_or_default();
+    let current = conditions.iter().find(|c| c.type_ == VALID);
+    let (state, reason, message) = match &problem {
+        Some(problem) => ("False", "InvalidConfiguration", problem.clone()),
+        None => ("True", "Valid", String::new()),
+    };
+    let unchanged = match current {
+        Some(c) => c.status == state && c.message == message,
+        None => problem.is_none(),
+    };
+    if unchanged {
+        return Ok(());
+    }
+    let condition = Condition {
+        type_: VALID.to_owned(),
+        status: state.to_owned(),
+        reason: reason.to_owned(),
+        message,
+        observed_generation: scaling.metadata.generation,
+        last_transition_time: Time(k8s_openapi::jiff::Timestamp::now()),
+    };
+    let mut conditions: Vec<Condition> = conditions
+        .into_iter()
+        .filter(|c| c.type_ != VALID)
+        .collect();
+    conditions.push(condition);
+    // Only this controller writes conditions; a merge patch leaves count and state alone.
+    let patch = json!({"status": {"conditions": conditions}});
+    match ctx
+        .scalings_api()
+        .patch_status(
+            &scaling.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(&patch),
+        )
+        .await
+    {
+        Ok(_) => {}
+        Err(kube::Error::Api(status)) if status.code == 404 => return Ok(()),
+        Err(error) => return Err(error.into()),
+    }
+    if let Some(problem) = problem {
+        tracing::warn!(scaling = %scaling.name_any(), %problem, "invalid ResourcePoolScaling");
+        ctx.metrics
+            .invalid_resources
+            .get_or_create(&KindLabels {
+                kind: "ResourcePoolScaling".into(),
+            })
+            .inc();
+        ctx.event(
+            object,
+            &ctx.kinds.scaling,
+            EventKind::Warning,
+            "InvalidResourcePoolScaling",
+            problem,
+        )
+        .await;
+    }
+    Ok(())
+}
+
+fn key(scaling: &ScalingObject) -> String {
+    format!(
+        "scaling/{}",
+        scaling.metadata.name.as_deref().unwrap_or_default()
+    )
+}
+
+fn error_policy(
+    scaling: Arc<ScalingObject>,
+    error: &ScalingControllerError,
+    ctx: Arc<Context>,
+) -> Action {
+    let key = key(&scaling);
+    tracing::warn!(%error, %key, "scaling reconcile failed");
+    Action::requeue(ctx.retry_delay(&key))
+}

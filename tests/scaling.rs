@@ -1,0 +1,540 @@
+//! ResourcePoolScaling on the real control plane (Δ§2.1, Δ§3.3): a scaling adds exactly its
+//! count of labelled handles on top of minAvailable, now or at `at`; its count and state
+//! follow; unhealthy scaling handles are replaced (the count going down and back up);
+//! `maxUnready` throttles it; deleting the pool garbage-collects it; a scaling whose pool is
+//! missing says so and goes on once the pool exists.
+//!
+//! The whole operator runs, handle controller included: the pools' handles really create
+//! ConfigMaps, whose labels drive the providers' health and readiness checks.
+
+mod support;
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use chrono::{DateTime, SecondsFormat, TimeDelta, Utc};
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::api::events::v1::Event;
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Api, ResourceExt};
+use poolboy::api::{ResourceHandle, ResourcePool, ResourcePoolScaling, ResourceProvider};
+use serde_json::{Value, json};
+
+use support::operator::TestOperator;
+use support::{TestEnv, eventually};
+
+const TIMEOUT: Duration = Duration::from_secs(30);
+const D: &str = "poolboy.gpte.redhat.com";
+const SCALING_LABEL: &str = "poolboy.gpte.redhat.com/resource-pool-scaling-name";
+
+/// A provider of ConfigMaps whose health and readiness follow the ConfigMap's labels
+/// `broken` and `ready`.
+async fn create_provider(env: &TestEnv, checks: Value) {
+    let mut spec = json!({
+        "override": {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"namespace": env.namespace},
+        },
+    });
+    if let (Value::Object(spec), Value::Object(checks)) = (&mut spec, checks) {
+        spec.extend(checks);
+    }
+    let provider: ResourceProvider = serde_json::from_value(json!({
+        "apiVersion": format!("{D}/v1"),
+        "kind": "ResourceProvider",
+        "metadata": {"name": "configmap", "namespace": env.namespace},
+        "spec": spec,
+    }))
+    .expect("valid provider");
+    env.api::<ResourceProvider>()
+        .create(&PostParams::default(), &provider)
+        .await
+        .expect("create provider");
+}
+
+async fn create_pool(env: &TestEnv, name: &str, spec: Value) -> ResourcePool {
+    let mut spec = spec;
+    spec["provider"] = json!({"name": "configmap"});
+    let pool: ResourcePool = serde_json::from_value(json!({
+        "apiVersion": format!("{D}/v1"),
+        "kind": "ResourcePool",
+        "metadata": {"name": name, "namespace": env.namespace},
+        "spec": spec,
+    }))
+    .expect("valid pool");
+    env.api::<ResourcePool>()
+        .create(&PostParams::default(), &pool)
+        .await
+        .expect("create pool")
+}
+
+async fn create_scaling(env: &TestEnv, name: &str, pool: &str, spec: Value) {
+    let mut full = json!({"resourcePool": {"name": pool}});
+    if let (Value::Object(full), Value::Object(spec)) = (&mut full, spec) {
+        full.extend(spec);
+    }
+    let scaling: ResourcePoolScaling = serde_json::from_value(json!({
+        "apiVersion": format!("{D}/v1"),
+        "kind": "ResourcePoolScaling",
+        "metadata": {"name": name, "namespace": env.namespace},
+        "spec": full,
+    }))
+    .expect("valid scaling");
+    env.api::<ResourcePoolScaling>()
+        .create(&PostParams::default(), &scaling)
+        .await
+        .expect("create scaling");
+}
+
+async fn scaling(env: &TestEnv, name: &str) -> Option<ResourcePoolScaling> {
+    env.api::<ResourcePoolScaling>().get_opt(name).await.ok()?
+}
+
+/// `status` of scaling `name` as JSON (null when it has none or is gone).
+async fn scaling_status(env: &TestEnv, name: &str) -> Value {
+    scaling(env, name)
+        .await
+        .and_then(|s| serde_json::to_value(s.status).ok())
+        .unwrap_or(Value::Null)
+}
+
+/// Every handle of pool `pool` that is neither bound nor being deleted.
+async fn unbound_of(env: &TestEnv, pool: &str) -> Vec<ResourceHandle> {
+    env.api::<ResourceHandle>()
+        .list(&ListParams::default())
+        .await
+        .expect("list handles")
+        .items
+        .into_iter()
+        .filter(|h| {
+            h.spec
+                .resource_pool
+                .as_ref()
+                .is_some_and(|r| r.name == pool)
+                && h.spec.resource_claim.is_none()
+                && h.metadata.deletion_timestamp.is_none()
+        })
+        .collect()
+}
+
+fn scaling_of(handle: &ResourceHandle) -> Option<&str> {
+    handle.labels().get(SCALING_LABEL).map(String::as_str)
+}
+
+/// Waits until pool `pool` has `total` unbound handles, `labelled` of them labelled with
+/// scaling `name`, and the scaling shows `count` and `state`; returns the handles.
+async fn await_scaled(
+    env: &TestEnv,
+    pool: &str,
+    name: &str,
+    total: usize,
+    labelled: usize,
+    count: i64,
+    state: &str,
+) -> Vec<ResourceHandle> {
+    eventually(
+        &format!("pool {pool}: {total} unbound, {labelled} of scaling {name} ({count}, {state})"),
+        TIMEOUT,
+        || async {
+            let handles = unbound_of(env, pool).await;
+            let of_scaling = handles
+                .iter()
+                .filter(|h| scaling_of(h) == Some(name))
+                .count();
+            let status = scaling_status(env, name).await;
+            (handles.len() == total
+                && of_scaling == labelled
+                && status["count"] == json!(count)
+                && status["state"] == json!(state))
+            .then_some(handles)
+        },
+    )
+    .await
+}
+
+/// The ConfigMap the handle created (its first resource's reference), once it exists (the
+/// handle may record the reference before the create went through).
+async fn configmap_of(env: &TestEnv, handle: &str) -> String {
+    eventually(&format!("the ConfigMap of {handle}"), TIMEOUT, || async {
+        let handle = env.api::<ResourceHandle>().get_opt(handle).await.ok()??;
+        let reference = handle.status?.resources?.first()?.reference.clone()?;
+        env.api::<ConfigMap>()
+            .get_opt(&reference.name)
+            .await
+            .ok()??;
+        Some(reference.name)
+    })
+    .await
+}
+
+async fn label_configmap(env: &TestEnv, name: &str, key: &str, value: &str) {
+    let patch = json!({"metadata": {"labels": {key: value}}});
+    env.api::<ConfigMap>()
+        .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .expect("label ConfigMap");
+}
+
+/// Every `status.count` scaling `name` shows, in order, from now on.
+fn record_counts(env: &TestEnv, name: &str) -> Arc<Mutex<Vec<i64>>> {
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let api: Api<ResourcePoolScaling> = env.api();
+    let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
+    let record = seen.clone();
+    tokio::spawn(async move {
+        let mut stream = watcher(api, config)
+            .default_backoff()
+            .touched_objects()
+            .boxed();
+        while let Some(Ok(scaling)) = stream.next().await {
+            let count = scaling.status.and_then(|s| s.count).unwrap_or(0);
+            if let Ok(mut seen) = record.lock()
+                && seen.last() != Some(&count)
+            {
+                seen.push(count);
+            }
+        }
+    });
+    seen
+}
+
+/// Stops the operator, releases the finalizers nothing will remove now, and deletes the
+/// namespace.
+async fn teardown(env: TestEnv, operator: TestOperator) {
+    operator.stop().await;
+    let release = json!({"metadata": {"finalizers": null}});
+    let params = PatchParams::default();
+    let handles: Api<ResourceHandle> = env.api();
+    for handle in handles
+        .list(&ListParams::default())
+        .await
+        .expect("list")
+        .items
+    {
+        let _ = handles
+            .patch(&handle.name_any(), &params, &Patch::Merge(&release))
+            .await;
+    }
+    let pools: Api<ResourcePool> = env.api();
+    for pool in pools
+        .list(&ListParams::default())
+        .await
+        .expect("list")
+        .items
+    {
+        let _ = pools
+            .patch(&pool.name_any(), &params, &Patch::Merge(&release))
+            .await;
+    }
+    env.cleanup().await;
+}
+
+#[tokio::test]
+async fn a_scaling_adds_exactly_its_count_on_top_of_min_available() {
+    let env = TestEnv::new().await;
+    create_provider(&env, json!({})).await;
+    let operator = TestOperator::start(env.client.clone(), &env.namespace);
+    let pool = create_pool(&env, "burst", json!({"minAvailable": 2})).await;
+    eventually("the pool at minAvailable", TIMEOUT, || async {
+        (unbound_of(&env, "burst").await.len() == 2).then_some(())
+    })
+    .await;
+
+    create_scaling(&env, "morning", "burst", json!({"count": 3})).await;
+    let handles = await_scaled(&env, "burst", "morning", 5, 3, 3, "done").await;
+    let labelled: Vec<&ResourceHandle> = handles
+        .iter()
+        .filter(|h| scaling_of(h) == Some("morning"))
+        .collect();
+    assert_eq!(labelled.len(), 3);
+    // The pool owns its scaling.
+    let owners = scaling(&env, "morning")
+        .await
+        .expect("scaling")
+        .metadata
+        .owner_references
+        .expect("owner references");
+    assert_eq!(owners.len(), 1);
+    assert_eq!(owners[0].kind, "ResourcePool");
+    assert_eq!(owners[0].name, "burst");
+    assert_eq!(owners[0].uid, pool.metadata.uid.clone().expect("uid"));
+    assert_eq!(owners[0].controller, Some(true));
+
+    // Every handle getting its ConfigMap and status wakes the pool; it stays at five.
+    for handle in &handles {
+        configmap_of(&env, &handle.name_any()).await;
+    }
+    eventually("the pool status lists five", TIMEOUT, || async {
+        let pool = env.api::<ResourcePool>().get("burst").await.ok()?;
+        let status = serde_json::to_value(pool.status?).ok()?;
+        (status["resourceHandleCount"]["available"] == json!(5)).then_some(())
+    })
+    .await;
+    assert_eq!(unbound_of(&env, "burst").await.len(), 5, "no overfill");
+    assert_eq!(scaling_status(&env, "morning").await["count"], json!(3));
+    teardown(env, operator).await;
+}
+
+#[tokio::test]
+async fn a_scaling_with_at_waits_then_scales_at_that_instant() {
+    let env = TestEnv::new().await;
+    create_provider(&env, json!({})).await;
+    let operator = TestOperator::start(env.client.clone(), &env.namespace);
+    create_pool(&env, "later", json!({"minAvailable": 0})).await;
+    let at: DateTime<Utc> = Utc::now() + TimeDelta::seconds(8);
+    let at_text = at.to_rfc3339_opts(SecondsFormat::Secs, true);
+    let at: DateTime<Utc> = at_text.parse().expect("RFC 3339");
+    create_scaling(&env, "evening", "later", json!({"count": 2, "at": at_text})).await;
+
+    eventually("the scaling waiting", TIMEOUT, || async {
+        (scaling_status(&env, "evening").await["state"] == json!("waiting")).then_some(())
+    })
+    .await;
+    assert!(
+        Utc::now() < at,
+        "the test machine is too slow for this test"
+    );
+    assert!(
+        unbound_of(&env, "later").await.is_empty(),
+        "nothing before at"
+    );
+
+    let handles = await_scaled(&env, "later", "evening", 2, 2, 2, "done").await;
+    for handle in &handles {
+        let created = handle
+            .metadata
+            .creation_timestamp
+            .as_ref()
+            .expect("created")
+            .0;
+        let created: DateTime<Utc> = created.to_string().parse().expect("timestamp");
+        assert!(created >= at, "{created} is before {at}");
+        assert!(created < at + TimeDelta::seconds(5), "{created} is late");
+    }
+    teardown(env, operator).await;
+}
+
+#[tokio::test]
+async fn an_unhealthy_scaling_handle_is_replaced_with_the_count_going_down_and_up() {
+    let env = TestEnv::new().await;
+    create_provider(
+        &env,
+        json!({"healthCheck": "metadata.labels.broken | default('no') != 'yes'"}),
+    )
+    .await;
+    let operator = TestOperator::start(env.client.clone(), &env.namespace);
+    create_pool(
+        &env,
+        "healing",
+        json!({"minAvailable": 0, "deleteUnhealthyResourceHandles": true}),
+    )
+    .await;
+    let counts = record_counts(&env, "repair");
+    create_scaling(&env, "repair", "healing", json!({"count": 2})).await;
+    let handles = await_scaled(&env, "healing", "repair", 2, 2, 2, "done").await;
+    let sick = handles[0].name_any();
+    let configmap = configmap_of(&env, &sick).await;
+    eventually("the handle healthy", TIMEOUT, || async {
+        let handle = env.api::<ResourceHandle>().get_opt(&sick).await.ok()??;
+        (handle.status?.healthy == Some(true)).then_some(())
+    })
+    .await;
+
+    label_configmap(&env, &configmap, "broken", "yes").await;
+    let replaced = eventually("the unhealthy handle replaced", TIMEOUT, || async {
+        let handles = unbound_of(&env, "healing").await;
+        let names: Vec<String> = handles.iter().map(ResourceHandle::name_any).collect();
+        let labelled = handles
+            .iter()
+            .filter(|h| scaling_of(h) == Some("repair"))
+            .count();
+        let status = scaling_status(&env, "repair").await;
+        (names.len() == 2
+            && labelled == 2
+            && !names.contains(&sick)
+            && status["count"] == json!(2)
+            && status["state"] == json!("done"))
+        .then_some(names)
+    })
+    .await;
+    assert!(
+        replaced.contains(&handles[1].name_any()),
+        "the healthy one stays"
+    );
+    let seen = counts.lock().expect("counts").clone();
+    let went_down = seen.windows(2).any(|w| w == [2, 1]);
+    assert!(went_down, "count went 2 → 1 → 2: {seen:?}");
+    assert_eq!(seen.last(), Some(&2), "{seen:?}");
+    teardown(env, operator).await;
+}
+
+#[tokio::test]
+async fn max_unready_throttles_a_scaling() {
+    let env = TestEnv::new().await;
+    create_provider(
+        &env,
+        json!({"readinessCheck": "metadata.labels.ready | default('no') == 'yes'"}),
+    )
+    .await;
+    let operator = TestOperator::start(env.client.clone(), &env.namespace);
+    create_pool(&env, "narrow", json!({"minAvailable": 0, "maxUnready": 1})).await;
+    create_scaling(&env, "wave", "narrow", json!({"count": 3})).await;
+
+    for step in 1..=3usize {
+        let handles = await_scaled(
+            &env,
+            "narrow",
+            "wave",
+            step,
+            step,
+            i64::try_from(step).expect("small"),
+            if step < 3 { "scaling" } else { "done" },
+        )
+        .await;
+        // One unready handle at a time: make the new one ready.
+        for handle in handles {
+            let ready = handle.status.as_ref().and_then(|s| s.ready) == Some(true);
+            if !ready {
+                let configmap = configmap_of(&env, &handle.name_any()).await;
+                label_configmap(&env, &configmap, "ready", "yes").await;
+            }
+        }
+        if step < 3 {
+            // While the new handle is unready, nothing more comes.
+            assert!(unbound_of(&env, "narrow").await.len() <= step + 1);
+        }
+    }
+    eventually("all three ready", TIMEOUT, || async {
+        let handles = unbound_of(&env, "narrow").await;
+        let ready = handles
+            .iter()
+            .filter(|h| h.status.as_ref().and_then(|s| s.ready) == Some(true))
+            .count();
+        (ready == 3).then_some(())
+    })
+    .await;
+    assert_eq!(
+        unbound_of(&env, "narrow").await.len(),
+        3,
+        "no more than the count"
+    );
+    teardown(env, operator).await;
+}
+
+#[tokio::test]
+async fn deleting_the_pool_garbage_collects_its_scalings() {
+    let env = TestEnv::new().await;
+    create_provider(&env, json!({})).await;
+    let operator = TestOperator::start(env.client.clone(), &env.namespace);
+    create_pool(&env, "doomed", json!({"minAvailable": 0})).await;
+    create_scaling(&env, "first", "doomed", json!({"count": 1})).await;
+    create_scaling(
+        &env,
+        "second",
+        "doomed",
+        json!({"count": 1, "at": "2099-01-01T00:00:00Z"}),
+    )
+    .await;
+    for name in ["first", "second"] {
+        eventually(&format!("{name} owned by the pool"), TIMEOUT, || async {
+            let owners = scaling(&env, name).await?.metadata.owner_references?;
+            (owners.len() == 1 && owners[0].name == "doomed").then_some(())
+        })
+        .await;
+    }
+    await_scaled(&env, "doomed", "first", 1, 1, 1, "done").await;
+    assert_eq!(scaling_status(&env, "second").await["state"], "waiting");
+
+    env.api::<ResourcePool>()
+        .delete("doomed", &DeleteParams::default())
+        .await
+        .expect("delete pool");
+    eventually("the scalings garbage-collected", TIMEOUT, || async {
+        let left = env
+            .api::<ResourcePoolScaling>()
+            .list(&ListParams::default())
+            .await
+            .ok()?;
+        left.items.is_empty().then_some(())
+    })
+    .await;
+    teardown(env, operator).await;
+}
+
+#[tokio::test]
+async fn a_scaling_for_a_missing_pool_reports_it_and_goes_on_once_the_pool_exists() {
+    let env = TestEnv::new().await;
+    create_provider(&env, json!({})).await;
+    let operator = TestOperator::start(env.client.clone(), &env.namespace);
+    create_scaling(&env, "early", "not-yet", json!({"count": 2})).await;
+    eventually("the Valid condition false", TIMEOUT, || async {
+        let status = scaling_status(&env, "early").await;
+        let conditions = status["conditions"].as_array()?.clone();
+        conditions
+            .iter()
+            .find(|c| {
+                c["type"] == "Valid"
+                    && c["status"] == "False"
+                    && c["message"].as_str().is_some_and(|m| m.contains("not-yet"))
+            })
+            .map(|_| ())
+    })
+    .await;
+    let events: Api<Event> = env.api();
+    eventually("a Warning Event on the scaling", TIMEOUT, || async {
+        let events = events.list(&ListParams::default()).await.ok()?;
+        events
+            .items
+            .iter()
+            .find(|e| {
+                e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("early")
+                    && e.reason.as_deref() == Some("InvalidResourcePoolScaling")
+                    && e.type_.as_deref() == Some("Warning")
+            })
+            .map(|_| ())
+    })
+    .await;
+
+    create_pool(&env, "not-yet", json!({"minAvailable": 1})).await;
+    await_scaled(&env, "not-yet", "early", 2, 2, 2, "done").await;
+    let status = scaling_status(&env, "early").await;
+    let valid = status["conditions"]
+        .as_array()
+        .and_then(|c| c.iter().find(|c| c["type"] == "Valid").cloned())
+        .expect("Valid condition");
+    assert_eq!(valid["status"], "True", "{status}");
+    teardown(env, operator).await;
+}
+
+#[tokio::test]
+async fn two_operator_processes_fill_a_scaling_exactly() {
+    let env = TestEnv::new().await;
+    create_provider(&env, json!({})).await;
+    // No leader election: both consume the scaling.
+    let first = TestOperator::start_with(env.client.clone(), &env.namespace, None, "first");
+    let second = TestOperator::start_with(env.client.clone(), &env.namespace, None, "second");
+    create_pool(&env, "shared", json!({"minAvailable": 1})).await;
+    eventually("the pool at minAvailable", TIMEOUT, || async {
+        (unbound_of(&env, "shared").await.len() == 1).then_some(())
+    })
+    .await;
+    create_scaling(&env, "rush", "shared", json!({"count": 4})).await;
+    let handles = await_scaled(&env, "shared", "rush", 5, 4, 4, "done").await;
+    // Every new handle getting its ConfigMap wakes the pool in both processes.
+    for handle in &handles {
+        configmap_of(&env, &handle.name_any()).await;
+    }
+    eventually("the pool status lists five", TIMEOUT, || async {
+        let pool = env.api::<ResourcePool>().get("shared").await.ok()?;
+        let status = serde_json::to_value(pool.status?).ok()?;
+        (status["resourceHandleCount"]["available"] == json!(5)).then_some(())
+    })
+    .await;
+    assert_eq!(unbound_of(&env, "shared").await.len(), 5, "no overfill");
+    assert_eq!(scaling_status(&env, "rush").await["count"], json!(4));
+    first.stop().await;
+    teardown(env, second).await;
+}
