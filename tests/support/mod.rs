@@ -1,0 +1,272 @@
+//! The harness every integration test uses (`mod support;`): a client for the local control
+//! plane (`make cluster`), a fresh namespace per test, the project's CRDs installed once per
+//! test binary, and clients that act as a ServiceAccount.
+//!
+//! Each `#[tokio::test]` runs on its own runtime, and a `kube::Client` is bound to the runtime
+//! that made it. So nothing here shares a client between tests; the only process-wide state is
+//! the fact that the CRDs were installed.
+
+// Every test binary compiles its own copy of this module and uses a different part of it.
+#![allow(dead_code)]
+
+use std::future::Future;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
+use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{DeleteParams, ObjectMeta, Patch, PatchParams, PostParams};
+use kube::config::{AuthInfo, KubeConfigOptions, Kubeconfig};
+use kube::runtime::wait::{await_condition, conditions};
+use kube::{Api, Client, Config, Resource};
+use rand::RngExt;
+use tokio::sync::OnceCell;
+
+/// The field manager of everything the tests apply server-side.
+pub const FIELD_MANAGER: &str = "poolboy-tests";
+/// Every test namespace carries this label, so leftovers are easy to find and delete.
+pub const NAMESPACE_LABEL: &str = "poolboy.test/owned";
+/// How long the harness waits for the cluster to settle (CRDs established, and so on).
+pub const SETTLE_TIMEOUT: Duration = Duration::from_secs(60);
+
+static PROJECT_CRDS: OnceCell<()> = OnceCell::const_new();
+
+/// One test's view of the cluster: an admin client and a namespace of its own.
+pub struct TestEnv {
+    /// Cluster-admin client (the kubeconfig's identity, group `system:masters`).
+    pub client: Client,
+    /// The fresh namespace created for this test (`poolboy-test-<random>`).
+    pub namespace: String,
+    config: Config,
+    cleaned_up: bool,
+}
+
+impl TestEnv {
+    /// Connects to the local control plane, installs the project's CRDs (once per test binary)
+    /// and creates a fresh namespace.
+    ///
+    /// Panics when the control plane is not reachable: integration tests never skip silently.
+    pub async fn new() -> TestEnv {
+        let config = admin_config().await;
+        let client = Client::try_from(config.clone()).expect("building a kube client");
+        if let Err(e) = tokio::time::timeout(Duration::from_secs(10), client.apiserver_version())
+            .await
+            .unwrap_or_else(|_| panic!("{}: no answer within 10 s", kubeconfig_path().display()))
+        {
+            panic!(
+                "the control plane of {} is not reachable ({e}); run `make cluster` first \
+                 (or run everything with `make test`)",
+                kubeconfig_path().display()
+            );
+        }
+
+        PROJECT_CRDS
+            .get_or_init(|| async {
+                let crds = poolboy::api::crd::all(&poolboy::api::OperatorDomain::default());
+                apply_crds(&client, &crds).await;
+            })
+            .await;
+
+        let namespace = format!("poolboy-test-{}", random_suffix());
+        let ns = Namespace {
+            metadata: ObjectMeta {
+                name: Some(namespace.clone()),
+                labels: Some([(NAMESPACE_LABEL.to_owned(), "true".to_owned())].into()),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        Api::<Namespace>::all(client.clone())
+            .create(&PostParams::default(), &ns)
+            .await
+            .unwrap_or_else(|e| panic!("creating namespace {namespace}: {e}"));
+
+        TestEnv {
+            client,
+            namespace,
+            config,
+            cleaned_up: false,
+        }
+    }
+
+    /// `Api<K>` in this test's namespace, with the admin client.
+    pub fn api<K>(&self) -> Api<K>
+    where
+        K: Resource<Scope = k8s_openapi::NamespaceResourceScope>,
+        <K as Resource>::DynamicType: Default,
+    {
+        Api::namespaced(self.client.clone(), &self.namespace)
+    }
+
+    /// A client that authenticates as ServiceAccount `name` of this test's namespace (created
+    /// when missing), with a token from the TokenRequest API. It has only the permissions that
+    /// RBAC grants `system:serviceaccount:<namespace>:<name>`.
+    pub async fn client_as_service_account(&self, name: &str) -> Client {
+        let accounts: Api<ServiceAccount> = self.api();
+        let account = ServiceAccount {
+            metadata: ObjectMeta {
+                name: Some(name.to_owned()),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        match accounts.create(&PostParams::default(), &account).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(status)) if status.is_already_exists() => {}
+            Err(e) => panic!("creating ServiceAccount {}/{name}: {e}", self.namespace),
+        }
+        let request = TokenRequest {
+            spec: TokenRequestSpec {
+                audiences: Vec::new(), // the API server's own audience
+                expiration_seconds: Some(3600),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let token = accounts
+            .create_token_request(name, &PostParams::default(), &request)
+            .await
+            .unwrap_or_else(|e| panic!("TokenRequest for {}/{name}: {e}", self.namespace))
+            .status
+            .unwrap_or_else(|| panic!("TokenRequest for {}/{name}: no status", self.namespace))
+            .token;
+
+        let mut config = self.config.clone();
+        config.auth_info = AuthInfo {
+            token: Some(token.into()),
+            ..Default::default()
+        };
+        Client::try_from(config).expect("building a ServiceAccount client")
+    }
+
+    /// Deletes this test's namespace (without waiting for it to be gone). Call it at the end of
+    /// a test; if a test panics first, dropping the `TestEnv` does the same, best effort.
+    pub async fn cleanup(mut self) {
+        self.cleaned_up = true;
+        delete_namespace(&self.client, &self.namespace).await;
+    }
+}
+
+impl Drop for TestEnv {
+    fn drop(&mut self) {
+        if self.cleaned_up {
+            return;
+        }
+        // Drop cannot await, and the test's runtime may be shutting down: delete from a
+        // thread with a runtime and a client of its own.
+        let config = self.config.clone();
+        let namespace = self.namespace.clone();
+        let deleted = std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .ok()?;
+            runtime.block_on(async {
+                let client = Client::try_from(config).ok()?;
+                tokio::time::timeout(
+                    Duration::from_secs(10),
+                    delete_namespace(&client, &namespace),
+                )
+                .await
+                .ok()
+            })
+        })
+        .join();
+        if !matches!(deleted, Ok(Some(()))) {
+            eprintln!(
+                "warning: could not delete test namespace {}",
+                self.namespace
+            );
+        }
+    }
+}
+
+async fn delete_namespace(client: &Client, namespace: &str) {
+    match Api::<Namespace>::all(client.clone())
+        .delete(namespace, &DeleteParams::background())
+        .await
+    {
+        Ok(_) => {}
+        Err(kube::Error::Api(status)) if status.is_not_found() => {}
+        Err(e) => eprintln!("warning: deleting test namespace {namespace}: {e}"),
+    }
+}
+
+/// The kubeconfig of the local control plane: `$POOLBOY_TEST_KUBECONFIG`, or the one
+/// `make cluster` writes, `<crate>/target/cluster/kubeconfig`.
+pub fn kubeconfig_path() -> PathBuf {
+    match std::env::var_os("POOLBOY_TEST_KUBECONFIG") {
+        Some(path) if !path.is_empty() => PathBuf::from(path),
+        _ => PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/cluster/kubeconfig"),
+    }
+}
+
+/// The admin client configuration, from [`kubeconfig_path`]. Panics when it is missing.
+pub async fn admin_config() -> Config {
+    let path = kubeconfig_path();
+    if !path.exists() {
+        panic!(
+            "no kubeconfig at {}: the integration tests need the local control plane. \
+             Run `make cluster` first (or run everything with `make test`), \
+             or point POOLBOY_TEST_KUBECONFIG at a kubeconfig",
+            path.display()
+        );
+    }
+    let kubeconfig = Kubeconfig::read_from(&path)
+        .unwrap_or_else(|e| panic!("reading kubeconfig {}: {e}", path.display()));
+    Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+        .await
+        .unwrap_or_else(|e| panic!("loading kubeconfig {}: {e}", path.display()))
+}
+
+/// Applies `crds` server-side (field manager [`FIELD_MANAGER`]) and waits until every one of
+/// them is Established. Safe to call from several tests and test binaries at once.
+pub async fn apply_crds(client: &Client, crds: &[CustomResourceDefinition]) {
+    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let params = PatchParams::apply(FIELD_MANAGER).force();
+    for crd in crds {
+        let name = crd.metadata.name.as_deref().expect("a CRD has a name");
+        api.patch(name, &params, &Patch::Apply(crd))
+            .await
+            .unwrap_or_else(|e| panic!("applying CRD {name}: {e}"));
+    }
+    for crd in crds {
+        let name = crd.metadata.name.as_deref().expect("a CRD has a name");
+        tokio::time::timeout(
+            SETTLE_TIMEOUT,
+            await_condition(api.clone(), name, conditions::is_crd_established()),
+        )
+        .await
+        .unwrap_or_else(|_| panic!("CRD {name} not Established within {SETTLE_TIMEOUT:?}"))
+        .unwrap_or_else(|e| panic!("watching CRD {name}: {e}"));
+    }
+}
+
+/// Polls `check` every 100 ms until it returns `Some`, and returns that value. Panics with
+/// `what` when `timeout` passes first. Use it to await anything a controller does.
+pub async fn eventually<T, F, Fut>(what: &str, timeout: Duration, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        if let Some(value) = check().await {
+            return value;
+        }
+        if tokio::time::Instant::now() >= deadline {
+            panic!("timed out after {timeout:?} waiting for: {what}");
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// A short random lowercase suffix for names (DNS-1123 safe).
+pub fn random_suffix() -> String {
+    const ALPHABET: &[u8] = b"abcdefghijklmnopqrstuvwxyz0123456789";
+    let mut rng = rand::rng();
+    (0..8)
+        .map(|_| char::from(ALPHABET[rng.random_range(0..ALPHABET.len())]))
+        .collect()
+}
