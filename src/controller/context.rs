@@ -15,6 +15,7 @@ use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Client, Resource};
 
+use super::claim::ClaimIndex;
 use super::kinds::{ClaimObject, HandleObject, Kinds, PoolObject};
 use super::managed::ManagedResources;
 use crate::api::OperatorDomain;
@@ -69,6 +70,8 @@ pub struct Stores {
     pub claims: Store<ClaimObject>,
     pub handles: Store<HandleObject>,
     pub pools: Store<PoolObject>,
+    /// The claim controller's handles, waiting claims and taken handles.
+    pub claim_index: ClaimIndex,
 }
 
 pub struct Context {

@@ -9,6 +9,8 @@
 // Every test binary compiles its own copy of this module and uses a different part of it.
 #![allow(dead_code)]
 
+pub mod operator;
+
 use std::future::Future;
 use std::path::PathBuf;
 use std::time::Duration;
