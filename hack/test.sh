@@ -33,5 +33,5 @@ trap 'exit 143' TERM
 step "starting the control plane in $POOLBOY_CLUSTER_DIR"
 hack/cluster/cluster.sh up >/dev/null
 
-step "cargo test"
-cargo test
+step "cargo test --no-fail-fast"
+cargo test --no-fail-fast

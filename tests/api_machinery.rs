@@ -15,7 +15,7 @@ use kube::api::{
     WatchEvent, WatchParams,
 };
 use kube::core::Status;
-use kube::{Api, CustomResource, CustomResourceExt, ResourceExt};
+use kube::{Api, CustomResource, CustomResourceExt, Resource, ResourceExt};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
@@ -284,7 +284,7 @@ async fn finalizer_holds_deletion_until_removed() {
     // Still there, still writable, but it cannot gain new finalizers.
     let live = api.get("held").await.unwrap();
     assert!(live.metadata.deletion_timestamp.is_some());
-    assert_eq!(live.finalizers(), [finalizer.clone()]);
+    assert_eq!(live.finalizers(), std::slice::from_ref(&finalizer));
     let status = api_error(
         api.patch(
             "held",
@@ -514,6 +514,45 @@ async fn deleting_a_namespace_with_objects_completes() {
                 .then_some(())
         },
     )
+    .await;
+    env.cleanup().await;
+}
+
+#[tokio::test]
+async fn owner_references_cascade_through_the_garbage_collector() {
+    let env = TestEnv::new().await;
+    let config_maps = env.api::<ConfigMap>();
+    let named = |name: &str| ConfigMap {
+        metadata: ObjectMeta {
+            name: Some(name.to_owned()),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let owner = config_maps
+        .create(&PostParams::default(), &named("owner"))
+        .await
+        .unwrap();
+    let mut dependent = named("dependent");
+    dependent.metadata.owner_references = Some(vec![owner.controller_owner_ref(&()).unwrap()]);
+    config_maps
+        .create(&PostParams::default(), &dependent)
+        .await
+        .unwrap();
+
+    config_maps
+        .delete("owner", &DeleteParams::background())
+        .await
+        .unwrap();
+    // kube-controller-manager's garbage collector deletes the orphaned dependent.
+    eventually("the dependent to be collected", TIMEOUT, || async {
+        config_maps
+            .get_opt("dependent")
+            .await
+            .unwrap()
+            .is_none()
+            .then_some(())
+    })
     .await;
     env.cleanup().await;
 }
