@@ -17,8 +17,8 @@ mod writes;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use futures::StreamExt;
 use futures::channel::mpsc::UnboundedReceiver;
+use futures::{StreamExt, TryStreamExt};
 use kube::Client;
 use kube::api::Api;
 use kube::runtime::controller::{self, Action, Controller};
@@ -45,10 +45,6 @@ pub use self::index::ClaimIndex;
 /// How many times one reconcile recomputes after a conflicting write (Poolboy: 12 attempts,
 /// Δ§3.1.3) before it lets the next event or a short requeue take over.
 const MAX_PASSES: usize = 12;
-
-/// A claim waiting for a matching handle is woken when an unbound handle appears or changes;
-/// this slow recheck only covers a wake that found the handle not yet listed.
-const WAITING_RECHECK: Duration = Duration::from_secs(30);
 
 #[derive(Debug, thiserror::Error)]
 pub enum ClaimError {
@@ -78,9 +74,15 @@ pub fn controller(
     let writer = reflector::store::Writer::new(kinds.handle.clone());
     let index = ClaimIndex::new(writer.as_reader());
     // The store is written before the wake goes out: a woken claim reads the change.
+    let listed = index.clone();
     let handle_events = watcher(handles, config.clone())
         .default_backoff()
         .reflect(writer)
+        .inspect_ok(move |event| {
+            if matches!(event, watcher::Event::InitDone) {
+                listed.mark_listed();
+            }
+        })
         .touched_objects();
     let claim_kind = kinds.claim.clone();
     let waiting = index.clone();
@@ -171,7 +173,7 @@ async fn manage(object: &ClaimObject, ctx: &Context) -> Result<Action, ClaimErro
     }
     // Binding decisions need every handle listed once: a claim must not create a handle
     // because the list had not arrived yet.
-    let _ = ctx.stores.claim_index.handles().wait_until_ready().await;
+    ctx.stores.claim_index.wait_until_listed().await;
     let mut claim = object.clone();
     let mut pending: Option<Pending> = None;
     for _ in 0..MAX_PASSES {
@@ -443,7 +445,9 @@ async fn waiting(
         now: ctx.now(),
     };
     match writes::status(ctx, claim, &input).await? {
-        Written::Done(_) => Ok(Pass::Done(Action::requeue(WAITING_RECHECK))),
+        // Woken by the handle watch when an unbound handle appears or changes; the watch
+        // writes the claim index's store before it wakes, so the claim sees that handle.
+        Written::Done(_) => Ok(Pass::Done(Action::await_change())),
         Written::Conflict => Ok(Pass::Conflict),
         Written::Gone => Ok(Pass::Done(Action::await_change())),
     }

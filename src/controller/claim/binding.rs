@@ -4,6 +4,7 @@
 //! processes, and propagating claim edits to the handle (§7 step 11).
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 use json_patch::{Patch as JsonPatch, PatchOperation, RemoveOperation, TestOperation};
@@ -84,14 +85,18 @@ pub async fn bind_or_create(
     resolved: &ResolvedClaim,
     now: DateTime<Utc>,
 ) -> Result<Outcome, ClaimError> {
-    if let Some(handle) = adoptable(ctx, claim).await? {
+    // One snapshot for both questions: a handle another process just bound to this claim is
+    // either seen bound here (adopted) or seen unbound (its bind patch then fails, and the
+    // fresh read after the failure shows it bound to this claim).
+    let snapshot = ctx.stores.claim_index.handles().state();
+    if let Some(handle) = adoptable(ctx, claim, &snapshot).await? {
         return Ok(Outcome::Bound(Box::new(Pending {
             handle,
             created: false,
             rewrite_requested_end: None,
         })));
     }
-    if let Some(pending) = bind(ctx, claim, resolved, now).await? {
+    if let Some(pending) = bind(ctx, claim, resolved, &snapshot, now).await? {
         return Ok(Outcome::Bound(Box::new(pending)));
     }
     if !resolved.creation_allowed() {
@@ -103,13 +108,13 @@ pub async fn bind_or_create(
 /// A handle already bound to the claim: a bind whose status write was lost, a restart, or
 /// another process that was quicker. Confirmed with a GET, so that a recreated claim of the
 /// same name never takes over the handle of its predecessor, which is being deleted (#114).
-async fn adoptable(ctx: &Context, claim: &ClaimObject) -> Result<Option<HandleObject>, ClaimError> {
-    let stored = ctx
-        .stores
-        .claim_index
-        .handles()
-        .state()
-        .into_iter()
+async fn adoptable(
+    ctx: &Context,
+    claim: &ClaimObject,
+    snapshot: &[Arc<HandleObject>],
+) -> Result<Option<HandleObject>, ClaimError> {
+    let stored = snapshot
+        .iter()
         .find(|h| h.metadata.deletion_timestamp.is_none() && bound_to(h, claim));
     let Some(stored) = stored else {
         return Ok(None);
@@ -127,13 +132,12 @@ async fn bind(
     ctx: &Context,
     claim: &ClaimObject,
     resolved: &ResolvedClaim,
+    snapshot: &[Arc<HandleObject>],
     now: DateTime<Utc>,
 ) -> Result<Option<Pending>, ClaimError> {
     let index = &ctx.stores.claim_index;
     let operator_namespace = ctx.config.operator_namespace.as_str();
-    let handles: Vec<ResourceHandle> = index
-        .handles()
-        .state()
+    let handles: Vec<ResourceHandle> = snapshot
         .iter()
         .filter(|h| {
             h.spec.resource_claim.is_none()
@@ -191,6 +195,7 @@ async fn bind(
                     }));
                 }
                 Err(e) if is_not_found(&e) => break,
+                // Taken, or the stored copy was stale: look again.
                 Err(e) if is_conflict(&e) || matches!(&e, kube::Error::Api(s) if s.code == 422) => {
                     ctx.metrics.bind_conflicts.inc();
                     let stored_version = index

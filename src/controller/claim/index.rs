@@ -19,6 +19,11 @@ use super::super::kinds::HandleObject;
 #[derive(Clone)]
 pub struct ClaimIndex {
     handles: Store<HandleObject>,
+    /// Whether the handle watch has listed once. Tracked here rather than with
+    /// `Store::wait_until_ready`, whose future wakes only the last of several concurrent
+    /// waiters (kube-runtime 5 keeps one waker in a oneshot receiver): reconciles waiting in
+    /// parallel would hang.
+    listed: Arc<tokio::sync::watch::Sender<bool>>,
     inner: Arc<Mutex<Inner>>,
 }
 
@@ -35,8 +40,21 @@ impl ClaimIndex {
     pub fn new(handles: Store<HandleObject>) -> Self {
         Self {
             handles,
+            listed: Arc::new(tokio::sync::watch::Sender::new(false)),
             inner: Arc::default(),
         }
+    }
+
+    /// The handle watch has listed every handle (its first `InitDone`).
+    pub fn mark_listed(&self) {
+        self.listed.send_replace(true);
+    }
+
+    /// Waits until the handle watch has listed once; any number of callers at once.
+    pub async fn wait_until_listed(&self) {
+        let mut listed = self.listed.subscribe();
+        // Err only when the sender is gone, which the index itself holds: not reachable.
+        let _ = listed.wait_for(|listed| *listed).await;
     }
 
     /// The handles, as the claim controller's handle watch last saw them.
@@ -122,6 +140,27 @@ mod tests {
         index.wait("user", "b");
         index.stop_waiting("user", "a");
         assert_eq!(index.waiting(), vec![("user".to_owned(), "b".to_owned())]);
+    }
+
+    #[tokio::test]
+    async fn every_concurrent_waiter_learns_that_the_handles_are_listed() {
+        let index = index();
+        let waiters: Vec<_> = (0..4)
+            .map(|_| {
+                let index = index.clone();
+                tokio::spawn(async move { index.wait_until_listed().await })
+            })
+            .collect();
+        tokio::task::yield_now().await;
+        index.mark_listed();
+        for waiter in waiters {
+            tokio::time::timeout(std::time::Duration::from_secs(5), waiter)
+                .await
+                .expect("woken")
+                .expect("joined");
+        }
+        // Later callers pass at once.
+        index.wait_until_listed().await;
     }
 
     #[test]

@@ -48,12 +48,14 @@ fn version_test(claim: &ClaimObject) -> PatchOperation {
     })
 }
 
-/// Whether an API error means "changed since read": 409, or 422 from a failed JSON-patch
-/// `test` (other 422s are invalid writes, reported as errors).
+/// Whether an API error means "changed since read": 409, or the 422 of a JSON patch that
+/// no longer applies (a failed `test`, a path gone), which the API server reports without
+/// field causes. A 422 with causes is an invalid write, reported as an error.
 pub fn is_conflict(error: &kube::Error) -> bool {
     match error {
         kube::Error::Api(status) => {
-            status.code == 409 || (status.code == 422 && status.message.contains("testing value"))
+            let no_causes = status.details.as_ref().is_none_or(|d| d.causes.is_empty());
+            status.code == 409 || (status.code == 422 && no_causes)
         }
         _ => false,
     }
