@@ -1,6 +1,21 @@
-//! The ResourceClaim controller (§6, §7).
+//! The ResourceClaim controller (§6, §7, Δ§3.1, Δ§3.2).
+//!
+//! A reconcile observes the claim, its handle (the claim controller's own handle store, a GET
+//! when it may lag) and the live states of the managed resources; asks `core` what the claim
+//! is (`claim_plan`), which handle fits (`matching`, `bind`), what its status should be
+//! (`claim_status`) and what the handle should receive (`claim_to_handle`); and acts with
+//! guarded writes. It is the only writer of claim status.
+//!
+//! Every claim write is guarded by the claim's resourceVersion. When one conflicts (the claim
+//! changed: the user, or another operator process), the whole pass is recomputed from a fresh
+//! read (B06), remembering a handle it bound but has not recorded yet.
+
+mod binding;
+mod index;
+mod writes;
 
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use futures::channel::mpsc::UnboundedReceiver;
@@ -10,42 +25,79 @@ use kube::runtime::controller::{self, Action, Controller};
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
 
-use super::context::Context;
+use self::binding::{Outcome, Pending};
+use self::writes::Written;
+use super::context::{Context, EventKind};
 use super::kinds::{ClaimObject, HandleObject, Kinds};
+use super::listed::reflected_watch;
+use crate::core::claim_plan::{ClaimPlanInput, ResolvedClaim, resolve_claim};
+use crate::core::claim_status::{
+    Binding, BoundHandle, StatusInput, Unbound, Validity, invalid_message,
+};
+use crate::core::definition::status_references;
+use crate::core::lifespan::{self, Expiry, StartGate};
+use crate::core::lifespan_values::handle_lifespan;
+use crate::core::view::Subjects;
+use crate::runtime::metrics::KindLabels;
 use crate::runtime::run::Shutdown;
+
+pub use self::index::ClaimIndex;
+
+/// How many times one reconcile recomputes after a conflicting write (Poolboy: 12 attempts,
+/// Δ§3.1.3) before it lets the next event or a short requeue take over.
+const MAX_PASSES: usize = 12;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ClaimError {
     #[error(transparent)]
     Kube(#[from] kube::Error),
+    #[error("cannot match handles: {0}")]
+    Match(#[from] crate::core::matching::MatchError),
 }
 
-/// The controller, watching claims (in `claim_namespace`, or all namespaces), and handles: a handle change wakes its claim. Its store is the index of claims
-/// every controller reads (`Context::stores`).
+/// The controller, watching claims (in `claim_namespace`, or all namespaces), and handles: a
+/// handle change wakes its claim, and an unbound handle wakes the claims waiting for one. Its
+/// store is the index of claims every controller reads (`Context::stores`); the returned
+/// [`ClaimIndex`] holds the handles as this controller's handle watch sees them.
 pub fn controller(
     client: &Client,
     kinds: &Kinds,
     operator_namespace: &str,
     claim_namespace: Option<&str>,
-) -> Controller<ClaimObject> {
+) -> (Controller<ClaimObject>, ClaimIndex) {
     let main = match claim_namespace {
         Some(ns) => Api::<ClaimObject>::namespaced_with(client.clone(), ns, &kinds.claim),
         None => Api::<ClaimObject>::all_with(client.clone(), &kinds.claim),
     };
-    let other =
+    let handles =
         Api::<HandleObject>::namespaced_with(client.clone(), operator_namespace, &kinds.handle);
-    let claim_kind = kinds.claim.clone();
     let config = watcher::Config::default().any_semantic();
-    Controller::new_with(main, config.clone(), kinds.claim.clone()).watches_with(
-        other,
+    // The store is written before the wake goes out: a woken claim reads the change.
+    let (handle_store, handle_events) =
+        reflected_watch(handles, config.clone(), kinds.handle.clone());
+    let index = ClaimIndex::new(handle_store);
+    let claim_kind = kinds.claim.clone();
+    let waiting = index.clone();
+    let wakes = move |handle: HandleObject| -> Vec<ObjectRef<ClaimObject>> {
+        let claim_ref = |namespace: &str, name: &str| {
+            ObjectRef::new_with(name, claim_kind.clone()).within(namespace)
+        };
+        match &handle.spec.resource_claim {
+            Some(claim) => vec![claim_ref(&claim.namespace, &claim.name)],
+            None if handle.metadata.deletion_timestamp.is_none() => waiting
+                .waiting()
+                .iter()
+                .map(|(namespace, name)| claim_ref(namespace, name))
+                .collect(),
+            None => Vec::new(),
+        }
+    };
+    let controller = Controller::new_with(main, config, kinds.claim.clone()).watches_stream_with(
+        handle_events,
+        wakes,
         kinds.handle.clone(),
-        config,
-        move |handle: HandleObject| {
-            handle.spec.resource_claim.as_ref().map(|claim| {
-                ObjectRef::new_with(&claim.name, claim_kind.clone()).within(&claim.namespace)
-            })
-        },
-    )
+    );
+    (controller, index)
 }
 
 /// Runs `controller` until `shutdown`; `triggers` wake it from outside its watches.
@@ -65,17 +117,410 @@ pub async fn run(
         .await;
 }
 
-async fn reconcile(_claim: Arc<ClaimObject>, _ctx: Arc<Context>) -> Result<Action, ClaimError> {
-    // Placeholder: the claim controller's work lands here (issue 4).
-    Ok(Action::await_change())
+async fn reconcile(claim: Arc<ClaimObject>, ctx: Arc<Context>) -> Result<Action, ClaimError> {
+    let started = Instant::now();
+    let result = manage(&claim, &ctx).await;
+    ctx.metrics.observe(
+        "ResourceClaim",
+        "reconcile",
+        result.is_ok(),
+        started.elapsed().as_secs_f64(),
+    );
+    if result.is_ok() {
+        ctx.succeeded(&key(&claim));
+    }
+    result
 }
 
 fn error_policy(claim: Arc<ClaimObject>, error: &ClaimError, ctx: Arc<Context>) -> Action {
-    let key = format!(
-        "claim/{}/{}",
-        claim.metadata.namespace.as_deref().unwrap_or_default(),
-        claim.metadata.name.as_deref().unwrap_or_default()
-    );
+    let key = key(&claim);
     tracing::warn!(%error, %key, "claim reconcile failed");
     Action::requeue(ctx.retry_delay(&key))
+}
+
+fn key(claim: &ClaimObject) -> String {
+    format!("claim/{}", binding::claim_key(claim))
+}
+
+/// What one pass over a claim ended with.
+enum Pass {
+    Done(Action),
+    /// A guarded write found the claim changed: recompute from a fresh read.
+    Conflict,
+}
+
+async fn manage(object: &ClaimObject, ctx: &Context) -> Result<Action, ClaimError> {
+    let domain = ctx.domain();
+    // §7.6: an ignored claim is not touched at all (deleting it waits for the label to go).
+    let ignored = object
+        .metadata
+        .labels
+        .as_ref()
+        .is_some_and(|l| l.contains_key(&domain.ignore_label()));
+    if ignored {
+        return Ok(Action::await_change());
+    }
+    if object.metadata.deletion_timestamp.is_some() {
+        return finalize(ctx, object).await;
+    }
+    // Binding decisions need every handle listed once: a claim must not create a handle
+    // because the list had not arrived yet.
+    ctx.stores.claim_index.wait_until_listed().await;
+    let mut claim = object.clone();
+    let mut pending: Option<Pending> = None;
+    for _ in 0..MAX_PASSES {
+        match pass(ctx, claim.clone(), &mut pending).await? {
+            Pass::Done(action) => return Ok(action),
+            Pass::Conflict => {
+                ctx.metrics
+                    .status_conflicts
+                    .get_or_create(&KindLabels {
+                        kind: "ResourceClaim".to_owned(),
+                    })
+                    .inc();
+                match writes::refetch(ctx, &claim).await? {
+                    Some(fresh) if fresh.metadata.deletion_timestamp.is_none() => claim = fresh,
+                    // Gone or going: a handle bound in this reconcile is deleted with its
+                    // claim by the handle controller.
+                    _ => return Ok(Action::await_change()),
+                }
+            }
+        }
+    }
+    Ok(Action::requeue(Duration::from_secs(1)))
+}
+
+/// §7.3: the handle goes with the claim (unless detached); then every Poolboy finalizer.
+async fn finalize(ctx: &Context, claim: &ClaimObject) -> Result<Action, ClaimError> {
+    let (namespace, name) = writes::key(claim);
+    ctx.stores.claim_index.stop_waiting(namespace, name);
+    let handle = claim
+        .status
+        .as_ref()
+        .and_then(|s| s.resource_handle.as_ref());
+    if let Some(handle) = handle.filter(|h| h.detached != Some(true)) {
+        let api = Api::<HandleObject>::namespaced_with(
+            ctx.client.clone(),
+            &handle.namespace,
+            &ctx.kinds.handle,
+        );
+        match api.delete(&handle.name, &Default::default()).await {
+            Ok(_) => {}
+            Err(e) if writes::is_not_found(&e) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    // (Later: the autoDelete / autoDetach hooks of §7.5 and approval of §6.1 go before this.)
+    match writes::remove_finalizers(ctx, claim).await? {
+        Written::Done(_) | Written::Gone => Ok(Action::await_change()),
+        // The next version of the claim comes with its own event.
+        Written::Conflict => Ok(Action::await_change()),
+    }
+}
+
+async fn pass(
+    ctx: &Context,
+    claim: ClaimObject,
+    pending: &mut Option<Pending>,
+) -> Result<Pass, ClaimError> {
+    let domain = ctx.domain();
+    let claim = match writes::ensure_finalizer(ctx, claim).await? {
+        Written::Done(claim) => claim,
+        Written::Conflict => return Ok(Pass::Conflict),
+        Written::Gone => return Ok(Pass::Done(Action::await_change())),
+    };
+    let now = ctx.now();
+    let view = writes::view(&claim);
+
+    // Δ§3.1.1, B19: nothing at all happens before the claim's start.
+    match lifespan::start_gate(&view, now) {
+        Ok(StartGate::OpensAt(start)) => {
+            return Ok(Pass::Done(Action::requeue(lifespan::delay_until(
+                start, now,
+            ))));
+        }
+        Ok(StartGate::Open) => {}
+        Err(e) => return report_invalid(ctx, claim, None, None, e.to_string()).await,
+    }
+
+    let recorded = claim
+        .status
+        .as_ref()
+        .and_then(|s| s.resource_handle.clone());
+    // §7 step 2: a detached claim only waits for its end.
+    if recorded.as_ref().is_some_and(|h| h.detached == Some(true)) {
+        return detached(ctx, &claim, now).await;
+    }
+    // A handle this reconcile bound before a conflicting write: recorded by now, or lost to
+    // another process that recorded a different one.
+    if let (Some(bound), Some(recorded)) = (pending.as_ref(), recorded.as_ref()) {
+        if bound.name() != recorded.name {
+            binding::release(ctx, &claim, bound).await?;
+        }
+        *pending = None;
+    }
+
+    // §7 step 5: the recorded handle is gone: so is the claim. Never bind anew (§16).
+    let handle = match &recorded {
+        Some(reference) => match binding::find_handle(ctx, reference).await? {
+            Some(handle) => Some(handle),
+            None => {
+                tracing::info!(claim = %binding::claim_key(&claim), handle = %reference.name,
+                    "the claim's handle is gone: deleting the claim");
+                writes::delete(ctx, &claim).await?;
+                return Ok(Pass::Done(Action::await_change()));
+            }
+        },
+        None => None,
+    };
+
+    let handle_view = handle.as_ref().map(Kinds::handle_of);
+    let resolved = ctx.providers(|catalog| {
+        resolve_claim(&ClaimPlanInput {
+            claim: &view,
+            handle: handle_view.as_ref(),
+            catalog,
+            templates: &ctx.templates,
+            domain,
+            now,
+        })
+    });
+    let resolved = match resolved {
+        Ok(resolved) => resolved,
+        Err(e) => return report_invalid(ctx, claim, handle.as_ref(), None, e.to_string()).await,
+    };
+    // §6.3: initialise once, in one write.
+    let claim = match &resolved.initialisation {
+        Some(patch) => match writes::initialise(ctx, &claim, patch).await? {
+            Written::Done(claim) => claim,
+            Written::Conflict => return Ok(Pass::Conflict),
+            Written::Gone => return Ok(Pass::Done(Action::await_change())),
+        },
+        None => claim,
+    };
+    // §7 step 6: an invalid claim neither binds nor changes its handle.
+    if !resolved.is_valid() {
+        let message = resolved.problems.join("; ");
+        return report_invalid(ctx, claim, handle.as_ref(), Some(&resolved), message).await;
+    }
+    // (Later: approval (§6.1) and resourceClaimAnnotations/Labels go here.)
+    if let Some(handle) = handle {
+        return sync_bound(ctx, claim, &resolved, handle, None).await;
+    }
+
+    // §7 step 8: bind, or create.
+    let (namespace, name) = writes::key(&claim);
+    // Registered before looking, so that a handle appearing meanwhile still wakes the claim.
+    ctx.stores.claim_index.wait(namespace, name);
+    let outcome = match pending.take() {
+        Some(bound) => Outcome::Bound(Box::new(bound)),
+        None => binding::bind_or_create(ctx, &claim, &resolved, now).await?,
+    };
+    match outcome {
+        Outcome::Waiting => waiting(ctx, claim, &resolved).await,
+        Outcome::Invalid(message) => {
+            report_invalid(ctx, claim, None, Some(&resolved), message).await
+        }
+        Outcome::Bound(bound) => {
+            let (namespace, name) = writes::key(&claim);
+            ctx.stores.claim_index.stop_waiting(namespace, name);
+            *pending = Some((*bound).clone());
+            let rewrite = bound.rewrite_requested_end;
+            let result = sync_bound(ctx, claim, &resolved, bound.handle.clone(), rewrite).await?;
+            if matches!(result, Pass::Done(_)) {
+                *pending = None;
+                binding::wake_pool(ctx, &bound.handle);
+            }
+            Ok(result)
+        }
+    }
+}
+
+/// The live state of each of the handle's resources (None where no watch has it).
+fn live_states(
+    ctx: &Context,
+    handle: &crate::api::ResourceHandle,
+) -> Vec<Option<serde_json::Value>> {
+    status_references(handle)
+        .iter()
+        .map(|r| r.as_ref().and_then(|r| ctx.managed.state(r)))
+        .collect()
+}
+
+/// A bound, valid claim: status from the handle (§7.4, Δ§3.1.3), the first-ready reset, then
+/// claim edits to the handle (§7 step 11). `requested_end` is a clamped end from binding.
+async fn sync_bound(
+    ctx: &Context,
+    claim: ClaimObject,
+    resolved: &ResolvedClaim,
+    handle: HandleObject,
+    requested_end: Option<chrono::DateTime<chrono::Utc>>,
+) -> Result<Pass, ClaimError> {
+    let now = ctx.now();
+    let domain = ctx.domain();
+    let view = writes::view(&claim);
+    let handle_view = Kinds::handle_of(&handle);
+    let subjects = Subjects::new(Some(&resolved.claim), Some(&handle_view), domain);
+    let lifespan = handle_lifespan(&handle_view, &subjects, &ctx.templates, now)
+        .map_err(|e| e.to_string())
+        .and_then(|evaluated| {
+            lifespan::sync_claim_lifespan(&view, &handle_view, &evaluated, now)
+                .map_err(|e| e.to_string())
+        });
+    let sync = match lifespan {
+        Ok(sync) => sync,
+        Err(message) => {
+            return report_invalid(ctx, claim, Some(&handle), Some(resolved), message).await;
+        }
+    };
+    let states = live_states(ctx, &handle_view);
+    let input = StatusInput {
+        validity: Validity::Valid,
+        provider: resolved.status_provider.as_ref(),
+        resources: resolved.status_resources.as_deref(),
+        binding: Binding::Bound(BoundHandle {
+            handle: &handle_view,
+            states: &states,
+            lifespan: Some(sync.status.clone()),
+        }),
+        generation: claim.metadata.generation,
+        domain,
+        now,
+    };
+    let claim = match writes::status(ctx, claim, &input).await? {
+        Written::Done(claim) => claim,
+        Written::Conflict => return Ok(Pass::Conflict),
+        Written::Gone => return Ok(Pass::Done(Action::await_change())),
+    };
+    if handle.metadata.deletion_timestamp.is_some() {
+        // Going away, and the claim with it: nothing to propagate.
+        return Ok(Pass::Done(Action::await_change()));
+    }
+    // §7.4 first-ready reset: the default lifespan counts from readiness.
+    let claim = match sync.reset_request {
+        Some(end) => match writes::requested_end(ctx, claim, end).await? {
+            Written::Done(claim) => claim,
+            Written::Conflict => return Ok(Pass::Conflict),
+            Written::Gone => return Ok(Pass::Done(Action::await_change())),
+        },
+        None => claim,
+    };
+    let rewrite = match binding::propagate(ctx, &claim, resolved, handle.clone(), now).await? {
+        Ok(rewrite) => rewrite,
+        Err(message) => {
+            return report_invalid(ctx, claim, Some(&handle), Some(resolved), message).await;
+        }
+    };
+    if let Some(end) = rewrite.or(requested_end) {
+        match writes::requested_end(ctx, claim, end).await? {
+            Written::Done(_) | Written::Gone => {}
+            Written::Conflict => return Ok(Pass::Conflict),
+        }
+    }
+    Ok(Pass::Done(Action::await_change()))
+}
+
+/// B18: nothing fits and creation is disabled: the claim stays unbound, without error, until
+/// an unbound handle appears (its watch wakes the claim).
+async fn waiting(
+    ctx: &Context,
+    claim: ClaimObject,
+    resolved: &ResolvedClaim,
+) -> Result<Pass, ClaimError> {
+    let input = StatusInput {
+        validity: Validity::Valid,
+        provider: resolved.status_provider.as_ref(),
+        resources: resolved.status_resources.as_deref(),
+        binding: Binding::Unbound(Unbound::WaitingForHandle),
+        generation: claim.metadata.generation,
+        domain: ctx.domain(),
+        now: ctx.now(),
+    };
+    match writes::status(ctx, claim, &input).await? {
+        // Woken by the handle watch when an unbound handle appears or changes; the watch
+        // writes the claim index's store before it wakes, so the claim sees that handle.
+        Written::Done(_) => Ok(Pass::Done(Action::await_change())),
+        Written::Conflict => Ok(Pass::Conflict),
+        Written::Gone => Ok(Pass::Done(Action::await_change())),
+    }
+}
+
+/// Bad input: the message in the claim's status (Poolboy's fields and the `Valid`
+/// condition), a Warning Event when the message is new, and no retry until something changes.
+/// A bound claim keeps mirroring its handle.
+async fn report_invalid(
+    ctx: &Context,
+    claim: ClaimObject,
+    handle: Option<&HandleObject>,
+    resolved: Option<&ResolvedClaim>,
+    message: String,
+) -> Result<Pass, ClaimError> {
+    let (namespace, name) = writes::key(&claim);
+    ctx.stores.claim_index.stop_waiting(namespace, name);
+    let previous = invalid_message(claim.status.as_ref()).map(str::to_owned);
+    let handle_view = handle.map(Kinds::handle_of);
+    let states = handle_view
+        .as_ref()
+        .map(|h| live_states(ctx, h))
+        .unwrap_or_default();
+    let binding = match &handle_view {
+        Some(handle) => Binding::Bound(BoundHandle {
+            handle,
+            states: &states,
+            lifespan: None,
+        }),
+        None => Binding::Unbound(Unbound::Invalid),
+    };
+    let input = StatusInput {
+        validity: Validity::Invalid(message.clone()),
+        provider: resolved.and_then(|r| r.status_provider.as_ref()),
+        resources: resolved.and_then(|r| r.status_resources.as_deref()),
+        binding,
+        generation: claim.metadata.generation,
+        domain: ctx.domain(),
+        now: ctx.now(),
+    };
+    let written = writes::status(ctx, claim.clone(), &input).await?;
+    if let Written::Conflict = written {
+        return Ok(Pass::Conflict);
+    }
+    if previous.as_deref() != Some(message.as_str()) {
+        tracing::warn!(claim = %binding::claim_key(&claim), %message, "invalid claim");
+        ctx.metrics
+            .invalid_resources
+            .get_or_create(&KindLabels {
+                kind: "ResourceClaim".to_owned(),
+            })
+            .inc();
+        ctx.event(
+            &claim,
+            &ctx.kinds.claim,
+            EventKind::Warning,
+            "InvalidClaim",
+            message,
+        )
+        .await;
+    }
+    Ok(Pass::Done(Action::await_change()))
+}
+
+/// §7 step 2, §7.5: a detached claim is deleted when its `status.lifespan.end` passes, and
+/// otherwise left alone.
+async fn detached(
+    ctx: &Context,
+    claim: &ClaimObject,
+    now: chrono::DateTime<chrono::Utc>,
+) -> Result<Pass, ClaimError> {
+    match lifespan::detached_claim_expiry(&writes::view(claim), now) {
+        Ok(Expiry::Expired) => {
+            writes::delete(ctx, claim).await?;
+            Ok(Pass::Done(Action::await_change()))
+        }
+        Ok(Expiry::At(end)) => Ok(Pass::Done(Action::requeue(lifespan::delay_until(end, now)))),
+        Ok(Expiry::Never) => Ok(Pass::Done(Action::await_change())),
+        Err(e) => {
+            tracing::warn!(claim = %binding::claim_key(claim), error = %e, "detached claim has a bad lifespan end");
+            Ok(Pass::Done(Action::await_change()))
+        }
+    }
 }

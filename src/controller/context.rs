@@ -15,6 +15,7 @@ use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Client, Resource};
 
+use super::claim::ClaimIndex;
 use super::kinds::{ClaimObject, HandleObject, Kinds, PoolObject, ScalingObject};
 use super::managed::ManagedResources;
 use super::requester::RequesterLookup;
@@ -71,6 +72,8 @@ pub struct Stores {
     pub handles: Store<HandleObject>,
     pub pools: Store<PoolObject>,
     pub scalings: Store<ScalingObject>,
+    /// The claim controller's handles, waiting claims and taken handles.
+    pub claim_index: ClaimIndex,
 }
 
 pub struct Context {

@@ -5,6 +5,7 @@ pub mod claim;
 pub mod context;
 pub mod handle;
 pub mod kinds;
+pub mod listed;
 pub mod managed;
 pub mod pool;
 pub mod providers;

@@ -31,9 +31,7 @@ use json_patch::jsonptr::PointerBuf;
 use json_patch::{AddOperation, PatchOperation, ReplaceOperation, TestOperation};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
-use kube::runtime::WatchStreamExt;
 use kube::runtime::controller::{self, Action, Controller};
-use kube::runtime::reflector::store::Writer;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
 use kube::{Client, ResourceExt};
@@ -41,6 +39,7 @@ use serde_json::{Value, json};
 
 use super::context::{Context, EventKind};
 use super::kinds::{HandleObject, Kinds, PoolObject};
+use super::listed::{ListedStore, reflected_watch};
 use crate::api::pool::ResourcePoolStatus;
 use crate::api::{OperatorDomain, ResourceHandle, ResourcePool, ResourcePoolScaling};
 use crate::core::lifespan::delay_until;
@@ -87,7 +86,7 @@ pub enum PoolError {
 /// a bind or a deletion always sees it (a separate store could still be behind).
 pub struct PoolController {
     controller: Controller<PoolObject>,
-    handles: Store<HandleObject>,
+    handles: ListedStore<HandleObject>,
 }
 
 impl PoolController {
@@ -105,12 +104,7 @@ pub fn controller(client: &Client, kinds: &Kinds, operator_namespace: &str) -> P
         Api::<HandleObject>::namespaced_with(client.clone(), operator_namespace, &kinds.handle);
     let pool_kind = kinds.pool.clone();
     let config = watcher::Config::default().any_semantic();
-    let writer = Writer::new(kinds.handle.clone());
-    let handles = writer.as_reader();
-    let handle_events = watcher(other, config.clone())
-        .default_backoff()
-        .reflect(writer)
-        .touched_objects();
+    let (handles, handle_events) = reflected_watch(other, config.clone(), kinds.handle.clone());
     let controller = Controller::new_with(main, config, kinds.pool.clone()).watches_stream_with(
         handle_events,
         move |handle: HandleObject| {
@@ -131,7 +125,7 @@ pub fn controller(client: &Client, kinds: &Kinds, operator_namespace: &str) -> P
 /// show yet.
 struct PoolContext {
     ctx: Arc<Context>,
-    handles: Store<HandleObject>,
+    handles: ListedStore<HandleObject>,
     pending: Mutex<HashMap<String, PendingHandles>>,
 }
 
@@ -156,6 +150,7 @@ impl PoolContext {
     fn handles_of(&self, pool: &ResourcePool) -> Vec<(Arc<HandleObject>, ResourceHandle)> {
         let name = pool.name_any();
         self.handles
+            .store()
             .state()
             .into_iter()
             .filter(|h| {
@@ -210,9 +205,7 @@ async fn reconcile(pool: Arc<PoolObject>, pctx: Arc<PoolContext>) -> Result<Acti
         return Ok(Action::await_change());
     }
     // Counting from a store that has not listed yet would overfill the pool.
-    if pctx.handles.wait_until_ready().await.is_err() {
-        return Ok(Action::await_change());
-    }
+    pctx.handles.wait_until_listed().await;
     let name = pool.name_any();
     let api = ctx.pools_api();
     if pool.metadata.deletion_timestamp.is_some() {

@@ -3,7 +3,9 @@
 //! same functions: one implementation of each rule.
 
 pub mod bind;
+pub mod claim_plan;
 pub mod claim_resources;
+pub mod claim_status;
 pub mod claim_to_handle;
 pub mod definition;
 pub mod desired_resources;

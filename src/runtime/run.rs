@@ -51,7 +51,7 @@ pub async fn run(
     let namespace = options.config.operator_namespace.clone();
 
     let claim_namespace = options.claim_namespace.as_deref();
-    let claims = claim::controller(&client, &kinds, &namespace, claim_namespace);
+    let (claims, claim_index) = claim::controller(&client, &kinds, &namespace, claim_namespace);
     let handles = handle::controller(&client, &kinds, &namespace, claim_namespace);
     let pools = pool::controller(&client, &kinds, &namespace);
     let scalings = scaling::controller(&client, &kinds, &namespace);
@@ -60,6 +60,7 @@ pub async fn run(
         handles: handles.store(),
         pools: pools.store(),
         scalings: scalings.store(),
+        claim_index,
     };
     let (claim_trigger, claim_triggers) = mpsc::unbounded();
     let (handle_trigger, handle_triggers) = mpsc::unbounded();

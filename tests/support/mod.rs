@@ -9,6 +9,8 @@
 // Every test binary compiles its own copy of this module and uses a different part of it.
 #![allow(dead_code)]
 
+pub mod operator;
+
 use std::future::Future;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -270,4 +272,3 @@ pub fn random_suffix() -> String {
         .map(|_| char::from(ALPHABET[rng.random_range(0..ALPHABET.len())]))
         .collect()
 }
-pub mod operator;

@@ -1,0 +1,462 @@
+//! Giving a claim a handle (§7.1, §7.2, Δ§3.2): adopt one already bound to it, else bind the
+//! best unbound match with one guarded JSON patch (B01), else create one unless creation is
+//! disabled (B18). Also: finding the bound handle, releasing a handle bound twice by racing
+//! processes, and propagating claim edits to the handle (§7 step 11).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use chrono::{DateTime, Utc};
+use json_patch::{Patch as JsonPatch, PatchOperation, RemoveOperation, TestOperation};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::runtime::reflector::ObjectRef;
+use serde_json::json;
+
+use super::super::context::Context;
+use super::super::kinds::{ClaimObject, HandleObject, Kinds};
+use super::ClaimError;
+use super::writes::{is_conflict, is_not_found};
+use crate::api::ResourceHandle;
+use crate::api::claim::ClaimHandleRef;
+use crate::core::bind::{bind_patch, pointer};
+use crate::core::claim_plan::{ResolvedClaim, claim_handle_name};
+use crate::core::claim_to_handle::propagate_claim_to_handle;
+use crate::core::lifespan_values::{handle_lifespan, provider_lifespan};
+use crate::core::matching::{self, MatchIgnore};
+use crate::core::new_handle::{ClaimHandleInput, claim_reference, handle_for_claim};
+use crate::core::view::Subjects;
+
+/// A handle just given to the claim, not yet recorded in its status.
+#[derive(Clone)]
+pub struct Pending {
+    pub handle: HandleObject,
+    /// Created for the claim (deleted if another process recorded another handle first).
+    pub created: bool,
+    /// The claim's requested end, clamped (§10.4 fix), to write back.
+    pub rewrite_requested_end: Option<DateTime<Utc>>,
+}
+
+impl Pending {
+    pub fn name(&self) -> &str {
+        self.handle.metadata.name.as_deref().unwrap_or_default()
+    }
+}
+
+/// What binding found.
+pub enum Outcome {
+    Bound(Box<Pending>),
+    /// Nothing fits and creation is disabled.
+    Waiting,
+    /// A lifespan or template of a provider fails for this claim.
+    Invalid(String),
+}
+
+fn handles_api(ctx: &Context, namespace: &str) -> Api<HandleObject> {
+    Api::namespaced_with(ctx.client.clone(), namespace, &ctx.kinds.handle)
+}
+
+fn bound_to(handle: &HandleObject, claim: &ClaimObject) -> bool {
+    handle.spec.resource_claim.as_ref().is_some_and(|r| {
+        Some(r.name.as_str()) == claim.metadata.name.as_deref()
+            && Some(r.namespace.as_str()) == claim.metadata.namespace.as_deref()
+    })
+}
+
+/// The handle the claim's status names: from the claim controller's store, else from the
+/// API (the store may not show a handle created a moment ago). `None` only when the API
+/// server says 404; a handle being deleted is still there (§16: never rebind then).
+pub async fn find_handle(
+    ctx: &Context,
+    reference: &ClaimHandleRef,
+) -> Result<Option<HandleObject>, ClaimError> {
+    let index = &ctx.stores.claim_index;
+    if let Some(handle) = index.handle(&reference.namespace, &reference.name, &ctx.kinds.handle) {
+        return Ok(Some((*handle).clone()));
+    }
+    Ok(handles_api(ctx, &reference.namespace)
+        .get_opt(&reference.name)
+        .await?)
+}
+
+/// Gives the claim a handle (§7.1, §7.2, Δ§3.2).
+pub async fn bind_or_create(
+    ctx: &Context,
+    claim: &ClaimObject,
+    resolved: &ResolvedClaim,
+    now: DateTime<Utc>,
+) -> Result<Outcome, ClaimError> {
+    // One snapshot for both questions: a handle another process just bound to this claim is
+    // either seen bound here (adopted) or seen unbound (its bind patch then fails, and the
+    // fresh read after the failure shows it bound to this claim).
+    let snapshot = ctx.stores.claim_index.handles().state();
+    if let Some(handle) = adoptable(ctx, claim, &snapshot).await? {
+        return Ok(Outcome::Bound(Box::new(Pending {
+            handle,
+            created: false,
+            rewrite_requested_end: None,
+        })));
+    }
+    if let Some(pending) = bind(ctx, claim, resolved, &snapshot, now).await? {
+        return Ok(Outcome::Bound(Box::new(pending)));
+    }
+    if !resolved.creation_allowed() {
+        return Ok(Outcome::Waiting);
+    }
+    create(ctx, claim, resolved, now).await
+}
+
+/// A handle already bound to the claim: a bind whose status write was lost, a restart, or
+/// another process that was quicker. Confirmed with a GET, so that a recreated claim of the
+/// same name never takes over the handle of its predecessor, which is being deleted (#114).
+async fn adoptable(
+    ctx: &Context,
+    claim: &ClaimObject,
+    snapshot: &[Arc<HandleObject>],
+) -> Result<Option<HandleObject>, ClaimError> {
+    let stored = snapshot
+        .iter()
+        .find(|h| h.metadata.deletion_timestamp.is_none() && bound_to(h, claim));
+    let Some(stored) = stored else {
+        return Ok(None);
+    };
+    let namespace = stored.metadata.namespace.as_deref().unwrap_or_default();
+    let name = stored.metadata.name.as_deref().unwrap_or_default();
+    let fresh = handles_api(ctx, namespace).get_opt(name).await?;
+    Ok(fresh.filter(|h| h.metadata.deletion_timestamp.is_none() && bound_to(h, claim)))
+}
+
+/// Tries the matching unbound handles, best first, each with one JSON patch whose first op
+/// tests that `spec.resourceClaim` is still absent (B01): of two binders, in this process or
+/// another, exactly one wins; the other gets 422 and tries its next candidate. 404: gone, next.
+async fn bind(
+    ctx: &Context,
+    claim: &ClaimObject,
+    resolved: &ResolvedClaim,
+    snapshot: &[Arc<HandleObject>],
+    now: DateTime<Utc>,
+) -> Result<Option<Pending>, ClaimError> {
+    let index = &ctx.stores.claim_index;
+    let operator_namespace = ctx.config.operator_namespace.as_str();
+    let handles: Vec<ResourceHandle> = snapshot
+        .iter()
+        .filter(|h| {
+            h.spec.resource_claim.is_none()
+                && h.metadata.deletion_timestamp.is_none()
+                && h.metadata.namespace.as_deref() == Some(operator_namespace)
+                && !index.is_taken(
+                    h.metadata.name.as_deref().unwrap_or_default(),
+                    h.metadata.resource_version.as_deref(),
+                )
+        })
+        .map(|h| Kinds::handle_of(h))
+        .collect();
+    if handles.is_empty() {
+        return Ok(None);
+    }
+    let wanted: Vec<matching::DesiredResource<'_>> = resolved
+        .resources
+        .iter()
+        .map(|r| matching::DesiredResource {
+            provider_name: &r.provider.name,
+            name: Some(r.name.as_str()).filter(|n| !n.is_empty()),
+            template: Some(&r.template),
+        })
+        .collect();
+    let ignores: HashMap<String, MatchIgnore> = resolved
+        .resource_providers
+        .iter()
+        .map(|p| (p.name().to_owned(), p.match_ignore().clone()))
+        .collect();
+    let pool_name = claim
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(&ctx.domain().resource_pool_name()))
+        .map(String::as_str);
+    let candidates = matching::bind_candidates(&wanted, pool_name, &handles, &ignores, now)?;
+    let api = handles_api(ctx, operator_namespace);
+    for candidate in candidates {
+        let mut handle = candidate.handle.clone();
+        // One retry with a fresh read when the patch failed on a stale copy of an unbound handle.
+        for _ in 0..2 {
+            let name = handle.metadata.name.clone().unwrap_or_default();
+            let Some(plan) = bind_plan(ctx, &handle, resolved, now) else {
+                break;
+            };
+            let patch = Patch::Json::<()>(plan.patch);
+            match api.patch(&name, &PatchParams::default(), &patch).await {
+                Ok(bound) => {
+                    index.taken(&name, handle.metadata.resource_version.as_deref());
+                    tracing::info!(claim = %claim_key(claim), handle = %name, "bound claim to handle");
+                    return Ok(Some(Pending {
+                        handle: bound,
+                        created: false,
+                        rewrite_requested_end: plan.rewrite_requested_end,
+                    }));
+                }
+                Err(e) if is_not_found(&e) => break,
+                // Taken, or the stored copy was stale: look again.
+                Err(e) if is_conflict(&e) || matches!(&e, kube::Error::Api(s) if s.code == 422) => {
+                    ctx.metrics.bind_conflicts.inc();
+                    let stored_version = index
+                        .handle(operator_namespace, &name, &ctx.kinds.handle)
+                        .and_then(|h| h.metadata.resource_version.clone());
+                    let Some(fresh) = api.get_opt(&name).await? else {
+                        break;
+                    };
+                    if bound_to(&fresh, claim) && fresh.metadata.deletion_timestamp.is_none() {
+                        // Another process bound it to this very claim: take it as ours.
+                        return Ok(Some(Pending {
+                            handle: fresh,
+                            created: false,
+                            rewrite_requested_end: None,
+                        }));
+                    }
+                    if fresh.spec.resource_claim.is_some()
+                        || fresh.metadata.deletion_timestamp.is_some()
+                    {
+                        index.taken(&name, stored_version.as_deref());
+                        break;
+                    }
+                    handle = Kinds::handle_of(&fresh);
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+    Ok(None)
+}
+
+/// The bind patch for `handle`; `None` (with a warning) when the handle's lifespan cannot be
+/// evaluated for this claim: such a handle is skipped.
+fn bind_plan(
+    ctx: &Context,
+    handle: &ResourceHandle,
+    resolved: &ResolvedClaim,
+    now: DateTime<Utc>,
+) -> Option<crate::core::bind::BindPlan> {
+    let domain = ctx.domain();
+    let subjects = Subjects::new(Some(&resolved.claim), Some(handle), domain);
+    let plan = handle_lifespan(handle, &subjects, &ctx.templates, now)
+        .map_err(|e| e.to_string())
+        .and_then(|lifespan| {
+            bind_patch(
+                handle,
+                &resolved.claim,
+                &resolved.resources,
+                resolved.effective_provider.as_ref(),
+                &lifespan.limits(),
+                domain,
+                now,
+            )
+            .map_err(|e| e.to_string())
+        });
+    match plan {
+        Ok(plan) => Some(plan),
+        Err(error) => {
+            let name = handle.metadata.name.as_deref().unwrap_or_default();
+            tracing::warn!(handle = %name, %error, "cannot bind handle: skipped");
+            None
+        }
+    }
+}
+
+/// Creates the claim's handle (§7.2). Its name derives from the claim's uid, so that two
+/// processes creating it at once make one handle: the second gets 409 and adopts it.
+async fn create(
+    ctx: &Context,
+    claim: &ClaimObject,
+    resolved: &ResolvedClaim,
+    now: DateTime<Utc>,
+) -> Result<Outcome, ClaimError> {
+    let domain = ctx.domain();
+    let subjects = Subjects::new(Some(&resolved.claim), None, domain);
+    let lifespans = resolved
+        .lifespan_providers()
+        .into_iter()
+        .map(|p| provider_lifespan(p, &subjects, &ctx.templates, now))
+        .collect::<Result<Vec<_>, _>>();
+    let lifespans = match lifespans {
+        Ok(lifespans) => lifespans,
+        Err(e) => return Ok(Outcome::Invalid(e.to_string())),
+    };
+    let input = ClaimHandleInput {
+        claim: &resolved.claim,
+        provider: resolved.effective_provider.clone(),
+        resources: &resolved.resources,
+        lifespans: &lifespans,
+    };
+    let created = match handle_for_claim(&input, domain, &ctx.config.operator_namespace, now) {
+        Ok(created) => created,
+        Err(e) => return Ok(Outcome::Invalid(e.to_string())),
+    };
+    let mut handle = created.handle;
+    let uid = claim.metadata.uid.as_deref().unwrap_or_default();
+    let name = claim_handle_name(uid);
+    handle.metadata.name = Some(name.clone());
+    let api = handles_api(ctx, &ctx.config.operator_namespace);
+    let handle = ctx.kinds.handle_object(handle);
+    let made = match api.create(&PostParams::default(), &handle).await {
+        Ok(made) => made,
+        Err(kube::Error::Api(status)) if status.is_already_exists() => {
+            if let Some(existing) = api.get_opt(&name).await?
+                && bound_to(&existing, claim)
+                && existing.metadata.deletion_timestamp.is_none()
+            {
+                return Ok(Outcome::Bound(Box::new(Pending {
+                    handle: existing,
+                    created: true,
+                    rewrite_requested_end: created.rewrite_requested_end,
+                })));
+            }
+            // Taken by another claim (or a predecessor being deleted): a generated name.
+            let mut handle = handle;
+            handle.metadata.name = None;
+            api.create(&PostParams::default(), &handle).await?
+        }
+        Err(e) => return Err(e.into()),
+    };
+    tracing::info!(
+        claim = %claim_key(claim),
+        handle = %made.metadata.name.as_deref().unwrap_or_default(),
+        "created handle for claim"
+    );
+    Ok(Outcome::Bound(Box::new(Pending {
+        handle: made,
+        created: true,
+        rewrite_requested_end: created.rewrite_requested_end,
+    })))
+}
+
+/// Undoes a bind that lost to another process (which recorded another handle in the claim's
+/// status first): the handle is unbound again, guarded by a test that it is still bound to
+/// this claim, and deleted when it was created for the claim.
+pub async fn release(
+    ctx: &Context,
+    claim: &ClaimObject,
+    pending: &Pending,
+) -> Result<(), ClaimError> {
+    let domain = ctx.domain();
+    let handle = &pending.handle;
+    let namespace = handle.metadata.namespace.as_deref().unwrap_or_default();
+    let name = pending.name();
+    let reference = claim_reference(&Kinds::claim_of(claim), domain);
+    let mut ops = vec![
+        PatchOperation::Test(TestOperation {
+            path: pointer(&["spec", "resourceClaim"]),
+            value: json!(reference),
+        }),
+        PatchOperation::Remove(RemoveOperation {
+            path: pointer(&["spec", "resourceClaim"]),
+        }),
+    ];
+    let labels = handle.metadata.labels.as_ref();
+    for label in [
+        domain.resource_claim_name(),
+        domain.resource_claim_namespace(),
+    ] {
+        if labels.is_some_and(|l| l.contains_key(&label)) {
+            ops.push(PatchOperation::Remove(RemoveOperation {
+                path: pointer(&["metadata", "labels", &label]),
+            }));
+        }
+    }
+    let api = handles_api(ctx, namespace);
+    let patch = Patch::Json::<()>(JsonPatch(ops));
+    match api.patch(name, &PatchParams::default(), &patch).await {
+        Ok(_) => {}
+        Err(e) if is_not_found(&e) => return Ok(()),
+        // No longer bound to this claim: not ours to release.
+        Err(e) if matches!(&e, kube::Error::Api(s) if s.code == 422) => return Ok(()),
+        Err(e) => return Err(e.into()),
+    }
+    tracing::info!(claim = %claim_key(claim), handle = %name, "released a handle bound twice");
+    if pending.created {
+        match api.delete(name, &DeleteParams::default()).await {
+            Ok(_) => {}
+            Err(e) if is_not_found(&e) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(())
+}
+
+/// Claim edits reaching the handle (§7 step 11): one JSON patch guarded by the handle's
+/// resourceVersion; on conflict, recomputed from a fresh read. Returns the clamped requested
+/// end to write back to the claim, or the message of a lifespan that cannot be evaluated.
+pub async fn propagate(
+    ctx: &Context,
+    claim: &ClaimObject,
+    resolved: &ResolvedClaim,
+    handle: HandleObject,
+    now: DateTime<Utc>,
+) -> Result<Result<Option<DateTime<Utc>>, String>, ClaimError> {
+    let domain = ctx.domain();
+    let claim_view = Kinds::claim_of(claim);
+    let claim_providers: Vec<_> = resolved
+        .resources
+        .iter()
+        .map(|r| r.provider.clone())
+        .collect();
+    let namespace = handle.metadata.namespace.clone().unwrap_or_default();
+    let name = handle.metadata.name.clone().unwrap_or_default();
+    let api = handles_api(ctx, &namespace);
+    let mut handle = handle;
+    for _ in 0..3 {
+        let handle_view = Kinds::handle_of(&handle);
+        let subjects = Subjects::new(Some(&claim_view), Some(&handle_view), domain);
+        let limits = match handle_lifespan(&handle_view, &subjects, &ctx.templates, now) {
+            Ok(lifespan) => lifespan.limits(),
+            Err(e) => return Ok(Err(e.to_string())),
+        };
+        let propagation = match propagate_claim_to_handle(
+            &claim_view,
+            resolved.shape,
+            &handle_view,
+            resolved.effective_provider.as_ref(),
+            &claim_providers,
+            &limits,
+            now,
+        ) {
+            Ok(propagation) => propagation,
+            Err(e) => return Ok(Err(e.to_string())),
+        };
+        if propagation.patch.0.is_empty() {
+            return Ok(Ok(propagation.rewrite_requested_end));
+        }
+        let mut ops = vec![PatchOperation::Test(TestOperation {
+            path: pointer(&["metadata", "resourceVersion"]),
+            value: json!(handle.metadata.resource_version),
+        })];
+        ops.extend(propagation.patch.0);
+        let patch = Patch::Json::<()>(JsonPatch(ops));
+        match api.patch(&name, &PatchParams::default(), &patch).await {
+            Ok(_) => return Ok(Ok(propagation.rewrite_requested_end)),
+            Err(e) if is_not_found(&e) => return Ok(Ok(None)),
+            Err(e) if is_conflict(&e) => match api.get_opt(&name).await? {
+                Some(fresh) => handle = fresh,
+                None => return Ok(Ok(None)),
+            },
+            Err(e) => return Err(e.into()),
+        }
+    }
+    // Still changing under us: the handle's next change wakes the claim again.
+    Ok(Ok(None))
+}
+
+/// Wakes the pool a bound handle came from, so that it refills at once (Δ§3.2).
+pub fn wake_pool(ctx: &Context, handle: &HandleObject) {
+    if let Some(pool) = &handle.spec.resource_pool {
+        let reference =
+            ObjectRef::new_with(&pool.name, ctx.kinds.pool.clone()).within(&pool.namespace);
+        let _ = ctx.triggers.pools.unbounded_send(reference);
+    }
+}
+
+pub fn claim_key(claim: &ClaimObject) -> String {
+    format!(
+        "{}/{}",
+        claim.metadata.namespace.as_deref().unwrap_or_default(),
+        claim.metadata.name.as_deref().unwrap_or_default()
+    )
+}

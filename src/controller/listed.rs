@@ -1,0 +1,114 @@
+//! A controller's own view of a related kind: a watch reflected into a store that is written
+//! before the controller is woken (so a reconcile woken by a change always reads it), with a
+//! "listed once" signal any number of reconciles can wait on.
+//!
+//! kube-runtime 5's `Store::wait_until_ready` wakes only the last of several concurrent
+//! waiters (one waker in a oneshot receiver), so parallel reconciles waiting on it would hang;
+//! hence the signal here.
+
+use std::fmt::Debug;
+use std::hash::Hash;
+use std::sync::Arc;
+
+use futures::{Stream, TryStreamExt};
+use kube::Resource;
+use kube::api::Api;
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::{WatchStreamExt, watcher};
+use serde::de::DeserializeOwned;
+use tokio::sync::watch;
+
+/// A store and whether its watch has listed once. Cheap to clone.
+#[derive(Clone)]
+pub struct ListedStore<K: Resource + 'static>
+where
+    K::DynamicType: Eq + Hash + Clone,
+{
+    store: Store<K>,
+    listed: Arc<watch::Sender<bool>>,
+}
+
+impl<K: Resource + Clone + 'static> ListedStore<K>
+where
+    K::DynamicType: Eq + Hash + Clone,
+{
+    pub fn store(&self) -> &Store<K> {
+        &self.store
+    }
+
+    /// A store whose contents are complete already (tests build one by hand).
+    #[cfg(test)]
+    pub(crate) fn listed(store: Store<K>) -> Self {
+        Self {
+            store,
+            listed: Arc::new(watch::Sender::new(true)),
+        }
+    }
+
+    /// Waits until the watch has listed every object once; any number of callers at once.
+    pub async fn wait_until_listed(&self) {
+        let mut listed = self.listed.subscribe();
+        // Err only when the sender is gone, and `self` holds it.
+        let _ = listed.wait_for(|listed| *listed).await;
+    }
+}
+
+/// Watches `api`, reflecting into a [`ListedStore`]; the stream (for a controller's
+/// `watches_stream_with`) yields each touched object after the store has it.
+pub fn reflected_watch<K>(
+    api: Api<K>,
+    config: watcher::Config,
+    dyntype: K::DynamicType,
+) -> (
+    ListedStore<K>,
+    impl Stream<Item = Result<K, watcher::Error>> + Send + 'static,
+)
+where
+    K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    K::DynamicType: Eq + Hash + Clone + Send + Sync,
+{
+    let writer = reflector::store::Writer::new(dyntype);
+    let listed = ListedStore {
+        store: writer.as_reader(),
+        listed: Arc::new(watch::Sender::new(false)),
+    };
+    let signal = listed.listed.clone();
+    let stream = watcher(api, config)
+        .default_backoff()
+        .reflect(writer)
+        .inspect_ok(move |event| {
+            if matches!(event, watcher::Event::InitDone) {
+                signal.send_replace(true);
+            }
+        })
+        .touched_objects();
+    (listed, stream)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::ConfigMap;
+
+    #[tokio::test]
+    async fn every_concurrent_waiter_learns_that_the_store_is_listed() {
+        let writer = reflector::store::Writer::<ConfigMap>::default();
+        let listed = ListedStore {
+            store: writer.as_reader(),
+            listed: Arc::new(watch::Sender::new(false)),
+        };
+        let waiters: Vec<_> = (0..8)
+            .map(|_| {
+                let listed = listed.clone();
+                tokio::spawn(async move { listed.wait_until_listed().await })
+            })
+            .collect();
+        listed.listed.send_replace(true);
+        for waiter in waiters {
+            tokio::time::timeout(std::time::Duration::from_secs(5), waiter)
+                .await
+                .expect("no waiter hangs")
+                .expect("the waiter ran");
+        }
+    }
+}

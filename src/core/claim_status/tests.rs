@@ -1,0 +1,325 @@
+use chrono::{DateTime, Utc};
+use serde_json::{Value, json};
+
+use super::*;
+
+fn now() -> DateTime<Utc> {
+    DateTime::parse_from_rfc3339("2026-01-01T12:00:00Z")
+        .expect("valid")
+        .with_timezone(&Utc)
+}
+
+fn later() -> DateTime<Utc> {
+    DateTime::parse_from_rfc3339("2026-01-01T13:00:00Z")
+        .expect("valid")
+        .with_timezone(&Utc)
+}
+
+fn domain() -> OperatorDomain {
+    OperatorDomain::default()
+}
+
+fn provider_ref(name: &str) -> Value {
+    json!({"apiVersion": "poolboy.gpte.redhat.com/v1", "kind": "ResourceProvider",
+           "name": name, "namespace": "poolboy"})
+}
+
+fn handle(status: Value) -> ResourceHandle {
+    serde_json::from_value(json!({
+        "apiVersion": "poolboy.gpte.redhat.com/v1",
+        "kind": "ResourceHandle",
+        "metadata": {"name": "guid-abcde", "namespace": "poolboy"},
+        "spec": {"resources": [
+            {"provider": provider_ref("a")},
+            {"provider": provider_ref("b")},
+        ]},
+        "status": status,
+    }))
+    .expect("valid handle")
+}
+
+fn status(value: Value) -> ResourceClaimStatus {
+    serde_json::from_value(value).expect("valid status")
+}
+
+fn input<'a>(binding: Binding<'a>, domain: &'a OperatorDomain) -> StatusInput<'a> {
+    StatusInput {
+        validity: Validity::Valid,
+        provider: None,
+        resources: None,
+        binding,
+        generation: Some(3),
+        domain,
+        now: now(),
+    }
+}
+
+fn lifespan() -> ClaimStatusLifespan {
+    ClaimStatusLifespan {
+        start: Some("2026-01-01T12:00:00Z".to_owned()),
+        end: Some("2026-01-01T14:00:00Z".to_owned()),
+        ..Default::default()
+    }
+}
+
+fn live_config_map() -> Value {
+    json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {
+            "name": "cm", "namespace": "x", "uid": "u", "resourceVersion": "7", "generation": 2,
+            "managedFields": [{"manager": "poolboy"}],
+            "annotations": {"poolboy.gpte.redhat.com/resource-handle-name": "guid-abcde"},
+        },
+        "data": {"k": "v"},
+        "status": {"diffBase": "{}", "phase": "ok"},
+    })
+}
+
+#[test]
+fn pruning_drops_bookkeeping_and_keeps_the_rest() {
+    let pruned = pruned_state(&live_config_map(), &domain());
+    assert_eq!(
+        pruned,
+        json!({
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "cm", "namespace": "x", "uid": "u", "resourceVersion": "7"},
+            "data": {"k": "v"},
+            "status": {"phase": "ok"},
+        })
+    );
+    let mut other = live_config_map();
+    other["metadata"]["annotations"]["team"] = json!("blue");
+    let pruned = pruned_state(&other, &domain());
+    assert_eq!(pruned["metadata"]["annotations"], json!({"team": "blue"}));
+}
+
+#[test]
+fn a_bound_claim_mirrors_its_handle() {
+    let domain = domain();
+    let handle = handle(json!({
+        "healthy": true, "ready": false, "summary": {"url": "https://x"},
+        "resources": [
+            {"name": "first", "healthy": true, "ready": false, "waitingFor": "ResourceClaim",
+             "reference": {"apiVersion": "v1", "kind": "ConfigMap", "name": "cm", "namespace": "x"}},
+        ],
+    }));
+    let states = [Some(live_config_map()), None];
+    let binding = Binding::Bound(BoundHandle {
+        handle: &handle,
+        states: &states,
+        lifespan: Some(lifespan()),
+    });
+    let desired = desired_claim_status(None, &input(binding, &domain));
+    let handle_ref = desired.resource_handle.as_ref().expect("bound");
+    assert_eq!(handle_ref.name, "guid-abcde");
+    assert_eq!(handle_ref.namespace, "poolboy");
+    assert_eq!(handle_ref.kind, "ResourceHandle");
+    assert_eq!(handle_ref.api_version, "poolboy.gpte.redhat.com/v1");
+    assert_eq!(desired.healthy, Some(true));
+    assert_eq!(desired.ready, Some(false));
+    assert_eq!(desired.summary, Some(json!({"url": "https://x"})));
+    assert_eq!(desired.lifespan, Some(lifespan()));
+    let resources = desired.resources.as_ref().expect("resources");
+    // One entry per handle resource, the second without status yet.
+    assert_eq!(resources.len(), 2);
+    assert_eq!(resources[0].name.as_deref(), Some("first"));
+    assert_eq!(
+        resources[0].waiting_for,
+        Some(crate::api::refs::WaitingFor::ResourceClaim)
+    );
+    assert_eq!(
+        resources[0].provider.as_ref().map(|p| p.name.as_str()),
+        Some("a")
+    );
+    assert_eq!(
+        resources[0]
+            .state
+            .as_ref()
+            .map(|s| s["metadata"].get("managedFields").is_none()),
+        Some(true)
+    );
+    assert_eq!(
+        resources[1].provider.as_ref().map(|p| p.name.as_str()),
+        Some("b")
+    );
+    assert_eq!(resources[1].state, None);
+
+    // Health the handle no longer reports is removed from the claim.
+    let quiet = self::handle(json!({}));
+    let binding = Binding::Bound(BoundHandle {
+        handle: &quiet,
+        states: &[],
+        lifespan: None,
+    });
+    let current = desired.clone();
+    let desired = desired_claim_status(Some(&current), &input(binding, &domain));
+    assert_eq!(
+        (desired.healthy, desired.ready, desired.summary),
+        (None, None, None)
+    );
+    // No lifespan computed: the claim's stays.
+    assert_eq!(desired.lifespan, Some(lifespan()));
+}
+
+#[test]
+fn resource_entries_keep_name_validation_error_and_state() {
+    let domain = domain();
+    let current = status(json!({
+        "resources": [
+            {"name": "mine", "validationError": "old", "state": {"kept": true},
+             "provider": provider_ref("a")},
+        ],
+    }));
+    let handle = handle(json!({"resources": [{"name": "theirs", "ready": true}]}));
+    let binding = Binding::Bound(BoundHandle {
+        handle: &handle,
+        states: &[None, None],
+        lifespan: None,
+    });
+    // Providers silent: validationError kept; no fresh state: state kept (B07).
+    let desired = desired_claim_status(Some(&current), &input(binding.clone(), &domain));
+    let resources = desired.resources.as_ref().expect("resources");
+    assert_eq!(resources[0].name.as_deref(), Some("mine"));
+    assert_eq!(resources[0].validation_error.as_deref(), Some("old"));
+    assert_eq!(resources[0].state, Some(json!({"kept": true})));
+    assert_eq!(resources[0].ready, Some(true));
+
+    // The providers say the template is fine now: the error goes.
+    let planned = [PlannedResource {
+        name: Some("planned".to_owned()),
+        provider: serde_json::from_value(provider_ref("a")).expect("ref"),
+        validation_error: None,
+    }];
+    let mut with_plan = input(binding, &domain);
+    with_plan.resources = Some(&planned);
+    let desired = desired_claim_status(Some(&current), &with_plan);
+    let resources = desired.resources.as_ref().expect("resources");
+    assert_eq!(resources[0].validation_error, None);
+    assert_eq!(resources[0].name.as_deref(), Some("mine"));
+}
+
+#[test]
+fn an_unbound_claim_gets_planned_entries_and_a_waiting_condition() {
+    let domain = domain();
+    let planned = [PlannedResource {
+        name: Some("config".to_owned()),
+        provider: serde_json::from_value(provider_ref("configmap")).expect("ref"),
+        validation_error: None,
+    }];
+    let mut input = input(Binding::Unbound(Unbound::WaitingForHandle), &domain);
+    input.resources = Some(&planned);
+    let desired = desired_claim_status(None, &input);
+    assert_eq!(desired.resource_handle, None);
+    let resources = desired.resources.as_ref().expect("resources");
+    assert_eq!(resources[0].name.as_deref(), Some("config"));
+    let conditions = desired.conditions.as_ref().expect("conditions");
+    let bound = conditions
+        .iter()
+        .find(|c| c.type_ == CONDITION_BOUND)
+        .expect("Bound");
+    assert_eq!(
+        (bound.status.as_str(), bound.reason.as_str()),
+        ("False", "WaitingForHandle")
+    );
+    let valid = conditions
+        .iter()
+        .find(|c| c.type_ == CONDITION_VALID)
+        .expect("Valid");
+    assert_eq!(valid.status, "True");
+    assert_eq!(valid.observed_generation, Some(3));
+    assert_eq!(invalid_message(Some(&desired)), None);
+}
+
+#[test]
+fn conditions_move_their_transition_time_only_when_they_flip() {
+    let domain = domain();
+    let first = desired_claim_status(None, &input(Binding::Unbound(Unbound::Invalid), &domain));
+    let mut invalid = input(Binding::Unbound(Unbound::Invalid), &domain);
+    invalid.validity = Validity::Invalid("spec.resources[0]: bad".to_owned());
+    invalid.now = later();
+    let second = desired_claim_status(Some(&first), &invalid);
+    assert_eq!(
+        invalid_message(Some(&second)),
+        Some("spec.resources[0]: bad")
+    );
+    let valid_time = |s: &ResourceClaimStatus| {
+        s.conditions
+            .as_ref()
+            .and_then(|c| c.iter().find(|c| c.type_ == CONDITION_VALID))
+            .map(|c| c.last_transition_time.clone())
+    };
+    let bound_time = |s: &ResourceClaimStatus| {
+        s.conditions
+            .as_ref()
+            .and_then(|c| c.iter().find(|c| c.type_ == CONDITION_BOUND))
+            .map(|c| c.last_transition_time.clone())
+    };
+    assert_ne!(valid_time(&first), valid_time(&second));
+    // Bound stayed False: same transition time.
+    assert_eq!(bound_time(&first), bound_time(&second));
+    // Other conditions survive.
+    let mut foreign = second.clone();
+    foreign.conditions.get_or_insert_default().push(Condition {
+        type_: "Approved".to_owned(),
+        status: "True".to_owned(),
+        reason: "x".to_owned(),
+        message: String::new(),
+        observed_generation: None,
+        last_transition_time: to_time(now()),
+    });
+    let third = desired_claim_status(Some(&foreign), &invalid);
+    assert_eq!(third.conditions.as_ref().map(Vec::len), Some(3));
+}
+
+#[test]
+fn the_status_patch_is_guarded_and_touches_only_what_differs() {
+    let domain = domain();
+    let desired = desired_claim_status(None, &input(Binding::Unbound(Unbound::Invalid), &domain));
+    let patch = status_patch(None, &desired, "42").expect("a patch");
+    let ops = serde_json::to_value(&patch).expect("serialises");
+    assert_eq!(
+        ops[0],
+        json!({"op": "test", "path": "/metadata/resourceVersion", "value": "42"})
+    );
+    assert_eq!(ops[1], json!({"op": "add", "path": "/status", "value": {}}));
+    assert_eq!(ops[2]["path"], "/status/conditions");
+    assert_eq!(ops.as_array().map(Vec::len), Some(3));
+
+    assert!(status_patch(Some(&desired), &desired, "43").is_none());
+
+    let mut current = desired.clone();
+    current.healthy = Some(true);
+    current.ready = Some(false);
+    let patch = status_patch(Some(&current), &desired, "44").expect("a patch");
+    let ops = serde_json::to_value(&patch).expect("serialises");
+    assert_eq!(
+        ops,
+        json!([
+            {"op": "test", "path": "/metadata/resourceVersion", "value": "44"},
+            {"op": "remove", "path": "/status/healthy"},
+            {"op": "remove", "path": "/status/ready"},
+        ])
+    );
+}
+
+#[test]
+fn recomputing_from_the_written_status_writes_nothing() {
+    let domain = domain();
+    let handle = handle(json!({"ready": true, "resources": [{"name": "first"}]}));
+    let states = [Some(live_config_map()), None];
+    let binding = || {
+        Binding::Bound(BoundHandle {
+            handle: &handle,
+            states: &states,
+            lifespan: Some(lifespan()),
+        })
+    };
+    let once = desired_claim_status(None, &input(binding(), &domain));
+    // As the API server returns it: through JSON.
+    let stored: ResourceClaimStatus =
+        serde_json::from_value(serde_json::to_value(&once).expect("json")).expect("reads");
+    let mut again = input(binding(), &domain);
+    again.now = later();
+    let twice = desired_claim_status(Some(&stored), &again);
+    assert!(status_patch(Some(&stored), &twice, "1").is_none());
+}

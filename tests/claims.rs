@@ -1,0 +1,1020 @@
+//! The claim controller on the real API server (§6, §7, Δ§3.1, Δ§3.2): it initialises and
+//! validates claims, binds them to unbound handles or creates handles, mirrors handle status,
+//! and cascades deletion. The handle controller is simulated where needed: tests set handle
+//! status themselves, and strip a handle's finalizer to play its deletion.
+
+mod support;
+
+use std::collections::{BTreeMap, HashSet};
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use k8s_openapi::api::events::v1::Event;
+use kube::Api;
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use poolboy::api::{ResourceClaim, ResourceHandle, ResourcePool, ResourceProvider};
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+use support::operator::TestOperator;
+use support::{TestEnv, eventually};
+
+const D: &str = "poolboy.gpte.redhat.com";
+const TIMEOUT: Duration = Duration::from_secs(30);
+
+fn key(name: &str) -> String {
+    format!("{D}/{name}")
+}
+
+fn from_json<T: DeserializeOwned>(value: Value) -> T {
+    serde_json::from_value(value).expect("a valid object")
+}
+
+/// Operator logs, when `RUST_LOG` asks for them (`RUST_LOG=poolboy=debug`).
+fn logs() {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_test_writer()
+        .try_init();
+}
+
+/// A provider whose `match` takes ConfigMap templates labelled `example.com/kind: config`,
+/// with a default, a schema, a check and a lifespan (as `examples/provider-configmap.yaml`).
+fn configmap_provider(name: &str) -> ResourceProvider {
+    from_json(json!({
+        "apiVersion": format!("{D}/v1"), "kind": "ResourceProvider",
+        "metadata": {"name": name},
+        "spec": {
+            "match": {"apiVersion": "v1", "kind": "ConfigMap",
+                      "metadata": {"labels": {"example.com/kind": "config"}}},
+            "matchIgnore": ["/data(/.*)?"],
+            "default": {"data": {"owner": "unknown"}},
+            "override": {"apiVersion": "v1", "kind": "ConfigMap"},
+            "validation": {
+                "openAPIV3Schema": {
+                    "type": "object",
+                    "required": ["apiVersion", "kind"],
+                    "properties": {
+                        "data": {"type": "object", "additionalProperties": {"type": "string"}},
+                    },
+                },
+                "checks": [{"name": "data is small", "check": "data | length < 5"}],
+            },
+            "updateFilters": [{"pathMatch": "/data(/.*)?"}],
+            "lifespan": {"default": "2h", "maximum": "1d", "relativeMaximum": "8h"},
+        },
+    }))
+}
+
+/// A provider without defaults or lifespan, for handles made by the tests themselves.
+fn plain_provider(name: &str, disable_creation: bool) -> ResourceProvider {
+    from_json(json!({
+        "apiVersion": format!("{D}/v1"), "kind": "ResourceProvider",
+        "metadata": {"name": name},
+        "spec": {
+            "override": {"apiVersion": "v1", "kind": "ConfigMap"},
+            "matchIgnore": ["/data(/.*)?"],
+            "disableCreation": disable_creation,
+        },
+    }))
+}
+
+/// A provider claim's provider with one required integer parameter.
+fn parameter_provider(name: &str) -> ResourceProvider {
+    from_json(json!({
+        "apiVersion": format!("{D}/v1"), "kind": "ResourceProvider",
+        "metadata": {"name": name},
+        "spec": {
+            "override": {"apiVersion": "v1", "kind": "ConfigMap"},
+            "template": {"definition": {"data": {"seats": "{{ seats }}"}}},
+            "parameters": [{"name": "seats", "required": true,
+                            "validation": {"openAPIV3Schema": {"type": "integer"}}}],
+        },
+    }))
+}
+
+fn config_template(data: Value) -> Value {
+    json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"labels": {"example.com/kind": "config"}},
+        "data": data,
+    })
+}
+
+/// A resources claim with one entry; `provider` makes it explicit, else it is matched.
+fn resources_claim(name: &str, provider: Option<&str>, template: Value) -> ResourceClaim {
+    let mut resource = json!({"name": "config", "template": template});
+    if let Some(provider) = provider {
+        resource["provider"] = json!({"name": provider});
+    }
+    from_json(json!({
+        "apiVersion": format!("{D}/v1"), "kind": "ResourceClaim",
+        "metadata": {"name": name},
+        "spec": {"resources": [resource]},
+    }))
+}
+
+/// An unbound handle with one resource, as a pool or an administrator makes it.
+fn unbound_handle(
+    name: &str,
+    namespace: &str,
+    provider: &str,
+    template: Value,
+    pool: Option<&str>,
+) -> ResourceHandle {
+    let mut handle = json!({
+        "apiVersion": format!("{D}/v1"), "kind": "ResourceHandle",
+        "metadata": {"name": name},
+        "spec": {"resources": [{
+            "provider": {"apiVersion": format!("{D}/v1"), "kind": "ResourceProvider",
+                         "name": provider, "namespace": namespace},
+            "template": template,
+        }]},
+    });
+    if let Some(pool) = pool {
+        handle["metadata"]["labels"] = json!({
+            key("resource-pool-name"): pool, key("resource-pool-namespace"): namespace,
+        });
+        handle["spec"]["resourcePool"] = json!({
+            "apiVersion": format!("{D}/v1"), "kind": "ResourcePool",
+            "name": pool, "namespace": namespace,
+        });
+    }
+    from_json(handle)
+}
+
+struct Apis {
+    claims: Api<ResourceClaim>,
+    handles: Api<ResourceHandle>,
+    providers: Api<ResourceProvider>,
+}
+
+impl Apis {
+    fn new(env: &TestEnv) -> Self {
+        Self {
+            claims: env.api(),
+            handles: env.api(),
+            providers: env.api(),
+        }
+    }
+
+    async fn create_providers(&self, providers: Vec<ResourceProvider>) {
+        for provider in providers {
+            self.providers
+                .create(&PostParams::default(), &provider)
+                .await
+                .expect("creating a provider");
+        }
+    }
+
+    async fn create_claim(&self, claim: &ResourceClaim) {
+        self.claims
+            .create(&PostParams::default(), claim)
+            .await
+            .expect("creating a claim");
+    }
+
+    async fn create_handle(&self, handle: &ResourceHandle) {
+        self.handles
+            .create(&PostParams::default(), handle)
+            .await
+            .expect("creating a handle");
+    }
+
+    /// Waits until claim `name` satisfies `check`, and returns it.
+    async fn claim_when(
+        &self,
+        name: &str,
+        what: &str,
+        check: impl Fn(&ResourceClaim) -> bool,
+    ) -> ResourceClaim {
+        eventually(&format!("claim {name}: {what}"), TIMEOUT, || async {
+            self.claims
+                .get_opt(name)
+                .await
+                .expect("reading a claim")
+                .filter(|c| check(c))
+        })
+        .await
+    }
+
+    /// Waits until claim `name` is bound, and returns it with its handle.
+    async fn bound(&self, name: &str) -> (ResourceClaim, ResourceHandle) {
+        let claim = self
+            .claim_when(name, "bound", |c| handle_name(c).is_some())
+            .await;
+        let handle = self
+            .handles
+            .get(handle_name(&claim).unwrap_or_default())
+            .await
+            .expect("the bound handle exists");
+        (claim, handle)
+    }
+
+    /// Stops the operators, then strips Poolboy finalizers (no handle controller runs here)
+    /// so that the namespace can go, and deletes it.
+    async fn teardown(&self, env: TestEnv, operators: Vec<TestOperator>) {
+        for operator in operators {
+            operator.stop().await;
+        }
+        let strip = Patch::Merge(json!({"metadata": {"finalizers": null}}));
+        for claim in self
+            .claims
+            .list(&ListParams::default())
+            .await
+            .expect("list")
+        {
+            let name = claim.metadata.name.unwrap_or_default();
+            let _ = self
+                .claims
+                .patch(&name, &PatchParams::default(), &strip)
+                .await;
+        }
+        for handle in self
+            .handles
+            .list(&ListParams::default())
+            .await
+            .expect("list")
+        {
+            let name = handle.metadata.name.unwrap_or_default();
+            let _ = self
+                .handles
+                .patch(&name, &PatchParams::default(), &strip)
+                .await;
+        }
+        env.cleanup().await;
+    }
+}
+
+fn handle_name(claim: &ResourceClaim) -> Option<&str> {
+    claim
+        .status
+        .as_ref()
+        .and_then(|s| s.resource_handle.as_ref())
+        .map(|h| h.name.as_str())
+}
+
+fn condition<'a>(
+    claim: &'a ResourceClaim,
+    type_: &str,
+) -> Option<&'a k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition> {
+    claim
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|c| c.iter().find(|c| c.type_ == type_))
+}
+
+fn invalid_message(claim: &ResourceClaim) -> Option<&str> {
+    condition(claim, "Valid")
+        .filter(|c| c.status == "False")
+        .map(|c| c.message.as_str())
+}
+
+fn timestamp(value: &str) -> DateTime<Utc> {
+    DateTime::parse_from_rfc3339(value)
+        .expect("an RFC 3339 timestamp")
+        .with_timezone(&Utc)
+}
+
+fn labels(handle: &ResourceHandle) -> BTreeMap<String, String> {
+    handle.metadata.labels.clone().unwrap_or_default()
+}
+
+#[tokio::test]
+async fn an_explicit_provider_claim_creates_a_labelled_handle_with_a_lifespan() {
+    logs();
+    let env = TestEnv::new().await;
+    let ns = env.namespace.clone();
+    let apis = Apis::new(&env);
+    apis.create_providers(vec![configmap_provider("configmap")])
+        .await;
+    let operator = TestOperator::start(env.client.clone(), &ns);
+    let started = Utc::now();
+
+    let template = config_template(json!({"color": "blue"}));
+    apis.create_claim(&resources_claim("explicit", Some("configmap"), template))
+        .await;
+    let (claim, handle) = apis.bound("explicit").await;
+
+    let name = handle.metadata.name.clone().unwrap_or_default();
+    assert!(name.starts_with("guid-"), "{name}");
+    assert_eq!(handle.metadata.finalizers, Some(vec![D.to_owned()]));
+    let labels = labels(&handle);
+    assert_eq!(
+        labels.get(&key("resource-claim-name")).map(String::as_str),
+        Some("explicit")
+    );
+    assert_eq!(labels.get(&key("resource-claim-namespace")), Some(&ns));
+    let reference = handle
+        .spec
+        .resource_claim
+        .as_ref()
+        .expect("spec.resourceClaim");
+    assert_eq!(
+        json!(reference),
+        json!({"apiVersion": format!("{D}/v1"), "kind": "ResourceClaim",
+               "name": "explicit", "namespace": ns})
+    );
+    let resources = handle.spec.resources.as_deref().unwrap_or_default();
+    assert_eq!(resources.len(), 1);
+    assert_eq!(resources[0].name.as_deref(), Some("config"));
+    assert_eq!(resources[0].provider.name, "configmap");
+    assert_eq!(resources[0].provider.namespace, ns);
+    let data = resources[0].template.as_ref().map(|t| t["data"].clone());
+    assert_eq!(data, Some(json!({"color": "blue", "owner": "unknown"})));
+
+    // §7.2: the provider's lifespan, the end two hours (the default) from now.
+    let lifespan = handle.spec.lifespan.as_ref().expect("spec.lifespan");
+    assert_eq!(lifespan.default.as_deref(), Some("2h"));
+    assert_eq!(lifespan.maximum.as_deref(), Some("1d"));
+    assert_eq!(lifespan.relative_maximum.as_deref(), Some("8h"));
+    let end = timestamp(lifespan.end.as_deref().expect("an end"));
+    let expected = started + chrono::TimeDelta::hours(2);
+    assert!(
+        (end - expected).num_seconds().abs() < 60,
+        "end {end}, expected ~{expected}"
+    );
+
+    let status = claim.status.as_ref().expect("status");
+    let handle_ref = status.resource_handle.as_ref().expect("resourceHandle");
+    assert_eq!(
+        (handle_ref.kind.as_str(), handle_ref.namespace.as_str()),
+        ("ResourceHandle", ns.as_str())
+    );
+    let claim_lifespan = status.lifespan.as_ref().expect("status.lifespan");
+    assert!(claim_lifespan.start.is_some());
+    assert_eq!(claim_lifespan.end, lifespan.end);
+    assert_eq!(claim_lifespan.maximum.as_deref(), Some("1d"));
+    assert_eq!(
+        condition(&claim, "Bound").map(|c| c.status.as_str()),
+        Some("True")
+    );
+    assert_eq!(
+        condition(&claim, "Valid").map(|c| c.status.as_str()),
+        Some("True")
+    );
+    assert_eq!(claim.metadata.finalizers, Some(vec![D.to_owned()]));
+    let entries = status.resources.as_deref().unwrap_or_default();
+    assert_eq!(entries.len(), 1);
+    assert_eq!(entries[0].name.as_deref(), Some("config"));
+    assert_eq!(
+        entries[0].provider.as_ref().map(|p| p.name.as_str()),
+        Some("configmap")
+    );
+
+    apis.teardown(env, vec![operator]).await;
+}
+
+#[tokio::test]
+async fn a_match_claim_is_initialised_with_defaults_in_its_spec() {
+    logs();
+    let env = TestEnv::new().await;
+    let ns = env.namespace.clone();
+    let apis = Apis::new(&env);
+    apis.create_providers(vec![configmap_provider("configmap")])
+        .await;
+    let operator = TestOperator::start(env.client.clone(), &ns);
+
+    let template = config_template(json!({"color": "green", "owner": "me"}));
+    apis.create_claim(&resources_claim("matched", None, template))
+        .await;
+    let claim = apis
+        .claim_when("matched", "initialised", |c| {
+            c.metadata
+                .annotations
+                .as_ref()
+                .is_some_and(|a| a.contains_key(&key("resource-claim-init-timestamp")))
+        })
+        .await;
+    let resource = &claim.spec.resources.as_deref().unwrap_or_default()[0];
+    let provider = resource
+        .provider
+        .as_ref()
+        .expect("the provider, written back");
+    assert_eq!(provider.name, "configmap");
+    assert_eq!(provider.namespace.as_deref(), Some(ns.as_str()));
+    assert_eq!(provider.kind.as_deref(), Some("ResourceProvider"));
+    // The default does not overwrite what the user wrote.
+    let data = resource.template.as_ref().map(|t| t["data"].clone());
+    assert_eq!(data, Some(json!({"color": "green", "owner": "me"})));
+
+    let (claim, handle) = apis.bound("matched").await;
+    assert_eq!(
+        handle.spec.resources.as_deref().unwrap_or_default()[0]
+            .provider
+            .name,
+        "configmap"
+    );
+    let entries = claim
+        .status
+        .as_ref()
+        .and_then(|s| s.resources.clone())
+        .unwrap_or_default();
+    assert_eq!(
+        entries[0].provider.as_ref().map(|p| p.name.as_str()),
+        Some("configmap")
+    );
+
+    // A claim without `owner` gets the provider's default.
+    apis.create_claim(&resources_claim(
+        "defaulted",
+        None,
+        config_template(json!({"color": "red"})),
+    ))
+    .await;
+    let claim = apis
+        .claim_when("defaulted", "defaulted", |c| {
+            c.spec.resources.as_deref().unwrap_or_default()[0]
+                .template
+                .as_ref()
+                .is_some_and(|t| t["data"]["owner"] == "unknown")
+        })
+        .await;
+    assert_eq!(
+        claim.spec.resources.as_deref().unwrap_or_default()[0]
+            .template
+            .as_ref()
+            .map(|t| t["data"]["color"].clone()),
+        Some(json!("red"))
+    );
+
+    apis.teardown(env, vec![operator]).await;
+}
+
+#[tokio::test]
+async fn invalid_claims_are_reported_and_do_not_disturb_a_valid_one() {
+    logs();
+    let env = TestEnv::new().await;
+    let ns = env.namespace.clone();
+    let apis = Apis::new(&env);
+    apis.create_providers(vec![
+        configmap_provider("configmap"),
+        parameter_provider("lab"),
+    ])
+    .await;
+    let operator = TestOperator::start(env.client.clone(), &ns);
+
+    // Schema: data values must be strings.
+    apis.create_claim(&resources_claim(
+        "schema",
+        Some("configmap"),
+        config_template(json!({"n": 1})),
+    ))
+    .await;
+    // Check: at most four data keys (the default adds `owner`).
+    let crowded = json!({"a": "1", "b": "2", "c": "3", "d": "4"});
+    apis.create_claim(&resources_claim(
+        "check",
+        Some("configmap"),
+        config_template(crowded),
+    ))
+    .await;
+    apis.create_claim(&resources_claim(
+        "missing",
+        Some("nowhere"),
+        config_template(json!({})),
+    ))
+    .await;
+    let parameters: ResourceClaim = from_json(json!({
+        "apiVersion": format!("{D}/v1"), "kind": "ResourceClaim",
+        "metadata": {"name": "parameters"},
+        "spec": {"provider": {"name": "lab", "parameterValues": {"seats": "many", "colour": "red"}}},
+    }));
+    apis.create_claim(&parameters).await;
+    apis.create_claim(&resources_claim(
+        "fine",
+        Some("configmap"),
+        config_template(json!({})),
+    ))
+    .await;
+
+    let schema = apis
+        .claim_when("schema", "invalid", |c| invalid_message(c).is_some())
+        .await;
+    let entry = schema
+        .status
+        .as_ref()
+        .and_then(|s| s.resources.clone())
+        .unwrap_or_default();
+    let error = entry
+        .first()
+        .and_then(|e| e.validation_error.clone())
+        .expect("validationError");
+    assert!(invalid_message(&schema).is_some_and(|m| m.starts_with("spec.resources[0]: ")));
+    assert!(!error.is_empty());
+
+    let check = apis
+        .claim_when("check", "invalid", |c| invalid_message(c).is_some())
+        .await;
+    let entry = check
+        .status
+        .as_ref()
+        .and_then(|s| s.resources.clone())
+        .unwrap_or_default();
+    assert_eq!(
+        entry.first().and_then(|e| e.validation_error.as_deref()),
+        Some("Validation check failed: data is small")
+    );
+
+    let missing = apis
+        .claim_when("missing", "invalid", |c| invalid_message(c).is_some())
+        .await;
+    assert!(
+        invalid_message(&missing).is_some_and(|m| m.contains("nowhere")),
+        "{:?}",
+        invalid_message(&missing)
+    );
+
+    let parameters = apis
+        .claim_when("parameters", "invalid", |c| invalid_message(c).is_some())
+        .await;
+    let provider = parameters
+        .status
+        .as_ref()
+        .and_then(|s| s.provider.clone())
+        .expect("status.provider");
+    let errors = provider.validation_errors.unwrap_or_default();
+    assert!(
+        errors
+            .iter()
+            .any(|e| e.starts_with("Parameter seats schema validation failed")),
+        "{errors:?}"
+    );
+    assert!(
+        errors.contains(&"No such parameter colour.".to_owned()),
+        "{errors:?}"
+    );
+
+    for claim in [&schema, &check, &missing, &parameters] {
+        assert_eq!(handle_name(claim), None);
+        let bound = condition(claim, "Bound").expect("Bound condition");
+        assert_eq!(
+            (bound.status.as_str(), bound.reason.as_str()),
+            ("False", "Invalid")
+        );
+    }
+    // Each gets a Warning Event.
+    let events: Api<Event> = env.api();
+    for name in ["schema", "check", "missing", "parameters"] {
+        eventually(
+            &format!("an InvalidClaim Event for {name}"),
+            TIMEOUT,
+            || async {
+                let list = events.list(&ListParams::default()).await.expect("events");
+                list.items
+                    .iter()
+                    .find(|e| {
+                        e.reason.as_deref() == Some("InvalidClaim")
+                            && e.type_.as_deref() == Some("Warning")
+                            && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name)
+                    })
+                    .map(|_| ())
+            },
+        )
+        .await;
+    }
+    let (_, handle) = apis.bound("fine").await;
+    assert_eq!(
+        handle.spec.resource_claim.as_ref().map(|r| r.name.as_str()),
+        Some("fine")
+    );
+    // Nothing was created for the invalid claims.
+    let handles = apis
+        .handles
+        .list(&ListParams::default())
+        .await
+        .expect("handles");
+    assert_eq!(handles.items.len(), 1);
+
+    // Corrected, a claim binds.
+    let fix = Patch::Merge(
+        json!({"spec": {"provider": {"parameterValues": {"seats": 3, "colour": null}}}}),
+    );
+    apis.claims
+        .patch("parameters", &PatchParams::default(), &fix)
+        .await
+        .expect("fix");
+    let (claim, handle) = apis.bound("parameters").await;
+    assert_eq!(invalid_message(&claim), None);
+    let values = handle
+        .spec
+        .provider
+        .as_ref()
+        .and_then(|p| p.parameter_values.clone());
+    assert_eq!(json!(values), json!({"seats": 3}));
+
+    apis.teardown(env, vec![operator]).await;
+}
+
+#[tokio::test]
+async fn a_claim_binds_to_a_matching_unbound_pool_handle() {
+    logs();
+    let env = TestEnv::new().await;
+    let ns = env.namespace.clone();
+    let apis = Apis::new(&env);
+    apis.create_providers(vec![configmap_provider("configmap")])
+        .await;
+    let pools: Api<ResourcePool> = env.api();
+    let pool: ResourcePool = from_json(json!({
+        "apiVersion": format!("{D}/v1"), "kind": "ResourcePool",
+        "metadata": {"name": "pool"},
+        "spec": {"minAvailable": 0, "resources": [{"provider": {
+                     "apiVersion": format!("{D}/v1"), "kind": "ResourceProvider",
+                     "name": "configmap", "namespace": ns},
+                 "template": config_template(json!({"owner": "unknown"}))}]},
+    }));
+    pools
+        .create(&PostParams::default(), &pool)
+        .await
+        .expect("pool");
+    let pooled = unbound_handle(
+        "guid-pooled",
+        &ns,
+        "configmap",
+        config_template(json!({"owner": "unknown"})),
+        Some("pool"),
+    );
+    apis.create_handle(&pooled).await;
+    let operator = TestOperator::start(env.client.clone(), &ns);
+
+    let mut claim = resources_claim("pooled", None, config_template(json!({"color": "blue"})));
+    claim.metadata.annotations = Some([(key("resource-pool-name"), "pool".to_owned())].into());
+    apis.create_claim(&claim).await;
+    let (claim, handle) = apis.bound("pooled").await;
+    assert_eq!(handle_name(&claim), Some("guid-pooled"));
+    let labels = labels(&handle);
+    assert_eq!(
+        labels.get(&key("resource-claim-name")).map(String::as_str),
+        Some("pooled")
+    );
+    assert_eq!(labels.get(&key("resource-claim-namespace")), Some(&ns));
+    assert_eq!(
+        labels.get(&key("resource-pool-name")).map(String::as_str),
+        Some("pool")
+    );
+    assert_eq!(
+        handle.spec.resource_claim.as_ref().map(|r| r.name.as_str()),
+        Some("pooled")
+    );
+    // The claim's template reached the handle (§7 step 11).
+    let template = eventually("the claim template on the handle", TIMEOUT, || async {
+        let handle = apis.handles.get("guid-pooled").await.expect("handle");
+        let template = handle.spec.resources.as_deref().unwrap_or_default()[0]
+            .template
+            .clone();
+        template.filter(|t| t["data"]["color"] == "blue")
+    })
+    .await;
+    assert_eq!(template["data"]["owner"], "unknown");
+    // No handle was created.
+    let handles = apis
+        .handles
+        .list(&ListParams::default())
+        .await
+        .expect("handles");
+    assert_eq!(handles.items.len(), 1);
+
+    apis.teardown(env, vec![operator]).await;
+}
+
+#[tokio::test]
+async fn disable_creation_waits_without_error_until_a_handle_appears() {
+    logs();
+    let env = TestEnv::new().await;
+    let ns = env.namespace.clone();
+    let apis = Apis::new(&env);
+    apis.create_providers(vec![
+        plain_provider("plain", false),
+        plain_provider("closed", true),
+    ])
+    .await;
+    let operator = TestOperator::start(env.client.clone(), &ns);
+
+    let template = json!({"apiVersion": "v1", "kind": "ConfigMap", "data": {"k": "v"}});
+    let mut by_claim = resources_claim("by-claim", Some("plain"), template.clone());
+    by_claim.spec.disable_creation = Some(true);
+    apis.create_claim(&by_claim).await;
+    apis.create_claim(&resources_claim(
+        "by-provider",
+        Some("closed"),
+        template.clone(),
+    ))
+    .await;
+    for name in ["by-claim", "by-provider"] {
+        let claim = apis
+            .claim_when(name, "waiting for a handle", |c| {
+                condition(c, "Bound").is_some_and(|b| b.reason == "WaitingForHandle")
+            })
+            .await;
+        assert_eq!(invalid_message(&claim), None);
+        assert_eq!(handle_name(&claim), None);
+    }
+    let handles = apis
+        .handles
+        .list(&ListParams::default())
+        .await
+        .expect("handles");
+    assert!(handles.items.is_empty(), "no handle is created");
+
+    apis.create_handle(&unbound_handle(
+        "guid-plain",
+        &ns,
+        "plain",
+        template.clone(),
+        None,
+    ))
+    .await;
+    apis.create_handle(&unbound_handle(
+        "guid-closed",
+        &ns,
+        "closed",
+        template,
+        None,
+    ))
+    .await;
+    let (claim, _) = apis.bound("by-claim").await;
+    assert_eq!(handle_name(&claim), Some("guid-plain"));
+    assert_eq!(
+        condition(&claim, "Bound").map(|c| c.status.as_str()),
+        Some("True")
+    );
+    let (claim, _) = apis.bound("by-provider").await;
+    assert_eq!(handle_name(&claim), Some("guid-closed"));
+
+    apis.teardown(env, vec![operator]).await;
+}
+
+#[tokio::test]
+async fn handle_status_shows_in_the_claim_status() {
+    logs();
+    let env = TestEnv::new().await;
+    let ns = env.namespace.clone();
+    let apis = Apis::new(&env);
+    apis.create_providers(vec![configmap_provider("configmap")])
+        .await;
+    let operator = TestOperator::start(env.client.clone(), &ns);
+
+    apis.create_claim(&resources_claim(
+        "mirrored",
+        Some("configmap"),
+        config_template(json!({})),
+    ))
+    .await;
+    let (claim, handle) = apis.bound("mirrored").await;
+    assert_eq!(claim.status.as_ref().and_then(|s| s.ready), None);
+    let name = handle.metadata.name.clone().unwrap_or_default();
+    // Ignored by any handle controller: the test plays it.
+    let ignore = Patch::Merge(json!({"metadata": {"labels": {key("ignore"): ""}}}));
+    apis.handles
+        .patch(&name, &PatchParams::default(), &ignore)
+        .await
+        .expect("label");
+    let status = Patch::Merge(json!({"status": {
+        "healthy": true, "ready": true, "summary": {"url": "https://example.com"},
+        "resources": [{"name": "config", "healthy": true, "ready": true,
+                       "reference": {"apiVersion": "v1", "kind": "ConfigMap", "name": "cm", "namespace": ns}}],
+    }}));
+    apis.handles
+        .patch_status(&name, &PatchParams::default(), &status)
+        .await
+        .expect("status");
+
+    let claim = apis
+        .claim_when("mirrored", "ready", |c| {
+            c.status.as_ref().and_then(|s| s.ready) == Some(true)
+        })
+        .await;
+    let status = claim.status.as_ref().expect("status");
+    assert_eq!(status.healthy, Some(true));
+    assert_eq!(status.summary, Some(json!({"url": "https://example.com"})));
+    let entry = &status.resources.as_deref().unwrap_or_default()[0];
+    assert_eq!((entry.healthy, entry.ready), (Some(true), Some(true)));
+    assert_eq!(
+        entry.reference.as_ref().map(|r| r.name.as_str()),
+        Some("cm")
+    );
+    assert_eq!(entry.name.as_deref(), Some("config"));
+    // §7.4: first ready is recorded, and the default lifespan restarts from it.
+    assert!(
+        status
+            .lifespan
+            .as_ref()
+            .and_then(|l| l.first_ready.as_ref())
+            .is_some()
+    );
+    apis.claim_when("mirrored", "requested end set at first ready", |c| {
+        c.spec
+            .lifespan
+            .as_ref()
+            .and_then(|l| l.end.as_ref())
+            .is_some()
+    })
+    .await;
+
+    // Unset on the handle: removed from the claim.
+    let cleared = Patch::Merge(json!({"status": {"ready": null, "summary": null}}));
+    apis.handles
+        .patch_status(&name, &PatchParams::default(), &cleared)
+        .await
+        .expect("status");
+    let claim = apis
+        .claim_when("mirrored", "ready cleared", |c| {
+            c.status.as_ref().is_some_and(|s| s.ready.is_none())
+        })
+        .await;
+    assert_eq!(claim.status.as_ref().and_then(|s| s.summary.clone()), None);
+    assert_eq!(claim.status.as_ref().and_then(|s| s.healthy), Some(true));
+
+    apis.teardown(env, vec![operator]).await;
+}
+
+#[tokio::test]
+async fn deleting_a_claim_deletes_its_handle() {
+    logs();
+    let env = TestEnv::new().await;
+    let ns = env.namespace.clone();
+    let apis = Apis::new(&env);
+    apis.create_providers(vec![configmap_provider("configmap")])
+        .await;
+    let operator = TestOperator::start(env.client.clone(), &ns);
+
+    apis.create_claim(&resources_claim(
+        "doomed",
+        Some("configmap"),
+        config_template(json!({})),
+    ))
+    .await;
+    let (_, handle) = apis.bound("doomed").await;
+    let name = handle.metadata.name.clone().unwrap_or_default();
+    apis.claims
+        .delete("doomed", &DeleteParams::default())
+        .await
+        .expect("delete");
+    eventually("the claim gone", TIMEOUT, || async {
+        apis.claims
+            .get_opt("doomed")
+            .await
+            .expect("read")
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    // Gone, or being deleted by its finalizer (its controller does not run here).
+    eventually("the handle deleted", TIMEOUT, || async {
+        let handle = apis.handles.get_opt(&name).await.expect("read");
+        handle
+            .is_none_or(|h| h.metadata.deletion_timestamp.is_some())
+            .then_some(())
+    })
+    .await;
+
+    apis.teardown(env, vec![operator]).await;
+}
+
+#[tokio::test]
+async fn a_claim_whose_handle_is_gone_is_deleted() {
+    logs();
+    let env = TestEnv::new().await;
+    let ns = env.namespace.clone();
+    let apis = Apis::new(&env);
+    apis.create_providers(vec![configmap_provider("configmap")])
+        .await;
+    let operator = TestOperator::start(env.client.clone(), &ns);
+
+    apis.create_claim(&resources_claim(
+        "orphan",
+        Some("configmap"),
+        config_template(json!({})),
+    ))
+    .await;
+    let (_, handle) = apis.bound("orphan").await;
+    let name = handle.metadata.name.clone().unwrap_or_default();
+    apis.handles
+        .delete(&name, &DeleteParams::default())
+        .await
+        .expect("delete");
+    // Being deleted, the handle is still there: the claim stays bound to it (§16).
+    let claim = apis.claims.get("orphan").await.expect("claim");
+    assert_eq!(handle_name(&claim), Some(name.as_str()));
+    // The handle controller would finish the deletion; here the test does.
+    let strip = Patch::Merge(json!({"metadata": {"finalizers": null}}));
+    let _ = apis
+        .handles
+        .patch(&name, &PatchParams::default(), &strip)
+        .await;
+    eventually("the claim deleted with its handle", TIMEOUT, || async {
+        apis.claims
+            .get_opt("orphan")
+            .await
+            .expect("read")
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    let handles = apis
+        .handles
+        .list(&ListParams::default())
+        .await
+        .expect("handles");
+    assert!(
+        handles.items.is_empty(),
+        "no new handle is made for a deleted claim"
+    );
+
+    apis.teardown(env, vec![operator]).await;
+}
+
+/// Δ B01 across processes: two operators without leader election, 50 claims against 20
+/// matching unbound handles. Every claim is bound, no handle to two claims, no handle
+/// created twice for a claim.
+#[tokio::test]
+async fn fifty_claims_two_operators_twenty_handles_no_handle_bound_twice() {
+    const CLAIMS: usize = 50;
+    const HANDLES: usize = 20;
+    logs();
+    let env = TestEnv::new().await;
+    let ns = env.namespace.clone();
+    let apis = Apis::new(&env);
+    apis.create_providers(vec![plain_provider("plain", false)])
+        .await;
+    let template = json!({"apiVersion": "v1", "kind": "ConfigMap", "data": {"k": "v"}});
+    let precreated: HashSet<String> = (0..HANDLES).map(|i| format!("guid-pre-{i:02}")).collect();
+    for name in &precreated {
+        apis.create_handle(&unbound_handle(name, &ns, "plain", template.clone(), None))
+            .await;
+    }
+    let first = TestOperator::start_with(env.client.clone(), &ns, None, "first");
+    let second = TestOperator::start_with(env.client.clone(), &ns, None, "second");
+
+    let creates = (0..CLAIMS).map(|i| {
+        let claim = resources_claim(&format!("claim-{i:02}"), Some("plain"), template.clone());
+        let apis = &apis;
+        async move { apis.create_claim(&claim).await }
+    });
+    futures::future::join_all(creates).await;
+
+    let claims = eventually("every claim bound", Duration::from_secs(120), || async {
+        let claims = apis
+            .claims
+            .list(&ListParams::default())
+            .await
+            .expect("claims");
+        claims
+            .items
+            .iter()
+            .all(|c| handle_name(c).is_some())
+            .then_some(claims.items)
+    })
+    .await;
+    assert_eq!(claims.len(), CLAIMS);
+    let handles = apis
+        .handles
+        .list(&ListParams::default())
+        .await
+        .expect("handles");
+    let live: Vec<&ResourceHandle> = handles
+        .items
+        .iter()
+        .filter(|h| h.metadata.deletion_timestamp.is_none())
+        .collect();
+
+    let named: HashSet<&str> = claims.iter().filter_map(handle_name).collect();
+    assert_eq!(named.len(), CLAIMS, "each claim names its own handle");
+    for claim in &claims {
+        let claim_name = claim.metadata.name.as_deref().unwrap_or_default();
+        let handle = live
+            .iter()
+            .find(|h| h.metadata.name.as_deref() == handle_name(claim))
+            .unwrap_or_else(|| panic!("the handle of {claim_name} exists"));
+        let bound_to = handle.spec.resource_claim.as_ref().map(|r| r.name.as_str());
+        assert_eq!(
+            bound_to,
+            Some(claim_name),
+            "the handle points back to its claim"
+        );
+    }
+    let mut bound_claims: Vec<&str> = live
+        .iter()
+        .filter_map(|h| h.spec.resource_claim.as_ref().map(|r| r.name.as_str()))
+        .collect();
+    bound_claims.sort_unstable();
+    let distinct: HashSet<&str> = bound_claims.iter().copied().collect();
+    assert_eq!(
+        bound_claims.len(),
+        distinct.len(),
+        "no claim has two handles: {bound_claims:?}"
+    );
+    assert_eq!(live.len(), CLAIMS, "one live handle per claim, no twins");
+    let reused = claims
+        .iter()
+        .filter(|c| handle_name(c).is_some_and(|h| precreated.contains(h)))
+        .count();
+    assert_eq!(reused, HANDLES, "every pre-created handle was bound");
+    assert_eq!(
+        CLAIMS - reused,
+        CLAIMS - HANDLES,
+        "the rest got new handles"
+    );
+
+    apis.teardown(env, vec![first, second]).await;
+}
