@@ -39,8 +39,8 @@ The broker runs below (Ctrl-C stops it). In another terminal:
 
   export KUBECONFIG=$KUBECONFIG PATH=$repo/target/cluster/bin:\$PATH
   kubectl apply -f examples/claim-configmap.yaml
-  kubectl get resourceclaims -n user1 -w          # watch it bind
-  kubectl get resourcehandles,resourcepools -n poolboy
+  kubectl get resourceclaims.poolboy.gpte.redhat.com -n user1 -w   # watch it bind
+  kubectl get poolboy -n poolboy                  # pools and handles
   kubectl get configmaps -n poolboy-managed
 
 MSG
