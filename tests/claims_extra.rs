@@ -7,6 +7,7 @@ mod support;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::api::events::v1::Event;
 use kube::Api;
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use poolboy::api::{ResourceClaim, ResourceHandle, ResourceProvider};
@@ -419,6 +420,82 @@ async fn provider_claim_annotations_and_labels_are_forced_onto_the_claim() {
         .expect("relabelling the claim");
     apis.claim_when("labelled", "label restored", has_them)
         .await;
+
+    apis.teardown(env, operator).await;
+}
+
+/// The Normal Event with `reason` on claim `claim`, once it exists.
+async fn lifespan_event(env: &TestEnv, claim: &str, reason: &str) -> Event {
+    let events: Api<Event> = env.api();
+    eventually(
+        &format!("a {reason:?} Event on {claim}"),
+        TIMEOUT,
+        || async {
+            let list = events.list(&ListParams::default()).await.expect("events");
+            list.items.into_iter().find(|e| {
+                e.reason.as_deref() == Some(reason)
+                    && e.type_.as_deref() == Some("Normal")
+                    && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(claim)
+            })
+        },
+    )
+    .await
+}
+
+#[tokio::test]
+async fn a_changed_or_cleared_handle_end_earns_the_claim_an_event() {
+    let env = TestEnv::new().await;
+    let apis = Apis::new(
+        &env,
+        vec![provider(
+            &env.namespace,
+            "lasting",
+            json!({"lifespan": {"default": "2h", "maximum": "1d"}}),
+        )],
+    )
+    .await;
+    let operator = TestOperator::start(env.client.clone(), &env.namespace);
+
+    apis.create_claim(&claim("lasting", "lasting", json!({})))
+        .await;
+    let bound = apis
+        .claim_when("lasting", "bound with a lifespan end", |c| {
+            handle_name(c).is_some()
+                && c.status
+                    .as_ref()
+                    .and_then(|s| s.lifespan.as_ref())
+                    .is_some_and(|l| l.end.is_some())
+        })
+        .await;
+    let handle = handle_name(&bound).unwrap_or_default().to_owned();
+
+    // The handle's end moves: the claim follows, and says so, quoting the new end (Q8 fixed).
+    let new_end = (chrono::Utc::now() + chrono::TimeDelta::hours(5))
+        .format("%Y-%m-%dT%H:%M:%SZ")
+        .to_string();
+    let patch = json!({"spec": {"lifespan": {"end": new_end}}});
+    apis.handles
+        .patch(&handle, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .expect("moving the handle's end");
+    let event = lifespan_event(&env, "lasting", "Lifespan end changed").await;
+    assert!(
+        event.note.as_deref().is_some_and(|n| n.contains(&new_end)),
+        "{:?}",
+        event.note
+    );
+    assert_eq!(event.action.as_deref(), Some("LifespanChange"));
+    let regarding = event.regarding.expect("regarding");
+    assert_eq!(regarding.api_version.as_deref(), Some(&*format!("{D}/v1")));
+    assert_eq!(regarding.kind.as_deref(), Some("ResourceClaim"));
+
+    // The handle's end goes: "cleared".
+    let patch = json!({"spec": {"lifespan": {"end": null}}});
+    apis.handles
+        .patch(&handle, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .expect("clearing the handle's end");
+    lifespan_event(&env, "lasting", "Lifespan end cleared").await;
 
     apis.teardown(env, operator).await;
 }

@@ -35,7 +35,7 @@ use crate::core::claim_gates::{
 };
 use crate::core::claim_plan::{ClaimPlanInput, ResolvedClaim, resolve_claim};
 use crate::core::claim_status::{
-    Binding, BoundHandle, StatusInput, Unbound, Validity, invalid_message,
+    Binding, BoundHandle, StatusInput, Unbound, Validity, invalid_message, lifespan_event,
 };
 use crate::core::definition::status_references;
 use crate::core::lifespan::{self, Expiry, StartGate};
@@ -428,6 +428,11 @@ async fn sync_bound(
         false => Validity::Invalid(auto.errors.join("; ")),
     };
     let previous = invalid_message(claim.status.as_ref()).map(str::to_owned);
+    // Δ§3.1.3: a claim that had a lifespan hears about its end changing.
+    let end_event = lifespan_event(
+        claim.status.as_ref().and_then(|s| s.lifespan.as_ref()),
+        &sync.status,
+    );
     let states = live_states(ctx, &handle_view);
     let input = StatusInput {
         validity: validity.clone(),
@@ -447,6 +452,17 @@ async fn sync_bound(
         Written::Conflict => return Ok(Pass::Conflict),
         Written::Gone => return Ok(Pass::Done(Action::await_change())),
     };
+    if let Some(event) = end_event {
+        ctx.event_with_action(
+            &claim,
+            &ctx.kinds.claim,
+            EventKind::Normal,
+            event.reason,
+            "LifespanChange",
+            event.note,
+        )
+        .await;
+    }
     if let Validity::Invalid(message) = validity
         && previous.as_deref() != Some(message.as_str())
     {
