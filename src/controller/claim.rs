@@ -30,9 +30,12 @@ use self::writes::Written;
 use super::context::{Context, EventKind};
 use super::kinds::{ClaimObject, HandleObject, Kinds};
 use super::listed::reflected_watch;
+use crate::core::claim_gates::{
+    ApprovalGate, AutoAction, AutoInput, approval_gate, auto_action, claim_metadata_patch,
+};
 use crate::core::claim_plan::{ClaimPlanInput, ResolvedClaim, resolve_claim};
 use crate::core::claim_status::{
-    Binding, BoundHandle, StatusInput, Unbound, Validity, invalid_message,
+    Binding, BoundHandle, StatusInput, Unbound, Validity, invalid_message, lifespan_event,
 };
 use crate::core::definition::status_references;
 use crate::core::lifespan::{self, Expiry, StartGate};
@@ -210,7 +213,6 @@ async fn finalize(ctx: &Context, claim: &ClaimObject) -> Result<Action, ClaimErr
             Err(e) => return Err(e.into()),
         }
     }
-    // (Later: the autoDelete / autoDetach hooks of §7.5 and approval of §6.1 go before this.)
     match writes::remove_finalizers(ctx, claim).await? {
         Written::Done(_) | Written::Gone => Ok(Action::await_change()),
         // The next version of the claim comes with its own event.
@@ -298,12 +300,51 @@ async fn pass(
         },
         None => claim,
     };
+    // §6.1: the provider's resourceClaimAnnotations/Labels, whenever they differ.
+    let claim = match &resolved.provider {
+        Some(provider) => {
+            let spec = provider.spec();
+            let patch = claim_metadata_patch(
+                &writes::view(&claim),
+                spec.resource_claim_annotations.as_ref(),
+                spec.resource_claim_labels.as_ref(),
+            );
+            match patch {
+                Some(patch) => match writes::initialise(ctx, &claim, &patch).await? {
+                    Written::Done(claim) => claim,
+                    Written::Conflict => return Ok(Pass::Conflict),
+                    Written::Gone => return Ok(Pass::Done(Action::await_change())),
+                },
+                None => claim,
+            }
+        }
+        None => claim,
+    };
     // §7 step 6: an invalid claim neither binds nor changes its handle.
     if !resolved.is_valid() {
         let message = resolved.problems.join("; ");
         return report_invalid(ctx, claim, handle.as_ref(), Some(&resolved), message).await;
     }
-    // (Later: approval (§6.1) and resourceClaimAnnotations/Labels go here.)
+    // §6.1: nothing is provisioned before approval; a bound claim counts as approved.
+    if let Some(provider) = &resolved.provider {
+        match approval_gate(provider.spec().approval.as_ref(), claim.status.as_ref()) {
+            ApprovalGate::Open => {}
+            ApprovalGate::SetPending { message } => {
+                let (namespace, name) = writes::key(&claim);
+                ctx.stores.claim_index.stop_waiting(namespace, name);
+                return match writes::approval_pending(ctx, &claim, &message).await? {
+                    Written::Conflict => Ok(Pass::Conflict),
+                    Written::Done(_) | Written::Gone => Ok(Pass::Done(Action::await_change())),
+                };
+            }
+            // Woken by the status change that approves it (the claim watch sees status).
+            ApprovalGate::Closed => {
+                let (namespace, name) = writes::key(&claim);
+                ctx.stores.claim_index.stop_waiting(namespace, name);
+                return Ok(Pass::Done(Action::await_change()));
+            }
+        }
+    }
     if let Some(handle) = handle {
         return sync_bound(ctx, claim, &resolved, handle, None).await;
     }
@@ -373,9 +414,28 @@ async fn sync_bound(
             return report_invalid(ctx, claim, Some(&handle), Some(resolved), message).await;
         }
     };
+    // §7 steps 9–10: a template error in a condition is bad input, and the condition false.
+    let auto = auto_action(&AutoInput {
+        claim: &view,
+        handle: &handle_view,
+        provider: resolved.provider.as_ref().map(|p| p.resource()),
+        templates: &ctx.templates,
+        domain,
+        now,
+    });
+    let validity = match auto.errors.is_empty() {
+        true => Validity::Valid,
+        false => Validity::Invalid(auto.errors.join("; ")),
+    };
+    let previous = invalid_message(claim.status.as_ref()).map(str::to_owned);
+    // Δ§3.1.3: a claim that had a lifespan hears about its end changing.
+    let end_event = lifespan_event(
+        claim.status.as_ref().and_then(|s| s.lifespan.as_ref()),
+        &sync.status,
+    );
     let states = live_states(ctx, &handle_view);
     let input = StatusInput {
-        validity: Validity::Valid,
+        validity: validity.clone(),
         provider: resolved.status_provider.as_ref(),
         resources: resolved.status_resources.as_deref(),
         binding: Binding::Bound(BoundHandle {
@@ -392,9 +452,44 @@ async fn sync_bound(
         Written::Conflict => return Ok(Pass::Conflict),
         Written::Gone => return Ok(Pass::Done(Action::await_change())),
     };
+    if let Some(event) = end_event {
+        ctx.event_with_action(
+            &claim,
+            &ctx.kinds.claim,
+            EventKind::Normal,
+            event.reason,
+            "LifespanChange",
+            event.note,
+        )
+        .await;
+    }
+    if let Validity::Invalid(message) = validity
+        && previous.as_deref() != Some(message.as_str())
+    {
+        warn_invalid(ctx, &claim, message).await;
+    }
     if handle.metadata.deletion_timestamp.is_some() {
         // Going away, and the claim with it: nothing to propagate.
         return Ok(Pass::Done(Action::await_change()));
+    }
+    match auto.action {
+        AutoAction::Nothing => {}
+        AutoAction::Delete => {
+            tracing::info!(claim = %binding::claim_key(&claim), "autoDelete: deleting the claim");
+            writes::delete(ctx, &claim).await?;
+            return Ok(Pass::Done(Action::await_change()));
+        }
+        AutoAction::Detach => {
+            tracing::info!(claim = %binding::claim_key(&claim), "autoDetach: detaching the claim");
+            match writes::detach(ctx, &claim).await? {
+                Written::Done(_) => {}
+                Written::Conflict => return Ok(Pass::Conflict),
+                Written::Gone => return Ok(Pass::Done(Action::await_change())),
+            }
+            // Detached first: the handle controller then leaves the claim alone.
+            delete_handle(ctx, &handle).await?;
+            return Ok(Pass::Done(Action::await_change()));
+        }
     }
     // §7.4 first-ready reset: the default lifespan counts from readiness.
     let claim = match sync.reset_request {
@@ -418,6 +513,28 @@ async fn sync_bound(
         }
     }
     Ok(Pass::Done(Action::await_change()))
+}
+
+/// Deletes `handle` (uid precondition: not a namesake); already gone is fine.
+async fn delete_handle(ctx: &Context, handle: &HandleObject) -> Result<(), ClaimError> {
+    let api = Api::<HandleObject>::namespaced_with(
+        ctx.client.clone(),
+        handle.metadata.namespace.as_deref().unwrap_or_default(),
+        &ctx.kinds.handle,
+    );
+    let params = kube::api::DeleteParams {
+        preconditions: Some(kube::api::Preconditions {
+            uid: handle.metadata.uid.clone(),
+            resource_version: None,
+        }),
+        ..Default::default()
+    };
+    let name = handle.metadata.name.as_deref().unwrap_or_default();
+    match api.delete(name, &params).await {
+        Ok(_) => Ok(()),
+        Err(e) if writes::is_not_found(&e) || writes::is_conflict(&e) => Ok(()),
+        Err(e) => Err(e.into()),
+    }
 }
 
 /// B18: nothing fits and creation is disabled: the claim stays unbound, without error, until
@@ -485,23 +602,28 @@ async fn report_invalid(
         return Ok(Pass::Conflict);
     }
     if previous.as_deref() != Some(message.as_str()) {
-        tracing::warn!(claim = %binding::claim_key(&claim), %message, "invalid claim");
-        ctx.metrics
-            .invalid_resources
-            .get_or_create(&KindLabels {
-                kind: "ResourceClaim".to_owned(),
-            })
-            .inc();
-        ctx.event(
-            &claim,
-            &ctx.kinds.claim,
-            EventKind::Warning,
-            "InvalidClaim",
-            message,
-        )
-        .await;
+        warn_invalid(ctx, &claim, message).await;
     }
     Ok(Pass::Done(Action::await_change()))
+}
+
+/// A new bad-input message: logged, counted, and a Warning Event on the claim.
+async fn warn_invalid(ctx: &Context, claim: &ClaimObject, message: String) {
+    tracing::warn!(claim = %binding::claim_key(claim), %message, "invalid claim");
+    ctx.metrics
+        .invalid_resources
+        .get_or_create(&KindLabels {
+            kind: "ResourceClaim".to_owned(),
+        })
+        .inc();
+    ctx.event(
+        claim,
+        &ctx.kinds.claim,
+        EventKind::Warning,
+        "InvalidClaim",
+        message,
+    )
+    .await;
 }
 
 /// §7 step 2, §7.5: a detached claim is deleted when its `status.lifespan.end` passes, and

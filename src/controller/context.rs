@@ -195,6 +195,22 @@ impl Context {
     ) where
         K: Resource,
     {
+        self.event_with_action(object, dyntype, kind, reason, reason, note)
+            .await;
+    }
+
+    /// An Event whose `action` differs from its `reason` (Δ§3.1.3: `LifespanChange`).
+    pub async fn event_with_action<K>(
+        &self,
+        object: &K,
+        dyntype: &K::DynamicType,
+        kind: EventKind,
+        reason: &str,
+        action: &str,
+        note: String,
+    ) where
+        K: Resource,
+    {
         let reference: ObjectReference = object.object_ref(dyntype);
         let event = Event {
             type_: match kind {
@@ -203,7 +219,7 @@ impl Context {
             },
             reason: reason.to_owned(),
             note: Some(note),
-            action: reason.to_owned(),
+            action: action.to_owned(),
             secondary: None,
         };
         if let Err(error) = self.recorder.publish(&event, &reference).await {

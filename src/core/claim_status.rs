@@ -355,3 +355,39 @@ fn to_time(now: DateTime<Utc>) -> Time {
             .unwrap_or(k8s_openapi::jiff::Timestamp::UNIX_EPOCH),
     )
 }
+
+/// The Event a lifespan change earns (Δ§3.1.3): its reason and note.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LifespanEvent {
+    pub reason: &'static str,
+    pub note: String,
+}
+
+/// Δ§3.1.3: a claim that already has `status.lifespan` gets a Normal Event when its end (the
+/// handle's end) changes, "Lifespan end changed", or disappears, "Lifespan end cleared".
+/// Fix of Q8: the note quotes the NEW end, not the old one.
+pub fn lifespan_event(
+    current: Option<&ClaimStatusLifespan>,
+    desired: &ClaimStatusLifespan,
+) -> Option<LifespanEvent> {
+    let current = current?;
+    let same = |a: &str, b: &str| match (
+        DateTime::parse_from_rfc3339(a),
+        DateTime::parse_from_rfc3339(b),
+    ) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => a == b,
+    };
+    match (current.end.as_deref(), desired.end.as_deref()) {
+        (Some(old), Some(new)) if same(old, new) => None,
+        (None, None) => None,
+        (_, Some(new)) => Some(LifespanEvent {
+            reason: "Lifespan end changed",
+            note: format!("Lifespan end changed to {new}"),
+        }),
+        (Some(old), None) => Some(LifespanEvent {
+            reason: "Lifespan end cleared",
+            note: format!("Lifespan end cleared (was {old})"),
+        }),
+    }
+}

@@ -3,6 +3,7 @@
 //! same functions: one implementation of each rule.
 
 pub mod bind;
+pub mod claim_gates;
 pub mod claim_plan;
 pub mod claim_resources;
 pub mod claim_status;

@@ -189,6 +189,39 @@ pub async fn status(
     )
 }
 
+/// §6.1: `status.approval = {state: pending, message}`, guarded by the version read.
+pub async fn approval_pending(
+    ctx: &Context,
+    claim: &ClaimObject,
+    message: &str,
+) -> Result<Written<ClaimObject>, ClaimError> {
+    let patch = json!({
+        "metadata": { "resourceVersion": version(claim) },
+        "status": { "approval": { "state": "pending", "message": message } },
+    });
+    sort(
+        api(ctx, claim)
+            .patch_status(name(claim), &PatchParams::default(), &Patch::Merge(&patch))
+            .await,
+    )
+}
+
+/// §7 step 10: `status.resourceHandle.detached = true`, guarded by the version read.
+pub async fn detach(
+    ctx: &Context,
+    claim: &ClaimObject,
+) -> Result<Written<ClaimObject>, ClaimError> {
+    let patch = json!({
+        "metadata": { "resourceVersion": version(claim) },
+        "status": { "resourceHandle": { "detached": true } },
+    });
+    sort(
+        api(ctx, claim)
+            .patch_status(name(claim), &PatchParams::default(), &Patch::Merge(&patch))
+            .await,
+    )
+}
+
 /// Deletes the claim (its handle is gone, §7 step 5, or it expired detached, §7.5); the
 /// uid precondition spares a claim recreated under the same name.
 pub async fn delete(ctx: &Context, claim: &ClaimObject) -> Result<(), ClaimError> {

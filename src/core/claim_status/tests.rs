@@ -323,3 +323,53 @@ fn recomputing_from_the_written_status_writes_nothing() {
     let twice = desired_claim_status(Some(&stored), &again);
     assert!(status_patch(Some(&stored), &twice, "1").is_none());
 }
+
+fn status_lifespan(end: Option<&str>) -> ClaimStatusLifespan {
+    ClaimStatusLifespan {
+        start: Some("2026-01-01T11:00:00Z".to_owned()),
+        end: end.map(str::to_owned),
+        ..Default::default()
+    }
+}
+
+#[test]
+fn no_lifespan_event_at_bind_or_when_the_end_is_the_same() {
+    let end = status_lifespan(Some("2026-01-01T14:00:00Z"));
+    assert_eq!(lifespan_event(None, &end), None);
+    assert_eq!(lifespan_event(Some(&end), &end), None);
+    // The same instant written differently is no change.
+    let same = status_lifespan(Some("2026-01-01T14:00:00+00:00"));
+    assert_eq!(lifespan_event(Some(&end), &same), None);
+    assert_eq!(
+        lifespan_event(Some(&status_lifespan(None)), &status_lifespan(None)),
+        None
+    );
+}
+
+#[test]
+fn a_changed_end_quotes_the_new_end() {
+    let old = status_lifespan(Some("2026-01-01T14:00:00Z"));
+    let new = status_lifespan(Some("2026-01-02T14:00:00Z"));
+    let event = lifespan_event(Some(&old), &new).expect("an event");
+    assert_eq!(event.reason, "Lifespan end changed");
+    assert!(
+        event.note.contains("2026-01-02T14:00:00Z"),
+        "{}",
+        event.note
+    );
+    assert!(
+        !event.note.contains("2026-01-01T14:00:00Z"),
+        "{}",
+        event.note
+    );
+    // An end appearing is a change too.
+    let appeared = lifespan_event(Some(&status_lifespan(None)), &new).expect("an event");
+    assert_eq!(appeared.reason, "Lifespan end changed");
+}
+
+#[test]
+fn a_removed_end_is_cleared() {
+    let old = status_lifespan(Some("2026-01-01T14:00:00Z"));
+    let event = lifespan_event(Some(&old), &status_lifespan(None)).expect("an event");
+    assert_eq!(event.reason, "Lifespan end cleared");
+}

@@ -1,0 +1,501 @@
+//! The claim controller's gates on the real API server (issue 5): approval (§6.1), the
+//! provider's `resourceClaimAnnotations`/`resourceClaimLabels` (§6.1), and `autoDelete` /
+//! `autoDetach` (§7 steps 9–10, §7.5). The whole operator runs: handles create ConfigMaps.
+
+mod support;
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::api::events::v1::Event;
+use kube::Api;
+use kube::api::{ListParams, Patch, PatchParams, PostParams};
+use poolboy::api::{ResourceClaim, ResourceHandle, ResourceProvider};
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+use support::operator::TestOperator;
+use support::{TestEnv, eventually};
+
+const D: &str = "poolboy.gpte.redhat.com";
+const TIMEOUT: Duration = Duration::from_secs(30);
+
+fn from_json<T: DeserializeOwned>(value: Value) -> T {
+    serde_json::from_value(value).expect("a valid object")
+}
+
+/// A provider of one ConfigMap, ready once labelled `ready: yes`, with `extra` merged into its
+/// spec.
+fn provider(namespace: &str, name: &str, extra: Value) -> ResourceProvider {
+    let mut spec = json!({
+        "override": {"apiVersion": "v1", "kind": "ConfigMap",
+                     "metadata": {"namespace": namespace}},
+        "template": {"definition": {"data": {"a": "b"}}},
+        "readinessCheck": "metadata.labels.ready | default('no') == 'yes'",
+    });
+    if let (Some(spec), Some(extra)) = (spec.as_object_mut(), extra.as_object()) {
+        for (k, v) in extra {
+            spec.insert(k.clone(), v.clone());
+        }
+    }
+    from_json(json!({
+        "apiVersion": format!("{D}/v1"), "kind": "ResourceProvider",
+        "metadata": {"name": name},
+        "spec": spec,
+    }))
+}
+
+/// A provider claim of `provider`, with `extra` merged into its spec.
+fn claim(name: &str, provider: &str, extra: Value) -> ResourceClaim {
+    let mut spec = json!({"provider": {"name": provider}});
+    if let (Some(spec), Some(extra)) = (spec.as_object_mut(), extra.as_object()) {
+        for (k, v) in extra {
+            spec.insert(k.clone(), v.clone());
+        }
+    }
+    from_json(json!({
+        "apiVersion": format!("{D}/v1"), "kind": "ResourceClaim",
+        "metadata": {"name": name},
+        "spec": spec,
+    }))
+}
+
+fn handle_name(claim: &ResourceClaim) -> Option<&str> {
+    claim
+        .status
+        .as_ref()
+        .and_then(|s| s.resource_handle.as_ref())
+        .map(|h| h.name.as_str())
+}
+
+fn approval(claim: &ResourceClaim) -> Value {
+    json!(claim.status.as_ref().and_then(|s| s.approval.as_ref()))
+}
+
+struct Apis {
+    claims: Api<ResourceClaim>,
+    handles: Api<ResourceHandle>,
+    configmaps: Api<ConfigMap>,
+}
+
+impl Apis {
+    async fn new(env: &TestEnv, providers: Vec<ResourceProvider>) -> Self {
+        let api: Api<ResourceProvider> = env.api();
+        for provider in providers {
+            api.create(&PostParams::default(), &provider)
+                .await
+                .expect("creating a provider");
+        }
+        Self {
+            claims: env.api(),
+            handles: env.api(),
+            configmaps: env.api(),
+        }
+    }
+
+    async fn create_claim(&self, claim: &ResourceClaim) {
+        self.claims
+            .create(&PostParams::default(), claim)
+            .await
+            .expect("creating a claim");
+    }
+
+    async fn claim_when(
+        &self,
+        name: &str,
+        what: &str,
+        check: impl Fn(&ResourceClaim) -> bool,
+    ) -> ResourceClaim {
+        eventually(&format!("claim {name}: {what}"), TIMEOUT, || async {
+            self.claims
+                .get_opt(name)
+                .await
+                .expect("reading a claim")
+                .filter(|c| check(c))
+        })
+        .await
+    }
+
+    async fn patch_claim_status(&self, name: &str, status: Value) {
+        self.claims
+            .patch_status(
+                name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({ "status": status })),
+            )
+            .await
+            .expect("patching claim status");
+    }
+
+    /// The name of the ConfigMap of handle `name`, once the handle reports it.
+    async fn configmap_of(&self, handle: &str) -> String {
+        eventually(&format!("handle {handle}: a resource"), TIMEOUT, || async {
+            let handle = self
+                .handles
+                .get_opt(handle)
+                .await
+                .expect("reading a handle")?;
+            let status = serde_json::to_value(handle.status?).ok()?;
+            let name = status["resources"][0]["reference"]["name"].as_str()?;
+            self.configmaps
+                .get_opt(name)
+                .await
+                .expect("reading a ConfigMap")
+                .map(|_| name.to_owned())
+        })
+        .await
+    }
+
+    async fn label_ready(&self, configmap: &str) {
+        let patch = json!({"metadata": {"labels": {"ready": "yes"}}});
+        self.configmaps
+            .patch(configmap, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .expect("labelling a ConfigMap");
+    }
+
+    async fn gone<K>(&self, api: &Api<K>, what: &str, name: &str)
+    where
+        K: kube::Resource + Clone + DeserializeOwned + std::fmt::Debug,
+    {
+        eventually(&format!("{what} {name} is gone"), TIMEOUT, || async {
+            api.get_opt(name)
+                .await
+                .expect("reading")
+                .is_none()
+                .then_some(())
+        })
+        .await;
+    }
+
+    async fn teardown(&self, env: TestEnv, operator: TestOperator) {
+        operator.stop().await;
+        let strip = Patch::Merge(json!({"metadata": {"finalizers": null}}));
+        for claim in self
+            .claims
+            .list(&ListParams::default())
+            .await
+            .expect("list")
+        {
+            let name = claim.metadata.name.unwrap_or_default();
+            let _ = self
+                .claims
+                .patch(&name, &PatchParams::default(), &strip)
+                .await;
+        }
+        for handle in self
+            .handles
+            .list(&ListParams::default())
+            .await
+            .expect("list")
+        {
+            let name = handle.metadata.name.unwrap_or_default();
+            let _ = self
+                .handles
+                .patch(&name, &PatchParams::default(), &strip)
+                .await;
+        }
+        env.cleanup().await;
+    }
+}
+
+#[tokio::test]
+async fn approval_pending_then_approved_binds_and_rejected_never_does() {
+    let env = TestEnv::new().await;
+    let apis = Apis::new(
+        &env,
+        vec![
+            provider(
+                &env.namespace,
+                "gated",
+                json!({"approval": {"required": true, "pendingMessage": "Ask an admin."}}),
+            ),
+            provider(
+                &env.namespace,
+                "gated-default",
+                json!({"approval": {"required": true}}),
+            ),
+        ],
+    )
+    .await;
+    let operator = TestOperator::start(env.client.clone(), &env.namespace);
+
+    apis.create_claim(&claim("approve-me", "gated", json!({})))
+        .await;
+    apis.create_claim(&claim("reject-me", "gated-default", json!({})))
+        .await;
+    let pending = apis
+        .claim_when("approve-me", "pending", |c| {
+            approval(c) == json!({"state": "pending", "message": "Ask an admin."})
+        })
+        .await;
+    assert_eq!(handle_name(&pending), None);
+    let pending = apis
+        .claim_when("reject-me", "pending", |c| {
+            approval(c) == json!({"state": "pending", "message": "Approval pending."})
+        })
+        .await;
+    assert_eq!(handle_name(&pending), None);
+
+    // Rejected first, then the other approved: once the approved one is bound, the rejected
+    // one has been reconciled after its rejection and still has no handle.
+    apis.patch_claim_status("reject-me", json!({"approval": {"state": "rejected"}}))
+        .await;
+    apis.patch_claim_status("approve-me", json!({"approval": {"state": "approved"}}))
+        .await;
+    let bound = apis
+        .claim_when("approve-me", "bound", |c| handle_name(c).is_some())
+        .await;
+    assert_eq!(approval(&bound)["state"], "approved");
+    apis.configmap_of(handle_name(&bound).unwrap_or_default())
+        .await;
+
+    let rejected = apis
+        .claims
+        .get("reject-me")
+        .await
+        .expect("the rejected claim");
+    assert_eq!(handle_name(&rejected), None);
+    assert_eq!(approval(&rejected)["state"], "rejected");
+    let handles = apis
+        .handles
+        .list(&ListParams::default())
+        .await
+        .expect("list handles");
+    assert_eq!(
+        handles.items.len(),
+        1,
+        "only the approved claim has a handle"
+    );
+
+    apis.teardown(env, operator).await;
+}
+
+#[tokio::test]
+async fn auto_delete_deletes_the_claim_once_its_handle_is_ready() {
+    let env = TestEnv::new().await;
+    let apis = Apis::new(&env, vec![provider(&env.namespace, "plain", json!({}))]).await;
+    let operator = TestOperator::start(env.client.clone(), &env.namespace);
+
+    let when = json!({"autoDelete": {"when": "resource_handle.status.ready | default(false)"}});
+    apis.create_claim(&claim("short-lived", "plain", when))
+        .await;
+    let bound = apis
+        .claim_when("short-lived", "bound", |c| handle_name(c).is_some())
+        .await;
+    let handle = handle_name(&bound).unwrap_or_default().to_owned();
+    let configmap = apis.configmap_of(&handle).await;
+    // Not ready yet: the claim stays.
+    assert!(
+        apis.claims
+            .get_opt("short-lived")
+            .await
+            .expect("read")
+            .is_some()
+    );
+
+    apis.label_ready(&configmap).await;
+    apis.gone(&apis.claims, "claim", "short-lived").await;
+    apis.gone(&apis.handles, "handle", &handle).await;
+    apis.gone(&apis.configmaps, "ConfigMap", &configmap).await;
+
+    apis.teardown(env, operator).await;
+}
+
+#[tokio::test]
+async fn auto_detach_deletes_the_handle_and_keeps_the_detached_claim() {
+    let env = TestEnv::new().await;
+    let apis = Apis::new(&env, vec![provider(&env.namespace, "plain", json!({}))]).await;
+    let operator = TestOperator::start(env.client.clone(), &env.namespace);
+
+    let when = json!({"autoDetach": {"when": "status.ready | default(false) or resource_handle.status.ready | default(false)"}});
+    apis.create_claim(&claim("detach-me", "plain", when)).await;
+    let bound = apis
+        .claim_when("detach-me", "bound", |c| handle_name(c).is_some())
+        .await;
+    let handle = handle_name(&bound).unwrap_or_default().to_owned();
+    let configmap = apis.configmap_of(&handle).await;
+
+    apis.label_ready(&configmap).await;
+    apis.gone(&apis.handles, "handle", &handle).await;
+    apis.gone(&apis.configmaps, "ConfigMap", &configmap).await;
+    let detached = apis
+        .claims
+        .get("detach-me")
+        .await
+        .expect("the detached claim stays");
+    let reference = detached
+        .status
+        .as_ref()
+        .and_then(|s| s.resource_handle.as_ref())
+        .expect("status.resourceHandle kept");
+    assert_eq!(reference.name, handle);
+    assert_eq!(reference.detached, Some(true));
+    assert!(detached.metadata.deletion_timestamp.is_none());
+
+    apis.teardown(env, operator).await;
+}
+
+#[tokio::test]
+async fn a_template_error_in_auto_delete_is_reported_and_the_claim_stays() {
+    let env = TestEnv::new().await;
+    let apis = Apis::new(&env, vec![provider(&env.namespace, "plain", json!({}))]).await;
+    let operator = TestOperator::start(env.client.clone(), &env.namespace);
+
+    let when = json!({"autoDelete": {"when": "{{ broken"}});
+    apis.create_claim(&claim("broken-when", "plain", when))
+        .await;
+    let claim = apis
+        .claim_when("broken-when", "bound and invalid", |c| {
+            handle_name(c).is_some()
+                && c.status
+                    .as_ref()
+                    .and_then(|s| s.conditions.as_ref())
+                    .is_some_and(|cs| {
+                        cs.iter().any(|c| {
+                            c.type_ == "Valid"
+                                && c.status == "False"
+                                && c.message.contains("spec.autoDelete.when")
+                        })
+                    })
+        })
+        .await;
+    // Treated as false: the claim stays bound and its resource is made.
+    apis.configmap_of(handle_name(&claim).unwrap_or_default())
+        .await;
+    assert!(
+        apis.claims
+            .get_opt("broken-when")
+            .await
+            .expect("read")
+            .is_some()
+    );
+
+    apis.teardown(env, operator).await;
+}
+
+#[tokio::test]
+async fn provider_claim_annotations_and_labels_are_forced_onto_the_claim() {
+    let env = TestEnv::new().await;
+    let apis = Apis::new(
+        &env,
+        vec![provider(
+            &env.namespace,
+            "labelling",
+            json!({
+                "resourceClaimAnnotations": {"example.com/note": "from the provider"},
+                "resourceClaimLabels": {"example.com/tier": "gold"},
+            }),
+        )],
+    )
+    .await;
+    let operator = TestOperator::start(env.client.clone(), &env.namespace);
+
+    apis.create_claim(&claim("labelled", "labelling", json!({})))
+        .await;
+    let has_them = |c: &ResourceClaim| {
+        let annotation = c
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get("example.com/note"))
+            .map(String::as_str);
+        let label = c
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get("example.com/tier"))
+            .map(String::as_str);
+        annotation == Some("from the provider") && label == Some("gold")
+    };
+    apis.claim_when("labelled", "annotated, labelled and bound", |c| {
+        has_them(c) && handle_name(c).is_some()
+    })
+    .await;
+
+    // A user changing the label gets it put back, whenever it differs.
+    let patch = json!({"metadata": {"labels": {"example.com/tier": "bronze"}}});
+    apis.claims
+        .patch("labelled", &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .expect("relabelling the claim");
+    apis.claim_when("labelled", "label restored", has_them)
+        .await;
+
+    apis.teardown(env, operator).await;
+}
+
+/// The Normal Event with `reason` on claim `claim`, once it exists.
+async fn lifespan_event(env: &TestEnv, claim: &str, reason: &str) -> Event {
+    let events: Api<Event> = env.api();
+    eventually(
+        &format!("a {reason:?} Event on {claim}"),
+        TIMEOUT,
+        || async {
+            let list = events.list(&ListParams::default()).await.expect("events");
+            list.items.into_iter().find(|e| {
+                e.reason.as_deref() == Some(reason)
+                    && e.type_.as_deref() == Some("Normal")
+                    && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(claim)
+            })
+        },
+    )
+    .await
+}
+
+#[tokio::test]
+async fn a_changed_or_cleared_handle_end_earns_the_claim_an_event() {
+    let env = TestEnv::new().await;
+    let apis = Apis::new(
+        &env,
+        vec![provider(
+            &env.namespace,
+            "lasting",
+            json!({"lifespan": {"default": "2h", "maximum": "1d"}}),
+        )],
+    )
+    .await;
+    let operator = TestOperator::start(env.client.clone(), &env.namespace);
+
+    apis.create_claim(&claim("lasting", "lasting", json!({})))
+        .await;
+    let bound = apis
+        .claim_when("lasting", "bound with a lifespan end", |c| {
+            handle_name(c).is_some()
+                && c.status
+                    .as_ref()
+                    .and_then(|s| s.lifespan.as_ref())
+                    .is_some_and(|l| l.end.is_some())
+        })
+        .await;
+    let handle = handle_name(&bound).unwrap_or_default().to_owned();
+
+    // The handle's end moves: the claim follows, and says so, quoting the new end (Q8 fixed).
+    let new_end = (chrono::Utc::now() + chrono::TimeDelta::hours(5))
+        .format("%Y-%m-%dT%H:%M:%SZ")
+        .to_string();
+    let patch = json!({"spec": {"lifespan": {"end": new_end}}});
+    apis.handles
+        .patch(&handle, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .expect("moving the handle's end");
+    let event = lifespan_event(&env, "lasting", "Lifespan end changed").await;
+    assert!(
+        event.note.as_deref().is_some_and(|n| n.contains(&new_end)),
+        "{:?}",
+        event.note
+    );
+    assert_eq!(event.action.as_deref(), Some("LifespanChange"));
+    let regarding = event.regarding.expect("regarding");
+    assert_eq!(regarding.api_version.as_deref(), Some(&*format!("{D}/v1")));
+    assert_eq!(regarding.kind.as_deref(), Some("ResourceClaim"));
+
+    // The handle's end goes: "cleared".
+    let patch = json!({"spec": {"lifespan": {"end": null}}});
+    apis.handles
+        .patch(&handle, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .expect("clearing the handle's end");
+    lifespan_event(&env, "lasting", "Lifespan end cleared").await;
+
+    apis.teardown(env, operator).await;
+}
