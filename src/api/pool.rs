@@ -8,7 +8,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::refs::{ObjectRef, ProviderParameters};
+use super::refs::{LifespanSettings, ObjectRef, ProviderParameters};
 
 // kube-derive takes one `printcolumn` attribute per column; clippy reads them as duplicates.
 #[allow(clippy::duplicated_attributes)]
@@ -49,7 +49,7 @@ pub struct ResourcePoolSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub delete_unhealthy_resource_handles: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub lifespan: Option<PoolLifespan>,
+    pub lifespan: Option<LifespanSettings>,
     /// Cap on unbound handles that are not ready yet; unset means no cap.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 0))]
@@ -73,21 +73,6 @@ pub struct ResourcePoolSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "super::schema::free_object")]
     pub vars: Option<Map<String, Value>>,
-}
-
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct PoolLifespan {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub default: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub maximum: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub relative_maximum: Option<String>,
-    /// A new handle ends this long after creation unless claimed (rotation).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(schema_with = "super::schema::simple_interval")]
-    pub unclaimed: Option<String>,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]

@@ -9,6 +9,8 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use super::refs::LifespanSettings;
+
 // kube-derive takes one `printcolumn` attribute per column; clippy reads them as duplicates.
 #[allow(clippy::duplicated_attributes)]
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
@@ -47,7 +49,7 @@ pub struct ResourceProviderSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub health_check: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub lifespan: Option<ProviderLifespan>,
+    pub lifespan: Option<LifespanSettings>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub linked_resource_providers: Option<Vec<LinkedResourceProvider>>,
     /// Partial definition that selects this provider for a claim template (§6.2).
@@ -97,20 +99,6 @@ pub struct ProviderApproval {
     /// Default "Approval pending.".
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pending_message: Option<String>,
-}
-
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct ProviderLifespan {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub default: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub maximum: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub relative_maximum: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(schema_with = "super::schema::simple_interval")]
-    pub unclaimed: Option<String>,
 }
 
 /// A dependency on another provider (§9).

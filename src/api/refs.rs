@@ -67,3 +67,20 @@ pub struct WhenCondition {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub when: Option<String>,
 }
+
+/// The lifespan settings of a provider or a pool (§10.2): `default`, `maximum` and
+/// `relativeMaximum` are intervals that may be templates; `unclaimed` rotates idle pool handles.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct LifespanSettings {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub maximum: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub relative_maximum: Option<String>,
+    /// A new pool handle ends this long after creation unless claimed (rotation).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "super::schema::simple_interval")]
+    pub unclaimed: Option<String>,
+}

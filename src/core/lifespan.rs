@@ -17,8 +17,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use crate::api::claim::ClaimStatusLifespan;
 use crate::api::handle::HandleLifespan;
-use crate::api::pool::PoolLifespan;
-use crate::api::provider::ProviderLifespan;
+use crate::api::refs::LifespanSettings;
 use crate::api::{ResourceClaim, ResourceHandle};
 
 #[cfg(test)]
@@ -323,8 +322,8 @@ pub fn new_claim_handle_lifespan(
 /// wrote the provider's relativeMaximum into `maximum`, Q12); `end = now + unclaimed`, with
 /// `unclaimed` evaluated by `parse_interval`.
 pub fn new_pool_handle_lifespan<E: std::fmt::Display>(
-    pool: Option<&PoolLifespan>,
-    provider: Option<&ProviderLifespan>,
+    pool: Option<&LifespanSettings>,
+    provider: Option<&LifespanSettings>,
     now: DateTime<Utc>,
     parse_interval: impl FnOnce(&str) -> Result<TimeDelta, E>,
 ) -> Result<Option<HandleLifespan>, LifespanError> {

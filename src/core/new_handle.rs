@@ -13,7 +13,7 @@ use super::interval::parse_interval;
 use super::lifespan::{self, EvaluatedLifespan, LifespanError};
 use super::naming::HANDLE_GENERATE_NAME;
 use crate::api::handle::{HandleResource, ResourceHandleSpec};
-use crate::api::provider::ProviderLifespan;
+use crate::api::refs::LifespanSettings;
 use crate::api::refs::{ObjectRef, ProviderParameters};
 use crate::api::{OperatorDomain, ResourceClaim, ResourceHandle, ResourcePool};
 
@@ -87,7 +87,7 @@ pub fn handle_for_claim(
 /// resource labels and annotations, and the lifespan of the pool, else of its provider.
 pub fn handle_for_pool(
     pool: &ResourcePool,
-    provider_lifespan: Option<&ProviderLifespan>,
+    provider_lifespan: Option<&LifespanSettings>,
     scaling: Option<&str>,
     domain: &OperatorDomain,
     now: DateTime<Utc>,
@@ -397,7 +397,7 @@ spec:
         assert_eq!(labels.len(), 3);
     }
 
-    fn provider_lifespan() -> ProviderLifespan {
+    fn provider_lifespan() -> LifespanSettings {
         provider("metadata: {name: p}\nspec: {lifespan: {default: 2h, maximum: 3d, relativeMaximum: 1d, unclaimed: 30m}}")
             .spec
             .lifespan

@@ -544,8 +544,8 @@ fn parse_test_interval(text: &str) -> Result<TimeDelta, String> {
     }
 }
 
-fn provider_lifespan() -> ProviderLifespan {
-    ProviderLifespan {
+fn provider_lifespan() -> LifespanSettings {
+    LifespanSettings {
         default: Some("{{ provider_default }}".into()),
         maximum: Some("14d".into()),
         relative_maximum: Some("3d".into()),
@@ -572,7 +572,7 @@ fn pool_handle_copies_the_provider_lifespan_field_by_field() {
 
 #[test]
 fn pool_lifespan_replaces_the_providers_entirely() {
-    let pool = PoolLifespan {
+    let pool = LifespanSettings {
         default: Some("4h".into()),
         maximum: None,
         relative_maximum: Some("".into()),
@@ -598,7 +598,7 @@ fn pool_lifespan_replaces_the_providers_entirely() {
 
 #[test]
 fn pool_handle_without_unclaimed_has_no_end() {
-    let pool = PoolLifespan {
+    let pool = LifespanSettings {
         maximum: Some("1d".into()),
         unclaimed: Some("0s".into()),
         ..Default::default()
@@ -607,7 +607,7 @@ fn pool_handle_without_unclaimed_has_no_end() {
     assert_eq!(got.unwrap().end, None);
     assert_eq!(
         new_pool_handle_lifespan(
-            Some(&PoolLifespan::default()),
+            Some(&LifespanSettings::default()),
             None,
             now(),
             parse_test_interval
@@ -623,7 +623,7 @@ fn pool_handle_without_unclaimed_has_no_end() {
 
 #[test]
 fn pool_handle_reports_a_bad_unclaimed_interval() {
-    let pool = PoolLifespan {
+    let pool = LifespanSettings {
         unclaimed: Some("soon".into()),
         ..Default::default()
     };
