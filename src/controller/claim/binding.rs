@@ -55,7 +55,8 @@ fn handles_api(ctx: &Context, namespace: &str) -> Api<HandleObject> {
     Api::namespaced_with(ctx.client.clone(), namespace, &ctx.kinds.handle)
 }
 
-fn bound_to(handle: &HandleObject, claim: &ClaimObject) -> bool {
+/// Whether `handle` names `claim` as its claim.
+pub fn bound_to(handle: &HandleObject, claim: &ClaimObject) -> bool {
     handle.spec.resource_claim.as_ref().is_some_and(|r| {
         Some(r.name.as_str()) == claim.metadata.name.as_deref()
             && Some(r.namespace.as_str()) == claim.metadata.namespace.as_deref()
@@ -128,6 +129,7 @@ async fn adoptable(
 /// Tries the matching unbound handles, best first, each with one JSON patch whose first op
 /// tests that `spec.resourceClaim` is still absent (B01): of two binders, in this process or
 /// another, exactly one wins; the other gets 422 and tries its next candidate. 404: gone, next.
+/// Within this process, a handle is tried by one reconcile at a time (`ClaimIndex::reserve`).
 async fn bind(
     ctx: &Context,
     claim: &ClaimObject,
@@ -177,9 +179,16 @@ async fn bind(
     let api = handles_api(ctx, operator_namespace);
     for candidate in candidates {
         let mut handle = candidate.handle.clone();
+        let name = handle.metadata.name.clone().unwrap_or_default();
+        // Another reconcile of this process is binding it, or has just bound it: next.
+        if index.is_taken(&name, handle.metadata.resource_version.as_deref()) {
+            continue;
+        }
+        let Some(_reservation) = index.reserve(&name) else {
+            continue;
+        };
         // One retry with a fresh read when the patch failed on a stale copy of an unbound handle.
         for _ in 0..2 {
-            let name = handle.metadata.name.clone().unwrap_or_default();
             let Some(plan) = bind_plan(ctx, &handle, resolved, now) else {
                 break;
             };

@@ -6,7 +6,9 @@
 //! so a claim woken by a handle change always reads that change (the handle controller's
 //! store is fed by another watch and may lag behind it). Waiting claims are woken when an
 //! unbound handle appears or changes; the taken notes stop concurrent reconciles of this
-//! process from racing for a handle another one just bound.
+//! process from racing for a handle another one just bound, and reservations stop them from
+//! racing for the same handle while a bind of it is under way (all concurrent claims rank the
+//! same handle first: without them, each bind of a burst is fought for by every reconcile).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -30,6 +32,8 @@ struct Inner {
     /// Handle name → the resourceVersion the handle store had when the handle was found
     /// taken. Valid while the store still shows that version.
     taken: HashMap<String, String>,
+    /// Handles one reconcile of this process is binding right now.
+    reserved: HashSet<String>,
 }
 
 impl ClaimIndex {
@@ -97,6 +101,18 @@ impl ClaimIndex {
         }
     }
 
+    /// Reserves handle `name` for one bind attempt; `None` while another reconcile of this
+    /// process holds it. The reservation ends when the returned guard is dropped.
+    pub fn reserve(&self, name: &str) -> Option<Reservation> {
+        self.lock()
+            .reserved
+            .insert(name.to_owned())
+            .then(|| Reservation {
+                index: self.clone(),
+                name: name.to_owned(),
+            })
+    }
+
     /// Whether handle `name` is known taken while the store still shows `store_version`;
     /// a newer stored copy speaks for itself and the note is dropped.
     pub fn is_taken(&self, name: &str, store_version: Option<&str>) -> bool {
@@ -109,6 +125,18 @@ impl ClaimIndex {
             }
             None => false,
         }
+    }
+}
+
+/// A handle reserved for one bind attempt (see [`ClaimIndex::reserve`]).
+pub struct Reservation {
+    index: ClaimIndex,
+    name: String,
+}
+
+impl Drop for Reservation {
+    fn drop(&mut self) {
+        self.index.lock().reserved.remove(&self.name);
     }
 }
 
@@ -140,5 +168,16 @@ mod tests {
         // Dropped once outdated, even if the old version came back.
         assert!(!index.is_taken("guid-a", Some("10")));
         assert!(!index.is_taken("guid-b", Some("1")));
+    }
+
+    #[test]
+    fn a_handle_is_reserved_by_one_reconcile_at_a_time() {
+        let index = index();
+        let first = index.reserve("guid-a");
+        assert!(first.is_some());
+        assert!(index.reserve("guid-a").is_none());
+        assert!(index.reserve("guid-b").is_some());
+        drop(first);
+        assert!(index.reserve("guid-a").is_some());
     }
 }
