@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::api::events::v1::Event;
+use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
 use kube::Api;
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use poolboy::api::{ResourceClaim, ResourceHandle, ResourceProvider};
@@ -331,6 +332,95 @@ async fn auto_detach_deletes_the_handle_and_keeps_the_detached_claim() {
     assert_eq!(reference.name, handle);
     assert_eq!(reference.detached, Some(true));
     assert!(detached.metadata.deletion_timestamp.is_none());
+
+    apis.teardown(env, operator).await;
+}
+
+/// A Role in the test namespace: `rules` as JSON, bound to ServiceAccount `account`.
+async fn grant(env: &TestEnv, name: &str, account: &str, rules: Value) {
+    let roles: Api<Role> = env.api();
+    let bindings: Api<RoleBinding> = env.api();
+    let role: Role = from_json(json!({"metadata": {"name": name}, "rules": rules}));
+    roles
+        .create(&PostParams::default(), &role)
+        .await
+        .expect("creating a Role");
+    let binding: RoleBinding = from_json(json!({
+        "metadata": {"name": name},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+        "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": env.namespace}],
+    }));
+    bindings
+        .create(&PostParams::default(), &binding)
+        .await
+        .expect("creating a RoleBinding");
+}
+
+#[tokio::test]
+async fn a_detached_claim_retries_deleting_its_handle_until_it_succeeds() {
+    let env = TestEnv::new().await;
+    let apis = Apis::new(&env, vec![provider(&env.namespace, "plain", json!({}))]).await;
+    // The operator runs as a ServiceAccount that may do everything it needs here except
+    // delete handles: the delete that follows the detach fails with 403.
+    grant(
+        &env,
+        "operator",
+        "operator",
+        json!([
+            {"apiGroups": [D], "verbs": ["*"], "resources": [
+                "resourceclaims", "resourceclaims/status", "resourcehandles/status",
+                "resourcepools", "resourcepools/status", "resourceproviders",
+                "resourceproviders/status", "resourcepoolscalings",
+                "resourcepoolscalings/status", "resourcewatches"]},
+            {"apiGroups": [D], "resources": ["resourcehandles"],
+             "verbs": ["get", "list", "watch", "create", "update", "patch"]},
+            {"apiGroups": ["", "events.k8s.io"], "resources": ["*"], "verbs": ["*"]},
+        ]),
+    )
+    .await;
+    let client = env.client_as_service_account("operator").await;
+    let operator = TestOperator::start(client, &env.namespace);
+
+    let when = json!({"autoDetach": {"when": "resource_handle.status.ready | default(false)"}});
+    apis.create_claim(&claim("detach-me", "plain", when)).await;
+    let bound = apis
+        .claim_when("detach-me", "bound", |c| handle_name(c).is_some())
+        .await;
+    let handle = handle_name(&bound).unwrap_or_default().to_owned();
+    let configmap = apis.configmap_of(&handle).await;
+    apis.label_ready(&configmap).await;
+    apis.claim_when("detach-me", "detached", |c| {
+        c.status
+            .as_ref()
+            .and_then(|s| s.resource_handle.as_ref())
+            .is_some_and(|h| h.detached == Some(true))
+    })
+    .await;
+    let refused = apis
+        .handles
+        .get(&handle)
+        .await
+        .expect("the handle stays while its delete is refused");
+    assert!(refused.metadata.deletion_timestamp.is_none());
+
+    // Allowed now: a retry of the detached claim deletes the handle, and its ConfigMap goes too.
+    grant(
+        &env,
+        "operator-delete",
+        "operator",
+        json!([{"apiGroups": [D], "resources": ["resourcehandles"], "verbs": ["delete"]}]),
+    )
+    .await;
+    apis.gone(&apis.handles, "handle", &handle).await;
+    apis.gone(&apis.configmaps, "ConfigMap", &configmap).await;
+    assert!(
+        apis.claims
+            .get_opt("detach-me")
+            .await
+            .expect("read")
+            .is_some(),
+        "the detached claim stays"
+    );
 
     apis.teardown(env, operator).await;
 }

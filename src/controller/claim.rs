@@ -250,8 +250,8 @@ async fn pass(
         .as_ref()
         .and_then(|s| s.resource_handle.clone());
     // §7 step 2: a detached claim only waits for its end.
-    if recorded.as_ref().is_some_and(|h| h.detached == Some(true)) {
-        return detached(ctx, &claim, now).await;
+    if let Some(recorded) = recorded.as_ref().filter(|h| h.detached == Some(true)) {
+        return detached(ctx, &claim, recorded, now).await;
     }
     // A handle this reconcile bound before a conflicting write: recorded by now, or lost to
     // another process that recorded a different one.
@@ -627,12 +627,21 @@ async fn warn_invalid(ctx: &Context, claim: &ClaimObject, message: String) {
 }
 
 /// §7 step 2, §7.5: a detached claim is deleted when its `status.lifespan.end` passes, and
-/// otherwise left alone.
+/// otherwise left alone, once its handle is gone: the detach deletes the handle, and a delete
+/// that failed after the detach was written is retried here.
 async fn detached(
     ctx: &Context,
     claim: &ClaimObject,
+    recorded: &crate::api::claim::ClaimHandleRef,
     now: chrono::DateTime<chrono::Utc>,
 ) -> Result<Pass, ClaimError> {
+    if let Some(handle) = binding::find_handle(ctx, recorded).await?
+        && handle.metadata.deletion_timestamp.is_none()
+        && binding::bound_to(&handle, claim)
+    {
+        tracing::info!(claim = %binding::claim_key(claim), "deleting the handle of a detached claim");
+        delete_handle(ctx, &handle).await?;
+    }
     match lifespan::detached_claim_expiry(&writes::view(claim), now) {
         Ok(Expiry::Expired) => {
             writes::delete(ctx, claim).await?;
