@@ -22,7 +22,8 @@ pub struct BindPlan {
 }
 
 /// The patch that binds `handle` to `claim` (Δ§3.2, in Poolboy's op order):
-/// 1. `test /spec/resourceClaim == null` (B01);
+/// 1. `test /spec/resourceClaim == null` (B01), and `test /metadata/deletionTimestamp == null`
+///    (not in Poolboy: a handle being deleted must not be bound);
 /// 2. the claim labels, creating the labels map if needed (B02);
 /// 3. `spec.resourceClaim`;
 /// 4. for provider claims, `spec.provider` with the effective parameter values (B20);
@@ -40,10 +41,18 @@ pub fn bind_patch(
     domain: &OperatorDomain,
     now: DateTime<Utc>,
 ) -> Result<BindPlan, LifespanError> {
-    let mut ops = vec![PatchOperation::Test(TestOperation {
-        path: pointer(&["spec", "resourceClaim"]),
-        value: Value::Null,
-    })];
+    // A handle being deleted is not bound either: a stale copy may not show its deletion, and
+    // its finalizer would take the claim down with it.
+    let mut ops = vec![
+        PatchOperation::Test(TestOperation {
+            path: pointer(&["spec", "resourceClaim"]),
+            value: Value::Null,
+        }),
+        PatchOperation::Test(TestOperation {
+            path: pointer(&["metadata", "deletionTimestamp"]),
+            value: Value::Null,
+        }),
+    ];
     let reference = claim_reference(claim, domain);
     if handle.metadata.labels.is_none() {
         ops.push(add(&["metadata", "labels"], json!({})));
@@ -214,6 +223,7 @@ spec:
             patch_json(&plan.patch),
             json!([
                 {"op": "test", "path": "/spec/resourceClaim", "value": null},
+                {"op": "test", "path": "/metadata/deletionTimestamp", "value": null},
                 {"op": "add", "path": "/metadata/labels/poolboy.gpte.redhat.com~1resource-claim-name", "value": "c"},
                 {"op": "add", "path": "/metadata/labels/poolboy.gpte.redhat.com~1resource-claim-namespace", "value": "user1"},
                 {"op": "add", "path": "/spec/resourceClaim", "value": {
@@ -254,6 +264,7 @@ spec:
             ops(&plan),
             [
                 ("test", "/spec/resourceClaim"),
+                ("test", "/metadata/deletionTimestamp"),
                 ("add", "/metadata/labels"),
                 (
                     "add",
@@ -267,7 +278,7 @@ spec:
             ]
             .map(|(a, b)| (a.to_owned(), b.to_owned()))
         );
-        assert_eq!(patch_json(&plan.patch)[1]["value"], json!({}));
+        assert_eq!(patch_json(&plan.patch)[2]["value"], json!({}));
     }
 
     #[test]
@@ -315,8 +326,8 @@ spec:
         )
         .unwrap();
         let mut document = serde_json::to_value(&handle).unwrap();
-        // The guard passes on the API server when the path is absent; leave it out here.
-        let ops: Vec<_> = plan.patch.0[1..].to_vec();
+        // The guards pass on the API server when their paths are absent; leave them out here.
+        let ops: Vec<_> = plan.patch.0[2..].to_vec();
         json_patch::patch(&mut document, &ops).unwrap();
         assert_eq!(
             document["spec"]["resources"],
