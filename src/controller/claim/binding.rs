@@ -372,21 +372,50 @@ pub async fn release(
     }
     let api = handles_api(ctx, namespace);
     let patch = Patch::Json::<()>(JsonPatch(ops));
-    match api.patch(name, &PatchParams::default(), &patch).await {
-        Ok(_) => {}
+    let unbound = match api.patch(name, &PatchParams::default(), &patch).await {
+        Ok(unbound) => unbound,
         Err(e) if is_not_found(&e) => return Ok(()),
         // No longer bound to this claim: not ours to release.
         Err(e) if matches!(&e, kube::Error::Api(s) if s.code == 422) => return Ok(()),
         Err(e) => return Err(e.into()),
-    }
+    };
     tracing::info!(claim = %claim_key(claim), handle = %name, "released a handle bound twice");
     if pending.created {
-        match api.delete(name, &DeleteParams::default()).await {
-            Ok(_) => {}
-            Err(e) if is_not_found(&e) => {}
+        delete_unbound(&api, unbound).await?;
+    }
+    Ok(())
+}
+
+/// Deletes a released handle while it is still unbound: once unbound, another claim may bind
+/// it at any moment, so each delete carries the resourceVersion of a copy seen unbound, and a
+/// handle found bound again is left to its new claim.
+async fn delete_unbound(api: &Api<HandleObject>, handle: HandleObject) -> Result<(), ClaimError> {
+    let name = handle.metadata.name.clone().unwrap_or_default();
+    let mut handle = Some(handle);
+    // Bounded: a handle whose status keeps changing is left unbound (it expires with its lifespan).
+    for _ in 0..10 {
+        let Some(current) = handle.take() else {
+            return Ok(());
+        };
+        if current.spec.resource_claim.is_some() || current.metadata.deletion_timestamp.is_some() {
+            return Ok(());
+        }
+        let params = DeleteParams {
+            preconditions: Some(kube::api::Preconditions {
+                uid: current.metadata.uid.clone(),
+                resource_version: current.metadata.resource_version.clone(),
+            }),
+            ..Default::default()
+        };
+        match api.delete(&name, &params).await {
+            Ok(_) => return Ok(()),
+            Err(e) if is_not_found(&e) => return Ok(()),
+            // Changed since (its status, or a new bind): look again.
+            Err(e) if is_conflict(&e) => handle = api.get_opt(&name).await?,
             Err(e) => return Err(e.into()),
         }
     }
+    tracing::warn!(handle = %name, "released handle keeps changing: left unbound");
     Ok(())
 }
 
