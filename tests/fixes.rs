@@ -1141,10 +1141,13 @@ async fn d_restored_claims_are_adopted_not_duplicated() {
     })
     .await;
 
-    assert_eq!(handles_of_claim(&env, "with-status").await, [first.clone()]);
+    assert_eq!(
+        handles_of_claim(&env, "with-status").await,
+        std::slice::from_ref(&first)
+    );
     assert_eq!(
         handles_of_claim(&env, "without-status").await,
-        [second.clone()]
+        std::slice::from_ref(&second)
     );
     assert_eq!(handles(&env).await.len(), 2, "no second handle was created");
     for (handle, v) in [(&first, "with-status"), (&second, "without-status")] {
