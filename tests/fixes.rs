@@ -303,6 +303,46 @@ async fn record_configmaps(env: &TestEnv) -> Arc<Mutex<BTreeSet<String>>> {
     seen
 }
 
+/// Every version of object `name` from now on, as JSON, from a watch started (and listed)
+/// before the call returns.
+async fn record_versions<K>(env: &TestEnv, name: &str) -> Arc<Mutex<Vec<Value>>>
+where
+    K: Resource<Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + DeserializeOwned
+        + std::fmt::Debug
+        + serde::Serialize
+        + Send
+        + 'static,
+    <K as Resource>::DynamicType: Default,
+{
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let listed = Arc::new(AtomicBool::new(false));
+    let api: Api<K> = env.api();
+    let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
+    let (record, done) = (seen.clone(), listed.clone());
+    tokio::spawn(async move {
+        let mut stream = watcher(api, config).boxed();
+        while let Some(event) = stream.next().await {
+            match event {
+                Ok(Event::Apply(object)) => {
+                    if let (Ok(mut seen), Ok(value)) = (record.lock(), serde_json::to_value(object))
+                    {
+                        seen.push(value);
+                    }
+                }
+                Ok(Event::InitDone) => done.store(true, Ordering::SeqCst),
+                _ => {}
+            }
+        }
+    });
+    eventually("the watch listed", TIMEOUT, || async {
+        listed.load(Ordering::SeqCst).then_some(())
+    })
+    .await;
+    seen
+}
+
 /// Stops the operator, releases the finalizers nothing will remove now, deletes the namespace.
 async fn teardown(env: TestEnv, operator: TestOperator) {
     operator.stop().await;
@@ -877,6 +917,7 @@ async fn b20_binding_a_provider_claim_records_its_effective_values_on_the_handle
     })
     .await;
     ready_handle(&env, &pooled).await;
+    let versions = record_versions::<ResourceHandle>(&env, &pooled).await;
 
     let claim: ResourceClaim = from_json(json!({
         "apiVersion": format!("{D}/v1"), "kind": "ResourceClaim",
@@ -899,6 +940,20 @@ async fn b20_binding_a_provider_claim_records_its_effective_values_on_the_handle
         handle["spec"]["provider"],
         json!({"name": "sized", "parameterValues": {"size": "large", "colour": "red"}})
     );
+    // Set by the bind itself, not by a later write: no version of the handle was ever bound
+    // with the pool's values only (its resources would have been made from them).
+    let versions = versions.lock().expect("the record").clone();
+    let bound_versions: Vec<&Value> = versions
+        .iter()
+        .filter(|h| h["spec"]["resourceClaim"].is_object())
+        .collect();
+    assert!(!bound_versions.is_empty(), "the watch saw the bind");
+    for version in bound_versions {
+        assert_eq!(
+            version["spec"]["provider"]["parameterValues"]["colour"], "red",
+            "a bound version without the claim's values: {version}"
+        );
+    }
 
     teardown(env, operator).await;
 }
