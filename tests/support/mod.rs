@@ -272,3 +272,14 @@ pub fn random_suffix() -> String {
         .map(|_| char::from(ALPHABET[rng.random_range(0..ALPHABET.len())]))
         .collect()
 }
+
+/// Awaits until `api` no longer has `name` (gone, not merely being deleted).
+pub async fn gone<K>(api: &kube::Api<K>, name: &str, timeout: Duration)
+where
+    K: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    eventually(&format!("{name} is gone"), timeout, || async {
+        matches!(api.get_opt(name).await, Ok(None)).then_some(())
+    })
+    .await
+}
