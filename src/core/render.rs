@@ -10,8 +10,7 @@ use super::claim_plan::{
     ClaimPlanError, ClaimPlanInput, ResolvedClaim, requested_pool, resolve_claim,
 };
 use super::definition::{DefinitionContext, HandleResources, LinkGate};
-use super::desired_resources::Generation;
-use super::handle_resources::sync_generated_resources;
+use super::handle_plan::{HandlePlanError, PlanEnvironment, generated_resources};
 use super::new_handle::handle_for_pool;
 use super::provider::{CompiledProvider, ProviderCatalog, ProviderCompiler, ProviderProblem};
 use super::render_input::RenderInput;
@@ -128,17 +127,20 @@ pub fn render(input: RenderInput, options: &RenderOptions) -> Result<Rendered, R
             let mut handle = handle_for_pool(&pool, lifespan, None, &options.domain, options.now)
                 .map_err(failed)?;
             renderer.name(&mut handle);
-            renderer.generate_resources(&mut handle, None)?;
-            Some(handle)
+            let refused = renderer.generate_resources(&mut handle, None)?;
+            Some((handle, refused))
         }
         None => None,
     };
 
     let Some(claim) = input.claim else {
-        let handle = pool_handle.ok_or_else(|| failed("nothing to render"))?;
-        return renderer.finish(handle, None, vec!["a pool handle, unclaimed".to_owned()]);
+        let (handle, refused) = pool_handle.ok_or_else(|| failed("nothing to render"))?;
+        let mut notes = vec!["a pool handle, unclaimed".to_owned()];
+        notes.extend(refused);
+        return renderer.finish(handle, None, notes);
     };
-    renderer.claim(claim, pool_handle)
+    // Binding regenerates the pool handle's resources: its refusals are noted then.
+    renderer.claim(claim, pool_handle.map(|(handle, _)| handle))
 }
 
 struct Renderer<'a> {
@@ -242,20 +244,18 @@ impl Renderer<'_> {
             .propagation(claim, &handle, self.templates, self.domain(), self.now())
             .map_err(failed)?;
         let mut handle = apply(&handle, &propagation.patch)?;
-        self.generate_resources(&mut handle, Some(claim))?;
+        let refused = self.generate_resources(&mut handle, Some(claim))?;
         let pool = handle
             .spec
             .resource_pool
             .as_ref()
             .map(|p| p.name.clone())
             .unwrap_or_default();
-        self.finish(
-            handle,
-            Some(claim),
-            vec![format!(
-                "the claim binds to an unbound handle of pool {pool}"
-            )],
-        )
+        let mut notes = vec![format!(
+            "the claim binds to an unbound handle of pool {pool}"
+        )];
+        notes.extend(refused);
+        self.finish(handle, Some(claim), notes)
     }
 
     /// Resolves, initialises and validates the claim as the claim controller does (§6, §7
@@ -285,37 +285,33 @@ impl Renderer<'_> {
         Ok(resolved)
     }
 
-    /// A handle with `spec.provider` generates its resources (§9).
+    /// A handle with `spec.provider` regenerates its resources as the handle controller does
+    /// (§9, Δ§3.2 step 4). Returns the entries left alone because their provider would change,
+    /// in the words the handle's status would report them.
     fn generate_resources(
         &self,
         handle: &mut ResourceHandle,
         claim: Option<&ResourceClaim>,
-    ) -> Result<(), RenderError> {
-        let Some(provider_spec) = handle.spec.provider.clone() else {
-            return Ok(());
+    ) -> Result<Vec<String>, RenderError> {
+        let generated =
+            generated_resources(&self.environment(), handle, claim).map_err(|e| match e {
+                HandlePlanError::Provider(e) => failed(e),
+                HandlePlanError::Generation(e) => failed(e),
+            })?;
+        let Some(generated) = generated else {
+            return Ok(Vec::new());
         };
-        let provider = self.catalog.get(&provider_spec.name).map_err(failed)?;
-        let subjects = Subjects::new(claim, Some(handle), self.domain());
-        let generation = Generation {
+        *handle = apply(handle, &generated.patch)?;
+        Ok(generated.refused)
+    }
+
+    fn environment(&self) -> PlanEnvironment<'_> {
+        PlanEnvironment {
             catalog: self.catalog,
             templates: self.templates,
             domain: self.domain(),
-            subjects: &subjects,
             now: self.now(),
-        };
-        let generated = generation
-            .resources(provider, provider_spec.parameter_values.as_ref())
-            .map_err(failed)?;
-        let (patch, refused) =
-            sync_generated_resources(handle.spec.resources.as_deref(), &generated);
-        if let Some(refused) = refused.first() {
-            return Err(failed(format!(
-                "resource {} would change provider from {} to {}",
-                refused.index, refused.current, refused.generated
-            )));
         }
-        *handle = apply(handle, &patch)?;
-        Ok(())
     }
 
     /// Renders each resource of the handle, as the first handle reconcile would (§12.4).
