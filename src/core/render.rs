@@ -9,14 +9,15 @@ use serde_json::Value;
 use super::claim_plan::{
     ClaimPlanError, ClaimPlanInput, ResolvedClaim, requested_pool, resolve_claim,
 };
-use super::definition::{DefinitionContext, HandleResources, LinkGate};
-use super::handle_plan::{HandlePlanError, PlanEnvironment, generated_resources};
+use super::handle_plan::{
+    HandlePlanError, HandleProviders, PlanEnvironment, PlanInput, ResourcePlan,
+    generated_resources, plan_resources,
+};
 use super::new_handle::handle_for_pool;
-use super::provider::{CompiledProvider, ProviderCatalog, ProviderCompiler, ProviderProblem};
+use super::provider::{ProviderCatalog, ProviderCompiler, ProviderProblem};
 use super::render_input::RenderInput;
 use super::schema::SchemaCache;
 use super::template::TemplateEngine;
-use super::view::Subjects;
 use crate::api::refs::WaitingFor;
 use crate::api::{OperatorDomain, ResourceClaim, ResourceHandle};
 
@@ -109,6 +110,7 @@ pub fn render(input: RenderInput, options: &RenderOptions) -> Result<Rendered, R
     }
     let renderer = Renderer {
         catalog: &catalog,
+        compiler: &compiler,
         templates: &templates,
         options,
     };
@@ -145,6 +147,7 @@ pub fn render(input: RenderInput, options: &RenderOptions) -> Result<Rendered, R
 
 struct Renderer<'a> {
     catalog: &'a ProviderCatalog,
+    compiler: &'a ProviderCompiler<'a>,
     templates: &'a TemplateEngine,
     options: &'a RenderOptions,
 }
@@ -314,70 +317,48 @@ impl Renderer<'_> {
         }
     }
 
-    /// Renders each resource of the handle, as the first handle reconcile would (§12.4).
+    /// Renders each resource of the handle, as the first handle reconcile would (§12.4):
+    /// no resource exists yet. A resource whose definition cannot be produced fails the render.
     fn finish(
         &self,
         handle: ResourceHandle,
         claim: Option<&ResourceClaim>,
         notes: Vec<String>,
     ) -> Result<Rendered, RenderError> {
-        let entries = handle.spec.resources.clone().unwrap_or_default();
-        let providers = entries
-            .iter()
-            .map(|r| self.catalog.get(&r.provider.name).map(AsRef::as_ref))
-            .collect::<Result<Vec<&CompiledProvider>, _>>()
-            .map_err(failed)?;
+        let providers = HandleProviders::resolve(&handle, self.catalog, self.compiler);
+        let entries = handle.spec.resources.as_deref().unwrap_or(&[]);
         let states = vec![None; entries.len()];
-        let subjects = Subjects::new(claim, Some(&handle), self.domain());
-        let resources_view = HandleResources {
+        let input = PlanInput {
             handle: &handle,
+            claim,
             providers: &providers,
             states: &states,
-        };
-        let context = DefinitionContext {
-            domain: self.domain(),
-            templates: self.templates,
-            subjects: &subjects,
             requester: None,
-            now: self.now(),
         };
-        let mut resources = Vec::new();
-        for (index, (entry, provider)) in entries.iter().zip(&providers).enumerate() {
+        let plans = plan_resources(&self.environment(), &input);
+        let mut resources = Vec::with_capacity(plans.len());
+        for (index, (entry, plan)) in entries.iter().zip(plans).enumerate() {
             let name = entry
                 .name
                 .clone()
-                .unwrap_or_else(|| provider.name().to_owned());
-            if provider.spec().resource_requires_claim.unwrap_or(false)
-                && handle.spec.resource_claim.is_none()
-            {
-                resources.push(RenderedResource::Waiting {
+                .unwrap_or_else(|| entry.provider.name.clone());
+            resources.push(match plan {
+                ResourcePlan::Apply { definition, .. } => RenderedResource::Definition(definition),
+                ResourcePlan::WaitingForClaim => RenderedResource::Waiting {
                     index,
                     name,
                     why: waiting(WaitingFor::ResourceClaim),
-                });
-                continue;
-            }
-            match resources_view
-                .link_gate(index, &subjects, self.templates, self.domain(), self.now())
-                .map_err(failed)?
-            {
-                LinkGate::Waiting { linked_provider } => {
-                    resources.push(RenderedResource::Waiting {
-                        index,
-                        name,
-                        why: format!(
-                            "{} ({linked_provider} has no state yet)",
-                            waiting(WaitingFor::LinkedResourceProvider)
-                        ),
-                    })
-                }
-                LinkGate::Ready(vars) => {
-                    let definition = resources_view
-                        .definition(index, &vars, &context)
-                        .map_err(failed)?;
-                    resources.push(RenderedResource::Definition(definition));
-                }
-            }
+                },
+                ResourcePlan::WaitingForLink { linked_provider } => RenderedResource::Waiting {
+                    index,
+                    name,
+                    why: format!(
+                        "{} ({linked_provider} has no state yet)",
+                        waiting(WaitingFor::LinkedResourceProvider)
+                    ),
+                },
+                ResourcePlan::Invalid(message) => return Err(RenderError::Failed(message)),
+            });
         }
         Ok(Rendered {
             handle,
