@@ -1,17 +1,27 @@
 //! What the claim controller decides about a claim before it touches a handle (§6, §7 steps
 //! 3–7, §8): which providers serve it, the initialisation to write once (§6.3), whether its
 //! values are valid, and the resources a handle for it must hold. Also the name of the handle
-//! created for it, and whether creating one is allowed (Δ§2.3).
+//! created for it, whether creating one is allowed (Δ§2.3), and what the resolved claim does
+//! to a handle: which unbound handles it may bind, the bind patch, the handle created for it,
+//! and the claim edits its bound handle receives. The claim controller and `poolboy render`
+//! both decide through these, so that the offline render cannot drift from the operator.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
 
+use super::bind::{BindPlan, bind_patch};
 use super::claim_resources::{self, ClaimError, ClaimShape};
+use super::claim_to_handle::{Propagation, propagate_claim_to_handle};
 use super::desired_resources::{DesiredResource, DesiredResourcesError, Generation};
-use super::lifespan::format_timestamp;
+use super::lifespan::{LifespanError, format_timestamp};
+use super::lifespan_values::{LifespanValueError, handle_lifespan, provider_lifespan};
+use super::matching::{self, BindCandidate, MatchError, MatchIgnore};
+use super::new_handle::{ClaimHandleInput, HandleForClaim, handle_for_claim};
 use super::parameters::validate_parameters;
 use super::provider::{CompiledProvider, ProviderCatalog};
 use super::template::{RenderContext, TemplateEngine};
@@ -32,6 +42,12 @@ pub enum ClaimPlanError {
     Claim(#[from] ClaimError),
     #[error("cannot generate the claim's resources: {0}")]
     Resources(#[from] DesiredResourcesError),
+    /// A provider's or the handle's lifespan template fails for this claim.
+    #[error(transparent)]
+    LifespanValue(#[from] LifespanValueError),
+    /// The lifespan rules refuse the claim's or the handle's values (§10).
+    #[error(transparent)]
+    Lifespan(#[from] LifespanError),
 }
 
 /// What resolving a claim needs.
@@ -107,6 +123,104 @@ impl ResolvedClaim {
             Some(provider) => vec![provider.as_ref()],
             None => self.resource_providers.iter().map(AsRef::as_ref).collect(),
         }
+    }
+
+    /// The unbound handles among `handles` the claim may bind, best first (Δ§3.2
+    /// "Binding"): each resource is compared under its provider's `matchIgnore`; with
+    /// `pool_name` (the claim's [`requested_pool`] as it is now), only that pool's handles.
+    pub fn bind_candidates<'h>(
+        &self,
+        pool_name: Option<&str>,
+        handles: impl IntoIterator<Item = &'h ResourceHandle>,
+        now: DateTime<Utc>,
+    ) -> Result<Vec<BindCandidate<'h>>, MatchError> {
+        let wanted: Vec<matching::DesiredResource<'_>> = self
+            .resources
+            .iter()
+            .map(|r| matching::DesiredResource {
+                provider_name: &r.provider.name,
+                name: Some(r.name.as_str()).filter(|n| !n.is_empty()),
+                template: Some(&r.template),
+            })
+            .collect();
+        let ignores: HashMap<String, MatchIgnore> = self
+            .resource_providers
+            .iter()
+            .map(|p| (p.name().to_owned(), p.match_ignore().clone()))
+            .collect();
+        matching::bind_candidates(&wanted, pool_name, handles, &ignores, now)
+    }
+
+    /// The patch that binds the unbound `handle` to the claim, with the handle's lifespan
+    /// evaluated for the claim (Δ§3.2, §10.3).
+    pub fn bind_plan(
+        &self,
+        handle: &ResourceHandle,
+        templates: &TemplateEngine,
+        domain: &OperatorDomain,
+        now: DateTime<Utc>,
+    ) -> Result<BindPlan, ClaimPlanError> {
+        let subjects = Subjects::new(Some(&self.claim), Some(handle), domain);
+        let limits = handle_lifespan(handle, &subjects, templates, now)?.limits();
+        Ok(bind_patch(
+            handle,
+            &self.claim,
+            &self.resources,
+            self.effective_provider.as_ref(),
+            &limits,
+            domain,
+            now,
+        )?)
+    }
+
+    /// The handle created for the claim (§7.2), without its name: its lifespan is bounded by
+    /// each of [`lifespan_providers`](Self::lifespan_providers), evaluated for the claim
+    /// (§10.5). Whether creation is allowed at all is [`creation_allowed`](Self::creation_allowed).
+    pub fn new_handle(
+        &self,
+        templates: &TemplateEngine,
+        domain: &OperatorDomain,
+        operator_namespace: &str,
+        now: DateTime<Utc>,
+    ) -> Result<HandleForClaim, ClaimPlanError> {
+        let subjects = Subjects::new(Some(&self.claim), None, domain);
+        let lifespans = self
+            .lifespan_providers()
+            .into_iter()
+            .map(|p| provider_lifespan(p, &subjects, templates, now))
+            .collect::<Result<Vec<_>, _>>()?;
+        let input = ClaimHandleInput {
+            claim: &self.claim,
+            provider: self.effective_provider.clone(),
+            resources: &self.resources,
+            lifespans: &lifespans,
+        };
+        Ok(handle_for_claim(&input, domain, operator_namespace, now)?)
+    }
+
+    /// What the claim's bound `handle` receives from `claim` (§7 step 11), with the handle's
+    /// lifespan evaluated for the claim. `claim` is the claim as it is now (the controller
+    /// reads it fresh after its own writes); the rest comes from this resolution.
+    pub fn propagation(
+        &self,
+        claim: &ResourceClaim,
+        handle: &ResourceHandle,
+        templates: &TemplateEngine,
+        domain: &OperatorDomain,
+        now: DateTime<Utc>,
+    ) -> Result<Propagation, ClaimPlanError> {
+        let subjects = Subjects::new(Some(claim), Some(handle), domain);
+        let limits = handle_lifespan(handle, &subjects, templates, now)?.limits();
+        let claim_providers: Vec<_> = self.resources.iter().map(|r| r.provider.clone()).collect();
+        Ok(propagate_claim_to_handle(
+            claim,
+            self.shape,
+            handle,
+            self.effective_provider.as_ref(),
+            &claim_providers,
+            &limits,
+            now,
+        )?)
     }
 }
 
@@ -297,6 +411,15 @@ fn resolve_resources_claim(input: &ClaimPlanInput<'_>) -> Result<ResolvedClaim, 
         status_resources: Some(status_resources),
         problems,
     })
+}
+
+/// The pool a claim asks to be bound from: its `D/resource-pool-name` annotation (Δ§3.2).
+pub fn requested_pool<'c>(metadata: &'c ObjectMeta, domain: &OperatorDomain) -> Option<&'c str> {
+    metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(&domain.resource_pool_name()))
+        .map(String::as_str)
 }
 
 /// Whether the claim carries `D/resource-claim-init-timestamp` (§6.3).

@@ -151,8 +151,11 @@ impl HandleProviders {
 /// What happens to one resource in this reconcile (§12.4 step 6).
 #[derive(Clone, Debug, PartialEq)]
 pub enum ResourcePlan {
-    /// Not rendered yet: `waitingFor` says why.
-    Waiting(WaitingFor),
+    /// Not rendered before the handle is bound (`resourceRequiresClaim`, §12.4 step 6.1).
+    WaitingForClaim,
+    /// Not rendered before the resource of `linked_provider` has a state that passes its
+    /// `waitFor` (§9).
+    WaitingForLink { linked_provider: String },
     /// The definition cannot be produced: bad input, reported (and `waitingFor: Resource
     /// Definition`, Poolboy's value for a resource without definition).
     Invalid(String),
@@ -167,7 +170,8 @@ impl ResourcePlan {
     /// The `waitingFor` this plan leaves in `status.resources[i]`.
     pub fn waiting_for(&self) -> Option<WaitingFor> {
         match self {
-            ResourcePlan::Waiting(why) => Some(*why),
+            ResourcePlan::WaitingForClaim => Some(WaitingFor::ResourceClaim),
+            ResourcePlan::WaitingForLink { .. } => Some(WaitingFor::LinkedResourceProvider),
             ResourcePlan::Invalid(_) => Some(WaitingFor::ResourceDefinition),
             ResourcePlan::Apply { .. } => None,
         }
@@ -223,13 +227,13 @@ pub fn plan_resources(env: &PlanEnvironment<'_>, input: &PlanInput<'_>) -> Vec<R
             if provider.spec().resource_requires_claim.unwrap_or(false)
                 && handle.spec.resource_claim.is_none()
             {
-                return ResourcePlan::Waiting(WaitingFor::ResourceClaim);
+                return ResourcePlan::WaitingForClaim;
             }
             let gate = resources.link_gate(index, &subjects, env.templates, env.domain, env.now);
             let linked_vars = match gate {
                 Err(error) => return ResourcePlan::Invalid(format!("{label}: {error}")),
-                Ok(LinkGate::Waiting { .. }) => {
-                    return ResourcePlan::Waiting(WaitingFor::LinkedResourceProvider);
+                Ok(LinkGate::Waiting { linked_provider }) => {
+                    return ResourcePlan::WaitingForLink { linked_provider };
                 }
                 Ok(LinkGate::Ready(vars)) => vars,
             };

@@ -14,7 +14,6 @@ use super::template::RenderContext;
 use super::view::handle_view;
 use crate::api::ResourceHandle;
 use crate::api::handle::ResourceHandleStatus;
-use crate::api::refs::WaitingFor;
 
 #[cfg(test)]
 mod tests;
@@ -190,8 +189,8 @@ fn why_not_ready(
     ready: Option<bool>,
 ) -> &'static str {
     match plan {
-        Some(ResourcePlan::Waiting(WaitingFor::ResourceClaim)) => "waiting for a ResourceClaim",
-        Some(ResourcePlan::Waiting(_)) => "waiting for a linked resource",
+        Some(ResourcePlan::WaitingForClaim) => "waiting for a ResourceClaim",
+        Some(ResourcePlan::WaitingForLink { .. }) => "waiting for a linked resource",
         Some(ResourcePlan::Invalid(_)) => "invalid definition",
         _ if !has_state => "not created yet",
         _ if healthy == Some(false) => "unhealthy",

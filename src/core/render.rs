@@ -6,24 +6,19 @@ use chrono::{DateTime, Utc};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use serde_json::Value;
 
-use super::bind::bind_patch;
-use super::claim_resources::{self, ClaimShape};
-use super::claim_to_handle::propagate_claim_to_handle;
-use super::definition::{DefinitionContext, HandleResources, LinkGate};
-use super::desired_resources::{DesiredResource, Generation};
-use super::handle_resources::sync_generated_resources;
-use super::lifespan_values::{handle_lifespan, provider_lifespan};
-use super::matching;
-use super::new_handle::{ClaimHandleInput, handle_for_claim, handle_for_pool};
-use super::parameters::validate_parameters;
-use super::provider::{CompiledProvider, ProviderCatalog, ProviderCompiler, ProviderProblem};
+use super::claim_plan::{
+    ClaimPlanError, ClaimPlanInput, ResolvedClaim, requested_pool, resolve_claim,
+};
+use super::handle_plan::{
+    HandlePlanError, HandleProviders, PlanEnvironment, PlanInput, ResourcePlan,
+    generated_resources, plan_resources,
+};
+use super::new_handle::handle_for_pool;
+use super::provider::{ProviderCatalog, ProviderCompiler, ProviderProblem};
 use super::render_input::RenderInput;
 use super::schema::SchemaCache;
-use super::template::RenderContext;
 use super::template::TemplateEngine;
-use super::view::{Subjects, provider_view};
-use crate::api::claim::{ClaimStatusProvider, ResourceClaimStatus};
-use crate::api::refs::{ProviderParameters, WaitingFor};
+use crate::api::refs::WaitingFor;
 use crate::api::{OperatorDomain, ResourceClaim, ResourceHandle};
 
 /// How to render.
@@ -115,6 +110,7 @@ pub fn render(input: RenderInput, options: &RenderOptions) -> Result<Rendered, R
     }
     let renderer = Renderer {
         catalog: &catalog,
+        compiler: &compiler,
         templates: &templates,
         options,
     };
@@ -133,36 +129,30 @@ pub fn render(input: RenderInput, options: &RenderOptions) -> Result<Rendered, R
             let mut handle = handle_for_pool(&pool, lifespan, None, &options.domain, options.now)
                 .map_err(failed)?;
             renderer.name(&mut handle);
-            renderer.generate_resources(&mut handle, None)?;
-            Some(handle)
+            let refused = renderer.generate_resources(&mut handle, None)?;
+            Some((handle, refused))
         }
         None => None,
     };
 
     let Some(claim) = input.claim else {
-        let handle = pool_handle.ok_or_else(|| failed("nothing to render"))?;
-        return renderer.finish(handle, None, vec!["a pool handle, unclaimed".to_owned()]);
+        let (handle, refused) = pool_handle.ok_or_else(|| failed("nothing to render"))?;
+        let mut notes = vec!["a pool handle, unclaimed".to_owned()];
+        notes.extend(refused);
+        return renderer.finish(handle, None, notes);
     };
-    renderer.claim(claim, pool_handle)
+    // Binding regenerates the pool handle's resources: its refusals are noted then.
+    renderer.claim(claim, pool_handle.map(|(handle, _)| handle))
 }
 
 struct Renderer<'a> {
     catalog: &'a ProviderCatalog,
+    compiler: &'a ProviderCompiler<'a>,
     templates: &'a TemplateEngine,
     options: &'a RenderOptions,
 }
 
-/// A claim resolved against its providers, as the claim controller sees it after
-/// initialisation and validation.
-struct ResolvedClaim<'a> {
-    claim: ResourceClaim,
-    shape: ClaimShape,
-    providers: Vec<&'a CompiledProvider>,
-    resources: Vec<DesiredResource>,
-    effective_provider: Option<ProviderParameters>,
-}
-
-impl<'a> Renderer<'a> {
+impl Renderer<'_> {
     fn now(&self) -> DateTime<Utc> {
         self.options.now
     }
@@ -195,82 +185,42 @@ impl<'a> Renderer<'a> {
             .metadata
             .creation_timestamp
             .get_or_insert_with(|| to_time(self.now()));
-        let resolved = self.resolve(claim)?;
-        let claim = &resolved.claim;
-        let subjects = Subjects::new(Some(claim), None, self.domain());
-
+        let resolved = self.resolve(&claim)?;
         if let Some(pool_handle) = pool_handle {
-            let mut ignores = std::collections::HashMap::new();
-            for provider in &resolved.providers {
-                ignores.insert(provider.name().to_owned(), provider.match_ignore().clone());
-            }
-            let wanted: Vec<matching::DesiredResource<'_>> = resolved
-                .resources
-                .iter()
-                .map(|r| matching::DesiredResource {
-                    provider_name: &r.provider.name,
-                    name: Some(r.name.as_str()).filter(|n| !n.is_empty()),
-                    template: Some(&r.template),
-                })
-                .collect();
-            let pool_name = claim
-                .metadata
-                .annotations
-                .as_ref()
-                .and_then(|a| a.get(&self.domain().resource_pool_name()))
-                .map(String::as_str);
-            let handles = [pool_handle.clone()];
-            let candidates =
-                matching::bind_candidates(&wanted, pool_name, &handles, &ignores, self.now())
-                    .map_err(failed)?;
+            let pool_name = requested_pool(&resolved.claim.metadata, self.domain());
+            let candidates = resolved
+                .bind_candidates(pool_name, [&pool_handle], self.now())
+                .map_err(failed)?;
             if !candidates.is_empty() {
                 return self.bind(&resolved, pool_handle);
             }
             let mut notes =
                 vec!["no pooled handle fits the claim: a new handle is created".to_owned()];
-            let (handle, more) = self.new_claim_handle(&resolved, &subjects)?;
+            let (handle, more) = self.new_claim_handle(&resolved)?;
             notes.extend(more);
-            return self.finish(handle, Some(claim), notes);
+            return self.finish(handle, Some(&resolved.claim), notes);
         }
-        let (handle, notes) = self.new_claim_handle(&resolved, &subjects)?;
-        self.finish(handle, Some(claim), notes)
+        let (handle, notes) = self.new_claim_handle(&resolved)?;
+        self.finish(handle, Some(&resolved.claim), notes)
     }
 
     fn new_claim_handle(
         &self,
-        resolved: &ResolvedClaim<'_>,
-        subjects: &Subjects,
+        resolved: &ResolvedClaim,
     ) -> Result<(ResourceHandle, Vec<String>), RenderError> {
-        let claim = &resolved.claim;
-        let creation_disabled = claim.spec.disable_creation.unwrap_or(false)
-            || resolved
-                .providers
-                .iter()
-                .any(|p| p.spec().disable_creation.unwrap_or(false));
-        if creation_disabled {
+        if !resolved.creation_allowed() {
             return Err(failed(
                 "handle creation is disabled for this claim (disableCreation) and no pooled handle fits",
             ));
         }
-        let lifespans = resolved
-            .providers
-            .iter()
-            .map(|p| provider_lifespan(p, subjects, self.templates, self.now()))
-            .collect::<Result<Vec<_>, _>>()
+        let created = resolved
+            .new_handle(
+                self.templates,
+                self.domain(),
+                &self.options.operator_namespace,
+                self.now(),
+            )
             .map_err(failed)?;
-        let input = ClaimHandleInput {
-            claim,
-            provider: resolved.effective_provider.clone(),
-            resources: &resolved.resources,
-            lifespans: &lifespans,
-        };
-        let created = handle_for_claim(
-            &input,
-            self.domain(),
-            &self.options.operator_namespace,
-            self.now(),
-        )
-        .map_err(failed)?;
         let mut handle = created.handle;
         self.name(&mut handle);
         let mut notes = vec!["a new handle is created for the claim".to_owned()];
@@ -285,296 +235,130 @@ impl<'a> Renderer<'a> {
 
     fn bind(
         &self,
-        resolved: &ResolvedClaim<'_>,
+        resolved: &ResolvedClaim,
         handle: ResourceHandle,
     ) -> Result<Rendered, RenderError> {
         let claim = &resolved.claim;
-        let subjects = Subjects::new(Some(claim), Some(&handle), self.domain());
-        let limits = handle_lifespan(&handle, &subjects, self.templates, self.now())
-            .map_err(failed)?
-            .limits();
-        let plan = bind_patch(
-            &handle,
-            claim,
-            &resolved.resources,
-            resolved.effective_provider.as_ref(),
-            &limits,
-            self.domain(),
-            self.now(),
-        )
-        .map_err(failed)?;
-        let mut handle = apply(&handle, &plan.patch)?;
-        let claim_providers: Vec<_> = resolved
-            .resources
-            .iter()
-            .map(|r| r.provider.clone())
-            .collect();
-        let propagation = propagate_claim_to_handle(
-            claim,
-            resolved.shape,
-            &handle,
-            resolved.effective_provider.as_ref(),
-            &claim_providers,
-            &limits,
-            self.now(),
-        )
-        .map_err(failed)?;
-        handle = apply(&handle, &propagation.patch)?;
-        self.generate_resources(&mut handle, Some(claim))?;
+        let plan = resolved
+            .bind_plan(&handle, self.templates, self.domain(), self.now())
+            .map_err(failed)?;
+        let handle = apply(&handle, &plan.patch)?;
+        let propagation = resolved
+            .propagation(claim, &handle, self.templates, self.domain(), self.now())
+            .map_err(failed)?;
+        let mut handle = apply(&handle, &propagation.patch)?;
+        let refused = self.generate_resources(&mut handle, Some(claim))?;
         let pool = handle
             .spec
             .resource_pool
             .as_ref()
             .map(|p| p.name.clone())
             .unwrap_or_default();
-        self.finish(
-            handle,
-            Some(claim),
-            vec![format!(
-                "the claim binds to an unbound handle of pool {pool}"
-            )],
-        )
+        let mut notes = vec![format!(
+            "the claim binds to an unbound handle of pool {pool}"
+        )];
+        notes.extend(refused);
+        self.finish(handle, Some(claim), notes)
     }
 
-    /// Resolves, initialises and validates the claim (§6, §7 step 6, §8).
-    fn resolve(&self, mut claim: ResourceClaim) -> Result<ResolvedClaim<'a>, RenderError> {
-        let shape = claim_resources::claim_shape(&claim)
-            .map_err(|e| RenderError::Claim(vec![e.to_string()]))?;
-        let claim_error = |e: claim_resources::ClaimError| RenderError::Claim(vec![e.to_string()]);
-        match shape {
-            ClaimShape::Provider => {
-                let provider =
-                    claim_resources::claim_provider(&claim, self.catalog).map_err(claim_error)?;
-                let subjects = Subjects::new(Some(&claim), None, self.domain());
-                let scope = self.claim_scope(&subjects, provider);
-                let requested = claim
-                    .spec
-                    .provider
-                    .as_ref()
-                    .and_then(|p| p.parameter_values.as_ref());
-                let validation =
-                    validate_parameters(provider, requested, None, &scope, self.templates);
-                if !validation.is_valid() {
-                    return Err(RenderError::Claim(validation.errors));
-                }
-                claim
-                    .status
-                    .get_or_insert_with(ResourceClaimStatus::default)
-                    .provider = Some(ClaimStatusProvider {
-                    name: provider.name().to_owned(),
-                    parameter_values: Some(validation.values.clone()),
-                    validation_errors: None,
-                });
-                let subjects = Subjects::new(Some(&claim), None, self.domain());
-                let generation = Generation {
-                    catalog: self.catalog,
-                    templates: self.templates,
-                    domain: self.domain(),
-                    subjects: &subjects,
-                    now: self.now(),
-                };
-                let resources = generation
-                    .resources(provider, Some(&validation.values))
-                    .map_err(failed)?;
-                let providers = resources
-                    .iter()
-                    .map(|r| self.catalog.get(&r.provider.name).map(AsRef::as_ref))
-                    .collect::<Result<Vec<_>, _>>()
-                    .map_err(failed)?;
-                let effective_provider = Some(ProviderParameters {
-                    name: provider.name().to_owned(),
-                    parameter_values: Some(validation.values),
-                });
-                Ok(ResolvedClaim {
-                    claim,
-                    shape,
-                    providers,
-                    resources,
-                    effective_provider,
-                })
-            }
-            ClaimShape::Resources => {
-                let providers: Vec<&CompiledProvider> =
-                    claim_resources::assign_providers(&claim, self.catalog)
-                        .map_err(claim_error)?
-                        .into_iter()
-                        .map(AsRef::as_ref)
-                        .collect();
-                let subjects = Subjects::new(Some(&claim), None, self.domain());
-                let scope = RenderContext::new(self.now(), &serde_json::Map::new())
-                    .with_variable("resource_claim", subjects.claim.clone());
-                let mut templates = Vec::new();
-                for (index, provider) in providers.iter().enumerate() {
-                    let view = provider_view(provider.resource(), self.domain());
-                    templates.push(
-                        claim_resources::template_with_defaults(
-                            &claim,
-                            index,
-                            provider,
-                            &view,
-                            &scope,
-                            self.templates,
-                        )
-                        .map_err(claim_error)?,
-                    );
-                }
-                // §6.3: initialisation writes the defaulted templates into the claim.
-                if let Some(resources) = claim.spec.resources.as_mut() {
-                    for (resource, template) in resources.iter_mut().zip(&templates) {
-                        if template.as_object().is_some_and(|t| !t.is_empty()) {
-                            resource.template = Some(template.clone());
-                        }
-                    }
-                }
-                let subjects = Subjects::new(Some(&claim), None, self.domain());
-                let mut errors = Vec::new();
-                for (index, (provider, template)) in providers.iter().zip(&templates).enumerate() {
-                    let scope = self.claim_scope(&subjects, provider);
-                    if let Err(message) = claim_resources::validate_template(
-                        provider,
-                        template,
-                        &scope,
-                        self.templates,
-                    ) {
-                        errors.push(format!("spec.resources[{index}]: {message}"));
-                    }
-                }
-                if !errors.is_empty() {
-                    return Err(RenderError::Claim(errors));
-                }
-                let names = claim.spec.resources.as_deref().unwrap_or(&[]);
-                let resources = providers
-                    .iter()
-                    .zip(templates)
-                    .zip(names)
-                    .map(|((provider, template), resource)| DesiredResource {
-                        name: resource.name.clone().unwrap_or_default(),
-                        provider: provider.reference(self.domain()),
-                        template,
-                    })
-                    .collect();
-                Ok(ResolvedClaim {
-                    claim,
-                    shape,
-                    providers,
-                    resources,
-                    effective_provider: None,
-                })
-            }
+    /// Resolves, initialises and validates the claim as the claim controller does (§6, §7
+    /// step 6, §8); an invalid claim is an error listing every problem.
+    fn resolve(&self, claim: &ResourceClaim) -> Result<ResolvedClaim, RenderError> {
+        let input = ClaimPlanInput {
+            claim,
+            handle: None,
+            catalog: self.catalog,
+            templates: self.templates,
+            domain: self.domain(),
+            now: self.now(),
+        };
+        let resolved = resolve_claim(&input).map_err(|e| match e {
+            ClaimPlanError::Claim(e) => RenderError::Claim(vec![e.to_string()]),
+            ClaimPlanError::Resources(e) => failed(e),
+            other => failed(other),
+        })?;
+        if !resolved.is_valid() {
+            // A provider claim's parameter errors are listed as its status records them.
+            let errors = resolved
+                .status_provider
+                .and_then(|p| p.validation_errors)
+                .unwrap_or(resolved.problems);
+            return Err(RenderError::Claim(errors));
         }
+        Ok(resolved)
     }
 
-    /// `resource_claim`, `resource_handle`, `resource_provider` and the provider's and
-    /// handle's vars: the scope of validation checks and parameter templates (§5.7).
-    fn claim_scope(&self, subjects: &Subjects, provider: &CompiledProvider) -> RenderContext {
-        RenderContext::new(self.now(), &serde_json::Map::new())
-            .with_variable("resource_claim", subjects.claim.clone())
-            .with_variable("resource_handle", subjects.handle.clone())
-            .with_variable(
-                "resource_provider",
-                provider_view(provider.resource(), self.domain()),
-            )
-            .with_template_variables(provider.spec().vars.as_ref())
-            .with_template_variables(subjects.handle_vars.as_ref())
-    }
-
-    /// A handle with `spec.provider` generates its resources (§9).
+    /// A handle with `spec.provider` regenerates its resources as the handle controller does
+    /// (§9, Δ§3.2 step 4). Returns the entries left alone because their provider would change,
+    /// in the words the handle's status would report them.
     fn generate_resources(
         &self,
         handle: &mut ResourceHandle,
         claim: Option<&ResourceClaim>,
-    ) -> Result<(), RenderError> {
-        let Some(provider_spec) = handle.spec.provider.clone() else {
-            return Ok(());
+    ) -> Result<Vec<String>, RenderError> {
+        let generated =
+            generated_resources(&self.environment(), handle, claim).map_err(|e| match e {
+                HandlePlanError::Provider(e) => failed(e),
+                HandlePlanError::Generation(e) => failed(e),
+            })?;
+        let Some(generated) = generated else {
+            return Ok(Vec::new());
         };
-        let provider = self.catalog.get(&provider_spec.name).map_err(failed)?;
-        let subjects = Subjects::new(claim, Some(handle), self.domain());
-        let generation = Generation {
+        *handle = apply(handle, &generated.patch)?;
+        Ok(generated.refused)
+    }
+
+    fn environment(&self) -> PlanEnvironment<'_> {
+        PlanEnvironment {
             catalog: self.catalog,
             templates: self.templates,
             domain: self.domain(),
-            subjects: &subjects,
             now: self.now(),
-        };
-        let generated = generation
-            .resources(provider, provider_spec.parameter_values.as_ref())
-            .map_err(failed)?;
-        let (patch, refused) =
-            sync_generated_resources(handle.spec.resources.as_deref(), &generated);
-        if let Some(refused) = refused.first() {
-            return Err(failed(format!(
-                "resource {} would change provider from {} to {}",
-                refused.index, refused.current, refused.generated
-            )));
         }
-        *handle = apply(handle, &patch)?;
-        Ok(())
     }
 
-    /// Renders each resource of the handle, as the first handle reconcile would (§12.4).
+    /// Renders each resource of the handle, as the first handle reconcile would (§12.4):
+    /// no resource exists yet. A resource whose definition cannot be produced fails the render.
     fn finish(
         &self,
         handle: ResourceHandle,
         claim: Option<&ResourceClaim>,
         notes: Vec<String>,
     ) -> Result<Rendered, RenderError> {
-        let entries = handle.spec.resources.clone().unwrap_or_default();
-        let providers = entries
-            .iter()
-            .map(|r| self.catalog.get(&r.provider.name).map(AsRef::as_ref))
-            .collect::<Result<Vec<&CompiledProvider>, _>>()
-            .map_err(failed)?;
+        let providers = HandleProviders::resolve(&handle, self.catalog, self.compiler);
+        let entries = handle.spec.resources.as_deref().unwrap_or(&[]);
         let states = vec![None; entries.len()];
-        let subjects = Subjects::new(claim, Some(&handle), self.domain());
-        let resources_view = HandleResources {
+        let input = PlanInput {
             handle: &handle,
+            claim,
             providers: &providers,
             states: &states,
-        };
-        let context = DefinitionContext {
-            domain: self.domain(),
-            templates: self.templates,
-            subjects: &subjects,
             requester: None,
-            now: self.now(),
         };
-        let mut resources = Vec::new();
-        for (index, (entry, provider)) in entries.iter().zip(&providers).enumerate() {
+        let plans = plan_resources(&self.environment(), &input);
+        let mut resources = Vec::with_capacity(plans.len());
+        for (index, (entry, plan)) in entries.iter().zip(plans).enumerate() {
             let name = entry
                 .name
                 .clone()
-                .unwrap_or_else(|| provider.name().to_owned());
-            if provider.spec().resource_requires_claim.unwrap_or(false)
-                && handle.spec.resource_claim.is_none()
-            {
-                resources.push(RenderedResource::Waiting {
+                .unwrap_or_else(|| entry.provider.name.clone());
+            resources.push(match plan {
+                ResourcePlan::Apply { definition, .. } => RenderedResource::Definition(definition),
+                ResourcePlan::WaitingForClaim => RenderedResource::Waiting {
                     index,
                     name,
                     why: waiting(WaitingFor::ResourceClaim),
-                });
-                continue;
-            }
-            match resources_view
-                .link_gate(index, &subjects, self.templates, self.domain(), self.now())
-                .map_err(failed)?
-            {
-                LinkGate::Waiting { linked_provider } => {
-                    resources.push(RenderedResource::Waiting {
-                        index,
-                        name,
-                        why: format!(
-                            "{} ({linked_provider} has no state yet)",
-                            waiting(WaitingFor::LinkedResourceProvider)
-                        ),
-                    })
-                }
-                LinkGate::Ready(vars) => {
-                    let definition = resources_view
-                        .definition(index, &vars, &context)
-                        .map_err(failed)?;
-                    resources.push(RenderedResource::Definition(definition));
-                }
-            }
+                },
+                ResourcePlan::WaitingForLink { linked_provider } => RenderedResource::Waiting {
+                    index,
+                    name,
+                    why: format!(
+                        "{} ({linked_provider} has no state yet)",
+                        waiting(WaitingFor::LinkedResourceProvider)
+                    ),
+                },
+                ResourcePlan::Invalid(message) => return Err(RenderError::Failed(message)),
+            });
         }
         Ok(Rendered {
             handle,

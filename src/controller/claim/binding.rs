@@ -3,7 +3,6 @@
 //! disabled (B18). Also: finding the bound handle, releasing a handle bound twice by racing
 //! processes, and propagating claim edits to the handle (§7 step 11).
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
@@ -18,13 +17,9 @@ use super::ClaimError;
 use super::writes::{is_conflict, is_not_found};
 use crate::api::ResourceHandle;
 use crate::api::claim::ClaimHandleRef;
-use crate::core::bind::{bind_patch, pointer};
-use crate::core::claim_plan::{ResolvedClaim, claim_handle_name};
-use crate::core::claim_to_handle::propagate_claim_to_handle;
-use crate::core::lifespan_values::{handle_lifespan, provider_lifespan};
-use crate::core::matching::{self, MatchIgnore};
-use crate::core::new_handle::{ClaimHandleInput, claim_reference, handle_for_claim};
-use crate::core::view::Subjects;
+use crate::core::bind::pointer;
+use crate::core::claim_plan::{ResolvedClaim, claim_handle_name, requested_pool};
+use crate::core::new_handle::claim_reference;
 
 /// A handle just given to the claim, not yet recorded in its status.
 #[derive(Clone)]
@@ -155,27 +150,8 @@ async fn bind(
     if handles.is_empty() {
         return Ok(None);
     }
-    let wanted: Vec<matching::DesiredResource<'_>> = resolved
-        .resources
-        .iter()
-        .map(|r| matching::DesiredResource {
-            provider_name: &r.provider.name,
-            name: Some(r.name.as_str()).filter(|n| !n.is_empty()),
-            template: Some(&r.template),
-        })
-        .collect();
-    let ignores: HashMap<String, MatchIgnore> = resolved
-        .resource_providers
-        .iter()
-        .map(|p| (p.name().to_owned(), p.match_ignore().clone()))
-        .collect();
-    let pool_name = claim
-        .metadata
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(&ctx.domain().resource_pool_name()))
-        .map(String::as_str);
-    let candidates = matching::bind_candidates(&wanted, pool_name, &handles, &ignores, now)?;
+    let pool_name = requested_pool(&claim.metadata, ctx.domain());
+    let candidates = resolved.bind_candidates(pool_name, &handles, now)?;
     let api = handles_api(ctx, operator_namespace);
     for candidate in candidates {
         let mut handle = candidate.handle.clone();
@@ -244,22 +220,7 @@ fn bind_plan(
     resolved: &ResolvedClaim,
     now: DateTime<Utc>,
 ) -> Option<crate::core::bind::BindPlan> {
-    let domain = ctx.domain();
-    let subjects = Subjects::new(Some(&resolved.claim), Some(handle), domain);
-    let plan = handle_lifespan(handle, &subjects, &ctx.templates, now)
-        .map_err(|e| e.to_string())
-        .and_then(|lifespan| {
-            bind_patch(
-                handle,
-                &resolved.claim,
-                &resolved.resources,
-                resolved.effective_provider.as_ref(),
-                &lifespan.limits(),
-                domain,
-                now,
-            )
-            .map_err(|e| e.to_string())
-        });
+    let plan = resolved.bind_plan(handle, &ctx.templates, ctx.domain(), now);
     match plan {
         Ok(plan) => Some(plan),
         Err(error) => {
@@ -278,24 +239,12 @@ async fn create(
     resolved: &ResolvedClaim,
     now: DateTime<Utc>,
 ) -> Result<Outcome, ClaimError> {
-    let domain = ctx.domain();
-    let subjects = Subjects::new(Some(&resolved.claim), None, domain);
-    let lifespans = resolved
-        .lifespan_providers()
-        .into_iter()
-        .map(|p| provider_lifespan(p, &subjects, &ctx.templates, now))
-        .collect::<Result<Vec<_>, _>>();
-    let lifespans = match lifespans {
-        Ok(lifespans) => lifespans,
-        Err(e) => return Ok(Outcome::Invalid(e.to_string())),
-    };
-    let input = ClaimHandleInput {
-        claim: &resolved.claim,
-        provider: resolved.effective_provider.clone(),
-        resources: &resolved.resources,
-        lifespans: &lifespans,
-    };
-    let created = match handle_for_claim(&input, domain, &ctx.config.operator_namespace, now) {
+    let created = match resolved.new_handle(
+        &ctx.templates,
+        ctx.domain(),
+        &ctx.config.operator_namespace,
+        now,
+    ) {
         Ok(created) => created,
         Err(e) => return Ok(Outcome::Invalid(e.to_string())),
     };
@@ -431,34 +380,17 @@ pub async fn propagate(
 ) -> Result<Result<Option<DateTime<Utc>>, String>, ClaimError> {
     let domain = ctx.domain();
     let claim_view = Kinds::claim_of(claim);
-    let claim_providers: Vec<_> = resolved
-        .resources
-        .iter()
-        .map(|r| r.provider.clone())
-        .collect();
     let namespace = handle.metadata.namespace.clone().unwrap_or_default();
     let name = handle.metadata.name.clone().unwrap_or_default();
     let api = handles_api(ctx, &namespace);
     let mut handle = handle;
     for _ in 0..3 {
         let handle_view = Kinds::handle_of(&handle);
-        let subjects = Subjects::new(Some(&claim_view), Some(&handle_view), domain);
-        let limits = match handle_lifespan(&handle_view, &subjects, &ctx.templates, now) {
-            Ok(lifespan) => lifespan.limits(),
-            Err(e) => return Ok(Err(e.to_string())),
-        };
-        let propagation = match propagate_claim_to_handle(
-            &claim_view,
-            resolved.shape,
-            &handle_view,
-            resolved.effective_provider.as_ref(),
-            &claim_providers,
-            &limits,
-            now,
-        ) {
-            Ok(propagation) => propagation,
-            Err(e) => return Ok(Err(e.to_string())),
-        };
+        let propagation =
+            match resolved.propagation(&claim_view, &handle_view, &ctx.templates, domain, now) {
+                Ok(propagation) => propagation,
+                Err(e) => return Ok(Err(e.to_string())),
+            };
         if propagation.patch.0.is_empty() {
             return Ok(Ok(propagation.rewrite_requested_end));
         }

@@ -395,3 +395,182 @@ proptest::proptest! {
         proptest::prop_assert_eq!(name.len(), 10);
     }
 }
+
+/// An unbound pool handle holding one ConfigMap of `configmap()`.
+fn pool_handle(name: &str, pool: &str, data: Value) -> ResourceHandle {
+    serde_json::from_value(json!({
+        "apiVersion": "poolboy.gpte.redhat.com/v1",
+        "kind": "ResourceHandle",
+        "metadata": {"name": name, "namespace": "poolboy",
+                     "creationTimestamp": "2026-01-01T10:00:00Z"},
+        "spec": {
+            "resourcePool": {"apiVersion": "poolboy.gpte.redhat.com/v1", "kind": "ResourcePool",
+                             "name": pool, "namespace": "poolboy"},
+            "resources": [{
+                "provider": {"apiVersion": "poolboy.gpte.redhat.com/v1", "kind": "ResourceProvider",
+                             "name": "configmap", "namespace": "poolboy"},
+                "template": {"apiVersion": "v1", "kind": "ConfigMap", "data": data},
+            }],
+            "lifespan": {"default": "2h", "relativeMaximum": "{{ '3h' }}", "end": "2026-01-01T13:00:00Z"},
+        },
+    }))
+    .expect("valid handle")
+}
+
+fn configmap_claim(annotations: Value) -> ResourceClaim {
+    claim(json!({
+        "metadata": {"name": "c", "namespace": "user", "uid": "u-1",
+                     "creationTimestamp": "2026-01-01T11:00:00Z", "annotations": annotations},
+        "spec": {"resources": [{"name": "config",
+                                "template": {"apiVersion": "v1", "kind": "ConfigMap",
+                                             "data": {"color": "blue"}}}]},
+    }))
+}
+
+#[test]
+fn the_requested_pool_is_the_claims_pool_annotation() {
+    let domain = OperatorDomain::default();
+    let plain = configmap_claim(json!({}));
+    assert_eq!(requested_pool(&plain.metadata, &domain), None);
+    let asking = configmap_claim(json!({"poolboy.gpte.redhat.com/resource-pool-name": "b"}));
+    assert_eq!(requested_pool(&asking.metadata, &domain), Some("b"));
+}
+
+#[test]
+fn bind_candidates_compare_under_match_ignore_and_keep_to_the_requested_pool() {
+    let fixture = Fixture::new(vec![configmap()]);
+    let resolved = fixture
+        .resolve(&configmap_claim(json!({})))
+        .expect("resolves");
+    // /data is ignored by the provider: both handles fit; `b` is older by name only.
+    let handles = [
+        pool_handle("guid-a", "a", json!({"owner": "x"})),
+        pool_handle("guid-b", "b", json!({})),
+    ];
+    let names = |candidates: Vec<BindCandidate<'_>>| -> Vec<String> {
+        candidates
+            .iter()
+            .map(|c| c.handle.metadata.name.clone().unwrap_or_default())
+            .collect()
+    };
+    let all = resolved
+        .bind_candidates(None, &handles, now())
+        .expect("matches");
+    assert_eq!(names(all), ["guid-a", "guid-b"]);
+    let from_b = resolved
+        .bind_candidates(Some("b"), &handles, now())
+        .expect("matches");
+    assert_eq!(names(from_b), ["guid-b"]);
+    // A template difference outside matchIgnore: no candidate.
+    let mut labelled = pool_handle("guid-c", "a", json!({}));
+    if let Some(resources) = labelled.spec.resources.as_mut() {
+        resources[0].template = Some(json!({"apiVersion": "v1", "kind": "Secret"}));
+    }
+    let none = resolved
+        .bind_candidates(None, [&labelled], now())
+        .expect("matches");
+    assert!(none.is_empty());
+}
+
+#[test]
+fn the_bind_plan_and_propagation_evaluate_the_handles_lifespan_for_the_claim() {
+    let fixture = Fixture::new(vec![configmap()]);
+    let resolved = fixture
+        .resolve(&configmap_claim(json!({})))
+        .expect("resolves");
+    let handle = pool_handle("guid-a", "a", json!({}));
+    let plan = resolved
+        .bind_plan(&handle, &fixture.templates, &fixture.domain, now())
+        .expect("binds");
+    let patch = json!(plan.patch);
+    assert_eq!(
+        patch[0],
+        json!({"op": "test", "path": "/spec/resourceClaim", "value": null})
+    );
+    // The pool's default counts from the bind.
+    assert!(
+        patch
+            .as_array()
+            .expect("ops")
+            .iter()
+            .any(|op| op["path"] == "/spec/lifespan/end" && op["value"] == "2026-01-01T14:00:00Z"),
+        "{patch}"
+    );
+
+    // A requested end beyond the templated relativeMaximum (3h) is clamped on propagation.
+    let mut bound = handle.clone();
+    bound.spec.resource_claim = Some(crate::core::new_handle::claim_reference(
+        &resolved.claim,
+        &fixture.domain,
+    ));
+    let mut claim = resolved.claim.clone();
+    claim.spec.lifespan =
+        Some(serde_json::from_value(json!({"end": "2026-01-02T00:00:00Z"})).expect("lifespan"));
+    let propagation = resolved
+        .propagation(&claim, &bound, &fixture.templates, &fixture.domain, now())
+        .expect("propagates");
+    assert_eq!(
+        propagation
+            .rewrite_requested_end
+            .map(format_timestamp)
+            .as_deref(),
+        Some("2026-01-01T15:00:00Z")
+    );
+
+    // A handle lifespan template that fails is the claim's error, naming the handle.
+    let mut broken = handle;
+    if let Some(lifespan) = broken.spec.lifespan.as_mut() {
+        lifespan.relative_maximum = Some("{{ nowhere(".to_owned());
+    }
+    let error = resolved
+        .bind_plan(&broken, &fixture.templates, &fixture.domain, now())
+        .unwrap_err();
+    assert!(matches!(error, ClaimPlanError::LifespanValue(_)), "{error}");
+    assert!(
+        error
+            .to_string()
+            .contains("ResourceHandle guid-a spec.lifespan.relativeMaximum"),
+        "{error}"
+    );
+}
+
+#[test]
+fn a_new_handle_holds_the_claims_resources_and_its_providers_lifespan() {
+    let mut configmap = configmap();
+    configmap.spec.lifespan =
+        Some(serde_json::from_value(json!({"default": "{{ '2h' }}"})).expect("lifespan"));
+    let fixture = Fixture::new(vec![configmap]);
+    let resolved = fixture
+        .resolve(&configmap_claim(json!({})))
+        .expect("resolves");
+    let created = resolved
+        .new_handle(&fixture.templates, &fixture.domain, "poolboy", now())
+        .expect("created");
+    let handle = json!(created.handle);
+    assert_eq!(handle["metadata"]["namespace"], "poolboy");
+    assert_eq!(handle["spec"]["resourceClaim"]["name"], "c");
+    assert_eq!(handle["spec"]["resources"][0]["name"], "config");
+    // §6.3 defaults reached the handle.
+    assert_eq!(
+        handle["spec"]["resources"][0]["template"]["data"],
+        json!({"color": "blue", "owner": "unknown", "size": "small"})
+    );
+    assert_eq!(handle["spec"]["lifespan"]["end"], "2026-01-01T14:00:00Z");
+
+    let mut broken = self::configmap();
+    broken.spec.lifespan =
+        Some(serde_json::from_value(json!({"default": "soon"})).expect("lifespan"));
+    let fixture = Fixture::new(vec![broken]);
+    let resolved = fixture
+        .resolve(&configmap_claim(json!({})))
+        .expect("resolves");
+    let error = resolved
+        .new_handle(&fixture.templates, &fixture.domain, "poolboy", now())
+        .unwrap_err();
+    assert!(
+        error
+            .to_string()
+            .contains("ResourceProvider configmap spec.lifespan.default"),
+        "{error}"
+    );
+}

@@ -208,7 +208,7 @@ fn resources_that_require_a_claim_wait_until_the_handle_is_bound() {
     let mut handle = handle(&[("config", "cm", json!({}))]);
     assert_eq!(
         fixture.plan(&handle, None, &[None]),
-        vec![ResourcePlan::Waiting(WaitingFor::ResourceClaim)]
+        vec![ResourcePlan::WaitingForClaim]
     );
     bind(&mut handle);
     let claim = claim(None);
@@ -251,14 +251,18 @@ fn a_linked_resource_waits_for_its_link_then_gets_the_template_vars() {
     assert!(matches!(plans[0], ResourcePlan::Apply { .. }));
     assert_eq!(
         plans[1],
-        ResourcePlan::Waiting(WaitingFor::LinkedResourceProvider)
+        ResourcePlan::WaitingForLink {
+            linked_provider: "base".into()
+        }
     );
 
     let not_yet = json!({"metadata": {"name": "guid0-abcde"}, "data": {"ready": "no"}});
     let plans = fixture.plan(&handle, None, &[Some(not_yet), None]);
     assert_eq!(
         plans[1],
-        ResourcePlan::Waiting(WaitingFor::LinkedResourceProvider)
+        ResourcePlan::WaitingForLink {
+            linked_provider: "base".into()
+        }
     );
 
     let ready = json!({"metadata": {"name": "guid0-abcde"}, "data": {"ready": "yes"}});

@@ -1,7 +1,7 @@
 use serde_json::{Value, json};
 
 use super::*;
-use crate::api::refs::ResourceReference;
+use crate::api::refs::{ResourceReference, WaitingFor};
 use crate::core::handle_plan::tests::{Fixture, configmap_provider, handle, provider};
 
 fn reference(name: &str) -> ResourceReference {
@@ -88,7 +88,9 @@ fn entries_follow_the_spec_keep_references_and_record_waiting() {
     );
     let plans = [
         apply("new-name"),
-        ResourcePlan::Waiting(WaitingFor::LinkedResourceProvider),
+        ResourcePlan::WaitingForLink {
+            linked_provider: "a".into(),
+        },
     ];
     let desired = compute(&fixture, &handle, &plans, &[None, None]);
     let resources = desired.status.resources.expect("resources");
