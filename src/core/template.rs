@@ -3,10 +3,11 @@
 //! Provider templates are written for Python Jinja2 with Poolboy's environment: chainable undefined
 //! values that fail only when printed, typed results for strings that end in `| bool`, `| int`,
 //! `| float`, `| list` or `| object`, the `omit` placeholder, the `now()`/`timestamp`/`datetime`
-//! globals, lazily rendered template variables, and a handful of filters. This module reproduces
-//! that on minijinja, without file, environment or network access, with fuel and depth limits so a
-//! runaway template stops with an error.
+//! globals with Python's `+`/`-` on dates and timedeltas, lazily rendered template variables, and a
+//! handful of filters. This module reproduces that on minijinja, without file, environment or
+//! network access, with fuel and depth limits so a runaway template stops with an error.
 
+mod arithmetic;
 mod context;
 mod filters;
 mod jmespath;
@@ -233,11 +234,11 @@ fn describe(error: &Error, prefix: &str) -> String {
     }
     if error
         .detail()
-        .is_some_and(|d| d.contains("operator on unsupported types"))
+        .is_some_and(|d| d.contains("operator on unsupported types") && d.contains("plain object"))
     {
         message.push_str(
-            " (date/time arithmetic with + and - is not available: use .add() / .sub(), e.g. \
-             timestamp.add('8h') or now(True).add(timedelta(hours=3)))",
+            " (dates and timedeltas support only + and -: datetime ± timedelta, \
+             datetime - datetime, timedelta ± timedelta, timestamp ± '8h')",
         );
     }
     let mut cause = std::error::Error::source(error);
@@ -272,7 +273,7 @@ fn describe_one(error: &Error, prefix: &str) -> String {
         message.push_str(&format!(" (line {line}"));
         let source = error.name().and_then(|name| name.strip_prefix(prefix));
         if let (Some(source), Some(range)) = (source, error.range())
-            && let Some(spot) = source.get(range)
+            && let Some(spot) = source.get(arithmetic::original_range(source, range))
         {
             message.push_str(&format!(", at `{}`", quote(spot)));
         }
@@ -297,7 +298,11 @@ impl Generation {
         env.set_loader(move |name| {
             Ok(name.strip_prefix(&*key).map(|source| {
                 counter.fetch_add(1, Ordering::Relaxed);
-                source.to_owned()
+                // Poolboy 1.12 §5.4: `+`/`-` on dates and timedeltas.
+                match arithmetic::rewrite(source) {
+                    Some(rewritten) => rewritten.text,
+                    None => source.to_owned(),
+                }
             }))
         });
         Generation { env, prefix, loads }
@@ -452,6 +457,7 @@ impl TemplateEngine {
         env.set_recursion_limit(RECURSION_LIMIT);
         minijinja_contrib::add_to_environment(&mut env);
         filters::register(&mut env);
+        arithmetic::register(&mut env);
         let prefix: Arc<str> = Arc::from(format!("\u{0}poolboy-{}:", omit_placeholder()));
         let current = Mutex::new(Arc::new(Generation::new(&env, prefix.clone())));
         TemplateEngine {

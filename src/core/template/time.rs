@@ -81,14 +81,14 @@ impl Moment {
     }
 
     /// The instant in UTC; naive values are taken as UTC.
-    fn utc(&self) -> NaiveDateTime {
+    pub(super) fn utc(&self) -> NaiveDateTime {
         match self.offset {
             Some(offset) => self.wall - offset,
             None => self.wall,
         }
     }
 
-    fn shifted(&self, delta: TimeDelta) -> Result<Moment, Error> {
+    pub(super) fn shifted(&self, delta: TimeDelta) -> Result<Moment, Error> {
         let wall = self
             .wall
             .checked_add_signed(delta)
