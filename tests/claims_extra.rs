@@ -12,60 +12,28 @@ use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
 use kube::Api;
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use poolboy::api::{ResourceClaim, ResourceHandle, ResourceProvider};
-use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
+use support::objects::{self, D, handle_name, merged};
 use support::operator::TestOperator;
-use support::{TestEnv, eventually};
+use support::{TestEnv, create, eventually, from_json, gone, wait_for};
 
-const D: &str = "poolboy.gpte.redhat.com";
 const TIMEOUT: Duration = Duration::from_secs(30);
-
-fn from_json<T: DeserializeOwned>(value: Value) -> T {
-    serde_json::from_value(value).expect("a valid object")
-}
 
 /// A provider of one ConfigMap, ready once labelled `ready: yes`, with `extra` merged into its
 /// spec.
 fn provider(namespace: &str, name: &str, extra: Value) -> ResourceProvider {
-    let mut spec = json!({
+    let spec = json!({
         "override": {"apiVersion": "v1", "kind": "ConfigMap",
                      "metadata": {"namespace": namespace}},
         "template": {"definition": {"data": {"a": "b"}}},
         "readinessCheck": "metadata.labels.ready | default('no') == 'yes'",
     });
-    if let (Some(spec), Some(extra)) = (spec.as_object_mut(), extra.as_object()) {
-        for (k, v) in extra {
-            spec.insert(k.clone(), v.clone());
-        }
-    }
-    from_json(json!({
-        "apiVersion": format!("{D}/v1"), "kind": "ResourceProvider",
-        "metadata": {"name": name},
-        "spec": spec,
-    }))
+    objects::provider(name, merged(spec, extra))
 }
 
 /// A provider claim of `provider`, with `extra` merged into its spec.
 fn claim(name: &str, provider: &str, extra: Value) -> ResourceClaim {
-    let mut spec = json!({"provider": {"name": provider}});
-    if let (Some(spec), Some(extra)) = (spec.as_object_mut(), extra.as_object()) {
-        for (k, v) in extra {
-            spec.insert(k.clone(), v.clone());
-        }
-    }
-    from_json(json!({
-        "apiVersion": format!("{D}/v1"), "kind": "ResourceClaim",
-        "metadata": {"name": name},
-        "spec": spec,
-    }))
-}
-
-fn handle_name(claim: &ResourceClaim) -> Option<&str> {
-    claim
-        .status
-        .as_ref()
-        .and_then(|s| s.resource_handle.as_ref())
-        .map(|h| h.name.as_str())
+    objects::claim(name, merged(json!({"provider": {"name": provider}}), extra))
 }
 
 fn approval(claim: &ResourceClaim) -> Value {
@@ -80,11 +48,8 @@ struct Apis {
 
 impl Apis {
     async fn new(env: &TestEnv, providers: Vec<ResourceProvider>) -> Self {
-        let api: Api<ResourceProvider> = env.api();
         for provider in providers {
-            api.create(&PostParams::default(), &provider)
-                .await
-                .expect("creating a provider");
+            env.create(&provider).await;
         }
         Self {
             claims: env.api(),
@@ -94,10 +59,7 @@ impl Apis {
     }
 
     async fn create_claim(&self, claim: &ResourceClaim) {
-        self.claims
-            .create(&PostParams::default(), claim)
-            .await
-            .expect("creating a claim");
+        create(&self.claims, claim).await;
     }
 
     async fn claim_when(
@@ -106,14 +68,7 @@ impl Apis {
         what: &str,
         check: impl Fn(&ResourceClaim) -> bool,
     ) -> ResourceClaim {
-        eventually(&format!("claim {name}: {what}"), TIMEOUT, || async {
-            self.claims
-                .get_opt(name)
-                .await
-                .expect("reading a claim")
-                .filter(|c| check(c))
-        })
-        .await
+        wait_for(&self.claims, name, what, TIMEOUT, check).await
     }
 
     async fn patch_claim_status(&self, name: &str, status: Value) {
@@ -152,50 +107,6 @@ impl Apis {
             .patch(configmap, &PatchParams::default(), &Patch::Merge(&patch))
             .await
             .expect("labelling a ConfigMap");
-    }
-
-    async fn gone<K>(&self, api: &Api<K>, what: &str, name: &str)
-    where
-        K: kube::Resource + Clone + DeserializeOwned + std::fmt::Debug,
-    {
-        eventually(&format!("{what} {name} is gone"), TIMEOUT, || async {
-            api.get_opt(name)
-                .await
-                .expect("reading")
-                .is_none()
-                .then_some(())
-        })
-        .await;
-    }
-
-    async fn teardown(&self, env: TestEnv, operator: TestOperator) {
-        operator.stop().await;
-        let strip = Patch::Merge(json!({"metadata": {"finalizers": null}}));
-        for claim in self
-            .claims
-            .list(&ListParams::default())
-            .await
-            .expect("list")
-        {
-            let name = claim.metadata.name.unwrap_or_default();
-            let _ = self
-                .claims
-                .patch(&name, &PatchParams::default(), &strip)
-                .await;
-        }
-        for handle in self
-            .handles
-            .list(&ListParams::default())
-            .await
-            .expect("list")
-        {
-            let name = handle.metadata.name.unwrap_or_default();
-            let _ = self
-                .handles
-                .patch(&name, &PatchParams::default(), &strip)
-                .await;
-        }
-        env.cleanup().await;
     }
 }
 
@@ -268,7 +179,7 @@ async fn approval_pending_then_approved_binds_and_rejected_never_does() {
         "only the approved claim has a handle"
     );
 
-    apis.teardown(env, operator).await;
+    env.teardown([operator]).await;
 }
 
 #[tokio::test]
@@ -295,11 +206,11 @@ async fn auto_delete_deletes_the_claim_once_its_handle_is_ready() {
     );
 
     apis.label_ready(&configmap).await;
-    apis.gone(&apis.claims, "claim", "short-lived").await;
-    apis.gone(&apis.handles, "handle", &handle).await;
-    apis.gone(&apis.configmaps, "ConfigMap", &configmap).await;
+    gone(&apis.claims, "short-lived", TIMEOUT).await;
+    gone(&apis.handles, &handle, TIMEOUT).await;
+    gone(&apis.configmaps, &configmap, TIMEOUT).await;
 
-    apis.teardown(env, operator).await;
+    env.teardown([operator]).await;
 }
 
 #[tokio::test]
@@ -317,8 +228,8 @@ async fn auto_detach_deletes_the_handle_and_keeps_the_detached_claim() {
     let configmap = apis.configmap_of(&handle).await;
 
     apis.label_ready(&configmap).await;
-    apis.gone(&apis.handles, "handle", &handle).await;
-    apis.gone(&apis.configmaps, "ConfigMap", &configmap).await;
+    gone(&apis.handles, &handle, TIMEOUT).await;
+    gone(&apis.configmaps, &configmap, TIMEOUT).await;
     let detached = apis
         .claims
         .get("detach-me")
@@ -333,7 +244,7 @@ async fn auto_detach_deletes_the_handle_and_keeps_the_detached_claim() {
     assert_eq!(reference.detached, Some(true));
     assert!(detached.metadata.deletion_timestamp.is_none());
 
-    apis.teardown(env, operator).await;
+    env.teardown([operator]).await;
 }
 
 /// A Role in the test namespace: `rules` as JSON, bound to ServiceAccount `account`.
@@ -411,8 +322,8 @@ async fn a_detached_claim_retries_deleting_its_handle_until_it_succeeds() {
         json!([{"apiGroups": [D], "resources": ["resourcehandles"], "verbs": ["delete"]}]),
     )
     .await;
-    apis.gone(&apis.handles, "handle", &handle).await;
-    apis.gone(&apis.configmaps, "ConfigMap", &configmap).await;
+    gone(&apis.handles, &handle, TIMEOUT).await;
+    gone(&apis.configmaps, &configmap, TIMEOUT).await;
     assert!(
         apis.claims
             .get_opt("detach-me")
@@ -422,7 +333,7 @@ async fn a_detached_claim_retries_deleting_its_handle_until_it_succeeds() {
         "the detached claim stays"
     );
 
-    apis.teardown(env, operator).await;
+    env.teardown([operator]).await;
 }
 
 #[tokio::test]
@@ -460,7 +371,7 @@ async fn a_template_error_in_auto_delete_is_reported_and_the_claim_stays() {
             .is_some()
     );
 
-    apis.teardown(env, operator).await;
+    env.teardown([operator]).await;
 }
 
 #[tokio::test]
@@ -511,7 +422,7 @@ async fn provider_claim_annotations_and_labels_are_forced_onto_the_claim() {
     apis.claim_when("labelled", "label restored", has_them)
         .await;
 
-    apis.teardown(env, operator).await;
+    env.teardown([operator]).await;
 }
 
 /// The Normal Event with `reason` on claim `claim`, once it exists.
@@ -587,5 +498,5 @@ async fn a_changed_or_cleared_handle_end_earns_the_claim_an_event() {
         .expect("clearing the handle's end");
     lifespan_event(&env, "lasting", "Lifespan end cleared").await;
 
-    apis.teardown(env, operator).await;
+    env.teardown([operator]).await;
 }

@@ -17,52 +17,33 @@ use chrono::{DateTime, TimeDelta, Utc};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, ResourceExt};
-use poolboy::api::{ResourceClaim, ResourceHandle, ResourcePool, ResourceProvider};
+use poolboy::api::{ResourceClaim, ResourceHandle, ResourcePool};
 use serde_json::{Value, json};
 
+use support::objects::{self, D, resource_name};
 use support::operator::TestOperator;
-use support::{TestEnv, eventually};
+use support::{TestEnv, eventually, gone, wait_for};
 
 const TIMEOUT: Duration = Duration::from_secs(30);
-const DOMAIN: &str = "poolboy.gpte.redhat.com";
 
 /// A provider for ConfigMaps with a lifespan (the pools' handles take it when the pool has
 /// none of its own), ready and healthy by the labels of the ConfigMap.
 async fn create_provider(env: &TestEnv) {
-    let provider: ResourceProvider = serde_json::from_value(json!({
-        "apiVersion": format!("{DOMAIN}/v1"),
-        "kind": "ResourceProvider",
-        "metadata": {"name": "configmap", "namespace": env.namespace},
-        "spec": {
-            "override": {
-                "apiVersion": "v1",
-                "kind": "ConfigMap",
-                "metadata": {"namespace": env.namespace},
-            },
-            "readinessCheck": "metadata.labels['pool-test/ready'] | default('') == 'yes'",
-            "healthCheck": "metadata.labels['pool-test/healthy'] | default('yes') != 'no'",
-            "lifespan": {"default": "2h", "maximum": "1d", "relativeMaximum": "8h", "unclaimed": "1h"},
+    let spec = json!({
+        "override": {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"namespace": env.namespace},
         },
-    }))
-    .expect("valid provider");
-    env.api::<ResourceProvider>()
-        .create(&PostParams::default(), &provider)
-        .await
-        .expect("create provider");
+        "readinessCheck": "metadata.labels['pool-test/ready'] | default('') == 'yes'",
+        "healthCheck": "metadata.labels['pool-test/healthy'] | default('yes') != 'no'",
+        "lifespan": {"default": "2h", "maximum": "1d", "relativeMaximum": "8h", "unclaimed": "1h"},
+    });
+    env.create(&objects::provider("configmap", spec)).await;
 }
 
 async fn create_pool(env: &TestEnv, name: &str, spec: Value) -> ResourcePool {
-    let pool: ResourcePool = serde_json::from_value(json!({
-        "apiVersion": format!("{DOMAIN}/v1"),
-        "kind": "ResourcePool",
-        "metadata": {"name": name, "namespace": env.namespace},
-        "spec": spec,
-    }))
-    .expect("valid pool");
-    env.api::<ResourcePool>()
-        .create(&PostParams::default(), &pool)
-        .await
-        .expect("create pool")
+    env.create(&objects::pool(name, spec)).await
 }
 
 /// Every handle of pool `pool`, per `spec.resourcePool`.
@@ -120,14 +101,9 @@ async fn await_pool(env: &TestEnv, pool: &str, count: usize, ready: i64) -> Vec<
 /// Labels the ConfigMap of `handle` (created by the handle controller), which the provider's
 /// checks read: `pool-test/ready=yes` makes the handle ready, `pool-test/healthy=no` unhealthy.
 async fn label_configmap(env: &TestEnv, handle: &str, label: &str, value: &str) {
-    let name = format!("guid0-{}", handle.trim_start_matches("guid-"));
+    let name = resource_name(handle, 0);
     let configmaps: Api<ConfigMap> = env.api();
-    eventually(&format!("ConfigMap {name}"), TIMEOUT, || {
-        let configmaps = configmaps.clone();
-        let name = name.clone();
-        async move { configmaps.get_opt(&name).await.ok()?.map(|_| ()) }
-    })
-    .await;
+    wait_for(&configmaps, &name, "exists", TIMEOUT, |_| true).await;
     let patch = json!({"metadata": {"labels": {label: value}}});
     configmaps
         .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
@@ -142,13 +118,7 @@ async fn make_ready(env: &TestEnv, handle: &str) {
 /// Binds `handle` to claim `claim` (an empty one, which the claim controller leaves alone), as
 /// the claim controller's bind patch would.
 async fn bind(env: &TestEnv, handle: &str) {
-    let claim: ResourceClaim = serde_json::from_value(json!({
-        "apiVersion": format!("{DOMAIN}/v1"),
-        "kind": "ResourceClaim",
-        "metadata": {"name": "claim", "namespace": env.namespace},
-        "spec": {},
-    }))
-    .expect("valid claim");
+    let claim = objects::claim("claim", json!({}));
     match env
         .api::<ResourceClaim>()
         .create(&PostParams::default(), &claim)
@@ -160,13 +130,10 @@ async fn bind(env: &TestEnv, handle: &str) {
     }
     let patch = json!({
         "metadata": {"labels": {
-            format!("{DOMAIN}/resource-claim-name"): "claim",
-            format!("{DOMAIN}/resource-claim-namespace"): env.namespace,
+            format!("{D}/resource-claim-name"): "claim",
+            format!("{D}/resource-claim-namespace"): env.namespace,
         }},
-        "spec": {"resourceClaim": {
-            "apiVersion": format!("{DOMAIN}/v1"), "kind": "ResourceClaim",
-            "name": "claim", "namespace": env.namespace,
-        }},
+        "spec": {"resourceClaim": objects::reference("ResourceClaim", "claim", &env.namespace)},
     });
     env.api::<ResourceHandle>()
         .patch(handle, &PatchParams::default(), &Patch::Merge(&patch))
@@ -192,48 +159,6 @@ fn assert_near(actual: DateTime<Utc>, expected: DateTime<Utc>) {
         actual > expected - slack && actual < expected + slack,
         "{actual} is not close to {expected}"
     );
-}
-
-/// Stops the operator, releases the finalizers nothing will remove once it is stopped, and
-/// deletes the namespace.
-async fn teardown(env: TestEnv, operator: TestOperator) {
-    operator.stop().await;
-    let release = json!({"metadata": {"finalizers": null}});
-    let params = PatchParams::default();
-    let handles: Api<ResourceHandle> = env.api();
-    for handle in handles
-        .list(&ListParams::default())
-        .await
-        .expect("list")
-        .items
-    {
-        let _ = handles
-            .patch(&handle.name_any(), &params, &Patch::Merge(&release))
-            .await;
-    }
-    let claims: Api<ResourceClaim> = env.api();
-    for claim in claims
-        .list(&ListParams::default())
-        .await
-        .expect("list")
-        .items
-    {
-        let _ = claims
-            .patch(&claim.name_any(), &params, &Patch::Merge(&release))
-            .await;
-    }
-    let pools: Api<ResourcePool> = env.api();
-    for pool in pools
-        .list(&ListParams::default())
-        .await
-        .expect("list")
-        .items
-    {
-        let _ = pools
-            .patch(&pool.name_any(), &params, &Patch::Merge(&release))
-            .await;
-    }
-    env.cleanup().await;
 }
 
 #[tokio::test]
@@ -264,19 +189,19 @@ async fn a_pool_fills_to_exactly_min_available_and_stays_there() {
         let labels = handle.labels();
         assert_eq!(
             labels
-                .get(&format!("{DOMAIN}/resource-pool-name"))
+                .get(&format!("{D}/resource-pool-name"))
                 .map(String::as_str),
             Some("fill")
         );
         assert_eq!(
-            labels.get(&format!("{DOMAIN}/resource-pool-namespace")),
+            labels.get(&format!("{D}/resource-pool-namespace")),
             Some(&env.namespace)
         );
-        assert_eq!(handle.finalizers(), [DOMAIN.to_owned()]);
+        assert_eq!(handle.finalizers(), [D.to_owned()]);
         let spec = serde_json::to_value(&handle.spec).expect("serialises");
         assert_eq!(
             spec["resourcePool"],
-            json!({"apiVersion": format!("{DOMAIN}/v1"), "kind": "ResourcePool",
+            json!({"apiVersion": format!("{D}/v1"), "kind": "ResourcePool",
                    "name": "fill", "namespace": env.namespace})
         );
         assert_eq!(
@@ -312,7 +237,7 @@ async fn a_pool_fills_to_exactly_min_available_and_stays_there() {
         await_pool(&env, "fill", 3, ready).await;
         assert_eq!(handles_of(&env, "fill").await.len(), 3, "no overfill");
     }
-    teardown(env, operator).await;
+    env.teardown([operator]).await;
 }
 
 #[tokio::test]
@@ -338,7 +263,7 @@ async fn a_bind_makes_the_pool_create_a_replacement_promptly() {
     assert!(refilled.iter().all(|h| h.name_any() != bound));
     await_pool(&env, "refill", 2, 0).await;
     assert_eq!(handles_of(&env, "refill").await.len(), 3);
-    teardown(env, operator).await;
+    env.teardown([operator]).await;
 }
 
 #[tokio::test]
@@ -379,7 +304,7 @@ async fn max_unready_caps_the_handles_in_flight() {
         make_ready(&env, &handle.name_any()).await;
     }
     await_pool(&env, "throttled", 5, 4).await;
-    teardown(env, operator).await;
+    env.teardown([operator]).await;
 }
 
 #[tokio::test]
@@ -422,7 +347,7 @@ async fn unhealthy_unbound_handles_are_deleted_and_replaced() {
         .filter_map(|e| e["name"].as_str())
         .collect();
     assert!(!listed.contains(&sick.as_str()), "{listed:?}");
-    teardown(env, operator).await;
+    env.teardown([operator]).await;
 }
 
 #[tokio::test]
@@ -449,7 +374,7 @@ async fn lowering_min_available_deletes_nothing() {
     make_ready(&env, &handles[0].name_any()).await;
     await_pool(&env, "shrink", 3, 1).await;
     assert!(handles_of(&env, "shrink").await.iter().all(is_unbound));
-    teardown(env, operator).await;
+    env.teardown([operator]).await;
 }
 
 #[tokio::test]
@@ -463,14 +388,15 @@ async fn deleting_a_pool_deletes_its_unbound_handles_and_keeps_bound_ones() {
         json!({"minAvailable": 2, "provider": {"name": "configmap"}}),
     )
     .await;
-    let pool = eventually("the pool finalizer", TIMEOUT, || async {
-        let pool = env.api::<ResourcePool>().get("doomed").await.ok()?;
-        pool.finalizers()
-            .contains(&DOMAIN.to_owned())
-            .then_some(pool)
-    })
+    let pool = wait_for(
+        &env.api(),
+        "doomed",
+        "the pool finalizer",
+        TIMEOUT,
+        |p: &ResourcePool| p.finalizers().contains(&D.to_owned()),
+    )
     .await;
-    assert_eq!(pool.finalizers(), [DOMAIN.to_owned()]);
+    assert_eq!(pool.finalizers(), [D.to_owned()]);
     let handles = await_pool(&env, "doomed", 2, 0).await;
     let bound = handles[0].name_any();
     bind(&env, &bound).await;
@@ -480,15 +406,7 @@ async fn deleting_a_pool_deletes_its_unbound_handles_and_keeps_bound_ones() {
         .delete("doomed", &DeleteParams::default())
         .await
         .expect("delete pool");
-    eventually("the pool gone", TIMEOUT, || async {
-        env.api::<ResourcePool>()
-            .get_opt("doomed")
-            .await
-            .expect("get pool")
-            .is_none()
-            .then_some(())
-    })
-    .await;
+    gone(&env.api::<ResourcePool>(), "doomed", TIMEOUT).await;
     // The unbound handles are deleted (the handle controller finishes that); the bound stays.
     eventually("the unbound handles gone", TIMEOUT, || async {
         let all = handles_of(&env, "doomed").await;
@@ -511,7 +429,7 @@ async fn deleting_a_pool_deletes_its_unbound_handles_and_keeps_bound_ones() {
             assert_eq!(
                 handle
                     .labels()
-                    .get(&format!("{DOMAIN}/resource-pool-name"))
+                    .get(&format!("{D}/resource-pool-name"))
                     .map(String::as_str),
                 Some("doomed")
             );
@@ -523,7 +441,7 @@ async fn deleting_a_pool_deletes_its_unbound_handles_and_keeps_bound_ones() {
             );
         }
     }
-    teardown(env, operator).await;
+    env.teardown([operator]).await;
 }
 
 #[tokio::test]
@@ -563,7 +481,7 @@ async fn a_pool_with_a_missing_provider_reports_it_and_fills_once_it_appears() {
             .any(|c| c["type"] == "Valid" && c["status"] == "True"),
         "{status}"
     );
-    teardown(env, operator).await;
+    env.teardown([operator]).await;
 }
 
 #[tokio::test]
@@ -595,6 +513,5 @@ async fn two_operator_processes_fill_a_pool_exactly() {
         8,
         "exactly two replacements"
     );
-    first.stop().await;
-    teardown(env, second).await;
+    env.teardown([first, second]).await;
 }
