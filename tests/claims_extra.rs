@@ -7,7 +7,6 @@ mod support;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::ConfigMap;
-use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
 use kube::Api;
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
@@ -15,7 +14,7 @@ use poolboy::api::{ResourceClaim, ResourceHandle, ResourceProvider};
 use serde_json::{Value, json};
 use support::objects::{self, D, handle_name, merged};
 use support::operator::TestOperator;
-use support::{TestEnv, create, eventually, from_json, gone, wait_for};
+use support::{TestEnv, create, from_json, gone, wait_for};
 
 const TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -81,33 +80,6 @@ impl Apis {
             .await
             .expect("patching claim status");
     }
-
-    /// The name of the ConfigMap of handle `name`, once the handle reports it.
-    async fn configmap_of(&self, handle: &str) -> String {
-        eventually(&format!("handle {handle}: a resource"), TIMEOUT, || async {
-            let handle = self
-                .handles
-                .get_opt(handle)
-                .await
-                .expect("reading a handle")?;
-            let status = serde_json::to_value(handle.status?).ok()?;
-            let name = status["resources"][0]["reference"]["name"].as_str()?;
-            self.configmaps
-                .get_opt(name)
-                .await
-                .expect("reading a ConfigMap")
-                .map(|_| name.to_owned())
-        })
-        .await
-    }
-
-    async fn label_ready(&self, configmap: &str) {
-        let patch = json!({"metadata": {"labels": {"ready": "yes"}}});
-        self.configmaps
-            .patch(configmap, &PatchParams::default(), &Patch::Merge(&patch))
-            .await
-            .expect("labelling a ConfigMap");
-    }
 }
 
 #[tokio::test]
@@ -158,7 +130,7 @@ async fn approval_pending_then_approved_binds_and_rejected_never_does() {
         .claim_when("approve-me", "bound", |c| handle_name(c).is_some())
         .await;
     assert_eq!(approval(&bound)["state"], "approved");
-    apis.configmap_of(handle_name(&bound).unwrap_or_default())
+    env.configmap_of(handle_name(&bound).unwrap_or_default(), TIMEOUT)
         .await;
 
     let rejected = apis
@@ -195,7 +167,7 @@ async fn auto_delete_deletes_the_claim_once_its_handle_is_ready() {
         .claim_when("short-lived", "bound", |c| handle_name(c).is_some())
         .await;
     let handle = handle_name(&bound).unwrap_or_default().to_owned();
-    let configmap = apis.configmap_of(&handle).await;
+    let configmap = env.configmap_of(&handle, TIMEOUT).await;
     // Not ready yet: the claim stays.
     assert!(
         apis.claims
@@ -205,7 +177,7 @@ async fn auto_delete_deletes_the_claim_once_its_handle_is_ready() {
             .is_some()
     );
 
-    apis.label_ready(&configmap).await;
+    env.label_configmap(&configmap, "ready", "yes").await;
     gone(&apis.claims, "short-lived", TIMEOUT).await;
     gone(&apis.handles, &handle, TIMEOUT).await;
     gone(&apis.configmaps, &configmap, TIMEOUT).await;
@@ -225,9 +197,9 @@ async fn auto_detach_deletes_the_handle_and_keeps_the_detached_claim() {
         .claim_when("detach-me", "bound", |c| handle_name(c).is_some())
         .await;
     let handle = handle_name(&bound).unwrap_or_default().to_owned();
-    let configmap = apis.configmap_of(&handle).await;
+    let configmap = env.configmap_of(&handle, TIMEOUT).await;
 
-    apis.label_ready(&configmap).await;
+    env.label_configmap(&configmap, "ready", "yes").await;
     gone(&apis.handles, &handle, TIMEOUT).await;
     gone(&apis.configmaps, &configmap, TIMEOUT).await;
     let detached = apis
@@ -298,8 +270,8 @@ async fn a_detached_claim_retries_deleting_its_handle_until_it_succeeds() {
         .claim_when("detach-me", "bound", |c| handle_name(c).is_some())
         .await;
     let handle = handle_name(&bound).unwrap_or_default().to_owned();
-    let configmap = apis.configmap_of(&handle).await;
-    apis.label_ready(&configmap).await;
+    let configmap = env.configmap_of(&handle, TIMEOUT).await;
+    env.label_configmap(&configmap, "ready", "yes").await;
     apis.claim_when("detach-me", "detached", |c| {
         c.status
             .as_ref()
@@ -361,7 +333,7 @@ async fn a_template_error_in_auto_delete_is_reported_and_the_claim_stays() {
         })
         .await;
     // Treated as false: the claim stays bound and its resource is made.
-    apis.configmap_of(handle_name(&claim).unwrap_or_default())
+    env.configmap_of(handle_name(&claim).unwrap_or_default(), TIMEOUT)
         .await;
     assert!(
         apis.claims
@@ -425,24 +397,6 @@ async fn provider_claim_annotations_and_labels_are_forced_onto_the_claim() {
     env.teardown([operator]).await;
 }
 
-/// The Normal Event with `reason` on claim `claim`, once it exists.
-async fn lifespan_event(env: &TestEnv, claim: &str, reason: &str) -> Event {
-    let events: Api<Event> = env.api();
-    eventually(
-        &format!("a {reason:?} Event on {claim}"),
-        TIMEOUT,
-        || async {
-            let list = events.list(&ListParams::default()).await.expect("events");
-            list.items.into_iter().find(|e| {
-                e.reason.as_deref() == Some(reason)
-                    && e.type_.as_deref() == Some("Normal")
-                    && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(claim)
-            })
-        },
-    )
-    .await
-}
-
 #[tokio::test]
 async fn a_changed_or_cleared_handle_end_earns_the_claim_an_event() {
     let env = TestEnv::new().await;
@@ -479,7 +433,9 @@ async fn a_changed_or_cleared_handle_end_earns_the_claim_an_event() {
         .patch(&handle, &PatchParams::default(), &Patch::Merge(&patch))
         .await
         .expect("moving the handle's end");
-    let event = lifespan_event(&env, "lasting", "Lifespan end changed").await;
+    let event = env
+        .event("lasting", "Normal", "Lifespan end changed", TIMEOUT)
+        .await;
     assert!(
         event.note.as_deref().is_some_and(|n| n.contains(&new_end)),
         "{:?}",
@@ -496,7 +452,8 @@ async fn a_changed_or_cleared_handle_end_earns_the_claim_an_event() {
         .patch(&handle, &PatchParams::default(), &Patch::Merge(&patch))
         .await
         .expect("clearing the handle's end");
-    lifespan_event(&env, "lasting", "Lifespan end cleared").await;
+    env.event("lasting", "Normal", "Lifespan end cleared", TIMEOUT)
+        .await;
 
     env.teardown([operator]).await;
 }

@@ -177,20 +177,8 @@ async fn handles_of_claim(env: &TestEnv, claim: &str) -> Vec<String> {
 
 /// The ConfigMaps that say they belong to handle `handle`.
 async fn configmaps_of(env: &TestEnv, handle: &str) -> BTreeSet<String> {
-    env.api::<ConfigMap>()
-        .list(&ListParams::default())
-        .await
-        .expect("listing ConfigMaps")
-        .items
-        .into_iter()
-        .filter(|cm| {
-            cm.annotations()
-                .get(&key("resource-handle-name"))
-                .map(String::as_str)
-                == Some(handle)
-        })
-        .map(|cm| cm.name_any())
-        .collect()
+    let configmaps = env.configmaps_of_handle(handle).await;
+    configmaps.iter().map(ResourceExt::name_any).collect()
 }
 
 async fn merge<K>(api: &Api<K>, name: &str, patch: Value)

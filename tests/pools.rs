@@ -15,8 +15,8 @@ use std::time::Duration;
 
 use chrono::{DateTime, TimeDelta, Utc};
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
-use kube::{Api, ResourceExt};
+use kube::ResourceExt;
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use poolboy::api::{ResourceClaim, ResourceHandle, ResourcePool};
 use serde_json::{Value, json};
 
@@ -46,29 +46,12 @@ async fn create_pool(env: &TestEnv, name: &str, spec: Value) -> ResourcePool {
     env.create(&objects::pool(name, spec)).await
 }
 
-/// Every handle of pool `pool`, per `spec.resourcePool`.
-async fn handles_of(env: &TestEnv, pool: &str) -> Vec<ResourceHandle> {
-    env.api::<ResourceHandle>()
-        .list(&ListParams::default())
-        .await
-        .expect("list handles")
-        .items
-        .into_iter()
-        .filter(|h| {
-            h.spec
-                .resource_pool
-                .as_ref()
-                .is_some_and(|r| r.name == pool)
-        })
-        .collect()
-}
-
 fn is_unbound(handle: &ResourceHandle) -> bool {
     handle.spec.resource_claim.is_none() && handle.metadata.deletion_timestamp.is_none()
 }
 
 async fn unbound_of(env: &TestEnv, pool: &str) -> Vec<ResourceHandle> {
-    handles_of(env, pool)
+    env.handles_of_pool(pool)
         .await
         .into_iter()
         .filter(is_unbound)
@@ -102,13 +85,8 @@ async fn await_pool(env: &TestEnv, pool: &str, count: usize, ready: i64) -> Vec<
 /// checks read: `pool-test/ready=yes` makes the handle ready, `pool-test/healthy=no` unhealthy.
 async fn label_configmap(env: &TestEnv, handle: &str, label: &str, value: &str) {
     let name = resource_name(handle, 0);
-    let configmaps: Api<ConfigMap> = env.api();
-    wait_for(&configmaps, &name, "exists", TIMEOUT, |_| true).await;
-    let patch = json!({"metadata": {"labels": {label: value}}});
-    configmaps
-        .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
-        .await
-        .expect("label the ConfigMap");
+    wait_for(&env.api::<ConfigMap>(), &name, "exists", TIMEOUT, |_| true).await;
+    env.label_configmap(&name, label, value).await;
 }
 
 async fn make_ready(env: &TestEnv, handle: &str) {
@@ -235,7 +213,7 @@ async fn a_pool_fills_to_exactly_min_available_and_stays_there() {
         make_ready(&env, &handle.name_any()).await;
         let ready = i64::try_from(index + 1).expect("small");
         await_pool(&env, "fill", 3, ready).await;
-        assert_eq!(handles_of(&env, "fill").await.len(), 3, "no overfill");
+        assert_eq!(env.handles_of_pool("fill").await.len(), 3, "no overfill");
     }
     env.teardown([operator]).await;
 }
@@ -262,7 +240,7 @@ async fn a_bind_makes_the_pool_create_a_replacement_promptly() {
     .await;
     assert!(refilled.iter().all(|h| h.name_any() != bound));
     await_pool(&env, "refill", 2, 0).await;
-    assert_eq!(handles_of(&env, "refill").await.len(), 3);
+    assert_eq!(env.handles_of_pool("refill").await.len(), 3);
     env.teardown([operator]).await;
 }
 
@@ -279,7 +257,7 @@ async fn max_unready_caps_the_handles_in_flight() {
     )
     .await;
     let first = await_pool(&env, "throttled", 2, 0).await;
-    assert_eq!(handles_of(&env, "throttled").await.len(), 2);
+    assert_eq!(env.handles_of_pool("throttled").await.len(), 2);
     // Without a lifespan of its own, the pool gives its handles the provider's (§10.2), each
     // value in its own field.
     for handle in &first {
@@ -326,7 +304,7 @@ async fn unhealthy_unbound_handles_are_deleted_and_replaced() {
         "the unhealthy handle deleted and replaced",
         TIMEOUT,
         || async {
-            let all = handles_of(&env, "healing").await;
+            let all = env.handles_of_pool("healing").await;
             let deleted = all
                 .iter()
                 .all(|h| h.name_any() != sick || h.metadata.deletion_timestamp.is_some());
@@ -373,7 +351,7 @@ async fn lowering_min_available_deletes_nothing() {
     // A later reconcile (the status shows the ready handle) still has all three.
     make_ready(&env, &handles[0].name_any()).await;
     await_pool(&env, "shrink", 3, 1).await;
-    assert!(handles_of(&env, "shrink").await.iter().all(is_unbound));
+    assert!(env.handles_of_pool("shrink").await.iter().all(is_unbound));
     env.teardown([operator]).await;
 }
 
@@ -409,13 +387,13 @@ async fn deleting_a_pool_deletes_its_unbound_handles_and_keeps_bound_ones() {
     gone(&env.api::<ResourcePool>(), "doomed", TIMEOUT).await;
     // The unbound handles are deleted (the handle controller finishes that); the bound stays.
     eventually("the unbound handles gone", TIMEOUT, || async {
-        let all = handles_of(&env, "doomed").await;
+        let all = env.handles_of_pool("doomed").await;
         all.iter()
             .all(|h| h.name_any() == bound || h.metadata.deletion_timestamp.is_some())
             .then_some(())
     })
     .await;
-    let all = handles_of(&env, "doomed").await;
+    let all = env.handles_of_pool("doomed").await;
     assert!(
         all.iter().any(|h| h.name_any() == bound),
         "the bound handle stays"
@@ -469,7 +447,7 @@ async fn a_pool_with_a_missing_provider_reports_it_and_fills_once_it_appears() {
             .then_some(())
     })
     .await;
-    assert!(handles_of(&env, "orphan").await.is_empty());
+    assert!(env.handles_of_pool("orphan").await.is_empty());
     create_provider(&env).await;
     await_pool(&env, "orphan", 1, 0).await;
     let status = pool_status(&env, "orphan").await;
@@ -502,14 +480,14 @@ async fn two_operator_processes_fill_a_pool_exactly() {
     for (index, handle) in handles.iter().enumerate() {
         make_ready(&env, &handle.name_any()).await;
         await_pool(&env, "shared", 6, i64::try_from(index + 1).expect("small")).await;
-        assert_eq!(handles_of(&env, "shared").await.len(), 6, "no overfill");
+        assert_eq!(env.handles_of_pool("shared").await.len(), 6, "no overfill");
     }
     // Two binds at once: exactly two replacements.
     bind(&env, &handles[0].name_any()).await;
     bind(&env, &handles[1].name_any()).await;
     await_pool(&env, "shared", 6, 4).await;
     assert_eq!(
-        handles_of(&env, "shared").await.len(),
+        env.handles_of_pool("shared").await.len(),
         8,
         "exactly two replacements"
     );

@@ -17,7 +17,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
-use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, ServiceAccount};
+use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::ListParams;
 use kube::api::{DeleteParams, ObjectMeta, Patch, PatchParams, PostParams};
@@ -162,6 +163,93 @@ impl TestEnv {
         <K as Resource>::DynamicType: Default,
     {
         create(&self.api(), object).await
+    }
+
+    /// The name of the ConfigMap handle `handle` made (its first resource's reference in its
+    /// status), once the handle reports it and the ConfigMap exists (the handle may record the
+    /// reference before the create went through).
+    pub async fn configmap_of(&self, handle: &str, timeout: Duration) -> String {
+        let handles: Api<ResourceHandle> = self.api();
+        let configmaps: Api<ConfigMap> = self.api();
+        let what = format!("handle {handle}: its ConfigMap");
+        eventually(&what, timeout, || async {
+            let handle = handles
+                .get_opt(handle)
+                .await
+                .unwrap_or_else(|e| panic!("reading handle {handle}: {e}"))?;
+            let reference = handle.status?.resources?.first()?.reference.clone()?;
+            configmaps
+                .get_opt(&reference.name)
+                .await
+                .unwrap_or_else(|e| panic!("reading ConfigMap {}: {e}", reference.name))?;
+            Some(reference.name)
+        })
+        .await
+    }
+
+    /// The Event of `type_` (`Normal`, `Warning`) and `reason` about the object named
+    /// `regarding`, once there is one. Panics when `timeout` passes first.
+    pub async fn event(
+        &self,
+        regarding: &str,
+        type_: &str,
+        reason: &str,
+        timeout: Duration,
+    ) -> Event {
+        let events: Api<Event> = self.api();
+        let what = format!("a {type_} Event {reason:?} on {regarding}");
+        eventually(&what, timeout, || async {
+            let list = events
+                .list(&ListParams::default())
+                .await
+                .unwrap_or_else(|e| panic!("listing Events: {e}"));
+            list.items.into_iter().find(|e| {
+                e.reason.as_deref() == Some(reason)
+                    && e.type_.as_deref() == Some(type_)
+                    && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(regarding)
+            })
+        })
+        .await
+    }
+
+    /// Every handle of this namespace whose `spec.resourcePool` names pool `pool`.
+    pub async fn handles_of_pool(&self, pool: &str) -> Vec<ResourceHandle> {
+        self.api::<ResourceHandle>()
+            .list(&ListParams::default())
+            .await
+            .expect("list handles")
+            .items
+            .into_iter()
+            .filter(|h| {
+                h.spec
+                    .resource_pool
+                    .as_ref()
+                    .is_some_and(|r| r.name == pool)
+            })
+            .collect()
+    }
+
+    /// The ConfigMaps of this namespace whose annotations say they belong to handle `handle`.
+    pub async fn configmaps_of_handle(&self, handle: &str) -> Vec<ConfigMap> {
+        let key = objects::key("resource-handle-name");
+        self.api::<ConfigMap>()
+            .list(&ListParams::default())
+            .await
+            .expect("list ConfigMaps")
+            .items
+            .into_iter()
+            .filter(|cm| cm.annotations().get(&key).map(String::as_str) == Some(handle))
+            .collect()
+    }
+
+    /// Sets label `key` to `value` on ConfigMap `name` (as a user, or the resource's own
+    /// controller, would: the providers' checks read such labels).
+    pub async fn label_configmap(&self, name: &str, key: &str, value: &str) {
+        let patch = json!({"metadata": {"labels": {key: value}}});
+        self.api::<ConfigMap>()
+            .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .unwrap_or_else(|e| panic!("labelling ConfigMap {name}: {e}"));
     }
 
     /// The end of a test that ran operators: stops `operators` (in order, each waiting for its
