@@ -9,25 +9,15 @@ use std::collections::{BTreeMap, HashSet};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use k8s_openapi::api::events::v1::Event;
 use kube::Api;
-use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams};
 use poolboy::api::{ResourceClaim, ResourceHandle, ResourcePool, ResourceProvider};
-use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
+use support::objects::{self, D, handle_name, key};
 use support::operator::TestOperator;
-use support::{TestEnv, eventually};
+use support::{TestEnv, create, eventually, gone, wait_for};
 
-const D: &str = "poolboy.gpte.redhat.com";
 const TIMEOUT: Duration = Duration::from_secs(30);
-
-fn key(name: &str) -> String {
-    format!("{D}/{name}")
-}
-
-fn from_json<T: DeserializeOwned>(value: Value) -> T {
-    serde_json::from_value(value).expect("a valid object")
-}
 
 /// Operator logs, when `RUST_LOG` asks for them (`RUST_LOG=poolboy=debug`).
 fn logs() {
@@ -40,10 +30,9 @@ fn logs() {
 /// A provider whose `match` takes ConfigMap templates labelled `example.com/kind: config`,
 /// with a default, a schema, a check and a lifespan (as `examples/provider-configmap.yaml`).
 fn configmap_provider(name: &str) -> ResourceProvider {
-    from_json(json!({
-        "apiVersion": format!("{D}/v1"), "kind": "ResourceProvider",
-        "metadata": {"name": name},
-        "spec": {
+    objects::provider(
+        name,
+        json!({
             "match": {"apiVersion": "v1", "kind": "ConfigMap",
                       "metadata": {"labels": {"example.com/kind": "config"}}},
             "matchIgnore": ["/data(/.*)?"],
@@ -61,35 +50,33 @@ fn configmap_provider(name: &str) -> ResourceProvider {
             },
             "updateFilters": [{"pathMatch": "/data(/.*)?"}],
             "lifespan": {"default": "2h", "maximum": "1d", "relativeMaximum": "8h"},
-        },
-    }))
+        }),
+    )
 }
 
 /// A provider without defaults or lifespan, for handles made by the tests themselves.
 fn plain_provider(name: &str, disable_creation: bool) -> ResourceProvider {
-    from_json(json!({
-        "apiVersion": format!("{D}/v1"), "kind": "ResourceProvider",
-        "metadata": {"name": name},
-        "spec": {
+    objects::provider(
+        name,
+        json!({
             "override": {"apiVersion": "v1", "kind": "ConfigMap"},
             "matchIgnore": ["/data(/.*)?"],
             "disableCreation": disable_creation,
-        },
-    }))
+        }),
+    )
 }
 
 /// A provider claim's provider with one required integer parameter.
 fn parameter_provider(name: &str) -> ResourceProvider {
-    from_json(json!({
-        "apiVersion": format!("{D}/v1"), "kind": "ResourceProvider",
-        "metadata": {"name": name},
-        "spec": {
+    objects::provider(
+        name,
+        json!({
             "override": {"apiVersion": "v1", "kind": "ConfigMap"},
             "template": {"definition": {"data": {"seats": "{{ seats }}"}}},
             "parameters": [{"name": "seats", "required": true,
                             "validation": {"openAPIV3Schema": {"type": "integer"}}}],
-        },
-    }))
+        }),
+    )
 }
 
 fn config_template(data: Value) -> Value {
@@ -106,11 +93,7 @@ fn resources_claim(name: &str, provider: Option<&str>, template: Value) -> Resou
     if let Some(provider) = provider {
         resource["provider"] = json!({"name": provider});
     }
-    from_json(json!({
-        "apiVersion": format!("{D}/v1"), "kind": "ResourceClaim",
-        "metadata": {"name": name},
-        "spec": {"resources": [resource]},
-    }))
+    objects::claim(name, json!({"resources": [resource]}))
 }
 
 /// An unbound handle with one resource, as a pool or an administrator makes it.
@@ -121,25 +104,18 @@ fn unbound_handle(
     template: Value,
     pool: Option<&str>,
 ) -> ResourceHandle {
-    let mut handle = json!({
-        "apiVersion": format!("{D}/v1"), "kind": "ResourceHandle",
-        "metadata": {"name": name},
-        "spec": {"resources": [{
-            "provider": {"apiVersion": format!("{D}/v1"), "kind": "ResourceProvider",
-                         "name": provider, "namespace": namespace},
-            "template": template,
-        }]},
-    });
+    let mut metadata = json!({"name": name});
+    let mut spec = json!({"resources": [{
+        "provider": objects::provider_ref(provider, namespace),
+        "template": template,
+    }]});
     if let Some(pool) = pool {
-        handle["metadata"]["labels"] = json!({
+        metadata["labels"] = json!({
             key("resource-pool-name"): pool, key("resource-pool-namespace"): namespace,
         });
-        handle["spec"]["resourcePool"] = json!({
-            "apiVersion": format!("{D}/v1"), "kind": "ResourcePool",
-            "name": pool, "namespace": namespace,
-        });
+        spec["resourcePool"] = objects::reference("ResourcePool", pool, namespace);
     }
-    from_json(handle)
+    objects::handle(metadata, spec)
 }
 
 struct Apis {
@@ -159,25 +135,16 @@ impl Apis {
 
     async fn create_providers(&self, providers: Vec<ResourceProvider>) {
         for provider in providers {
-            self.providers
-                .create(&PostParams::default(), &provider)
-                .await
-                .expect("creating a provider");
+            create(&self.providers, &provider).await;
         }
     }
 
     async fn create_claim(&self, claim: &ResourceClaim) {
-        self.claims
-            .create(&PostParams::default(), claim)
-            .await
-            .expect("creating a claim");
+        create(&self.claims, claim).await;
     }
 
     async fn create_handle(&self, handle: &ResourceHandle) {
-        self.handles
-            .create(&PostParams::default(), handle)
-            .await
-            .expect("creating a handle");
+        create(&self.handles, handle).await;
     }
 
     /// Waits until claim `name` satisfies `check`, and returns it.
@@ -187,14 +154,7 @@ impl Apis {
         what: &str,
         check: impl Fn(&ResourceClaim) -> bool,
     ) -> ResourceClaim {
-        eventually(&format!("claim {name}: {what}"), TIMEOUT, || async {
-            self.claims
-                .get_opt(name)
-                .await
-                .expect("reading a claim")
-                .filter(|c| check(c))
-        })
-        .await
+        wait_for(&self.claims, name, what, TIMEOUT, check).await
     }
 
     /// Waits until claim `name` is bound, and returns it with its handle.
@@ -209,48 +169,6 @@ impl Apis {
             .expect("the bound handle exists");
         (claim, handle)
     }
-
-    /// Stops the operators, then strips Poolboy finalizers (no handle controller runs here)
-    /// so that the namespace can go, and deletes it.
-    async fn teardown(&self, env: TestEnv, operators: Vec<TestOperator>) {
-        for operator in operators {
-            operator.stop().await;
-        }
-        let strip = Patch::Merge(json!({"metadata": {"finalizers": null}}));
-        for claim in self
-            .claims
-            .list(&ListParams::default())
-            .await
-            .expect("list")
-        {
-            let name = claim.metadata.name.unwrap_or_default();
-            let _ = self
-                .claims
-                .patch(&name, &PatchParams::default(), &strip)
-                .await;
-        }
-        for handle in self
-            .handles
-            .list(&ListParams::default())
-            .await
-            .expect("list")
-        {
-            let name = handle.metadata.name.unwrap_or_default();
-            let _ = self
-                .handles
-                .patch(&name, &PatchParams::default(), &strip)
-                .await;
-        }
-        env.cleanup().await;
-    }
-}
-
-fn handle_name(claim: &ResourceClaim) -> Option<&str> {
-    claim
-        .status
-        .as_ref()
-        .and_then(|s| s.resource_handle.as_ref())
-        .map(|h| h.name.as_str())
 }
 
 fn condition<'a>(
@@ -362,7 +280,7 @@ async fn an_explicit_provider_claim_creates_a_labelled_handle_with_a_lifespan() 
         Some("configmap")
     );
 
-    apis.teardown(env, vec![operator]).await;
+    env.teardown([operator]).await;
 }
 
 #[tokio::test]
@@ -438,7 +356,7 @@ async fn a_match_claim_is_initialised_with_defaults_in_its_spec() {
         Some(json!("red"))
     );
 
-    apis.teardown(env, vec![operator]).await;
+    env.teardown([operator]).await;
 }
 
 #[tokio::test]
@@ -475,11 +393,10 @@ async fn invalid_claims_are_reported_and_do_not_disturb_a_valid_one() {
         config_template(json!({})),
     ))
     .await;
-    let parameters: ResourceClaim = from_json(json!({
-        "apiVersion": format!("{D}/v1"), "kind": "ResourceClaim",
-        "metadata": {"name": "parameters"},
-        "spec": {"provider": {"name": "lab", "parameterValues": {"seats": "many", "colour": "red"}}},
-    }));
+    let parameters = objects::claim(
+        "parameters",
+        json!({"provider": {"name": "lab", "parameterValues": {"seats": "many", "colour": "red"}}}),
+    );
     apis.create_claim(&parameters).await;
     apis.create_claim(&resources_claim(
         "fine",
@@ -554,24 +471,8 @@ async fn invalid_claims_are_reported_and_do_not_disturb_a_valid_one() {
         );
     }
     // Each gets a Warning Event.
-    let events: Api<Event> = env.api();
     for name in ["schema", "check", "missing", "parameters"] {
-        eventually(
-            &format!("an InvalidClaim Event for {name}"),
-            TIMEOUT,
-            || async {
-                let list = events.list(&ListParams::default()).await.expect("events");
-                list.items
-                    .iter()
-                    .find(|e| {
-                        e.reason.as_deref() == Some("InvalidClaim")
-                            && e.type_.as_deref() == Some("Warning")
-                            && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name)
-                    })
-                    .map(|_| ())
-            },
-        )
-        .await;
+        env.event(name, "Warning", "InvalidClaim", TIMEOUT).await;
     }
     let (_, handle) = apis.bound("fine").await;
     assert_eq!(
@@ -603,7 +504,7 @@ async fn invalid_claims_are_reported_and_do_not_disturb_a_valid_one() {
         .and_then(|p| p.parameter_values.clone());
     assert_eq!(json!(values), json!({"seats": 3}));
 
-    apis.teardown(env, vec![operator]).await;
+    env.teardown([operator]).await;
 }
 
 #[tokio::test]
@@ -615,18 +516,14 @@ async fn a_claim_binds_to_a_matching_unbound_pool_handle() {
     apis.create_providers(vec![configmap_provider("configmap")])
         .await;
     let pools: Api<ResourcePool> = env.api();
-    let pool: ResourcePool = from_json(json!({
-        "apiVersion": format!("{D}/v1"), "kind": "ResourcePool",
-        "metadata": {"name": "pool"},
-        "spec": {"minAvailable": 0, "resources": [{"provider": {
-                     "apiVersion": format!("{D}/v1"), "kind": "ResourceProvider",
-                     "name": "configmap", "namespace": ns},
-                 "template": config_template(json!({"owner": "unknown"}))}]},
-    }));
-    pools
-        .create(&PostParams::default(), &pool)
-        .await
-        .expect("pool");
+    let pool = objects::pool(
+        "pool",
+        json!({"minAvailable": 0, "resources": [{
+            "provider": objects::provider_ref("configmap", &ns),
+            "template": config_template(json!({"owner": "unknown"})),
+        }]}),
+    );
+    create(&pools, &pool).await;
     let pooled = unbound_handle(
         "guid-pooled",
         &ns,
@@ -674,7 +571,7 @@ async fn a_claim_binds_to_a_matching_unbound_pool_handle() {
         .expect("handles");
     assert_eq!(handles.items.len(), 1);
 
-    apis.teardown(env, vec![operator]).await;
+    env.teardown([operator]).await;
 }
 
 #[tokio::test]
@@ -741,7 +638,7 @@ async fn disable_creation_waits_without_error_until_a_handle_appears() {
     let (claim, _) = apis.bound("by-provider").await;
     assert_eq!(handle_name(&claim), Some("guid-closed"));
 
-    apis.teardown(env, vec![operator]).await;
+    env.teardown([operator]).await;
 }
 
 #[tokio::test]
@@ -826,7 +723,7 @@ async fn handle_status_shows_in_the_claim_status() {
     assert_eq!(claim.status.as_ref().and_then(|s| s.summary.clone()), None);
     assert_eq!(claim.status.as_ref().and_then(|s| s.healthy), Some(true));
 
-    apis.teardown(env, vec![operator]).await;
+    env.teardown([operator]).await;
 }
 
 #[tokio::test]
@@ -851,15 +748,7 @@ async fn deleting_a_claim_deletes_its_handle() {
         .delete("doomed", &DeleteParams::default())
         .await
         .expect("delete");
-    eventually("the claim gone", TIMEOUT, || async {
-        apis.claims
-            .get_opt("doomed")
-            .await
-            .expect("read")
-            .is_none()
-            .then_some(())
-    })
-    .await;
+    gone(&apis.claims, "doomed", TIMEOUT).await;
     // Gone, or being deleted by its finalizer (its controller does not run here).
     eventually("the handle deleted", TIMEOUT, || async {
         let handle = apis.handles.get_opt(&name).await.expect("read");
@@ -869,7 +758,7 @@ async fn deleting_a_claim_deletes_its_handle() {
     })
     .await;
 
-    apis.teardown(env, vec![operator]).await;
+    env.teardown([operator]).await;
 }
 
 #[tokio::test]
@@ -903,15 +792,7 @@ async fn a_claim_whose_handle_is_gone_is_deleted() {
         .handles
         .patch(&name, &PatchParams::default(), &strip)
         .await;
-    eventually("the claim deleted with its handle", TIMEOUT, || async {
-        apis.claims
-            .get_opt("orphan")
-            .await
-            .expect("read")
-            .is_none()
-            .then_some(())
-    })
-    .await;
+    gone(&apis.claims, "orphan", TIMEOUT).await;
     let handles = apis
         .handles
         .list(&ListParams::default())
@@ -922,7 +803,7 @@ async fn a_claim_whose_handle_is_gone_is_deleted() {
         "no new handle is made for a deleted claim"
     );
 
-    apis.teardown(env, vec![operator]).await;
+    env.teardown([operator]).await;
 }
 
 /// Δ B01 across processes: two operators without leader election, 50 claims against 20
@@ -1017,5 +898,5 @@ async fn fifty_claims_two_operators_twenty_handles_no_handle_bound_twice() {
         "the rest got new handles"
     );
 
-    apis.teardown(env, vec![first, second]).await;
+    env.teardown([first, second]).await;
 }

@@ -7,65 +7,32 @@ mod support;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::ConfigMap;
-use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
 use kube::Api;
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use poolboy::api::{ResourceClaim, ResourceHandle, ResourceProvider};
-use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
+use support::objects::{self, D, handle_name, merged};
 use support::operator::TestOperator;
-use support::{TestEnv, eventually};
+use support::{TestEnv, create, from_json, gone, wait_for};
 
-const D: &str = "poolboy.gpte.redhat.com";
 const TIMEOUT: Duration = Duration::from_secs(30);
-
-fn from_json<T: DeserializeOwned>(value: Value) -> T {
-    serde_json::from_value(value).expect("a valid object")
-}
 
 /// A provider of one ConfigMap, ready once labelled `ready: yes`, with `extra` merged into its
 /// spec.
 fn provider(namespace: &str, name: &str, extra: Value) -> ResourceProvider {
-    let mut spec = json!({
+    let spec = json!({
         "override": {"apiVersion": "v1", "kind": "ConfigMap",
                      "metadata": {"namespace": namespace}},
         "template": {"definition": {"data": {"a": "b"}}},
         "readinessCheck": "metadata.labels.ready | default('no') == 'yes'",
     });
-    if let (Some(spec), Some(extra)) = (spec.as_object_mut(), extra.as_object()) {
-        for (k, v) in extra {
-            spec.insert(k.clone(), v.clone());
-        }
-    }
-    from_json(json!({
-        "apiVersion": format!("{D}/v1"), "kind": "ResourceProvider",
-        "metadata": {"name": name},
-        "spec": spec,
-    }))
+    objects::provider(name, merged(spec, extra))
 }
 
 /// A provider claim of `provider`, with `extra` merged into its spec.
 fn claim(name: &str, provider: &str, extra: Value) -> ResourceClaim {
-    let mut spec = json!({"provider": {"name": provider}});
-    if let (Some(spec), Some(extra)) = (spec.as_object_mut(), extra.as_object()) {
-        for (k, v) in extra {
-            spec.insert(k.clone(), v.clone());
-        }
-    }
-    from_json(json!({
-        "apiVersion": format!("{D}/v1"), "kind": "ResourceClaim",
-        "metadata": {"name": name},
-        "spec": spec,
-    }))
-}
-
-fn handle_name(claim: &ResourceClaim) -> Option<&str> {
-    claim
-        .status
-        .as_ref()
-        .and_then(|s| s.resource_handle.as_ref())
-        .map(|h| h.name.as_str())
+    objects::claim(name, merged(json!({"provider": {"name": provider}}), extra))
 }
 
 fn approval(claim: &ResourceClaim) -> Value {
@@ -80,11 +47,8 @@ struct Apis {
 
 impl Apis {
     async fn new(env: &TestEnv, providers: Vec<ResourceProvider>) -> Self {
-        let api: Api<ResourceProvider> = env.api();
         for provider in providers {
-            api.create(&PostParams::default(), &provider)
-                .await
-                .expect("creating a provider");
+            env.create(&provider).await;
         }
         Self {
             claims: env.api(),
@@ -94,10 +58,7 @@ impl Apis {
     }
 
     async fn create_claim(&self, claim: &ResourceClaim) {
-        self.claims
-            .create(&PostParams::default(), claim)
-            .await
-            .expect("creating a claim");
+        create(&self.claims, claim).await;
     }
 
     async fn claim_when(
@@ -106,14 +67,7 @@ impl Apis {
         what: &str,
         check: impl Fn(&ResourceClaim) -> bool,
     ) -> ResourceClaim {
-        eventually(&format!("claim {name}: {what}"), TIMEOUT, || async {
-            self.claims
-                .get_opt(name)
-                .await
-                .expect("reading a claim")
-                .filter(|c| check(c))
-        })
-        .await
+        wait_for(&self.claims, name, what, TIMEOUT, check).await
     }
 
     async fn patch_claim_status(&self, name: &str, status: Value) {
@@ -125,77 +79,6 @@ impl Apis {
             )
             .await
             .expect("patching claim status");
-    }
-
-    /// The name of the ConfigMap of handle `name`, once the handle reports it.
-    async fn configmap_of(&self, handle: &str) -> String {
-        eventually(&format!("handle {handle}: a resource"), TIMEOUT, || async {
-            let handle = self
-                .handles
-                .get_opt(handle)
-                .await
-                .expect("reading a handle")?;
-            let status = serde_json::to_value(handle.status?).ok()?;
-            let name = status["resources"][0]["reference"]["name"].as_str()?;
-            self.configmaps
-                .get_opt(name)
-                .await
-                .expect("reading a ConfigMap")
-                .map(|_| name.to_owned())
-        })
-        .await
-    }
-
-    async fn label_ready(&self, configmap: &str) {
-        let patch = json!({"metadata": {"labels": {"ready": "yes"}}});
-        self.configmaps
-            .patch(configmap, &PatchParams::default(), &Patch::Merge(&patch))
-            .await
-            .expect("labelling a ConfigMap");
-    }
-
-    async fn gone<K>(&self, api: &Api<K>, what: &str, name: &str)
-    where
-        K: kube::Resource + Clone + DeserializeOwned + std::fmt::Debug,
-    {
-        eventually(&format!("{what} {name} is gone"), TIMEOUT, || async {
-            api.get_opt(name)
-                .await
-                .expect("reading")
-                .is_none()
-                .then_some(())
-        })
-        .await;
-    }
-
-    async fn teardown(&self, env: TestEnv, operator: TestOperator) {
-        operator.stop().await;
-        let strip = Patch::Merge(json!({"metadata": {"finalizers": null}}));
-        for claim in self
-            .claims
-            .list(&ListParams::default())
-            .await
-            .expect("list")
-        {
-            let name = claim.metadata.name.unwrap_or_default();
-            let _ = self
-                .claims
-                .patch(&name, &PatchParams::default(), &strip)
-                .await;
-        }
-        for handle in self
-            .handles
-            .list(&ListParams::default())
-            .await
-            .expect("list")
-        {
-            let name = handle.metadata.name.unwrap_or_default();
-            let _ = self
-                .handles
-                .patch(&name, &PatchParams::default(), &strip)
-                .await;
-        }
-        env.cleanup().await;
     }
 }
 
@@ -247,7 +130,7 @@ async fn approval_pending_then_approved_binds_and_rejected_never_does() {
         .claim_when("approve-me", "bound", |c| handle_name(c).is_some())
         .await;
     assert_eq!(approval(&bound)["state"], "approved");
-    apis.configmap_of(handle_name(&bound).unwrap_or_default())
+    env.configmap_of(handle_name(&bound).unwrap_or_default(), TIMEOUT)
         .await;
 
     let rejected = apis
@@ -268,7 +151,7 @@ async fn approval_pending_then_approved_binds_and_rejected_never_does() {
         "only the approved claim has a handle"
     );
 
-    apis.teardown(env, operator).await;
+    env.teardown([operator]).await;
 }
 
 #[tokio::test]
@@ -284,7 +167,7 @@ async fn auto_delete_deletes_the_claim_once_its_handle_is_ready() {
         .claim_when("short-lived", "bound", |c| handle_name(c).is_some())
         .await;
     let handle = handle_name(&bound).unwrap_or_default().to_owned();
-    let configmap = apis.configmap_of(&handle).await;
+    let configmap = env.configmap_of(&handle, TIMEOUT).await;
     // Not ready yet: the claim stays.
     assert!(
         apis.claims
@@ -294,12 +177,12 @@ async fn auto_delete_deletes_the_claim_once_its_handle_is_ready() {
             .is_some()
     );
 
-    apis.label_ready(&configmap).await;
-    apis.gone(&apis.claims, "claim", "short-lived").await;
-    apis.gone(&apis.handles, "handle", &handle).await;
-    apis.gone(&apis.configmaps, "ConfigMap", &configmap).await;
+    env.label_configmap(&configmap, "ready", "yes").await;
+    gone(&apis.claims, "short-lived", TIMEOUT).await;
+    gone(&apis.handles, &handle, TIMEOUT).await;
+    gone(&apis.configmaps, &configmap, TIMEOUT).await;
 
-    apis.teardown(env, operator).await;
+    env.teardown([operator]).await;
 }
 
 #[tokio::test]
@@ -314,11 +197,11 @@ async fn auto_detach_deletes_the_handle_and_keeps_the_detached_claim() {
         .claim_when("detach-me", "bound", |c| handle_name(c).is_some())
         .await;
     let handle = handle_name(&bound).unwrap_or_default().to_owned();
-    let configmap = apis.configmap_of(&handle).await;
+    let configmap = env.configmap_of(&handle, TIMEOUT).await;
 
-    apis.label_ready(&configmap).await;
-    apis.gone(&apis.handles, "handle", &handle).await;
-    apis.gone(&apis.configmaps, "ConfigMap", &configmap).await;
+    env.label_configmap(&configmap, "ready", "yes").await;
+    gone(&apis.handles, &handle, TIMEOUT).await;
+    gone(&apis.configmaps, &configmap, TIMEOUT).await;
     let detached = apis
         .claims
         .get("detach-me")
@@ -333,7 +216,7 @@ async fn auto_detach_deletes_the_handle_and_keeps_the_detached_claim() {
     assert_eq!(reference.detached, Some(true));
     assert!(detached.metadata.deletion_timestamp.is_none());
 
-    apis.teardown(env, operator).await;
+    env.teardown([operator]).await;
 }
 
 /// A Role in the test namespace: `rules` as JSON, bound to ServiceAccount `account`.
@@ -387,8 +270,8 @@ async fn a_detached_claim_retries_deleting_its_handle_until_it_succeeds() {
         .claim_when("detach-me", "bound", |c| handle_name(c).is_some())
         .await;
     let handle = handle_name(&bound).unwrap_or_default().to_owned();
-    let configmap = apis.configmap_of(&handle).await;
-    apis.label_ready(&configmap).await;
+    let configmap = env.configmap_of(&handle, TIMEOUT).await;
+    env.label_configmap(&configmap, "ready", "yes").await;
     apis.claim_when("detach-me", "detached", |c| {
         c.status
             .as_ref()
@@ -411,8 +294,8 @@ async fn a_detached_claim_retries_deleting_its_handle_until_it_succeeds() {
         json!([{"apiGroups": [D], "resources": ["resourcehandles"], "verbs": ["delete"]}]),
     )
     .await;
-    apis.gone(&apis.handles, "handle", &handle).await;
-    apis.gone(&apis.configmaps, "ConfigMap", &configmap).await;
+    gone(&apis.handles, &handle, TIMEOUT).await;
+    gone(&apis.configmaps, &configmap, TIMEOUT).await;
     assert!(
         apis.claims
             .get_opt("detach-me")
@@ -422,7 +305,7 @@ async fn a_detached_claim_retries_deleting_its_handle_until_it_succeeds() {
         "the detached claim stays"
     );
 
-    apis.teardown(env, operator).await;
+    env.teardown([operator]).await;
 }
 
 #[tokio::test]
@@ -450,7 +333,7 @@ async fn a_template_error_in_auto_delete_is_reported_and_the_claim_stays() {
         })
         .await;
     // Treated as false: the claim stays bound and its resource is made.
-    apis.configmap_of(handle_name(&claim).unwrap_or_default())
+    env.configmap_of(handle_name(&claim).unwrap_or_default(), TIMEOUT)
         .await;
     assert!(
         apis.claims
@@ -460,7 +343,7 @@ async fn a_template_error_in_auto_delete_is_reported_and_the_claim_stays() {
             .is_some()
     );
 
-    apis.teardown(env, operator).await;
+    env.teardown([operator]).await;
 }
 
 #[tokio::test]
@@ -511,25 +394,7 @@ async fn provider_claim_annotations_and_labels_are_forced_onto_the_claim() {
     apis.claim_when("labelled", "label restored", has_them)
         .await;
 
-    apis.teardown(env, operator).await;
-}
-
-/// The Normal Event with `reason` on claim `claim`, once it exists.
-async fn lifespan_event(env: &TestEnv, claim: &str, reason: &str) -> Event {
-    let events: Api<Event> = env.api();
-    eventually(
-        &format!("a {reason:?} Event on {claim}"),
-        TIMEOUT,
-        || async {
-            let list = events.list(&ListParams::default()).await.expect("events");
-            list.items.into_iter().find(|e| {
-                e.reason.as_deref() == Some(reason)
-                    && e.type_.as_deref() == Some("Normal")
-                    && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(claim)
-            })
-        },
-    )
-    .await
+    env.teardown([operator]).await;
 }
 
 #[tokio::test]
@@ -568,7 +433,9 @@ async fn a_changed_or_cleared_handle_end_earns_the_claim_an_event() {
         .patch(&handle, &PatchParams::default(), &Patch::Merge(&patch))
         .await
         .expect("moving the handle's end");
-    let event = lifespan_event(&env, "lasting", "Lifespan end changed").await;
+    let event = env
+        .event("lasting", "Normal", "Lifespan end changed", TIMEOUT)
+        .await;
     assert!(
         event.note.as_deref().is_some_and(|n| n.contains(&new_end)),
         "{:?}",
@@ -585,7 +452,8 @@ async fn a_changed_or_cleared_handle_end_earns_the_claim_an_event() {
         .patch(&handle, &PatchParams::default(), &Patch::Merge(&patch))
         .await
         .expect("clearing the handle's end");
-    lifespan_event(&env, "lasting", "Lifespan end cleared").await;
+    env.event("lasting", "Normal", "Lifespan end cleared", TIMEOUT)
+        .await;
 
-    apis.teardown(env, operator).await;
+    env.teardown([operator]).await;
 }

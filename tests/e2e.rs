@@ -15,8 +15,9 @@ use kube::core::ApiResource;
 use poolboy::api::OperatorDomain;
 use poolboy::controller::kinds::{ClaimObject, HandleObject, Kinds, PoolObject};
 use serde_json::{Value, json};
-use support::TestEnv;
+use support::objects::resource_name;
 use support::operator::TestOperator;
+use support::{TestEnv, gone, wait_for};
 
 const WAIT: Duration = Duration::from_secs(60);
 
@@ -85,16 +86,17 @@ fn claim(env: &TestEnv, name: &str, provider_label: &str, data: Value) -> Value 
     })
 }
 
+fn handle_of(claim: &ClaimObject) -> Option<&str> {
+    let handle = claim.status.as_ref()?.resource_handle.as_ref()?;
+    Some(handle.name.as_str())
+}
+
 async fn bound_handle(env: &TestEnv, claim: &str) -> String {
-    let api = claims(env);
-    support::eventually(&format!("claim {claim} bound"), WAIT, || {
-        let api = api.clone();
-        async move {
-            let claim = api.get_opt(claim).await.ok()??;
-            claim.status?.resource_handle.map(|h| h.name)
-        }
+    let claim = wait_for(&claims(env), claim, "bound", WAIT, |c| {
+        handle_of(c).is_some()
     })
-    .await
+    .await;
+    handle_of(&claim).unwrap_or_default().to_owned()
 }
 
 async fn claim_status(
@@ -103,32 +105,15 @@ async fn claim_status(
     what: &str,
     test: impl Fn(&Value) -> bool,
 ) -> Value {
-    let api = claims(env);
-    support::eventually(&format!("claim {claim}: {what}"), WAIT, || {
-        let api = api.clone();
-        let test = &test;
-        async move {
-            let claim = api.get_opt(claim).await.ok()??;
-            let status = serde_json::to_value(claim.status?).ok()?;
-            test(&status).then_some(status)
-        }
+    let status = |claim: &ClaimObject| {
+        let status = claim.status.as_ref()?;
+        serde_json::to_value(status).ok()
+    };
+    let claim = wait_for(&claims(env), claim, what, WAIT, |c| {
+        status(c).is_some_and(|s| test(&s))
     })
-    .await
-}
-
-async fn gone<K>(api: &Api<K>, name: &str, what: &str)
-where
-    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
-{
-    support::eventually(what, WAIT, || {
-        let api = api.clone();
-        async move { matches!(api.get_opt(name).await, Ok(None)).then_some(()) }
-    })
-    .await
-}
-
-fn configmap_name(handle: &str) -> String {
-    format!("guid0-{}", handle.trim_start_matches("guid-"))
+    .await;
+    status(&claim).unwrap_or_default()
 }
 
 #[tokio::test]
@@ -148,13 +133,8 @@ async fn an_explicit_provider_claim_creates_its_resource_syncs_status_and_cascad
 
     let handle = bound_handle(&env, "explicit").await;
     let configmaps: Api<ConfigMap> = env.api();
-    let name = configmap_name(&handle);
-    let configmap = support::eventually("the ConfigMap exists", WAIT, || {
-        let configmaps = configmaps.clone();
-        let name = name.clone();
-        async move { configmaps.get_opt(&name).await.ok()? }
-    })
-    .await;
+    let name = resource_name(&handle, 0);
+    let configmap = wait_for(&configmaps, &name, "exists", WAIT, |_| true).await;
     let annotations = configmap.metadata.annotations.unwrap_or_default();
     assert_eq!(
         annotations["poolboy.gpte.redhat.com/resource-handle-name"],
@@ -180,20 +160,9 @@ async fn an_explicit_provider_claim_creates_its_resource_syncs_status_and_cascad
         .delete("explicit", &DeleteParams::default())
         .await
         .expect("delete claim");
-    gone(
-        &handles(&env),
-        &handle,
-        "the handle is deleted with its claim",
-    )
-    .await;
-    gone(
-        &configmaps,
-        &name,
-        "the ConfigMap is deleted with its handle",
-    )
-    .await;
-    operator.stop().await;
-    env.cleanup().await;
+    gone(&handles(&env), &handle, WAIT).await;
+    gone(&configmaps, &name, WAIT).await;
+    env.teardown([operator]).await;
 }
 
 #[tokio::test]
@@ -230,7 +199,7 @@ async fn a_match_claim_gets_the_provider_defaults() {
     let annotations = claim.metadata.annotations.unwrap_or_default();
     assert!(annotations.contains_key("poolboy.gpte.redhat.com/resource-claim-init-timestamp"));
     let configmaps: Api<ConfigMap> = env.api();
-    let name = configmap_name(&handle);
+    let name = resource_name(&handle, 0);
     support::eventually("the ConfigMap has the defaults", WAIT, || {
         let configmaps = configmaps.clone();
         let name = name.clone();
@@ -240,8 +209,7 @@ async fn a_match_claim_gets_the_provider_defaults() {
         }
     })
     .await;
-    operator.stop().await;
-    env.cleanup().await;
+    env.teardown([operator]).await;
 }
 
 #[tokio::test]
@@ -282,8 +250,7 @@ async fn an_invalid_claim_gets_a_clear_message_and_does_not_disturb_others() {
         "an invalid claim is not bound"
     );
     bound_handle(&env, "good").await;
-    operator.stop().await;
-    env.cleanup().await;
+    env.teardown([operator]).await;
 }
 
 fn pool(env: &TestEnv, name: &str, provider: &str, min_available: i64) -> Value {
@@ -364,15 +331,14 @@ async fn a_pool_fills_binds_refills_and_is_deleted_cleanly() {
         .delete("pool", &DeleteParams::default())
         .await
         .expect("delete pool");
-    gone(&pools(&env), "pool", "the pool is deleted").await;
+    gone(&pools(&env), "pool", WAIT).await;
     pool_has_unbound(&env, "pool", 0).await;
     let bound = handles(&env)
         .get(&handle)
         .await
         .expect("the bound handle stays");
     assert!(bound.spec.resource_claim.is_some());
-    operator.stop().await;
-    env.cleanup().await;
+    env.teardown([operator]).await;
 }
 
 #[tokio::test]
@@ -390,23 +356,12 @@ async fn a_lifespan_end_deletes_claim_handle_and_resource() {
     .await;
     let handle = bound_handle(&env, "short-lived").await;
     let configmaps: Api<ConfigMap> = env.api();
-    let name = configmap_name(&handle);
-    support::eventually("the ConfigMap exists", WAIT, || {
-        let configmaps = configmaps.clone();
-        let name = name.clone();
-        async move { configmaps.get_opt(&name).await.ok()?.map(|_| ()) }
-    })
-    .await;
-    gone(
-        &claims(&env),
-        "short-lived",
-        "the claim is deleted at its end",
-    )
-    .await;
-    gone(&handles(&env), &handle, "the handle is deleted at its end").await;
-    gone(&configmaps, &name, "the ConfigMap is deleted at its end").await;
-    operator.stop().await;
-    env.cleanup().await;
+    let name = resource_name(&handle, 0);
+    wait_for(&configmaps, &name, "exists", WAIT, |_| true).await;
+    gone(&claims(&env), "short-lived", WAIT).await;
+    gone(&handles(&env), &handle, WAIT).await;
+    gone(&configmaps, &name, WAIT).await;
+    env.teardown([operator]).await;
 }
 
 #[tokio::test]
@@ -425,13 +380,8 @@ async fn an_update_filter_lets_one_field_through_and_blocks_another() {
     create(&env, &k.claim, claim(&env, "edited", "filtered", data)).await;
     let handle = bound_handle(&env, "edited").await;
     let configmaps: Api<ConfigMap> = env.api();
-    let name = configmap_name(&handle);
-    support::eventually("the ConfigMap exists", WAIT, || {
-        let configmaps = configmaps.clone();
-        let name = name.clone();
-        async move { configmaps.get_opt(&name).await.ok()?.map(|_| ()) }
-    })
-    .await;
+    let name = resource_name(&handle, 0);
+    wait_for(&configmaps, &name, "exists", WAIT, |_| true).await;
 
     let edit = json!({"spec": {"resources": [{
         "name": "config",
@@ -459,8 +409,7 @@ async fn an_update_filter_lets_one_field_through_and_blocks_another() {
         data["blocked"], "1",
         "the filter keeps the blocked field as it was"
     );
-    operator.stop().await;
-    env.cleanup().await;
+    env.teardown([operator]).await;
 }
 
 #[tokio::test]
@@ -491,7 +440,7 @@ async fn a_change_to_a_managed_configmap_shows_in_the_claim_status() {
     let change = json!({"metadata": {"labels": {"e2e/observed": "yes"}}});
     configmaps
         .patch(
-            &configmap_name(&handle),
+            &resource_name(&handle, 0),
             &PatchParams::default(),
             &Patch::Merge(&change),
         )
@@ -506,8 +455,7 @@ async fn a_change_to_a_managed_configmap_shows_in_the_claim_status() {
         "ConfigMap change reached the claim status in {:?}",
         started.elapsed()
     );
-    operator.stop().await;
-    env.cleanup().await;
+    env.teardown([operator]).await;
 }
 
 /// 200 claims against a pool of 100 ready handles, two operator processes, no leader
@@ -587,7 +535,5 @@ async fn two_hundred_claims_two_operators_one_pool_of_a_hundred() {
     for (claim, handle) in &bound {
         assert_eq!(claims_of_handles.get(claim), Some(&Some(handle.clone())));
     }
-    second.stop().await;
-    first.stop().await;
-    env.cleanup().await;
+    env.teardown([second, first]).await;
 }

@@ -14,27 +14,19 @@ use std::time::Duration;
 use chrono::{DateTime, TimeDelta, Utc};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use kube::runtime::watcher::{self, Event, watcher};
 use kube::{Resource, ResourceExt};
-use poolboy::api::{ResourceClaim, ResourceHandle, ResourcePool, ResourceProvider};
+use poolboy::api::{ResourceClaim, ResourceHandle};
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
+use support::objects::{self, D, key, resource_name};
 use support::operator::TestOperator;
-use support::{TestEnv, eventually, gone};
+use support::{TestEnv, eventually, from_json, gone, wait_for};
 
-const D: &str = "poolboy.gpte.redhat.com";
 const TIMEOUT: Duration = Duration::from_secs(40);
 /// The label the providers of this file match claim templates by.
 const KIND_LABEL: &str = "fixes.poolboy.test/kind";
-
-fn key(name: &str) -> String {
-    format!("{D}/{name}")
-}
-
-fn from_json<T: DeserializeOwned>(value: Value) -> T {
-    serde_json::from_value(value).expect("a valid object")
-}
 
 fn timestamp(t: DateTime<Utc>) -> String {
     t.format("%Y-%m-%dT%H:%M:%SZ").to_string()
@@ -49,13 +41,6 @@ fn template(data: Value) -> Value {
     })
 }
 
-fn provider_ref(env: &TestEnv, name: &str) -> Value {
-    json!({
-        "apiVersion": format!("{D}/v1"), "kind": "ResourceProvider",
-        "name": name, "namespace": env.namespace,
-    })
-}
-
 /// `config`: the provider of ConfigMaps in the test namespace, matched by [`KIND_LABEL`],
 /// `data` ignored for matching and let through by its update filter. Ready once the
 /// ConfigMap is labelled `ready: yes` when `gated`, else as soon as it exists.
@@ -64,23 +49,16 @@ async fn create_provider(env: &TestEnv, gated: bool) {
         true => "metadata.labels.ready | default('no') == 'yes'",
         false => "metadata.uid is defined",
     };
-    let provider: ResourceProvider = from_json(json!({
-        "apiVersion": format!("{D}/v1"), "kind": "ResourceProvider",
-        "metadata": {"name": "config", "namespace": env.namespace},
-        "spec": {
-            "match": {"apiVersion": "v1", "kind": "ConfigMap",
-                      "metadata": {"labels": {KIND_LABEL: "config"}}},
-            "matchIgnore": ["/data(/.*)?"],
-            "override": {"apiVersion": "v1", "kind": "ConfigMap",
-                         "metadata": {"namespace": env.namespace}},
-            "updateFilters": [{"pathMatch": "/data/.*"}],
-            "readinessCheck": readiness,
-        },
-    }));
-    env.api::<ResourceProvider>()
-        .create(&PostParams::default(), &provider)
-        .await
-        .expect("creating the provider");
+    let spec = json!({
+        "match": {"apiVersion": "v1", "kind": "ConfigMap",
+                  "metadata": {"labels": {KIND_LABEL: "config"}}},
+        "matchIgnore": ["/data(/.*)?"],
+        "override": {"apiVersion": "v1", "kind": "ConfigMap",
+                     "metadata": {"namespace": env.namespace}},
+        "updateFilters": [{"pathMatch": "/data/.*"}],
+        "readinessCheck": readiness,
+    });
+    env.create(&objects::provider("config", spec)).await;
 }
 
 /// `spec.resources` of a handle: one `config` resource per `(name, data)`.
@@ -88,7 +66,7 @@ fn handle_resources(env: &TestEnv, entries: &[(&str, Value)]) -> Value {
     let entries: Vec<Value> = entries
         .iter()
         .map(|(name, data)| {
-            json!({"name": name, "provider": provider_ref(env, "config"), "template": template(data.clone())})
+            json!({"name": name, "provider": objects::provider_ref("config", &env.namespace), "template": template(data.clone())})
         })
         .collect();
     json!(entries)
@@ -96,16 +74,9 @@ fn handle_resources(env: &TestEnv, entries: &[(&str, Value)]) -> Value {
 
 /// Creates handle `name` with `metadata` and `spec` (apiVersion, kind, namespace added).
 async fn create_handle(env: &TestEnv, name: &str, metadata: Value, spec: Value) -> ResourceHandle {
-    let mut handle = json!({
-        "apiVersion": format!("{D}/v1"), "kind": "ResourceHandle",
-        "metadata": metadata, "spec": spec,
-    });
-    handle["metadata"]["name"] = json!(name);
-    handle["metadata"]["namespace"] = json!(env.namespace);
-    env.api::<ResourceHandle>()
-        .create(&PostParams::default(), &from_json(handle))
-        .await
-        .unwrap_or_else(|e| panic!("creating handle {name}: {e}"))
+    let mut metadata = metadata;
+    metadata["name"] = json!(name);
+    env.create(&objects::handle(metadata, spec)).await
 }
 
 /// A resources claim with one `config` resource named `config`, with `metadata` merged in.
@@ -119,25 +90,12 @@ async fn create_claim(env: &TestEnv, name: &str, metadata: Value, spec_extra: Va
     if let (Some(spec), Some(extra)) = (claim["spec"].as_object_mut(), spec_extra.as_object()) {
         spec.extend(extra.clone());
     }
-    env.api::<ResourceClaim>()
-        .create(&PostParams::default(), &from_json(claim))
-        .await
-        .unwrap_or_else(|e| panic!("creating claim {name}: {e}"));
+    env.create::<ResourceClaim>(&from_json(claim)).await;
 }
 
 /// A handle name of this test: `guid-<what>-<random>` (its ConfigMaps: `guid<i>-…`).
 fn handle_name(what: &str) -> String {
     format!("guid-{what}-{}", support::random_suffix())
-}
-
-/// The ConfigMap name of resource `index` of handle `handle`.
-fn configmap_name(handle: &str, index: usize) -> String {
-    format!("guid{index}-{}", handle.trim_start_matches("guid-"))
-}
-
-/// A `spec.resourceClaim` / `status.resourceHandle` style reference.
-fn reference(env: &TestEnv, kind: &str, name: &str) -> Value {
-    json!({"apiVersion": format!("{D}/v1"), "kind": kind, "name": name, "namespace": env.namespace})
 }
 
 async fn json_of<K>(api: &Api<K>, name: &str) -> Option<Value>
@@ -158,10 +116,11 @@ async fn await_object<K>(
 where
     K: Resource + Clone + DeserializeOwned + std::fmt::Debug + serde::Serialize,
 {
-    eventually(&format!("{name}: {what}"), TIMEOUT, || async {
-        json_of(api, name).await.filter(|o| check(o))
+    let object = wait_for(api, name, what, TIMEOUT, |o| {
+        serde_json::to_value(o).is_ok_and(|o| check(&o))
     })
-    .await
+    .await;
+    serde_json::to_value(object).expect("an object serialises")
 }
 
 /// The handle claim `name` is bound to, once its status says so.
@@ -218,20 +177,8 @@ async fn handles_of_claim(env: &TestEnv, claim: &str) -> Vec<String> {
 
 /// The ConfigMaps that say they belong to handle `handle`.
 async fn configmaps_of(env: &TestEnv, handle: &str) -> BTreeSet<String> {
-    env.api::<ConfigMap>()
-        .list(&ListParams::default())
-        .await
-        .expect("listing ConfigMaps")
-        .items
-        .into_iter()
-        .filter(|cm| {
-            cm.annotations()
-                .get(&key("resource-handle-name"))
-                .map(String::as_str)
-                == Some(handle)
-        })
-        .map(|cm| cm.name_any())
-        .collect()
+    let configmaps = env.configmaps_of_handle(handle).await;
+    configmaps.iter().map(ResourceExt::name_any).collect()
 }
 
 async fn merge<K>(api: &Api<K>, name: &str, patch: Value)
@@ -343,30 +290,6 @@ where
     seen
 }
 
-/// Stops the operator, releases the finalizers nothing will remove now, deletes the namespace.
-async fn teardown(env: TestEnv, operator: TestOperator) {
-    operator.stop().await;
-    let strip = Patch::Merge(json!({"metadata": {"finalizers": null}}));
-    let claims: Api<ResourceClaim> = env.api();
-    for claim in claims
-        .list(&ListParams::default())
-        .await
-        .expect("list")
-        .items
-    {
-        let _ = claims
-            .patch(&claim.name_any(), &PatchParams::default(), &strip)
-            .await;
-    }
-    let handles_api: Api<ResourceHandle> = env.api();
-    for handle in handles(&env).await {
-        let _ = handles_api
-            .patch(&handle.name_any(), &PatchParams::default(), &strip)
-            .await;
-    }
-    env.cleanup().await;
-}
-
 /// Δ B04 (#152): a handle whose `spec.lifespan.end` is under 120 s away is never bound, even
 /// when it is the oldest match; the claim gets the other one.
 #[tokio::test]
@@ -411,7 +334,7 @@ async fn b04_handle_near_lifespan_end_is_not_bound() {
     assert!(near_now["spec"]["resourceClaim"].is_null(), "{near_now}");
     assert_eq!(handles(&env).await.len(), 2, "nothing created");
 
-    teardown(env, operator).await;
+    env.teardown([operator]).await;
 }
 
 /// Δ B05 (#148), acceptance (a): among matching, ready handles, the higher `preferenceScore`
@@ -441,7 +364,7 @@ async fn b05_preference_score_wins_before_age() {
     assert_eq!(bound(&env, "second").await, old, "then the remaining one");
     assert_eq!(handles(&env).await.len(), 2, "nothing created");
 
-    teardown(env, operator).await;
+    env.teardown([operator]).await;
 }
 
 /// Δ B06 (#154): while other writers keep changing a bound claim (annotations, and template
@@ -455,7 +378,7 @@ async fn b06_claim_status_converges_under_concurrent_edits() {
     let operator = TestOperator::start(env.client.clone(), &env.namespace);
     create_claim(&env, "busy", json!({}), json!({}), json!({"n": "0"})).await;
     let handle = bound(&env, "busy").await;
-    let cm = configmap_name(&handle, 0);
+    let cm = resource_name(&handle, 0);
     eventually("the ConfigMap", TIMEOUT, || configmap(&env, &cm)).await;
 
     const EDITS: usize = 25;
@@ -516,7 +439,7 @@ async fn b06_claim_status_converges_under_concurrent_edits() {
     .await;
     assert_eq!(handles_of_claim(&env, "busy").await, [handle]);
 
-    teardown(env, operator).await;
+    env.teardown([operator]).await;
 }
 
 /// Δ B08: a handle's `status.resources` is initialised and kept race-safe while other writers
@@ -569,16 +492,16 @@ async fn b08_handle_status_converges_under_concurrent_edits() {
         .filter_map(|r| r["name"].as_str())
         .collect();
     assert_eq!(names, ["a", "b", "c"]);
-    let expected: BTreeSet<String> = (0..3).map(|i| configmap_name(&name, i)).collect();
+    let expected: BTreeSet<String> = (0..3).map(|i| resource_name(&name, i)).collect();
     for (i, resource) in resources.iter().enumerate() {
         assert_eq!(
             resource["reference"]["name"],
-            configmap_name(&name, i).as_str()
+            resource_name(&name, i).as_str()
         );
     }
     assert_eq!(configmaps_of(&env, &name).await, expected);
 
-    teardown(env, operator).await;
+    env.teardown([operator]).await;
 }
 
 /// Δ B09 (#156): `spec.resources` changing length under the controller (growing and
@@ -631,14 +554,14 @@ async fn b09_handle_status_follows_concurrent_spec_length_changes() {
     });
     assert!(valid, "{status}");
     for i in 0..2 {
-        let cm = configmap(&env, &configmap_name(&name, i))
+        let cm = configmap(&env, &resource_name(&name, i))
             .await
             .expect("a ConfigMap");
         assert_eq!(cm.data.expect("data")["i"], i.to_string());
     }
 
     // stop() re-raises a panic of the operator task.
-    teardown(env, operator).await;
+    env.teardown([operator]).await;
 }
 
 /// Δ B10: a handle past its lifespan end, or whose claim is gone, deletes itself and does
@@ -660,7 +583,7 @@ async fn b10_an_expired_or_orphaned_handle_deletes_itself_without_creating_anyth
     )
     .await;
     let orphan = handle_name("orphan");
-    let spec = json!({"resourceClaim": reference(&env, "ResourceClaim", "never-existed"), "resources": resources});
+    let spec = json!({"resourceClaim": objects::reference("ResourceClaim", "never-existed", &env.namespace), "resources": resources});
     create_handle(&env, &orphan, json!({}), spec).await;
     let handles_api: Api<ResourceHandle> = env.api();
     gone(&handles_api, &expired, TIMEOUT).await;
@@ -668,10 +591,7 @@ async fn b10_an_expired_or_orphaned_handle_deletes_itself_without_creating_anyth
 
     // A ConfigMap of the test's own, once seen, proves the watch has caught up.
     let barrier: ConfigMap = from_json(json!({"metadata": {"name": "barrier"}}));
-    env.api::<ConfigMap>()
-        .create(&PostParams::default(), &barrier)
-        .await
-        .expect("creating the barrier");
+    env.create(&barrier).await;
     eventually("the watch sees the barrier", TIMEOUT, || async {
         seen.lock().ok()?.contains("barrier").then_some(())
     })
@@ -679,12 +599,12 @@ async fn b10_an_expired_or_orphaned_handle_deletes_itself_without_creating_anyth
     let seen = seen.lock().expect("the record").clone();
     for handle in [&expired, &orphan] {
         assert!(
-            !seen.contains(&configmap_name(handle, 0)),
+            !seen.contains(&resource_name(handle, 0)),
             "{handle} created a resource: {seen:?}"
         );
     }
 
-    teardown(env, operator).await;
+    env.teardown([operator]).await;
 }
 
 /// Δ B11: deletion works from `status.resources[].reference` and ignores a resource that is
@@ -702,7 +622,7 @@ async fn b11_deleting_a_handle_whose_resource_is_already_gone_completes() {
 
     let configmaps: Api<ConfigMap> = env.api();
     configmaps
-        .delete(&configmap_name(&name, 0), &DeleteParams::default())
+        .delete(&resource_name(&name, 0), &DeleteParams::default())
         .await
         .expect("deleting one resource behind the handle's back");
     let handles_api: Api<ResourceHandle> = env.api();
@@ -712,13 +632,13 @@ async fn b11_deleting_a_handle_whose_resource_is_already_gone_completes() {
         .expect("deleting the handle");
     let operator = TestOperator::start(env.client.clone(), &env.namespace);
     gone(&handles_api, &name, TIMEOUT).await;
-    gone(&configmaps, &configmap_name(&name, 1), TIMEOUT).await;
+    gone(&configmaps, &resource_name(&name, 1), TIMEOUT).await;
     assert!(
-        configmap(&env, &configmap_name(&name, 0)).await.is_none(),
+        configmap(&env, &resource_name(&name, 0)).await.is_none(),
         "not recreated"
     );
 
-    teardown(env, operator).await;
+    env.teardown([operator]).await;
 }
 
 /// Δ B13: a resource that already exists under the name the handle generates is taken over
@@ -730,14 +650,10 @@ async fn b13_an_existing_resource_is_taken_over_not_an_error() {
     create_provider(&env, false).await;
     let name = handle_name("existing");
     let cm: ConfigMap = from_json(json!({
-        "metadata": {"name": configmap_name(&name, 0)},
+        "metadata": {"name": resource_name(&name, 0)},
         "data": {"v": "before"},
     }));
-    let before = env
-        .api::<ConfigMap>()
-        .create(&PostParams::default(), &cm)
-        .await
-        .expect("creating the ConfigMap first");
+    let before = env.create(&cm).await;
     let operator = TestOperator::start(env.client.clone(), &env.namespace);
     create_handle(
         &env,
@@ -753,13 +669,13 @@ async fn b13_an_existing_resource_is_taken_over_not_an_error() {
     });
     assert!(valid, "{status}");
     let cm = eventually("the ConfigMap takes the template", TIMEOUT, || async {
-        let cm = configmap(&env, &configmap_name(&name, 0)).await?;
+        let cm = configmap(&env, &resource_name(&name, 0)).await?;
         (cm.data.as_ref()?.get("v")? == "after").then_some(cm)
     })
     .await;
     assert_eq!(cm.uid(), before.uid(), "patched, not recreated");
 
-    teardown(env, operator).await;
+    env.teardown([operator]).await;
 }
 
 /// Δ B14/B15 (#145): no shards here. The finalizer is the bare domain on claims and handles
@@ -813,7 +729,7 @@ async fn b15_finalizers_carry_no_shard_and_legacy_ones_are_released() {
     gone(&claims, "legacy", TIMEOUT).await;
     gone(&handles_api, &legacy_handle, TIMEOUT).await;
 
-    teardown(env, operator).await;
+    env.teardown([operator]).await;
 }
 
 /// Δ B19, acceptance (b): before `spec.lifespan.start` nothing happens to a claim (no handle
@@ -869,13 +785,13 @@ async fn b19_a_claim_waits_for_its_lifespan_start() {
         self::created(&made) >= start,
         "created at or after the start: {made}"
     );
-    let created_cm = configmap_name(&created, 0);
+    let created_cm = resource_name(&created, 0);
     eventually("the created handle's ConfigMap", TIMEOUT, || {
         configmap(&env, &created_cm)
     })
     .await;
 
-    teardown(env, operator).await;
+    env.teardown([operator]).await;
 }
 
 /// Δ B20 (#146): binding a provider claim to a pool handle sets the handle's `spec.provider`
@@ -883,10 +799,9 @@ async fn b19_a_claim_waits_for_its_lifespan_start() {
 #[tokio::test]
 async fn b20_binding_a_provider_claim_records_its_effective_values_on_the_handle() {
     let env = TestEnv::new().await;
-    let provider: ResourceProvider = from_json(json!({
-        "apiVersion": format!("{D}/v1"), "kind": "ResourceProvider",
-        "metadata": {"name": "sized", "namespace": env.namespace},
-        "spec": {
+    let provider = objects::provider(
+        "sized",
+        json!({
             "override": {"apiVersion": "v1", "kind": "ConfigMap",
                          "metadata": {"namespace": env.namespace}},
             "parameters": [
@@ -895,23 +810,16 @@ async fn b20_binding_a_provider_claim_records_its_effective_values_on_the_handle
             ],
             "template": {"enable": true, "definition": {"data": {"size": "{{ size }}"}}},
             "readinessCheck": "metadata.uid is defined",
-        },
-    }));
-    env.api::<ResourceProvider>()
-        .create(&PostParams::default(), &provider)
-        .await
-        .expect("creating the provider");
+        }),
+    );
+    env.create(&provider).await;
     let operator = TestOperator::start(env.client.clone(), &env.namespace);
-    let pool: ResourcePool = from_json(json!({
-        "apiVersion": format!("{D}/v1"), "kind": "ResourcePool",
-        "metadata": {"name": "sized"},
-        "spec": {"minAvailable": 1,
-                 "provider": {"name": "sized", "parameterValues": {"size": "large"}}},
-    }));
-    env.api::<ResourcePool>()
-        .create(&PostParams::default(), &pool)
-        .await
-        .expect("creating the pool");
+    let pool = objects::pool(
+        "sized",
+        json!({"minAvailable": 1,
+               "provider": {"name": "sized", "parameterValues": {"size": "large"}}}),
+    );
+    env.create(&pool).await;
     let pooled = eventually("a pool handle", TIMEOUT, || async {
         handles(&env).await.first().map(|h| h.name_any())
     })
@@ -919,15 +827,11 @@ async fn b20_binding_a_provider_claim_records_its_effective_values_on_the_handle
     ready_handle(&env, &pooled).await;
     let versions = record_versions::<ResourceHandle>(&env, &pooled).await;
 
-    let claim: ResourceClaim = from_json(json!({
-        "apiVersion": format!("{D}/v1"), "kind": "ResourceClaim",
-        "metadata": {"name": "sized"},
-        "spec": {"provider": {"name": "sized", "parameterValues": {"size": "large"}}},
-    }));
-    env.api::<ResourceClaim>()
-        .create(&PostParams::default(), &claim)
-        .await
-        .expect("creating the claim");
+    let claim = objects::claim(
+        "sized",
+        json!({"provider": {"name": "sized", "parameterValues": {"size": "large"}}}),
+    );
+    env.create(&claim).await;
     assert_eq!(
         bound(&env, "sized").await,
         pooled,
@@ -955,7 +859,7 @@ async fn b20_binding_a_provider_claim_records_its_effective_values_on_the_handle
         );
     }
 
-    teardown(env, operator).await;
+    env.teardown([operator]).await;
 }
 
 /// Acceptance (c), Δ§2.4–2.5: a pool's `resourceLabels` and `resourceAnnotations` go to its
@@ -966,23 +870,19 @@ async fn c_pool_resource_labels_and_annotations_reach_handles_and_resources() {
     let env = TestEnv::new().await;
     create_provider(&env, false).await;
     let operator = TestOperator::start(env.client.clone(), &env.namespace);
-    let pool: ResourcePool = from_json(json!({
-        "apiVersion": format!("{D}/v1"), "kind": "ResourcePool",
-        "metadata": {"name": "labelled"},
-        "spec": {
+    let pool = objects::pool(
+        "labelled",
+        json!({
             "minAvailable": 1,
             "resourceLabels": {"example.com/team": "blue"},
             "resourceAnnotations": {"example.com/note": "pooled"},
             // Some data of its own: with none, the claim's data would be an `add /data`,
             // which the provider's `/data/.*` update filter does not let through (§12.2).
-            "resources": [{"name": "config", "provider": provider_ref(&env, "config"),
+            "resources": [{"name": "config", "provider": objects::provider_ref("config", &env.namespace),
                            "template": template(json!({"owner": "nobody"}))}],
-        },
-    }));
-    env.api::<ResourcePool>()
-        .create(&PostParams::default(), &pool)
-        .await
-        .expect("creating the pool");
+        }),
+    );
+    env.create(&pool).await;
     let pooled = eventually("a pool handle", TIMEOUT, || async {
         handles(&env).await.first().map(|h| h.name_any())
     })
@@ -993,7 +893,7 @@ async fn c_pool_resource_labels_and_annotations_reach_handles_and_resources() {
             && cm.annotations().get("example.com/note").map(String::as_str) == Some("pooled")
             && cm.labels().get(KIND_LABEL).map(String::as_str) == Some("config")
     };
-    let cm = configmap(&env, &configmap_name(&pooled, 0))
+    let cm = configmap(&env, &resource_name(&pooled, 0))
         .await
         .expect("ConfigMap");
     assert!(carries(&cm), "{:?} {:?}", cm.labels(), cm.annotations());
@@ -1015,7 +915,7 @@ async fn c_pool_resource_labels_and_annotations_reach_handles_and_resources() {
         "the claim's data on the labelled ConfigMap",
         TIMEOUT,
         || async {
-            let cm = configmap(&env, &configmap_name(&pooled, 0)).await?;
+            let cm = configmap(&env, &resource_name(&pooled, 0)).await?;
             (cm.data.as_ref()?.get("owner")? == "user").then_some(cm)
         },
     )
@@ -1030,14 +930,14 @@ async fn c_pool_resource_labels_and_annotations_reach_handles_and_resources() {
             .map(|h| h.name_any())
     })
     .await;
-    let replacement_cm = configmap_name(&replacement, 0);
+    let replacement_cm = resource_name(&replacement, 0);
     let cm = eventually("the replacement's ConfigMap", TIMEOUT, || {
         configmap(&env, &replacement_cm)
     })
     .await;
     assert!(carries(&cm), "{:?} {:?}", cm.labels(), cm.annotations());
 
-    teardown(env, operator).await;
+    env.teardown([operator]).await;
 }
 
 /// Acceptance (d), §7.6: while a claim carries `D/ignore`, its edits are not acted on and a
@@ -1050,7 +950,7 @@ async fn d_an_ignored_claim_is_paused_until_the_label_goes() {
     let claims: Api<ResourceClaim> = env.api();
     create_claim(&env, "paused", json!({}), json!({}), json!({"v": "one"})).await;
     let handle = bound(&env, "paused").await;
-    let cm = configmap_name(&handle, 0);
+    let cm = resource_name(&handle, 0);
     eventually("the ConfigMap", TIMEOUT, || async {
         let data = configmap(&env, &cm).await?.data?;
         (data.get("v")? == "one").then_some(())
@@ -1109,7 +1009,7 @@ async fn d_an_ignored_claim_is_paused_until_the_label_goes() {
     ready_handle(&env, &created).await;
     assert_eq!(handles_of_claim(&env, "paused").await, [handle]);
 
-    teardown(env, operator).await;
+    env.teardown([operator]).await;
 }
 
 /// Acceptance (d), §7.6: claims restored from a backup are adopted, never given a second
@@ -1124,7 +1024,7 @@ async fn d_restored_claims_are_adopted_not_duplicated() {
     let handles_api: Api<ResourceHandle> = env.api();
     let bound_spec = |claim: &str| {
         json!({
-            "resourceClaim": reference(&env, "ResourceClaim", claim),
+            "resourceClaim": objects::reference("ResourceClaim", claim, &env.namespace),
             "resources": handle_resources(&env, &[("config", json!({"v": claim}))]),
         })
     };
@@ -1155,7 +1055,7 @@ async fn d_restored_claims_are_adopted_not_duplicated() {
         bound_spec("with-status"),
     )
     .await;
-    let status = json!({"status": {"resourceHandle": reference(&env, "ResourceHandle", &first)}});
+    let status = json!({"status": {"resourceHandle": objects::reference("ResourceHandle", &first, &env.namespace)}});
     claims
         .patch_status(
             "with-status",
@@ -1206,12 +1106,12 @@ async fn d_restored_claims_are_adopted_not_duplicated() {
     );
     assert_eq!(handles(&env).await.len(), 2, "no second handle was created");
     for (handle, v) in [(&first, "with-status"), (&second, "without-status")] {
-        let cm = configmap(&env, &configmap_name(handle, 0))
+        let cm = configmap(&env, &resource_name(handle, 0))
             .await
             .expect("ConfigMap");
         assert_eq!(cm.data.expect("data")["v"], v);
         assert_eq!(configmaps_of(&env, handle).await.len(), 1);
     }
 
-    teardown(env, operator).await;
+    env.teardown([operator]).await;
 }

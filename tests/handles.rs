@@ -6,49 +6,32 @@ mod support;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::ConfigMap;
-use k8s_openapi::api::events::v1::Event;
-use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{DeleteParams, Patch, PatchParams};
 use kube::{Api, ResourceExt};
 use poolboy::api::{ResourceClaim, ResourceHandle, ResourceProvider};
 use serde_json::{Value, json};
 
+use support::objects::{self, D, key, merged, resource_name};
 use support::operator::TestOperator;
-use support::{TestEnv, eventually};
+use support::{TestEnv, create, eventually, gone};
 
 const TIMEOUT: Duration = Duration::from_secs(30);
-const D: &str = "poolboy.gpte.redhat.com";
-
-fn provider(env: &TestEnv, name: &str, spec: Value) -> ResourceProvider {
-    serde_json::from_value(json!({
-        "apiVersion": format!("{D}/v1"),
-        "kind": "ResourceProvider",
-        "metadata": {"name": name, "namespace": env.namespace},
-        "spec": spec,
-    }))
-    .expect("valid provider")
-}
 
 /// A provider of ConfigMaps in the test namespace; `extra` is merged into its spec.
 fn configmap_provider(env: &TestEnv, name: &str, extra: Value) -> ResourceProvider {
-    let mut spec = json!({
+    let spec = json!({
         "override": {
             "apiVersion": "v1",
             "kind": "ConfigMap",
             "metadata": {"namespace": env.namespace},
         },
     });
-    if let (Value::Object(spec), Value::Object(extra)) = (&mut spec, extra) {
-        spec.extend(extra);
-    }
-    provider(env, name, spec)
+    objects::provider(name, merged(spec, extra))
 }
 
 async fn create_providers(env: &TestEnv, providers: Vec<ResourceProvider>) {
-    let api: Api<ResourceProvider> = env.api();
     for provider in providers {
-        api.create(&PostParams::default(), &provider)
-            .await
-            .expect("create provider");
+        env.create(&provider).await;
     }
 }
 
@@ -64,39 +47,13 @@ async fn create_handle(
         .map(|(name, provider, template)| {
             json!({
                 "name": name,
-                "provider": {
-                    "apiVersion": format!("{D}/v1"),
-                    "kind": "ResourceProvider",
-                    "name": provider,
-                    "namespace": env.namespace,
-                },
+                "provider": objects::provider_ref(provider, &env.namespace),
                 "template": template,
             })
         })
         .collect();
-    let mut spec = json!({"resources": resources});
-    if let (Value::Object(spec), Value::Object(extra)) = (&mut spec, extra) {
-        spec.extend(extra);
-    }
-    let handle: ResourceHandle = serde_json::from_value(json!({
-        "apiVersion": format!("{D}/v1"),
-        "kind": "ResourceHandle",
-        "metadata": {"generateName": "guid-", "namespace": env.namespace},
-        "spec": spec,
-    }))
-    .expect("valid handle");
-    env.api::<ResourceHandle>()
-        .create(&PostParams::default(), &handle)
-        .await
-        .expect("create handle")
-}
-
-fn guid(handle: &ResourceHandle) -> String {
-    handle
-        .name_any()
-        .strip_prefix("guid-")
-        .expect("guid- name")
-        .to_owned()
+    let spec = merged(json!({"resources": resources}), extra);
+    env.create(&objects::handle(json!({}), spec)).await
 }
 
 async fn handle_status(env: &TestEnv, name: &str) -> Option<Value> {
@@ -106,14 +63,6 @@ async fn handle_status(env: &TestEnv, name: &str) -> Option<Value> {
 
 async fn configmap(env: &TestEnv, name: &str) -> Option<ConfigMap> {
     env.api::<ConfigMap>().get_opt(name).await.ok()?
-}
-
-async fn label_configmap(env: &TestEnv, name: &str, key: &str, value: &str) {
-    let patch = json!({"metadata": {"labels": {key: value}}});
-    env.api::<ConfigMap>()
-        .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
-        .await
-        .expect("label ConfigMap");
 }
 
 #[tokio::test]
@@ -139,7 +88,7 @@ async fn a_handle_creates_its_configmap_and_follows_its_readiness() {
     )
     .await;
     let name = handle.name_any();
-    let cm_name = format!("guid0-{}", guid(&handle));
+    let cm_name = resource_name(&handle.name_any(), 0);
 
     let cm = eventually("the ConfigMap", TIMEOUT, || configmap(&env, &cm_name)).await;
     let annotations = cm.annotations();
@@ -190,7 +139,7 @@ async fn a_handle_creates_its_configmap_and_follows_its_readiness() {
 
     // A change of the live object reaches the handle status, event-driven.
     let changed = Instant::now();
-    label_configmap(&env, &cm_name, "ready", "yes").await;
+    env.label_configmap(&cm_name, "ready", "yes").await;
     eventually("the handle becomes ready", TIMEOUT, || async {
         let status = handle_status(&env, &name).await?;
         (status["ready"] == true && status["resources"][0]["ready"] == true).then_some(())
@@ -198,7 +147,7 @@ async fn a_handle_creates_its_configmap_and_follows_its_readiness() {
     .await;
     let ready_latency = changed.elapsed();
     let changed = Instant::now();
-    label_configmap(&env, &cm_name, "broken", "yes").await;
+    env.label_configmap(&cm_name, "broken", "yes").await;
     eventually("the handle becomes unhealthy", TIMEOUT, || async {
         let status = handle_status(&env, &name).await?;
         (status["healthy"] == false && status["ready"] == false).then_some(())
@@ -210,8 +159,7 @@ async fn a_handle_creates_its_configmap_and_follows_its_readiness() {
     );
     assert!(ready_latency < Duration::from_secs(2), "{ready_latency:?}");
 
-    operator.stop().await;
-    env.cleanup().await;
+    env.teardown([operator]).await;
 }
 
 #[tokio::test]
@@ -229,7 +177,7 @@ async fn an_update_filter_lets_one_field_through_and_blocks_another() {
     let operator = TestOperator::start(env.client.clone(), &env.namespace);
     let template = json!({"data": {"allowed": "one", "blocked": "one"}});
     let handle = create_handle(&env, &[("cm", "filtered", template)], json!({})).await;
-    let cm_name = format!("guid0-{}", guid(&handle));
+    let cm_name = resource_name(&handle.name_any(), 0);
     eventually("the ConfigMap", TIMEOUT, || configmap(&env, &cm_name)).await;
 
     let patch = json!([{
@@ -253,8 +201,7 @@ async fn an_update_filter_lets_one_field_through_and_blocks_another() {
     .await;
     assert_eq!(data["blocked"], "one");
 
-    operator.stop().await;
-    env.cleanup().await;
+    env.teardown([operator]).await;
 }
 
 #[tokio::test]
@@ -274,14 +221,11 @@ async fn a_handle_is_deleted_at_its_lifespan_end_with_its_resources_annotated_fi
     )
     .await;
     let name = handle.name_any();
-    let cm_name = format!("guid0-{}", guid(&handle));
+    let cm_name = resource_name(&handle.name_any(), 0);
     eventually("the ConfigMap", TIMEOUT, || configmap(&env, &cm_name)).await;
 
     let handles: Api<ResourceHandle> = env.api();
-    eventually("the handle is gone", TIMEOUT, || async {
-        handles.get_opt(&name).await.ok()?.is_none().then_some(())
-    })
-    .await;
+    gone(&handles, &name, TIMEOUT).await;
     let gone_at = chrono::Utc::now();
     println!(
         "handle deleted {} ms after its lifespan end",
@@ -310,34 +254,21 @@ async fn a_handle_is_deleted_at_its_lifespan_end_with_its_resources_annotated_fi
         .patch(&cm_name, &PatchParams::default(), &Patch::Merge(&release))
         .await
         .expect("release the ConfigMap");
-    eventually("the ConfigMap is gone", TIMEOUT, || async {
-        configmap(&env, &cm_name).await.is_none().then_some(())
-    })
-    .await;
+    gone(&env.api::<ConfigMap>(), &cm_name, TIMEOUT).await;
 
-    operator.stop().await;
-    env.cleanup().await;
+    env.teardown([operator]).await;
 }
 
 /// A bare claim pointing at nothing; labelled ignore so that no claim controller acts on it.
 async fn create_claim(env: &TestEnv, name: &str, detached: bool) -> ResourceClaim {
-    let claim: ResourceClaim = serde_json::from_value(json!({
-        "apiVersion": format!("{D}/v1"),
-        "kind": "ResourceClaim",
-        "metadata": {"name": name, "namespace": env.namespace, "labels": {format!("{D}/ignore"): "true"}},
-        "spec": {"resources": []},
-    }))
-    .expect("valid claim");
+    let mut claim = objects::claim(name, json!({"resources": []}));
+    claim.metadata.labels = Some([(key("ignore"), "true".to_owned())].into());
     let claims: Api<ResourceClaim> = env.api();
-    let claim = claims
-        .create(&PostParams::default(), &claim)
-        .await
-        .expect("create claim");
+    let claim = create(&claims, &claim).await;
     if detached {
-        let status = json!({"status": {"resourceHandle": {
-            "apiVersion": format!("{D}/v1"), "kind": "ResourceHandle",
-            "name": "guid-gone1", "namespace": env.namespace, "detached": true,
-        }}});
+        let handle = objects::reference("ResourceHandle", "guid-gone1", &env.namespace);
+        let status =
+            json!({"status": {"resourceHandle": merged(handle, json!({"detached": true}))}});
         claims
             .patch_status(name, &PatchParams::default(), &Patch::Merge(&status))
             .await
@@ -347,10 +278,7 @@ async fn create_claim(env: &TestEnv, name: &str, detached: bool) -> ResourceClai
 }
 
 fn claim_ref(env: &TestEnv, name: &str) -> Value {
-    json!({"resourceClaim": {
-        "apiVersion": format!("{D}/v1"), "kind": "ResourceClaim",
-        "name": name, "namespace": env.namespace,
-    }})
+    json!({"resourceClaim": objects::reference("ResourceClaim", name, &env.namespace)})
 }
 
 #[tokio::test]
@@ -376,7 +304,7 @@ async fn deleting_a_handle_deletes_its_resources_and_its_claim_unless_detached()
     let claims: Api<ResourceClaim> = env.api();
 
     for handle in [&bound, &detached] {
-        let cm_name = format!("guid0-{}", guid(handle));
+        let cm_name = resource_name(&handle.name_any(), 0);
         let cm = eventually("the ConfigMap", TIMEOUT, || configmap(&env, &cm_name)).await;
         assert_eq!(
             cm.annotations()[&format!("{D}/resource-claim-name")],
@@ -386,19 +314,8 @@ async fn deleting_a_handle_deletes_its_resources_and_its_claim_unless_detached()
             .delete(&handle.name_any(), &DeleteParams::default())
             .await
             .expect("delete handle");
-        eventually("the ConfigMap is deleted", TIMEOUT, || async {
-            configmap(&env, &cm_name).await.is_none().then_some(())
-        })
-        .await;
-        eventually("the handle is gone", TIMEOUT, || async {
-            handles
-                .get_opt(&handle.name_any())
-                .await
-                .ok()?
-                .is_none()
-                .then_some(())
-        })
-        .await;
+        gone(&env.api::<ConfigMap>(), &cm_name, TIMEOUT).await;
+        gone(&handles, &handle.name_any(), TIMEOUT).await;
     }
     assert!(
         claims.get_opt("bound").await.expect("get").is_none(),
@@ -409,8 +326,7 @@ async fn deleting_a_handle_deletes_its_resources_and_its_claim_unless_detached()
         "detached claim kept"
     );
 
-    operator.stop().await;
-    env.cleanup().await;
+    env.teardown([operator]).await;
 }
 
 #[tokio::test]
@@ -425,23 +341,14 @@ async fn a_handle_whose_claim_is_gone_deletes_itself() {
     )
     .await;
     let handles: Api<ResourceHandle> = env.api();
-    eventually("the orphaned handle is gone", TIMEOUT, || async {
-        handles
-            .get_opt(&handle.name_any())
-            .await
-            .ok()?
-            .is_none()
-            .then_some(())
-    })
-    .await;
-    let cm_name = format!("guid0-{}", guid(&handle));
+    gone(&handles, &handle.name_any(), TIMEOUT).await;
+    let cm_name = resource_name(&handle.name_any(), 0);
     assert!(
         configmap(&env, &cm_name).await.is_none(),
         "nothing was created"
     );
 
-    operator.stop().await;
-    env.cleanup().await;
+    env.teardown([operator]).await;
 }
 
 #[tokio::test]
@@ -451,8 +358,7 @@ async fn a_bad_template_is_reported_and_does_not_disturb_other_handles() {
         &env,
         vec![
             configmap_provider(&env, "good", json!({})),
-            provider(
-                &env,
+            objects::provider(
                 "bad",
                 json!({
                     "template": {"enable": true},
@@ -498,8 +404,8 @@ async fn a_bad_template_is_reported_and_does_not_disturb_other_handles() {
         "{message}"
     );
     // The other resource of the same handle and the other handle are served.
-    let fine_name = format!("guid1-{}", guid(&bad));
-    let other_name = format!("guid0-{}", guid(&other));
+    let fine_name = resource_name(&bad.name_any(), 1);
+    let other_name = resource_name(&other.name_any(), 0);
     eventually("the bad handle's good resource", TIMEOUT, || {
         configmap(&env, &fine_name)
     })
@@ -508,23 +414,10 @@ async fn a_bad_template_is_reported_and_does_not_disturb_other_handles() {
         configmap(&env, &other_name)
     })
     .await;
-    let events: Api<Event> = env.api();
-    eventually("a Warning Event on the bad handle", TIMEOUT, || async {
-        let events = events.list(&ListParams::default()).await.ok()?;
-        events
-            .items
-            .iter()
-            .find(|e| {
-                e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(bad_name.as_str())
-                    && e.reason.as_deref() == Some("InvalidResource")
-                    && e.type_.as_deref() == Some("Warning")
-            })
-            .map(|_| ())
-    })
-    .await;
+    env.event(&bad_name, "Warning", "InvalidResource", TIMEOUT)
+        .await;
 
-    operator.stop().await;
-    env.cleanup().await;
+    env.teardown([operator]).await;
 }
 
 #[tokio::test]
@@ -534,8 +427,7 @@ async fn a_linked_resource_waits_for_its_link_then_uses_its_template_vars() {
         &env,
         vec![
             configmap_provider(&env, "base", json!({})),
-            provider(
-                &env,
+            objects::provider(
                 "app",
                 json!({
                     "linkedResourceProviders": [{
@@ -563,8 +455,8 @@ async fn a_linked_resource_waits_for_its_link_then_uses_its_template_vars() {
     )
     .await;
     let name = handle.name_any();
-    let base_name = format!("guid0-{}", guid(&handle));
-    let app_name = format!("guid1-{}", guid(&handle));
+    let base_name = resource_name(&handle.name_any(), 0);
+    let app_name = resource_name(&handle.name_any(), 1);
     eventually("the base ConfigMap", TIMEOUT, || {
         configmap(&env, &base_name)
     })
@@ -576,7 +468,7 @@ async fn a_linked_resource_waits_for_its_link_then_uses_its_template_vars() {
     .await;
     assert!(configmap(&env, &app_name).await.is_none());
 
-    label_configmap(&env, &base_name, "go", "yes").await;
+    env.label_configmap(&base_name, "go", "yes").await;
     let app = eventually("the app ConfigMap", TIMEOUT, || configmap(&env, &app_name)).await;
     assert_eq!(app.data.expect("data")["base"], base_name);
     eventually("waitingFor cleared", TIMEOUT, || async {
@@ -587,8 +479,7 @@ async fn a_linked_resource_waits_for_its_link_then_uses_its_template_vars() {
     })
     .await;
 
-    operator.stop().await;
-    env.cleanup().await;
+    env.teardown([operator]).await;
 }
 
 #[tokio::test]
@@ -606,7 +497,7 @@ async fn a_deleted_managed_resource_is_seen_and_recreated() {
     let operator = TestOperator::start(env.client.clone(), &env.namespace);
     let handle = create_handle(&env, &[("cm", "config", json!({}))], json!({})).await;
     let name = handle.name_any();
-    let cm_name = format!("guid0-{}", guid(&handle));
+    let cm_name = resource_name(&handle.name_any(), 0);
     let first = eventually("the ConfigMap", TIMEOUT, || configmap(&env, &cm_name)).await;
     eventually("the handle is ready", TIMEOUT, || async {
         (handle_status(&env, &name).await?["ready"] == true).then_some(())
@@ -636,8 +527,7 @@ async fn a_deleted_managed_resource_is_seen_and_recreated() {
     })
     .await;
 
-    operator.stop().await;
-    env.cleanup().await;
+    env.teardown([operator]).await;
 }
 
 #[tokio::test]
@@ -668,7 +558,7 @@ async fn a_provider_handle_generates_its_resources_and_a_summary() {
     )
     .await;
     let name = handle.name_any();
-    let cm_name = format!("guid0-{}", guid(&handle));
+    let cm_name = resource_name(&handle.name_any(), 0);
     let cm = eventually("the generated ConfigMap", TIMEOUT, || {
         configmap(&env, &cm_name)
     })
@@ -704,6 +594,5 @@ async fn a_provider_handle_generates_its_resources_and_a_summary() {
     assert_eq!(resources.len(), 1);
     assert_eq!(resources[0].name.as_deref(), Some("sized"));
 
-    operator.stop().await;
-    env.cleanup().await;
+    env.teardown([operator]).await;
 }

@@ -18,33 +18,13 @@ use poolboy::controller::kinds::{Kinds, WatchObject};
 use poolboy::core::naming::resource_watch_name;
 use serde_json::{Value, json};
 
+use support::objects::{self, D, merged, resource_name};
 use support::operator::TestOperator;
-use support::{TestEnv, eventually};
+use support::{TestEnv, eventually, gone};
 
 const TIMEOUT: Duration = Duration::from_secs(30);
-const D: &str = "poolboy.gpte.redhat.com";
-
-fn provider_ref(env: &TestEnv, name: &str) -> Value {
-    json!({
-        "apiVersion": format!("{D}/v1"),
-        "kind": "ResourceProvider",
-        "name": name,
-        "namespace": env.namespace,
-    })
-}
-
 async fn create_provider(env: &TestEnv, name: &str, spec: Value) {
-    let provider: ResourceProvider = serde_json::from_value(json!({
-        "apiVersion": format!("{D}/v1"),
-        "kind": "ResourceProvider",
-        "metadata": {"name": name, "namespace": env.namespace},
-        "spec": spec,
-    }))
-    .expect("valid provider");
-    env.api::<ResourceProvider>()
-        .create(&PostParams::default(), &provider)
-        .await
-        .expect("create provider");
+    env.create(&objects::provider(name, spec)).await;
 }
 
 /// A provider of objects of `api_version`/`kind` in the test namespace; `extra` is merged
@@ -56,36 +36,20 @@ async fn create_kind_provider(
     kind: &str,
     extra: Value,
 ) {
-    let mut spec = json!({
+    let spec = json!({
         "override": {
             "apiVersion": api_version,
             "kind": kind,
             "metadata": {"namespace": env.namespace},
         },
     });
-    if let (Value::Object(spec), Value::Object(extra)) = (&mut spec, extra) {
-        spec.extend(extra);
-    }
-    create_provider(env, name, spec).await;
+    create_provider(env, name, merged(spec, extra)).await;
 }
 
-/// Creates the handle `metadata` + `spec` (apiVersion, kind and namespace added).
+/// Creates the handle `metadata` + `spec` (named `guid-…` by the API server when `metadata`
+/// has no name).
 async fn create_handle(env: &TestEnv, metadata: Value, spec: Value) -> ResourceHandle {
-    let mut handle = json!({
-        "apiVersion": format!("{D}/v1"),
-        "kind": "ResourceHandle",
-        "metadata": metadata,
-        "spec": spec,
-    });
-    handle["metadata"]["namespace"] = json!(env.namespace);
-    if handle["metadata"].get("name").is_none() {
-        handle["metadata"]["generateName"] = json!("guid-");
-    }
-    let handle: ResourceHandle = serde_json::from_value(handle).expect("valid handle");
-    env.api::<ResourceHandle>()
-        .create(&PostParams::default(), &handle)
-        .await
-        .expect("create handle")
+    env.create(&objects::handle(metadata, spec)).await
 }
 
 /// `spec.resources` with one entry per `(name, provider, template)`.
@@ -93,7 +57,7 @@ fn resources(env: &TestEnv, entries: &[(&str, &str, Value)]) -> Value {
     let entries: Vec<Value> = entries
         .iter()
         .map(|(name, provider, template)| {
-            json!({"name": name, "provider": provider_ref(env, provider), "template": template})
+            json!({"name": name, "provider": objects::provider_ref(provider, &env.namespace), "template": template})
         })
         .collect();
     json!(entries)
@@ -126,20 +90,6 @@ async fn set_ignored(env: &TestEnv, name: &str, ignored: bool) {
         .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
         .await
         .expect("label the handle");
-}
-
-/// The ConfigMaps of the test namespace that say they belong to handle `name`.
-async fn configmaps_of(env: &TestEnv, name: &str) -> Vec<ConfigMap> {
-    let all = env
-        .api::<ConfigMap>()
-        .list(&ListParams::default())
-        .await
-        .expect("list ConfigMaps");
-    let key = format!("{D}/resource-handle-name");
-    all.items
-        .into_iter()
-        .filter(|cm| cm.annotations().get(&key).map(String::as_str) == Some(name))
-        .collect()
 }
 
 /// Waits until handle `name` has a status whose every resource has a reference and a live
@@ -194,7 +144,7 @@ async fn resource_watch_objects_are_declared_adopted_and_kept() {
     ])});
     let first = create_handle(&env, json!({}), spec.clone()).await;
     managed_through(&env, &first.name_any()).await;
-    let secret = format!("guid1-{}", guid(&first));
+    let secret = resource_name(&first.name_any(), 1);
     assert!(
         env.api::<Secret>()
             .get_opt(&secret)
@@ -230,11 +180,7 @@ async fn resource_watch_objects_are_declared_adopted_and_kept() {
     }
     for handle in [&first, &second] {
         let name = handle.name_any();
-        eventually("the handle is gone", TIMEOUT, || async {
-            let handles = env.api::<ResourceHandle>();
-            handles.get_opt(&name).await.ok()?.is_none().then_some(())
-        })
-        .await;
+        gone(&env.api::<ResourceHandle>(), &name, TIMEOUT).await;
     }
     let all = watches.list(&ListParams::default()).await.expect("list");
     let mut names: Vec<String> = all.items.iter().map(ResourceExt::name_any).collect();
@@ -243,8 +189,7 @@ async fn resource_watch_objects_are_declared_adopted_and_kept() {
     expected.sort();
     assert_eq!(names, expected, "one object per watched kind, none deleted");
 
-    operator.stop().await;
-    env.cleanup().await;
+    env.teardown([operator]).await;
 }
 
 #[tokio::test]
@@ -265,7 +210,7 @@ async fn an_ignored_handle_is_left_alone_until_the_label_is_removed() {
     let ignore = json!({"labels": {format!("{D}/ignore"): ""}});
     let ignored = create_handle(&env, ignore, spec("one")).await;
     let name = ignored.name_any();
-    let cm_name = format!("guid0-{}", guid(&ignored));
+    let cm_name = resource_name(&ignored.name_any(), 0);
 
     // A handle created after it, managed through, is the barrier: the ignored one was seen.
     let barrier = create_handle(&env, json!({}), spec("one")).await;
@@ -315,8 +260,7 @@ async fn an_ignored_handle_is_left_alone_until_the_label_is_removed() {
     .await;
     assert_eq!(cm.data.expect("data")["v"], "two");
 
-    operator.stop().await;
-    env.cleanup().await;
+    env.teardown([operator]).await;
 }
 
 #[tokio::test]
@@ -393,7 +337,8 @@ async fn a_handle_restored_from_a_backup_adopts_its_resources() {
     })
     .await;
     assert_eq!(status["resources"][0]["reference"], reference);
-    let owned: Vec<String> = configmaps_of(&env, &name)
+    let owned: Vec<String> = env
+        .configmaps_of_handle(&name)
         .await
         .iter()
         .map(ResourceExt::name_any)
@@ -403,11 +348,10 @@ async fn a_handle_restored_from_a_backup_adopts_its_resources() {
         ["from-backup"],
         "no duplicate under a generated name"
     );
-    let guid0 = format!("guid0-{}", name.trim_start_matches("guid-"));
+    let guid0 = resource_name(&name, 0);
     assert!(configmap(&env, &guid0).await.is_none());
 
-    operator.stop().await;
-    env.cleanup().await;
+    env.teardown([operator]).await;
 }
 
 /// `base` makes a ConfigMap whose `data.which` is its parameter; `app-a` and `app-b` each link
@@ -516,10 +460,9 @@ async fn the_same_linked_provider_twice_each_dependent_finding_its_own() {
         (status["summary"] == json!({"names": "first,app-a,second,app-b"})).then_some(())
     })
     .await;
-    assert_eq!(configmaps_of(&env, &name).await.len(), 4);
+    assert_eq!(env.configmaps_of_handle(&name).await.len(), 4);
 
-    operator.stop().await;
-    env.cleanup().await;
+    env.teardown([operator]).await;
 }
 
 #[tokio::test]
@@ -548,7 +491,7 @@ async fn a_false_when_leaves_a_linked_provider_out_until_it_holds() {
     let live = handle(&env, &name).await.expect("handle");
     let names: Vec<String> = resource_names(&live).into_iter().map(|(n, _)| n).collect();
     assert_eq!(names, ["first", "app-a"], "app-b is left out");
-    assert_eq!(configmaps_of(&env, &name).await.len(), 2);
+    assert_eq!(env.configmaps_of_handle(&name).await.len(), 2);
 
     let patch = json!({"spec": {"provider": {"parameterValues": {"with_b": true}}}});
     env.api::<ResourceHandle>()
@@ -564,8 +507,7 @@ async fn a_false_when_leaves_a_linked_provider_out_until_it_holds() {
     let names: Vec<String> = resource_names(&live).into_iter().map(|(n, _)| n).collect();
     assert_eq!(names, ["first", "app-a", "second", "app-b"]);
 
-    operator.stop().await;
-    env.cleanup().await;
+    env.teardown([operator]).await;
 }
 
 fn example(name: &str) -> Value {
@@ -683,6 +625,5 @@ async fn an_anarchy_subject_status_change_flips_health_readiness_and_summary() {
     set_status("failed").await;
     expect(json!(false), json!(false), "started", "failed").await;
 
-    operator.stop().await;
-    env.cleanup().await;
+    env.teardown([operator]).await;
 }

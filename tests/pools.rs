@@ -15,71 +15,35 @@ use std::time::Duration;
 
 use chrono::{DateTime, TimeDelta, Utc};
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
-use kube::{Api, ResourceExt};
-use poolboy::api::{ResourceClaim, ResourceHandle, ResourcePool, ResourceProvider};
+use kube::ResourceExt;
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+use poolboy::api::{ResourceClaim, ResourceHandle, ResourcePool};
 use serde_json::{Value, json};
 
+use support::objects::{self, D, resource_name};
 use support::operator::TestOperator;
-use support::{TestEnv, eventually};
+use support::{TestEnv, eventually, gone, wait_for};
 
 const TIMEOUT: Duration = Duration::from_secs(30);
-const DOMAIN: &str = "poolboy.gpte.redhat.com";
 
 /// A provider for ConfigMaps with a lifespan (the pools' handles take it when the pool has
 /// none of its own), ready and healthy by the labels of the ConfigMap.
 async fn create_provider(env: &TestEnv) {
-    let provider: ResourceProvider = serde_json::from_value(json!({
-        "apiVersion": format!("{DOMAIN}/v1"),
-        "kind": "ResourceProvider",
-        "metadata": {"name": "configmap", "namespace": env.namespace},
-        "spec": {
-            "override": {
-                "apiVersion": "v1",
-                "kind": "ConfigMap",
-                "metadata": {"namespace": env.namespace},
-            },
-            "readinessCheck": "metadata.labels['pool-test/ready'] | default('') == 'yes'",
-            "healthCheck": "metadata.labels['pool-test/healthy'] | default('yes') != 'no'",
-            "lifespan": {"default": "2h", "maximum": "1d", "relativeMaximum": "8h", "unclaimed": "1h"},
+    let spec = json!({
+        "override": {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"namespace": env.namespace},
         },
-    }))
-    .expect("valid provider");
-    env.api::<ResourceProvider>()
-        .create(&PostParams::default(), &provider)
-        .await
-        .expect("create provider");
+        "readinessCheck": "metadata.labels['pool-test/ready'] | default('') == 'yes'",
+        "healthCheck": "metadata.labels['pool-test/healthy'] | default('yes') != 'no'",
+        "lifespan": {"default": "2h", "maximum": "1d", "relativeMaximum": "8h", "unclaimed": "1h"},
+    });
+    env.create(&objects::provider("configmap", spec)).await;
 }
 
 async fn create_pool(env: &TestEnv, name: &str, spec: Value) -> ResourcePool {
-    let pool: ResourcePool = serde_json::from_value(json!({
-        "apiVersion": format!("{DOMAIN}/v1"),
-        "kind": "ResourcePool",
-        "metadata": {"name": name, "namespace": env.namespace},
-        "spec": spec,
-    }))
-    .expect("valid pool");
-    env.api::<ResourcePool>()
-        .create(&PostParams::default(), &pool)
-        .await
-        .expect("create pool")
-}
-
-/// Every handle of pool `pool`, per `spec.resourcePool`.
-async fn handles_of(env: &TestEnv, pool: &str) -> Vec<ResourceHandle> {
-    env.api::<ResourceHandle>()
-        .list(&ListParams::default())
-        .await
-        .expect("list handles")
-        .items
-        .into_iter()
-        .filter(|h| {
-            h.spec
-                .resource_pool
-                .as_ref()
-                .is_some_and(|r| r.name == pool)
-        })
-        .collect()
+    env.create(&objects::pool(name, spec)).await
 }
 
 fn is_unbound(handle: &ResourceHandle) -> bool {
@@ -87,7 +51,7 @@ fn is_unbound(handle: &ResourceHandle) -> bool {
 }
 
 async fn unbound_of(env: &TestEnv, pool: &str) -> Vec<ResourceHandle> {
-    handles_of(env, pool)
+    env.handles_of_pool(pool)
         .await
         .into_iter()
         .filter(is_unbound)
@@ -120,19 +84,9 @@ async fn await_pool(env: &TestEnv, pool: &str, count: usize, ready: i64) -> Vec<
 /// Labels the ConfigMap of `handle` (created by the handle controller), which the provider's
 /// checks read: `pool-test/ready=yes` makes the handle ready, `pool-test/healthy=no` unhealthy.
 async fn label_configmap(env: &TestEnv, handle: &str, label: &str, value: &str) {
-    let name = format!("guid0-{}", handle.trim_start_matches("guid-"));
-    let configmaps: Api<ConfigMap> = env.api();
-    eventually(&format!("ConfigMap {name}"), TIMEOUT, || {
-        let configmaps = configmaps.clone();
-        let name = name.clone();
-        async move { configmaps.get_opt(&name).await.ok()?.map(|_| ()) }
-    })
-    .await;
-    let patch = json!({"metadata": {"labels": {label: value}}});
-    configmaps
-        .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
-        .await
-        .expect("label the ConfigMap");
+    let name = resource_name(handle, 0);
+    wait_for(&env.api::<ConfigMap>(), &name, "exists", TIMEOUT, |_| true).await;
+    env.label_configmap(&name, label, value).await;
 }
 
 async fn make_ready(env: &TestEnv, handle: &str) {
@@ -142,13 +96,7 @@ async fn make_ready(env: &TestEnv, handle: &str) {
 /// Binds `handle` to claim `claim` (an empty one, which the claim controller leaves alone), as
 /// the claim controller's bind patch would.
 async fn bind(env: &TestEnv, handle: &str) {
-    let claim: ResourceClaim = serde_json::from_value(json!({
-        "apiVersion": format!("{DOMAIN}/v1"),
-        "kind": "ResourceClaim",
-        "metadata": {"name": "claim", "namespace": env.namespace},
-        "spec": {},
-    }))
-    .expect("valid claim");
+    let claim = objects::claim("claim", json!({}));
     match env
         .api::<ResourceClaim>()
         .create(&PostParams::default(), &claim)
@@ -160,13 +108,10 @@ async fn bind(env: &TestEnv, handle: &str) {
     }
     let patch = json!({
         "metadata": {"labels": {
-            format!("{DOMAIN}/resource-claim-name"): "claim",
-            format!("{DOMAIN}/resource-claim-namespace"): env.namespace,
+            format!("{D}/resource-claim-name"): "claim",
+            format!("{D}/resource-claim-namespace"): env.namespace,
         }},
-        "spec": {"resourceClaim": {
-            "apiVersion": format!("{DOMAIN}/v1"), "kind": "ResourceClaim",
-            "name": "claim", "namespace": env.namespace,
-        }},
+        "spec": {"resourceClaim": objects::reference("ResourceClaim", "claim", &env.namespace)},
     });
     env.api::<ResourceHandle>()
         .patch(handle, &PatchParams::default(), &Patch::Merge(&patch))
@@ -192,48 +137,6 @@ fn assert_near(actual: DateTime<Utc>, expected: DateTime<Utc>) {
         actual > expected - slack && actual < expected + slack,
         "{actual} is not close to {expected}"
     );
-}
-
-/// Stops the operator, releases the finalizers nothing will remove once it is stopped, and
-/// deletes the namespace.
-async fn teardown(env: TestEnv, operator: TestOperator) {
-    operator.stop().await;
-    let release = json!({"metadata": {"finalizers": null}});
-    let params = PatchParams::default();
-    let handles: Api<ResourceHandle> = env.api();
-    for handle in handles
-        .list(&ListParams::default())
-        .await
-        .expect("list")
-        .items
-    {
-        let _ = handles
-            .patch(&handle.name_any(), &params, &Patch::Merge(&release))
-            .await;
-    }
-    let claims: Api<ResourceClaim> = env.api();
-    for claim in claims
-        .list(&ListParams::default())
-        .await
-        .expect("list")
-        .items
-    {
-        let _ = claims
-            .patch(&claim.name_any(), &params, &Patch::Merge(&release))
-            .await;
-    }
-    let pools: Api<ResourcePool> = env.api();
-    for pool in pools
-        .list(&ListParams::default())
-        .await
-        .expect("list")
-        .items
-    {
-        let _ = pools
-            .patch(&pool.name_any(), &params, &Patch::Merge(&release))
-            .await;
-    }
-    env.cleanup().await;
 }
 
 #[tokio::test]
@@ -264,19 +167,19 @@ async fn a_pool_fills_to_exactly_min_available_and_stays_there() {
         let labels = handle.labels();
         assert_eq!(
             labels
-                .get(&format!("{DOMAIN}/resource-pool-name"))
+                .get(&format!("{D}/resource-pool-name"))
                 .map(String::as_str),
             Some("fill")
         );
         assert_eq!(
-            labels.get(&format!("{DOMAIN}/resource-pool-namespace")),
+            labels.get(&format!("{D}/resource-pool-namespace")),
             Some(&env.namespace)
         );
-        assert_eq!(handle.finalizers(), [DOMAIN.to_owned()]);
+        assert_eq!(handle.finalizers(), [D.to_owned()]);
         let spec = serde_json::to_value(&handle.spec).expect("serialises");
         assert_eq!(
             spec["resourcePool"],
-            json!({"apiVersion": format!("{DOMAIN}/v1"), "kind": "ResourcePool",
+            json!({"apiVersion": format!("{D}/v1"), "kind": "ResourcePool",
                    "name": "fill", "namespace": env.namespace})
         );
         assert_eq!(
@@ -310,9 +213,9 @@ async fn a_pool_fills_to_exactly_min_available_and_stays_there() {
         make_ready(&env, &handle.name_any()).await;
         let ready = i64::try_from(index + 1).expect("small");
         await_pool(&env, "fill", 3, ready).await;
-        assert_eq!(handles_of(&env, "fill").await.len(), 3, "no overfill");
+        assert_eq!(env.handles_of_pool("fill").await.len(), 3, "no overfill");
     }
-    teardown(env, operator).await;
+    env.teardown([operator]).await;
 }
 
 #[tokio::test]
@@ -337,8 +240,8 @@ async fn a_bind_makes_the_pool_create_a_replacement_promptly() {
     .await;
     assert!(refilled.iter().all(|h| h.name_any() != bound));
     await_pool(&env, "refill", 2, 0).await;
-    assert_eq!(handles_of(&env, "refill").await.len(), 3);
-    teardown(env, operator).await;
+    assert_eq!(env.handles_of_pool("refill").await.len(), 3);
+    env.teardown([operator]).await;
 }
 
 #[tokio::test]
@@ -354,7 +257,7 @@ async fn max_unready_caps_the_handles_in_flight() {
     )
     .await;
     let first = await_pool(&env, "throttled", 2, 0).await;
-    assert_eq!(handles_of(&env, "throttled").await.len(), 2);
+    assert_eq!(env.handles_of_pool("throttled").await.len(), 2);
     // Without a lifespan of its own, the pool gives its handles the provider's (§10.2), each
     // value in its own field.
     for handle in &first {
@@ -379,7 +282,7 @@ async fn max_unready_caps_the_handles_in_flight() {
         make_ready(&env, &handle.name_any()).await;
     }
     await_pool(&env, "throttled", 5, 4).await;
-    teardown(env, operator).await;
+    env.teardown([operator]).await;
 }
 
 #[tokio::test]
@@ -401,7 +304,7 @@ async fn unhealthy_unbound_handles_are_deleted_and_replaced() {
         "the unhealthy handle deleted and replaced",
         TIMEOUT,
         || async {
-            let all = handles_of(&env, "healing").await;
+            let all = env.handles_of_pool("healing").await;
             let deleted = all
                 .iter()
                 .all(|h| h.name_any() != sick || h.metadata.deletion_timestamp.is_some());
@@ -422,7 +325,7 @@ async fn unhealthy_unbound_handles_are_deleted_and_replaced() {
         .filter_map(|e| e["name"].as_str())
         .collect();
     assert!(!listed.contains(&sick.as_str()), "{listed:?}");
-    teardown(env, operator).await;
+    env.teardown([operator]).await;
 }
 
 #[tokio::test]
@@ -448,8 +351,8 @@ async fn lowering_min_available_deletes_nothing() {
     // A later reconcile (the status shows the ready handle) still has all three.
     make_ready(&env, &handles[0].name_any()).await;
     await_pool(&env, "shrink", 3, 1).await;
-    assert!(handles_of(&env, "shrink").await.iter().all(is_unbound));
-    teardown(env, operator).await;
+    assert!(env.handles_of_pool("shrink").await.iter().all(is_unbound));
+    env.teardown([operator]).await;
 }
 
 #[tokio::test]
@@ -463,14 +366,15 @@ async fn deleting_a_pool_deletes_its_unbound_handles_and_keeps_bound_ones() {
         json!({"minAvailable": 2, "provider": {"name": "configmap"}}),
     )
     .await;
-    let pool = eventually("the pool finalizer", TIMEOUT, || async {
-        let pool = env.api::<ResourcePool>().get("doomed").await.ok()?;
-        pool.finalizers()
-            .contains(&DOMAIN.to_owned())
-            .then_some(pool)
-    })
+    let pool = wait_for(
+        &env.api(),
+        "doomed",
+        "the pool finalizer",
+        TIMEOUT,
+        |p: &ResourcePool| p.finalizers().contains(&D.to_owned()),
+    )
     .await;
-    assert_eq!(pool.finalizers(), [DOMAIN.to_owned()]);
+    assert_eq!(pool.finalizers(), [D.to_owned()]);
     let handles = await_pool(&env, "doomed", 2, 0).await;
     let bound = handles[0].name_any();
     bind(&env, &bound).await;
@@ -480,24 +384,16 @@ async fn deleting_a_pool_deletes_its_unbound_handles_and_keeps_bound_ones() {
         .delete("doomed", &DeleteParams::default())
         .await
         .expect("delete pool");
-    eventually("the pool gone", TIMEOUT, || async {
-        env.api::<ResourcePool>()
-            .get_opt("doomed")
-            .await
-            .expect("get pool")
-            .is_none()
-            .then_some(())
-    })
-    .await;
+    gone(&env.api::<ResourcePool>(), "doomed", TIMEOUT).await;
     // The unbound handles are deleted (the handle controller finishes that); the bound stays.
     eventually("the unbound handles gone", TIMEOUT, || async {
-        let all = handles_of(&env, "doomed").await;
+        let all = env.handles_of_pool("doomed").await;
         all.iter()
             .all(|h| h.name_any() == bound || h.metadata.deletion_timestamp.is_some())
             .then_some(())
     })
     .await;
-    let all = handles_of(&env, "doomed").await;
+    let all = env.handles_of_pool("doomed").await;
     assert!(
         all.iter().any(|h| h.name_any() == bound),
         "the bound handle stays"
@@ -511,7 +407,7 @@ async fn deleting_a_pool_deletes_its_unbound_handles_and_keeps_bound_ones() {
             assert_eq!(
                 handle
                     .labels()
-                    .get(&format!("{DOMAIN}/resource-pool-name"))
+                    .get(&format!("{D}/resource-pool-name"))
                     .map(String::as_str),
                 Some("doomed")
             );
@@ -523,7 +419,7 @@ async fn deleting_a_pool_deletes_its_unbound_handles_and_keeps_bound_ones() {
             );
         }
     }
-    teardown(env, operator).await;
+    env.teardown([operator]).await;
 }
 
 #[tokio::test]
@@ -551,7 +447,7 @@ async fn a_pool_with_a_missing_provider_reports_it_and_fills_once_it_appears() {
             .then_some(())
     })
     .await;
-    assert!(handles_of(&env, "orphan").await.is_empty());
+    assert!(env.handles_of_pool("orphan").await.is_empty());
     create_provider(&env).await;
     await_pool(&env, "orphan", 1, 0).await;
     let status = pool_status(&env, "orphan").await;
@@ -563,7 +459,7 @@ async fn a_pool_with_a_missing_provider_reports_it_and_fills_once_it_appears() {
             .any(|c| c["type"] == "Valid" && c["status"] == "True"),
         "{status}"
     );
-    teardown(env, operator).await;
+    env.teardown([operator]).await;
 }
 
 #[tokio::test]
@@ -584,17 +480,16 @@ async fn two_operator_processes_fill_a_pool_exactly() {
     for (index, handle) in handles.iter().enumerate() {
         make_ready(&env, &handle.name_any()).await;
         await_pool(&env, "shared", 6, i64::try_from(index + 1).expect("small")).await;
-        assert_eq!(handles_of(&env, "shared").await.len(), 6, "no overfill");
+        assert_eq!(env.handles_of_pool("shared").await.len(), 6, "no overfill");
     }
     // Two binds at once: exactly two replacements.
     bind(&env, &handles[0].name_any()).await;
     bind(&env, &handles[1].name_any()).await;
     await_pool(&env, "shared", 6, 4).await;
     assert_eq!(
-        handles_of(&env, "shared").await.len(),
+        env.handles_of_pool("shared").await.len(),
         8,
         "exactly two replacements"
     );
-    first.stop().await;
-    teardown(env, second).await;
+    env.teardown([first, second]).await;
 }

@@ -12,10 +12,12 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use poolboy::api::OperatorDomain;
-use poolboy::controller::kinds::{ClaimObject, Kinds};
+use poolboy::api::ResourceClaim;
+use poolboy::controller::kinds::Kinds;
 use serde_json::{Value, json};
-use support::TestEnv;
+use support::objects::{handle_name, resource_name};
 use support::operator::TestOperator;
+use support::{TestEnv, wait_for};
 
 const WAIT: Duration = Duration::from_secs(60);
 
@@ -88,30 +90,10 @@ fn claim(env: &TestEnv) -> Value {
 }
 
 async fn configmap_of_claim(env: &TestEnv) -> ConfigMap {
-    let kinds = Kinds::new(&OperatorDomain::default());
-    let claims =
-        Api::<ClaimObject>::namespaced_with(env.client.clone(), &env.namespace, &kinds.claim);
-    let handle = support::eventually("the claim is bound", WAIT, || {
-        let claims = claims.clone();
-        async move {
-            claims
-                .get_opt("mine")
-                .await
-                .ok()??
-                .status?
-                .resource_handle
-                .map(|h| h.name)
-        }
-    })
-    .await;
-    let name = format!("guid0-{}", handle.trim_start_matches("guid-"));
-    let configmaps: Api<ConfigMap> = env.api();
-    support::eventually("the ConfigMap exists", WAIT, || {
-        let configmaps = configmaps.clone();
-        let name = name.clone();
-        async move { configmaps.get_opt(&name).await.ok()? }
-    })
-    .await
+    let claims: Api<ResourceClaim> = env.api();
+    let claim = wait_for(&claims, "mine", "bound", WAIT, |c| handle_name(c).is_some()).await;
+    let name = resource_name(handle_name(&claim).unwrap_or_default(), 0);
+    wait_for(&env.api::<ConfigMap>(), &name, "exists", WAIT, |_| true).await
 }
 
 #[tokio::test]
@@ -126,8 +108,7 @@ async fn a_namespace_without_annotations_has_no_requester() {
     assert_eq!(data["user"], "nobody");
     let annotations = configmap.metadata.annotations.unwrap_or_default();
     assert!(!annotations.contains_key("poolboy.gpte.redhat.com/resource-requester-user"));
-    operator.stop().await;
-    env.cleanup().await;
+    env.teardown([operator]).await;
 }
 
 #[tokio::test]
@@ -197,6 +178,5 @@ async fn the_openshift_requester_reaches_templates_and_annotations() {
         annotations["poolboy.gpte.redhat.com/resource-requester-preferred-username"],
         "alice"
     );
-    operator.stop().await;
-    env.cleanup().await;
+    env.teardown([operator]).await;
 }

@@ -14,79 +14,42 @@ use std::time::Duration;
 
 use chrono::{DateTime, SecondsFormat, TimeDelta, Utc};
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::ConfigMap;
-use k8s_openapi::api::events::v1::Event;
-use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{DeleteParams, ListParams};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, ResourceExt};
-use poolboy::api::{ResourceHandle, ResourcePool, ResourcePoolScaling, ResourceProvider};
+use poolboy::api::{ResourceHandle, ResourcePool, ResourcePoolScaling};
 use serde_json::{Value, json};
 
+use support::objects::{self, merged};
 use support::operator::TestOperator;
 use support::{TestEnv, eventually};
 
 const TIMEOUT: Duration = Duration::from_secs(30);
-const D: &str = "poolboy.gpte.redhat.com";
 const SCALING_LABEL: &str = "poolboy.gpte.redhat.com/resource-pool-scaling-name";
 
 /// A provider of ConfigMaps whose health and readiness follow the ConfigMap's labels
 /// `broken` and `ready`.
 async fn create_provider(env: &TestEnv, checks: Value) {
-    let mut spec = json!({
+    let spec = json!({
         "override": {
             "apiVersion": "v1",
             "kind": "ConfigMap",
             "metadata": {"namespace": env.namespace},
         },
     });
-    if let (Value::Object(spec), Value::Object(checks)) = (&mut spec, checks) {
-        spec.extend(checks);
-    }
-    let provider: ResourceProvider = serde_json::from_value(json!({
-        "apiVersion": format!("{D}/v1"),
-        "kind": "ResourceProvider",
-        "metadata": {"name": "configmap", "namespace": env.namespace},
-        "spec": spec,
-    }))
-    .expect("valid provider");
-    env.api::<ResourceProvider>()
-        .create(&PostParams::default(), &provider)
-        .await
-        .expect("create provider");
+    env.create(&objects::provider("configmap", merged(spec, checks)))
+        .await;
 }
 
 async fn create_pool(env: &TestEnv, name: &str, spec: Value) -> ResourcePool {
     let mut spec = spec;
     spec["provider"] = json!({"name": "configmap"});
-    let pool: ResourcePool = serde_json::from_value(json!({
-        "apiVersion": format!("{D}/v1"),
-        "kind": "ResourcePool",
-        "metadata": {"name": name, "namespace": env.namespace},
-        "spec": spec,
-    }))
-    .expect("valid pool");
-    env.api::<ResourcePool>()
-        .create(&PostParams::default(), &pool)
-        .await
-        .expect("create pool")
+    env.create(&objects::pool(name, spec)).await
 }
 
 async fn create_scaling(env: &TestEnv, name: &str, pool: &str, spec: Value) {
-    let mut full = json!({"resourcePool": {"name": pool}});
-    if let (Value::Object(full), Value::Object(spec)) = (&mut full, spec) {
-        full.extend(spec);
-    }
-    let scaling: ResourcePoolScaling = serde_json::from_value(json!({
-        "apiVersion": format!("{D}/v1"),
-        "kind": "ResourcePoolScaling",
-        "metadata": {"name": name, "namespace": env.namespace},
-        "spec": full,
-    }))
-    .expect("valid scaling");
-    env.api::<ResourcePoolScaling>()
-        .create(&PostParams::default(), &scaling)
-        .await
-        .expect("create scaling");
+    let spec = merged(json!({"resourcePool": {"name": pool}}), spec);
+    env.create(&objects::scaling(name, spec)).await;
 }
 
 async fn scaling(env: &TestEnv, name: &str) -> Option<ResourcePoolScaling> {
@@ -103,20 +66,10 @@ async fn scaling_status(env: &TestEnv, name: &str) -> Value {
 
 /// Every handle of pool `pool` that is neither bound nor being deleted.
 async fn unbound_of(env: &TestEnv, pool: &str) -> Vec<ResourceHandle> {
-    env.api::<ResourceHandle>()
-        .list(&ListParams::default())
+    env.handles_of_pool(pool)
         .await
-        .expect("list handles")
-        .items
         .into_iter()
-        .filter(|h| {
-            h.spec
-                .resource_pool
-                .as_ref()
-                .is_some_and(|r| r.name == pool)
-                && h.spec.resource_claim.is_none()
-                && h.metadata.deletion_timestamp.is_none()
-        })
+        .filter(|h| h.spec.resource_claim.is_none() && h.metadata.deletion_timestamp.is_none())
         .collect()
 }
 
@@ -155,29 +108,6 @@ async fn await_scaled(
     .await
 }
 
-/// The ConfigMap the handle created (its first resource's reference), once it exists (the
-/// handle may record the reference before the create went through).
-async fn configmap_of(env: &TestEnv, handle: &str) -> String {
-    eventually(&format!("the ConfigMap of {handle}"), TIMEOUT, || async {
-        let handle = env.api::<ResourceHandle>().get_opt(handle).await.ok()??;
-        let reference = handle.status?.resources?.first()?.reference.clone()?;
-        env.api::<ConfigMap>()
-            .get_opt(&reference.name)
-            .await
-            .ok()??;
-        Some(reference.name)
-    })
-    .await
-}
-
-async fn label_configmap(env: &TestEnv, name: &str, key: &str, value: &str) {
-    let patch = json!({"metadata": {"labels": {key: value}}});
-    env.api::<ConfigMap>()
-        .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
-        .await
-        .expect("label ConfigMap");
-}
-
 /// Every `status.count` scaling `name` shows, in order, from now on.
 fn record_counts(env: &TestEnv, name: &str) -> Arc<Mutex<Vec<i64>>> {
     let seen = Arc::new(Mutex::new(Vec::new()));
@@ -199,37 +129,6 @@ fn record_counts(env: &TestEnv, name: &str) -> Arc<Mutex<Vec<i64>>> {
         }
     });
     seen
-}
-
-/// Stops the operator, releases the finalizers nothing will remove now, and deletes the
-/// namespace.
-async fn teardown(env: TestEnv, operator: TestOperator) {
-    operator.stop().await;
-    let release = json!({"metadata": {"finalizers": null}});
-    let params = PatchParams::default();
-    let handles: Api<ResourceHandle> = env.api();
-    for handle in handles
-        .list(&ListParams::default())
-        .await
-        .expect("list")
-        .items
-    {
-        let _ = handles
-            .patch(&handle.name_any(), &params, &Patch::Merge(&release))
-            .await;
-    }
-    let pools: Api<ResourcePool> = env.api();
-    for pool in pools
-        .list(&ListParams::default())
-        .await
-        .expect("list")
-        .items
-    {
-        let _ = pools
-            .patch(&pool.name_any(), &params, &Patch::Merge(&release))
-            .await;
-    }
-    env.cleanup().await;
 }
 
 #[tokio::test]
@@ -265,7 +164,7 @@ async fn a_scaling_adds_exactly_its_count_on_top_of_min_available() {
 
     // Every handle getting its ConfigMap and status wakes the pool; it stays at five.
     for handle in &handles {
-        configmap_of(&env, &handle.name_any()).await;
+        env.configmap_of(&handle.name_any(), TIMEOUT).await;
     }
     eventually("the pool status lists five", TIMEOUT, || async {
         let pool = env.api::<ResourcePool>().get("burst").await.ok()?;
@@ -275,7 +174,7 @@ async fn a_scaling_adds_exactly_its_count_on_top_of_min_available() {
     .await;
     assert_eq!(unbound_of(&env, "burst").await.len(), 5, "no overfill");
     assert_eq!(scaling_status(&env, "morning").await["count"], json!(3));
-    teardown(env, operator).await;
+    env.teardown([operator]).await;
 }
 
 #[tokio::test]
@@ -314,7 +213,7 @@ async fn a_scaling_with_at_waits_then_scales_at_that_instant() {
         assert!(created >= at, "{created} is before {at}");
         assert!(created < at + TimeDelta::seconds(5), "{created} is late");
     }
-    teardown(env, operator).await;
+    env.teardown([operator]).await;
 }
 
 #[tokio::test]
@@ -336,14 +235,14 @@ async fn an_unhealthy_scaling_handle_is_replaced_with_the_count_going_down_and_u
     create_scaling(&env, "repair", "healing", json!({"count": 2})).await;
     let handles = await_scaled(&env, "healing", "repair", 2, 2, 2, "done").await;
     let sick = handles[0].name_any();
-    let configmap = configmap_of(&env, &sick).await;
+    let configmap = env.configmap_of(&sick, TIMEOUT).await;
     eventually("the handle healthy", TIMEOUT, || async {
         let handle = env.api::<ResourceHandle>().get_opt(&sick).await.ok()??;
         (handle.status?.healthy == Some(true)).then_some(())
     })
     .await;
 
-    label_configmap(&env, &configmap, "broken", "yes").await;
+    env.label_configmap(&configmap, "broken", "yes").await;
     let replaced = eventually("the unhealthy handle replaced", TIMEOUT, || async {
         let handles = unbound_of(&env, "healing").await;
         let names: Vec<String> = handles.iter().map(ResourceHandle::name_any).collect();
@@ -368,7 +267,7 @@ async fn an_unhealthy_scaling_handle_is_replaced_with_the_count_going_down_and_u
     let went_down = seen.windows(2).any(|w| w == [2, 1]);
     assert!(went_down, "count went 2 → 1 → 2: {seen:?}");
     assert_eq!(seen.last(), Some(&2), "{seen:?}");
-    teardown(env, operator).await;
+    env.teardown([operator]).await;
 }
 
 #[tokio::test]
@@ -398,8 +297,8 @@ async fn max_unready_throttles_a_scaling() {
         for handle in handles {
             let ready = handle.status.as_ref().and_then(|s| s.ready) == Some(true);
             if !ready {
-                let configmap = configmap_of(&env, &handle.name_any()).await;
-                label_configmap(&env, &configmap, "ready", "yes").await;
+                let configmap = env.configmap_of(&handle.name_any(), TIMEOUT).await;
+                env.label_configmap(&configmap, "ready", "yes").await;
             }
         }
         if step < 3 {
@@ -421,7 +320,7 @@ async fn max_unready_throttles_a_scaling() {
         3,
         "no more than the count"
     );
-    teardown(env, operator).await;
+    env.teardown([operator]).await;
 }
 
 #[tokio::test]
@@ -461,7 +360,7 @@ async fn deleting_the_pool_garbage_collects_its_scalings() {
         left.items.is_empty().then_some(())
     })
     .await;
-    teardown(env, operator).await;
+    env.teardown([operator]).await;
 }
 
 #[tokio::test]
@@ -483,20 +382,8 @@ async fn a_scaling_for_a_missing_pool_reports_it_and_goes_on_once_the_pool_exist
             .map(|_| ())
     })
     .await;
-    let events: Api<Event> = env.api();
-    eventually("a Warning Event on the scaling", TIMEOUT, || async {
-        let events = events.list(&ListParams::default()).await.ok()?;
-        events
-            .items
-            .iter()
-            .find(|e| {
-                e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("early")
-                    && e.reason.as_deref() == Some("InvalidResourcePoolScaling")
-                    && e.type_.as_deref() == Some("Warning")
-            })
-            .map(|_| ())
-    })
-    .await;
+    env.event("early", "Warning", "InvalidResourcePoolScaling", TIMEOUT)
+        .await;
 
     create_pool(&env, "not-yet", json!({"minAvailable": 1})).await;
     await_scaled(&env, "not-yet", "early", 2, 2, 2, "done").await;
@@ -506,7 +393,7 @@ async fn a_scaling_for_a_missing_pool_reports_it_and_goes_on_once_the_pool_exist
         .and_then(|c| c.iter().find(|c| c["type"] == "Valid").cloned())
         .expect("Valid condition");
     assert_eq!(valid["status"], "True", "{status}");
-    teardown(env, operator).await;
+    env.teardown([operator]).await;
 }
 
 #[tokio::test]
@@ -525,7 +412,7 @@ async fn two_operator_processes_fill_a_scaling_exactly() {
     let handles = await_scaled(&env, "shared", "rush", 5, 4, 4, "done").await;
     // Every new handle getting its ConfigMap wakes the pool in both processes.
     for handle in &handles {
-        configmap_of(&env, &handle.name_any()).await;
+        env.configmap_of(&handle.name_any(), TIMEOUT).await;
     }
     eventually("the pool status lists five", TIMEOUT, || async {
         let pool = env.api::<ResourcePool>().get("shared").await.ok()?;
@@ -535,6 +422,5 @@ async fn two_operator_processes_fill_a_scaling_exactly() {
     .await;
     assert_eq!(unbound_of(&env, "shared").await.len(), 5, "no overfill");
     assert_eq!(scaling_status(&env, "rush").await["count"], json!(4));
-    first.stop().await;
-    teardown(env, second).await;
+    env.teardown([first, second]).await;
 }

@@ -9,6 +9,7 @@
 // Every test binary compiles its own copy of this module and uses a different part of it.
 #![allow(dead_code)]
 
+pub mod objects;
 pub mod operator;
 
 use std::future::Future;
@@ -16,14 +17,22 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
-use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, ServiceAccount};
+use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::ListParams;
 use kube::api::{DeleteParams, ObjectMeta, Patch, PatchParams, PostParams};
 use kube::config::{AuthInfo, KubeConfigOptions, Kubeconfig};
 use kube::runtime::wait::{await_condition, conditions};
-use kube::{Api, Client, Config, Resource};
+use kube::{Api, Client, Config, Resource, ResourceExt};
+use poolboy::api::{ResourceClaim, ResourceHandle, ResourcePool};
 use rand::RngExt;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
 use tokio::sync::OnceCell;
+
+use operator::TestOperator;
 
 /// The field manager of everything the tests apply server-side.
 pub const FIELD_MANAGER: &str = "poolboy-tests";
@@ -140,6 +149,121 @@ impl TestEnv {
             ..Default::default()
         };
         Client::try_from(config).expect("building a ServiceAccount client")
+    }
+
+    /// Creates `object` in this test's namespace and returns it as created. Panics when the
+    /// API server refuses it.
+    pub async fn create<K>(&self, object: &K) -> K
+    where
+        K: Resource<Scope = k8s_openapi::NamespaceResourceScope>
+            + Clone
+            + DeserializeOwned
+            + Serialize
+            + std::fmt::Debug,
+        <K as Resource>::DynamicType: Default,
+    {
+        create(&self.api(), object).await
+    }
+
+    /// The name of the ConfigMap handle `handle` made (its first resource's reference in its
+    /// status), once the handle reports it and the ConfigMap exists (the handle may record the
+    /// reference before the create went through).
+    pub async fn configmap_of(&self, handle: &str, timeout: Duration) -> String {
+        let handles: Api<ResourceHandle> = self.api();
+        let configmaps: Api<ConfigMap> = self.api();
+        let what = format!("handle {handle}: its ConfigMap");
+        eventually(&what, timeout, || async {
+            let handle = handles
+                .get_opt(handle)
+                .await
+                .unwrap_or_else(|e| panic!("reading handle {handle}: {e}"))?;
+            let reference = handle.status?.resources?.first()?.reference.clone()?;
+            configmaps
+                .get_opt(&reference.name)
+                .await
+                .unwrap_or_else(|e| panic!("reading ConfigMap {}: {e}", reference.name))?;
+            Some(reference.name)
+        })
+        .await
+    }
+
+    /// The Event of `type_` (`Normal`, `Warning`) and `reason` about the object named
+    /// `regarding`, once there is one. Panics when `timeout` passes first.
+    pub async fn event(
+        &self,
+        regarding: &str,
+        type_: &str,
+        reason: &str,
+        timeout: Duration,
+    ) -> Event {
+        let events: Api<Event> = self.api();
+        let what = format!("a {type_} Event {reason:?} on {regarding}");
+        eventually(&what, timeout, || async {
+            let list = events
+                .list(&ListParams::default())
+                .await
+                .unwrap_or_else(|e| panic!("listing Events: {e}"));
+            list.items.into_iter().find(|e| {
+                e.reason.as_deref() == Some(reason)
+                    && e.type_.as_deref() == Some(type_)
+                    && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(regarding)
+            })
+        })
+        .await
+    }
+
+    /// Every handle of this namespace whose `spec.resourcePool` names pool `pool`.
+    pub async fn handles_of_pool(&self, pool: &str) -> Vec<ResourceHandle> {
+        self.api::<ResourceHandle>()
+            .list(&ListParams::default())
+            .await
+            .expect("list handles")
+            .items
+            .into_iter()
+            .filter(|h| {
+                h.spec
+                    .resource_pool
+                    .as_ref()
+                    .is_some_and(|r| r.name == pool)
+            })
+            .collect()
+    }
+
+    /// The ConfigMaps of this namespace whose annotations say they belong to handle `handle`.
+    pub async fn configmaps_of_handle(&self, handle: &str) -> Vec<ConfigMap> {
+        let key = objects::key("resource-handle-name");
+        self.api::<ConfigMap>()
+            .list(&ListParams::default())
+            .await
+            .expect("list ConfigMaps")
+            .items
+            .into_iter()
+            .filter(|cm| cm.annotations().get(&key).map(String::as_str) == Some(handle))
+            .collect()
+    }
+
+    /// Sets label `key` to `value` on ConfigMap `name` (as a user, or the resource's own
+    /// controller, would: the providers' checks read such labels).
+    pub async fn label_configmap(&self, name: &str, key: &str, value: &str) {
+        let patch = json!({"metadata": {"labels": {key: value}}});
+        self.api::<ConfigMap>()
+            .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .unwrap_or_else(|e| panic!("labelling ConfigMap {name}: {e}"));
+    }
+
+    /// The end of a test that ran operators: stops `operators` (in order, each waiting for its
+    /// in-flight reconciles), releases the finalizers of every ResourceClaim, ResourceHandle
+    /// and ResourcePool of the namespace (nothing will remove them once the operators are
+    /// stopped, and they would hold the namespace), then deletes the namespace.
+    pub async fn teardown(self, operators: impl IntoIterator<Item = TestOperator>) {
+        for operator in operators {
+            operator.stop().await;
+        }
+        release_finalizers(&self.api::<ResourceClaim>()).await;
+        release_finalizers(&self.api::<ResourceHandle>()).await;
+        release_finalizers(&self.api::<ResourcePool>()).await;
+        self.cleanup().await;
     }
 
     /// Deletes this test's namespace (without waiting for it to be gone). Call it at the end of
@@ -273,13 +397,76 @@ pub fn random_suffix() -> String {
         .collect()
 }
 
-/// Awaits until `api` no longer has `name` (gone, not merely being deleted).
-pub async fn gone<K>(api: &kube::Api<K>, name: &str, timeout: Duration)
+/// Parses `value` (usually a `json!` literal) into `T`; panics when it does not fit.
+pub fn from_json<T: DeserializeOwned>(value: Value) -> T {
+    serde_json::from_value(value).expect("a valid object")
+}
+
+/// `<plural>/<name>`, for messages (the plural is the last segment of the API's URL).
+fn describe<K: Resource>(api: &Api<K>, name: &str) -> String {
+    let plural = api.resource_url().rsplit('/').next().unwrap_or_default();
+    format!("{plural}/{name}")
+}
+
+/// Creates `object` through `api` and returns it as created. Panics when the API server
+/// refuses it.
+pub async fn create<K>(api: &Api<K>, object: &K) -> K
 where
-    K: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+    K: Resource + Clone + DeserializeOwned + Serialize + std::fmt::Debug,
 {
-    eventually(&format!("{name} is gone"), timeout, || async {
-        matches!(api.get_opt(name).await, Ok(None)).then_some(())
+    api.create(&PostParams::default(), object)
+        .await
+        .unwrap_or_else(|e| panic!("creating {}: {e}", describe(api, &object.name_any())))
+}
+
+/// Waits until object `name` of `api` exists and satisfies `check`, and returns it. Panics
+/// with `what` when `timeout` passes first, and at once when the object cannot be read.
+pub async fn wait_for<K>(
+    api: &Api<K>,
+    name: &str,
+    what: &str,
+    timeout: Duration,
+    check: impl Fn(&K) -> bool,
+) -> K
+where
+    K: Resource + Clone + DeserializeOwned + std::fmt::Debug,
+{
+    let described = describe(api, name);
+    eventually(&format!("{described}: {what}"), timeout, || async {
+        api.get_opt(name)
+            .await
+            .unwrap_or_else(|e| panic!("reading {described}: {e}"))
+            .filter(|object| check(object))
     })
     .await
+}
+
+/// Awaits until `api` no longer has `name` (gone, not merely being deleted). Panics when
+/// `timeout` passes first, and at once when the object cannot be read.
+pub async fn gone<K>(api: &Api<K>, name: &str, timeout: Duration)
+where
+    K: Resource + Clone + DeserializeOwned + std::fmt::Debug,
+{
+    let described = describe(api, name);
+    eventually(&format!("{described} is gone"), timeout, || async {
+        api.get_opt(name)
+            .await
+            .unwrap_or_else(|e| panic!("reading {described}: {e}"))
+            .is_none()
+            .then_some(())
+    })
+    .await
+}
+
+/// Sets `metadata.finalizers` of every object of `api` to null (best effort per object).
+async fn release_finalizers<K>(api: &Api<K>)
+where
+    K: Resource + Clone + DeserializeOwned + std::fmt::Debug,
+{
+    let release = Patch::Merge(json!({"metadata": {"finalizers": null}}));
+    for object in api.list(&ListParams::default()).await.expect("list") {
+        let _ = api
+            .patch(&object.name_any(), &PatchParams::default(), &release)
+            .await;
+    }
 }
