@@ -153,14 +153,7 @@ enum Pass {
 }
 
 async fn manage(object: &ClaimObject, ctx: &Context) -> Result<Action, ClaimError> {
-    let domain = ctx.domain();
-    // §7.6: an ignored claim is not touched at all (deleting it waits for the label to go).
-    let ignored = object
-        .metadata
-        .labels
-        .as_ref()
-        .is_some_and(|l| l.contains_key(&domain.ignore_label()));
-    if ignored {
+    if is_ignored(object, ctx) {
         return Ok(Action::await_change());
     }
     if object.metadata.deletion_timestamp.is_some() {
@@ -182,6 +175,8 @@ async fn manage(object: &ClaimObject, ctx: &Context) -> Result<Action, ClaimErro
                     })
                     .inc();
                 match writes::refetch(ctx, &claim).await? {
+                    // Labelled ignore meanwhile: stop here, the fresh copy is not ours to act on.
+                    Some(fresh) if is_ignored(&fresh, ctx) => return Ok(Action::await_change()),
                     Some(fresh) if fresh.metadata.deletion_timestamp.is_none() => claim = fresh,
                     // Gone or going: a handle bound in this reconcile is deleted with its
                     // claim by the handle controller.
@@ -191,6 +186,15 @@ async fn manage(object: &ClaimObject, ctx: &Context) -> Result<Action, ClaimErro
         }
     }
     Ok(Action::requeue(Duration::from_secs(1)))
+}
+
+/// §7.6: an ignored claim is not touched at all (deleting it waits for the label to go).
+fn is_ignored(claim: &ClaimObject, ctx: &Context) -> bool {
+    claim
+        .metadata
+        .labels
+        .as_ref()
+        .is_some_and(|l| l.contains_key(&ctx.domain().ignore_label()))
 }
 
 /// §7.3: the handle goes with the claim (unless detached); then every Poolboy finalizer.
