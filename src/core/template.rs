@@ -11,6 +11,7 @@ mod arithmetic;
 mod context;
 mod filters;
 mod jmespath;
+mod nesting;
 mod strgen;
 mod time;
 
@@ -296,13 +297,16 @@ impl Generation {
         let loads = Arc::new(AtomicUsize::new(0));
         let (counter, key) = (loads.clone(), prefix.clone());
         env.set_loader(move |name| {
-            Ok(name.strip_prefix(&*key).map(|source| {
-                counter.fetch_add(1, Ordering::Relaxed);
-                // Poolboy 1.12 §5.4: `+`/`-` on dates and timedeltas.
-                match arithmetic::rewrite(source) {
-                    Some(rewritten) => rewritten.text,
-                    None => source.to_owned(),
-                }
+            let Some(source) = name.strip_prefix(&*key) else {
+                return Ok(None);
+            };
+            counter.fetch_add(1, Ordering::Relaxed);
+            // Before any parse: a chain too long to compile would overflow the stack.
+            nesting::check(source)?;
+            // Poolboy 1.12 §5.4: `+`/`-` on dates and timedeltas.
+            Ok(Some(match arithmetic::rewrite(source) {
+                Some(rewritten) => rewritten.text,
+                None => source.to_owned(),
             }))
         });
         Generation { env, prefix, loads }

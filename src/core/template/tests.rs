@@ -921,3 +921,22 @@ fn the_compiled_template_cache_is_bounded() {
     assert!(!Arc::ptr_eq(&first, &second));
     assert_eq!(second.loads.load(Ordering::Relaxed), 1);
 }
+
+#[test]
+fn a_chain_that_would_overflow_the_stack_is_an_error() {
+    // 5000 links abort the process in minijinja's compiler; refused before parsing instead.
+    let chain = format!("{}1", "1 + ".repeat(5000));
+    let error = failure_in(&format!("{{{{ {chain} }}}}"), &ctx(json!({})));
+    assert!(
+        error.to_string().contains("more than 500 operators"),
+        "{error}"
+    );
+    let engine = TemplateEngine::new();
+    let error = engine.check(&chain, &ctx(json!({}))).unwrap_err();
+    assert!(
+        error.to_string().contains("more than 500 operators"),
+        "{error}"
+    );
+    let dates = format!("{}now()", "timedelta(hours=1) + ".repeat(5000));
+    assert!(engine.check_syntax(&format!("{{{{ {dates} }}}}")).is_err());
+}
