@@ -70,6 +70,16 @@ impl Apis {
         wait_for(&self.claims, name, what, TIMEOUT, check).await
     }
 
+    /// Once claim `name` is bound and its handle has made its ConfigMap: (handle, ConfigMap).
+    async fn provisioned(&self, env: &TestEnv, name: &str) -> (String, String) {
+        let bound = self
+            .claim_when(name, "bound", |c| handle_name(c).is_some())
+            .await;
+        let handle = handle_name(&bound).unwrap_or_default().to_owned();
+        let configmap = env.configmap_of(&handle, TIMEOUT).await;
+        (handle, configmap)
+    }
+
     async fn patch_claim_status(&self, name: &str, status: Value) {
         self.claims
             .patch_status(
@@ -163,11 +173,7 @@ async fn auto_delete_deletes_the_claim_once_its_handle_is_ready() {
     let when = json!({"autoDelete": {"when": "resource_handle.status.ready | default(false)"}});
     apis.create_claim(&claim("short-lived", "plain", when))
         .await;
-    let bound = apis
-        .claim_when("short-lived", "bound", |c| handle_name(c).is_some())
-        .await;
-    let handle = handle_name(&bound).unwrap_or_default().to_owned();
-    let configmap = env.configmap_of(&handle, TIMEOUT).await;
+    let (handle, configmap) = apis.provisioned(&env, "short-lived").await;
     // Not ready yet: the claim stays.
     assert!(
         apis.claims
@@ -193,11 +199,7 @@ async fn auto_detach_deletes_the_handle_and_keeps_the_detached_claim() {
 
     let when = json!({"autoDetach": {"when": "status.ready | default(false) or resource_handle.status.ready | default(false)"}});
     apis.create_claim(&claim("detach-me", "plain", when)).await;
-    let bound = apis
-        .claim_when("detach-me", "bound", |c| handle_name(c).is_some())
-        .await;
-    let handle = handle_name(&bound).unwrap_or_default().to_owned();
-    let configmap = env.configmap_of(&handle, TIMEOUT).await;
+    let (handle, configmap) = apis.provisioned(&env, "detach-me").await;
 
     env.label_configmap(&configmap, "ready", "yes").await;
     gone(&apis.handles, &handle, TIMEOUT).await;
@@ -266,11 +268,7 @@ async fn a_detached_claim_retries_deleting_its_handle_until_it_succeeds() {
 
     let when = json!({"autoDetach": {"when": "resource_handle.status.ready | default(false)"}});
     apis.create_claim(&claim("detach-me", "plain", when)).await;
-    let bound = apis
-        .claim_when("detach-me", "bound", |c| handle_name(c).is_some())
-        .await;
-    let handle = handle_name(&bound).unwrap_or_default().to_owned();
-    let configmap = env.configmap_of(&handle, TIMEOUT).await;
+    let (handle, configmap) = apis.provisioned(&env, "detach-me").await;
     env.label_configmap(&configmap, "ready", "yes").await;
     apis.claim_when("detach-me", "detached", |c| {
         c.status
