@@ -56,6 +56,10 @@ struct RunArgs {
 /// The namespace file of an in-cluster service account.
 const SERVICE_ACCOUNT_NAMESPACE: &str = "/var/run/secrets/kubernetes.io/serviceaccount/namespace";
 
+/// How long a response from the API server may stay silent before the request fails (and is
+/// retried): longer than any request or watch the server keeps open.
+const API_READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(300);
+
 #[derive(clap::Args, Debug)]
 struct RenderArgs {
     /// A YAML file of ResourceProviders, a ResourcePool and/or a ResourceClaim (`-` for
@@ -225,8 +229,16 @@ fn run(args: RunArgs, domain: OperatorDomain) -> ExitCode {
         Err(e) => return invalid(&format!("cannot start the async runtime: {e}")),
     };
     let outcome = runtime.block_on(async move {
-        let client = kube::Client::try_default()
+        let mut config = kube::Config::infer()
             .await
+            .map_err(|e| format!("cannot connect to Kubernetes: {e}"))?;
+        // kube sets no read timeout, so a response lost on the way would stall its reconcile (or
+        // a watch's initial list) for good. The API server ends every request within 60 s and
+        // every watch within 290 s (kube-runtime's default; watch streams also have their own
+        // idle timeout), so nothing legitimate is this quiet.
+        config.read_timeout = Some(API_READ_TIMEOUT);
+        config.reset_reader_on_write = true;
+        let client = kube::Client::try_from(config)
             .map_err(|e| format!("cannot connect to Kubernetes: {e}"))?;
         let options = crate::runtime::run::RunOptions {
             claim_namespace: args.namespaced.then(|| operator_namespace.clone()),

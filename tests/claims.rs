@@ -20,13 +20,6 @@ use support::{TestEnv, create, eventually, gone, wait_for};
 const TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Operator logs, when `RUST_LOG` asks for them (`RUST_LOG=poolboy=debug`).
-fn logs() {
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
-        .with_test_writer()
-        .try_init();
-}
-
 /// A provider whose `match` takes ConfigMap templates labelled `example.com/kind: config`,
 /// with a default, a schema, a check and a lifespan (as `examples/provider-configmap.yaml`).
 fn configmap_provider(name: &str) -> ResourceProvider {
@@ -200,7 +193,6 @@ fn labels(handle: &ResourceHandle) -> BTreeMap<String, String> {
 
 #[tokio::test]
 async fn an_explicit_provider_claim_creates_a_labelled_handle_with_a_lifespan() {
-    logs();
     let env = TestEnv::new().await;
     let ns = env.namespace.clone();
     let apis = Apis::new(&env);
@@ -285,7 +277,6 @@ async fn an_explicit_provider_claim_creates_a_labelled_handle_with_a_lifespan() 
 
 #[tokio::test]
 async fn a_match_claim_is_initialised_with_defaults_in_its_spec() {
-    logs();
     let env = TestEnv::new().await;
     let ns = env.namespace.clone();
     let apis = Apis::new(&env);
@@ -361,7 +352,6 @@ async fn a_match_claim_is_initialised_with_defaults_in_its_spec() {
 
 #[tokio::test]
 async fn invalid_claims_are_reported_and_do_not_disturb_a_valid_one() {
-    logs();
     let env = TestEnv::new().await;
     let ns = env.namespace.clone();
     let apis = Apis::new(&env);
@@ -509,7 +499,6 @@ async fn invalid_claims_are_reported_and_do_not_disturb_a_valid_one() {
 
 #[tokio::test]
 async fn a_claim_binds_to_a_matching_unbound_pool_handle() {
-    logs();
     let env = TestEnv::new().await;
     let ns = env.namespace.clone();
     let apis = Apis::new(&env);
@@ -576,7 +565,6 @@ async fn a_claim_binds_to_a_matching_unbound_pool_handle() {
 
 #[tokio::test]
 async fn disable_creation_waits_without_error_until_a_handle_appears() {
-    logs();
     let env = TestEnv::new().await;
     let ns = env.namespace.clone();
     let apis = Apis::new(&env);
@@ -643,7 +631,6 @@ async fn disable_creation_waits_without_error_until_a_handle_appears() {
 
 #[tokio::test]
 async fn handle_status_shows_in_the_claim_status() {
-    logs();
     let env = TestEnv::new().await;
     let ns = env.namespace.clone();
     let apis = Apis::new(&env);
@@ -728,7 +715,6 @@ async fn handle_status_shows_in_the_claim_status() {
 
 #[tokio::test]
 async fn deleting_a_claim_deletes_its_handle() {
-    logs();
     let env = TestEnv::new().await;
     let ns = env.namespace.clone();
     let apis = Apis::new(&env);
@@ -763,7 +749,6 @@ async fn deleting_a_claim_deletes_its_handle() {
 
 #[tokio::test]
 async fn a_claim_whose_handle_is_gone_is_deleted() {
-    logs();
     let env = TestEnv::new().await;
     let ns = env.namespace.clone();
     let apis = Apis::new(&env);
@@ -813,7 +798,6 @@ async fn a_claim_whose_handle_is_gone_is_deleted() {
 async fn fifty_claims_two_operators_twenty_handles_no_handle_bound_twice() {
     const CLAIMS: usize = 50;
     const HANDLES: usize = 20;
-    logs();
     let env = TestEnv::new().await;
     let ns = env.namespace.clone();
     let apis = Apis::new(&env);

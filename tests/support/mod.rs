@@ -341,9 +341,15 @@ pub async fn admin_config() -> Config {
     }
     let kubeconfig = Kubeconfig::read_from(&path)
         .unwrap_or_else(|e| panic!("reading kubeconfig {}: {e}", path.display()));
-    Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+    let mut config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
         .await
-        .unwrap_or_else(|e| panic!("loading kubeconfig {}: {e}", path.display()))
+        .unwrap_or_else(|e| panic!("loading kubeconfig {}: {e}", path.display()));
+    // A response lost on the way fails its request instead of hanging the test for good (kube
+    // sets no read timeout). Watches of the in-process operator that stay silent this long
+    // reconnect, resuming where they were.
+    config.read_timeout = Some(Duration::from_secs(20));
+    config.reset_reader_on_write = true;
+    config
 }
 
 /// Applies `crds` server-side (field manager [`FIELD_MANAGER`]) and waits until every one of

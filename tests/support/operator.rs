@@ -30,6 +30,11 @@ impl TestOperator {
         metrics_address: Option<SocketAddr>,
         instance: &str,
     ) -> Self {
+        // `RUST_LOG=poolboy=debug cargo test … -- --nocapture` shows what the operator does.
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+            .with_test_writer()
+            .try_init();
         let options = RunOptions {
             config: Config {
                 domain: OperatorDomain::default(),
