@@ -19,6 +19,10 @@ use crate::controller::{claim, handle, pool, providers, scaling};
 /// A future every part of the operator can wait on to learn that it should stop.
 pub type Shutdown = Shared<BoxFuture<'static, ()>>;
 
+/// How long in-flight reconciles may run on after shutdown (Kubernetes' default termination
+/// grace period is 30 s).
+const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(10);
+
 pub struct RunOptions {
     pub config: Config,
     /// Watch claims in this namespace only (Poolboy's `KOPF_NAMESPACED`); all namespaces when
@@ -92,14 +96,16 @@ pub async fn run(
 
     providers::load(&ctx).await?;
 
+    // Never `Store::wait_until_ready` on a controller's own store: kube-runtime 5 wakes only the
+    // last of its concurrent waiters, and each controller's runner waits on it too, so a second
+    // waiter could leave a controller that never reconciles (and never stops). Seen as tests
+    // that hung on `TestOperator::stop`. The claim controller's handle index has its own signal.
     let readiness = {
-        let stores = stores.clone();
+        let claim_index = stores.claim_index.clone();
         async move {
-            let _ = stores.claims.wait_until_ready().await;
-            let _ = stores.handles.wait_until_ready().await;
-            let _ = stores.pools.wait_until_ready().await;
+            claim_index.wait_until_listed().await;
             ready.store(true, Ordering::Relaxed);
-            tracing::info!("watches listed; operator ready");
+            tracing::info!("providers loaded and handles listed; operator ready");
         }
     };
     let concurrency = options.concurrency;
@@ -130,10 +136,20 @@ pub async fn run(
         scaling::run(scalings, ctx.clone(), concurrency, shutdown.clone()),
     );
     let background = futures::future::join(providers::watch(ctx.clone()), readiness);
+    // kube-runtime 5 holds a controller's runner until its store has listed, and stops polling
+    // the watch on shutdown: a shutdown that comes before the first list never completes. So
+    // in-flight reconciles get a grace period, then are dropped.
+    let grace = shutdown
+        .clone()
+        .then(|()| tokio::time::sleep(SHUTDOWN_GRACE));
     tokio::select! {
         _ = controllers => {}
         _ = background => {}
         error = server => if let Some(error) = error { return Err(RunError::Http(error)) },
+        () = grace => tracing::warn!(
+            grace = ?SHUTDOWN_GRACE,
+            "controllers did not stop within the grace period; stopping anyway"
+        ),
     }
     tracing::info!("operator stopped");
     Ok(())
