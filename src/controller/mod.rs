@@ -3,6 +3,7 @@
 
 pub mod claim;
 pub mod context;
+pub mod guarded_delete;
 pub mod handle;
 pub mod kinds;
 pub mod listed;

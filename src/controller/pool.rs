@@ -30,7 +30,7 @@ use futures::channel::mpsc::UnboundedReceiver;
 use json_patch::jsonptr::PointerBuf;
 use json_patch::{AddOperation, PatchOperation, ReplaceOperation, TestOperation};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
-use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
+use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::runtime::controller::{self, Action, Controller};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
@@ -38,6 +38,7 @@ use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
 
 use super::context::{Context, EventKind};
+use super::guarded_delete::{Deleted, delete_while};
 use super::kinds::{HandleObject, Kinds, PoolObject};
 use super::listed::{ListedStore, reflected_watch};
 use crate::api::pool::ResourcePoolStatus;
@@ -735,40 +736,20 @@ async fn finalize(pool_object: &PoolObject, pctx: &PoolContext) -> Result<(), Po
 }
 
 /// Deletes `handle` if it is still an unbound handle of `pool`; `true` when this call
-/// deleted it. The delete is guarded by the resourceVersion the decision was made on, so a
-/// handle bound in the meantime is never deleted; on a conflict the handle is read again and
-/// the decision made again.
+/// deleted it. A handle bound in the meantime is never deleted (`guarded_delete`).
 async fn delete_unbound(
     api: &Api<HandleObject>,
     handle: &HandleObject,
     pool: &ResourcePool,
     domain: &OperatorDomain,
 ) -> Result<bool, PoolError> {
-    let mut current = handle.clone();
-    for _ in 0..2 {
-        if !is_unbound_handle_of_pool(&Kinds::handle_of(&current), pool, domain) {
-            return Ok(false);
-        }
-        let params = DeleteParams {
-            preconditions: Some(Preconditions {
-                resource_version: current.metadata.resource_version.clone(),
-                uid: current.metadata.uid.clone(),
-            }),
-            ..Default::default()
-        };
-        match api.delete(&current.name_any(), &params).await {
-            Ok(_) => return Ok(true),
-            Err(kube::Error::Api(status)) if status.code == 404 => return Ok(false),
-            Err(kube::Error::Api(status)) if status.code == 409 => {
-                match api.get_opt(&current.name_any()).await? {
-                    Some(fresh) => current = fresh,
-                    None => return Ok(false),
-                }
-            }
-            Err(error) => return Err(error.into()),
-        }
+    let still_spare =
+        |h: &HandleObject| is_unbound_handle_of_pool(&Kinds::handle_of(h), pool, domain);
+    match delete_while(api, handle, 2, still_spare).await? {
+        Deleted::Yes => Ok(true),
+        Deleted::No => Ok(false),
+        Deleted::Contended => Err(PoolError::Contended),
     }
-    Err(PoolError::Contended)
 }
 
 fn error_policy(pool: Arc<PoolObject>, error: &PoolError, pctx: Arc<PoolContext>) -> Action {

@@ -7,11 +7,12 @@ use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 use json_patch::{Patch as JsonPatch, PatchOperation, RemoveOperation, TestOperation};
-use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::runtime::reflector::ObjectRef;
 use serde_json::json;
 
 use super::super::context::Context;
+use super::super::guarded_delete::{Deleted, delete_while};
 use super::super::kinds::{ClaimObject, HandleObject, Kinds};
 use super::ClaimError;
 use super::writes::{is_conflict, is_not_found};
@@ -336,35 +337,16 @@ pub async fn release(
 }
 
 /// Deletes a released handle while it is still unbound: once unbound, another claim may bind
-/// it at any moment, so each delete carries the resourceVersion of a copy seen unbound, and a
-/// handle found bound again is left to its new claim.
+/// it at any moment, and a handle found bound again is left to its new claim.
 async fn delete_unbound(api: &Api<HandleObject>, handle: HandleObject) -> Result<(), ClaimError> {
-    let name = handle.metadata.name.clone().unwrap_or_default();
-    let mut handle = Some(handle);
+    let unbound = |h: &HandleObject| {
+        h.spec.resource_claim.is_none() && h.metadata.deletion_timestamp.is_none()
+    };
     // Bounded: a handle whose status keeps changing is left unbound (it expires with its lifespan).
-    for _ in 0..10 {
-        let Some(current) = handle.take() else {
-            return Ok(());
-        };
-        if current.spec.resource_claim.is_some() || current.metadata.deletion_timestamp.is_some() {
-            return Ok(());
-        }
-        let params = DeleteParams {
-            preconditions: Some(kube::api::Preconditions {
-                uid: current.metadata.uid.clone(),
-                resource_version: current.metadata.resource_version.clone(),
-            }),
-            ..Default::default()
-        };
-        match api.delete(&name, &params).await {
-            Ok(_) => return Ok(()),
-            Err(e) if is_not_found(&e) => return Ok(()),
-            // Changed since (its status, or a new bind): look again.
-            Err(e) if is_conflict(&e) => handle = api.get_opt(&name).await?,
-            Err(e) => return Err(e.into()),
-        }
+    if delete_while(api, &handle, 10, unbound).await? == Deleted::Contended {
+        let name = handle.metadata.name.as_deref().unwrap_or_default();
+        tracing::warn!(handle = %name, "released handle keeps changing: left unbound");
     }
-    tracing::warn!(handle = %name, "released handle keeps changing: left unbound");
     Ok(())
 }
 
