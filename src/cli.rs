@@ -118,8 +118,8 @@ fn report(outcome: Result<(), String>) -> ExitCode {
 /// `poolboy render`: exit 0 with the YAML on stdout, 1 for invalid input, 2 for usage errors
 /// (an unreadable file, a bad `--at`).
 fn render(args: RenderArgs, domain: OperatorDomain) -> ExitCode {
-    use crate::core::render::{RenderOptions, RenderedResource, render};
-    use crate::core::render_input::RenderInput;
+    use crate::render::input::RenderInput;
+    use crate::render::{RenderOptions, RenderedResource, render};
 
     let at = args
         .at

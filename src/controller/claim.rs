@@ -30,17 +30,17 @@ use self::writes::Written;
 use super::context::{Context, EventKind};
 use super::kinds::{ClaimObject, HandleObject, Kinds};
 use super::listed::reflected_watch;
-use crate::core::claim_gates::{
+use crate::core::claim::gates::{
     ApprovalGate, AutoAction, AutoInput, approval_gate, auto_action, claim_metadata_patch,
 };
-use crate::core::claim_plan::{ClaimPlanInput, ResolvedClaim, resolve_claim};
-use crate::core::claim_status::{
+use crate::core::claim::plan::{ClaimPlanInput, ResolvedClaim, resolve_claim};
+use crate::core::claim::status::{
     Binding, BoundHandle, StatusInput, Unbound, Validity, invalid_message, lifespan_event,
 };
-use crate::core::definition::status_references;
+use crate::core::handle::definition::status_references;
+use crate::core::lifespan::values::handle_lifespan;
 use crate::core::lifespan::{self, Expiry, StartGate};
-use crate::core::lifespan_values::handle_lifespan;
-use crate::core::view::Subjects;
+use crate::core::template::view::Subjects;
 use crate::runtime::metrics::KindLabels;
 use crate::runtime::run::Shutdown;
 
@@ -55,7 +55,7 @@ pub enum ClaimError {
     #[error(transparent)]
     Kube(#[from] kube::Error),
     #[error("cannot match handles: {0}")]
-    Match(#[from] crate::core::matching::MatchError),
+    Match(#[from] crate::core::binding::matching::MatchError),
 }
 
 /// The controller, watching claims (in `claim_namespace`, or all namespaces), and handles: a

@@ -20,8 +20,8 @@ use super::kinds::{ClaimObject, HandleObject, Kinds, PoolObject, ScalingObject};
 use super::managed::ManagedResources;
 use super::requester::RequesterLookup;
 use crate::api::OperatorDomain;
+use crate::core::provider::schema::SchemaCache;
 use crate::core::provider::{ProviderCatalog, ProviderCompiler};
-use crate::core::schema::SchemaCache;
 use crate::core::template::TemplateEngine;
 use crate::runtime::metrics::Metrics;
 

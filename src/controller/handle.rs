@@ -28,14 +28,14 @@ use super::context::{Context, EventKind};
 use super::kinds::{ClaimObject, HandleObject, Kinds};
 use super::managed;
 use crate::api::ResourceClaim;
-use crate::core::definition::status_references;
-use crate::core::handle_plan::{
+use crate::core::handle::definition::status_references;
+use crate::core::handle::plan::{
     HandlePlanError, HandleProviders, PlanEnvironment, PlanInput, ResourcePlan,
     generated_resources, plan_resources,
 };
-use crate::core::handle_status::{StatusInput, desired_status, problem_message, status_patch};
+use crate::core::handle::status::{StatusInput, desired_status, problem_message, status_patch};
+use crate::core::json::patch::{PatchError, to_json_patch};
 use crate::core::lifespan::{Expiry, delay_until, handle_expiry};
-use crate::core::patch::{PatchError, to_json_patch};
 use crate::core::provider::{CompiledProvider, ProviderCompiler};
 use crate::runtime::metrics::KindLabels;
 use crate::runtime::run::Shutdown;

@@ -6,7 +6,7 @@
 //! processes may run at once. Every create is therefore preceded by a pool status write,
 //! guarded by the pool's resourceVersion, that lists the new (client-chosen) handle names;
 //! a process counts a listed name that its store does not show yet as an available handle
-//! (`core::pool_plan::PendingHandles`), and so does the process that wrote it. Two processes
+//! (`core::pool::plan::PendingHandles`), and so does the process that wrote it. Two processes
 //! racing to fill the same pool serialise on that guarded write: the loser re-reads the pool,
 //! sees the winner's names and creates only what is still missing.
 //!
@@ -43,15 +43,15 @@ use super::kinds::{HandleObject, Kinds, PoolObject};
 use super::listed::{ListedStore, reflected_watch};
 use crate::api::pool::ResourcePoolStatus;
 use crate::api::{OperatorDomain, ResourceHandle, ResourcePool, ResourcePoolScaling};
+use crate::core::handle::new::handle_for_pool;
 use crate::core::lifespan::delay_until;
-use crate::core::new_handle::handle_for_pool;
 #[cfg(doc)]
-use crate::core::pool_plan::PENDING_HANDLE_TTL;
-use crate::core::pool_plan::{
+use crate::core::pool::plan::PENDING_HANDLE_TTL;
+use crate::core::pool::plan::{
     PendingHandles, PoolInput, is_handle_of_pool, is_unbound_handle_of_pool, new_handle_name,
     plan_pool,
 };
-use crate::core::scaling_plan::{
+use crate::core::pool::scaling::{
     active_scalings_of_pool, attributed, count_patch, created, decremented, is_active,
     is_scaling_of_pool, remaining,
 };

@@ -15,7 +15,7 @@ use kube::core::{ApiResource, GroupVersionKind};
 use serde_json::{Value, json};
 use tokio::sync::OnceCell;
 
-use crate::core::definition::Requester;
+use crate::core::handle::definition::Requester;
 
 const REQUESTER_ANNOTATION: &str = "openshift.io/requester";
 const USER_GROUP: &str = "user.openshift.io";

@@ -21,7 +21,7 @@ use super::context::{Context, EventKind};
 use super::kinds::{Kinds, PoolObject, ScalingObject};
 use crate::api::ResourcePoolScaling;
 use crate::core::lifespan::delay_until;
-use crate::core::scaling_plan::{
+use crate::core::pool::scaling::{
     desired_state, is_active, is_ignored, next_deadline, owner_references, state_patch,
 };
 use crate::runtime::metrics::KindLabels;

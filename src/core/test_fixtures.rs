@@ -5,12 +5,12 @@ use chrono::{DateTime, Utc};
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value, json};
 
-use super::provider::{
+use crate::api::{OperatorDomain, ResourceClaim, ResourceHandle, ResourcePool, ResourceProvider};
+use crate::core::provider::schema::SchemaCache;
+use crate::core::provider::{
     CompiledProvider, ProviderCatalog, ProviderCompiler, ProviderError, ProviderProblem,
 };
-use super::schema::SchemaCache;
-use super::template::{RenderContext, TemplateEngine};
-use crate::api::{OperatorDomain, ResourceClaim, ResourceHandle, ResourcePool, ResourceProvider};
+use crate::core::template::{RenderContext, TemplateEngine};
 
 /// The instant every test runs at.
 pub(crate) fn now() -> DateTime<Utc> {

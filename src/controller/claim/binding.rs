@@ -18,9 +18,9 @@ use super::ClaimError;
 use super::writes::{is_conflict, is_not_found};
 use crate::api::ResourceHandle;
 use crate::api::claim::ClaimHandleRef;
-use crate::core::bind::pointer;
-use crate::core::claim_plan::{ResolvedClaim, claim_handle_name, requested_pool};
-use crate::core::new_handle::claim_reference;
+use crate::core::binding::bind::pointer;
+use crate::core::claim::plan::{ResolvedClaim, claim_handle_name, requested_pool};
+use crate::core::handle::new::claim_reference;
 
 /// A handle just given to the claim, not yet recorded in its status.
 #[derive(Clone)]
@@ -220,7 +220,7 @@ fn bind_plan(
     handle: &ResourceHandle,
     resolved: &ResolvedClaim,
     now: DateTime<Utc>,
-) -> Option<crate::core::bind::BindPlan> {
+) -> Option<crate::core::binding::bind::BindPlan> {
     let plan = resolved.bind_plan(handle, &ctx.templates, ctx.domain(), now);
     match plan {
         Ok(plan) => Some(plan),

@@ -11,8 +11,8 @@ use serde_json::{Value, json};
 use super::super::context::Context;
 use super::super::kinds::{ClaimObject, Kinds};
 use super::ClaimError;
-use crate::core::bind::{add, pointer};
-use crate::core::claim_status::{StatusInput, desired_claim_status, status_patch};
+use crate::core::binding::bind::{add, pointer};
+use crate::core::claim::status::{StatusInput, desired_claim_status, status_patch};
 use crate::core::lifespan::{format_timestamp, parse_timestamp};
 
 /// The outcome of a guarded write.

@@ -15,8 +15,8 @@ use crate::api::refs::ResourceReference;
 use crate::controller::context::Context;
 use crate::controller::kinds::{HandleObject, Kinds};
 use crate::controller::managed;
-use crate::core::definition::status_references;
-use crate::core::patch::escape_pointer_segment;
+use crate::core::handle::definition::status_references;
+use crate::core::json::patch::escape_pointer_segment;
 
 pub(super) async fn finalize(object: &HandleObject, ctx: &Context) -> Result<Pass, HandleError> {
     let domain = ctx.domain();

@@ -10,7 +10,7 @@ use super::{HandleError, is_conflict, resource_version_test_value};
 use crate::api::refs::ResourceReference;
 use crate::controller::context::Context;
 use crate::controller::managed;
-use crate::core::patch::{diff, to_json_patch};
+use crate::core::json::patch::{diff, to_json_patch};
 use crate::core::provider::CompiledProvider;
 
 /// How often a patch that lost a race (or a create that found the object) is retried on a

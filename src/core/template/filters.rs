@@ -5,7 +5,7 @@ use minijinja::{Environment, Error, ErrorKind, Value};
 
 use super::strgen::strgen;
 use super::time::{self, Duration};
-use crate::core::interval::{format_simple_interval, parse_interval};
+use crate::core::lifespan::interval::{format_simple_interval, parse_interval};
 
 fn invalid(message: impl Into<String>) -> Error {
     Error::new(ErrorKind::InvalidOperation, message.into())

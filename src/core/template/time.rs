@@ -11,7 +11,7 @@ use chrono::{DateTime, FixedOffset, NaiveDate, NaiveDateTime, TimeDelta, Utc};
 use minijinja::value::{DynObject, Kwargs, Object, ObjectRepr, from_args};
 use minijinja::{Error, ErrorKind, State, Value};
 
-use crate::core::interval::parse_interval;
+use crate::core::lifespan::interval::parse_interval;
 
 /// Separates trailing keyword arguments from the positional ones.
 fn split_kwargs(args: &[Value]) -> Result<(&[Value], Kwargs), Error> {

@@ -1,0 +1,454 @@
+//! Binding a claim to an existing unbound handle (Δ§3.2): one JSON patch whose first op is
+//! `test /spec/resourceClaim == null`, so that of two binders racing for a handle, across
+//! processes too, exactly one wins; the loser gets 422 and tries its next candidate (B01).
+
+use chrono::{DateTime, Utc};
+use json_patch::jsonptr::PointerBuf;
+use json_patch::{AddOperation, Patch, PatchOperation, RemoveOperation, TestOperation};
+use serde_json::{Value, json};
+
+use crate::api::refs::ProviderParameters;
+use crate::api::{OperatorDomain, ResourceClaim, ResourceHandle};
+use crate::core::handle::desired::DesiredResource;
+use crate::core::handle::new::claim_reference;
+use crate::core::lifespan::{self, LifespanError, LifespanLimits, format_timestamp};
+
+/// The bind patch, and what the claim's requested end becomes.
+#[derive(Debug, Clone)]
+pub struct BindPlan {
+    pub patch: Patch,
+    /// When set, write this clamped end to the claim's `spec.lifespan.end` (§10.4 fix).
+    pub rewrite_requested_end: Option<DateTime<Utc>>,
+}
+
+/// The patch that binds `handle` to `claim` (Δ§3.2, in Poolboy's op order):
+/// 1. `test /spec/resourceClaim == null` (B01), and `test /metadata/deletionTimestamp == null`
+///    (not in Poolboy: a handle being deleted must not be bound);
+/// 2. the claim labels, creating the labels map if needed (B02);
+/// 3. `spec.resourceClaim`;
+/// 4. for provider claims, `spec.provider` with the effective parameter values (B20);
+/// 5. resource names that differ, and the claim's extra resources appended;
+/// 6. the lifespan end for the claim (B03: the whole `lifespan` object when absent), or the
+///    removal of a pool's unclaimed end when no rule gives the claim an end.
+///
+/// `limits` is the handle's lifespan evaluated for this claim.
+pub fn bind_patch(
+    handle: &ResourceHandle,
+    claim: &ResourceClaim,
+    claim_resources: &[DesiredResource],
+    provider: Option<&ProviderParameters>,
+    limits: &LifespanLimits,
+    domain: &OperatorDomain,
+    now: DateTime<Utc>,
+) -> Result<BindPlan, LifespanError> {
+    // A handle being deleted is not bound either: a stale copy may not show its deletion, and
+    // its finalizer would take the claim down with it.
+    let mut ops = vec![
+        PatchOperation::Test(TestOperation {
+            path: pointer(&["spec", "resourceClaim"]),
+            value: Value::Null,
+        }),
+        PatchOperation::Test(TestOperation {
+            path: pointer(&["metadata", "deletionTimestamp"]),
+            value: Value::Null,
+        }),
+    ];
+    let reference = claim_reference(claim, domain);
+    if handle.metadata.labels.is_none() {
+        ops.push(add(&["metadata", "labels"], json!({})));
+    }
+    ops.push(add(
+        &["metadata", "labels", &domain.resource_claim_name()],
+        json!(reference.name),
+    ));
+    ops.push(add(
+        &["metadata", "labels", &domain.resource_claim_namespace()],
+        json!(reference.namespace),
+    ));
+    ops.push(add(&["spec", "resourceClaim"], json!(reference)));
+    if let Some(provider) = provider {
+        ops.push(add(&["spec", "provider"], json!(provider)));
+    }
+
+    let handle_resources = handle.spec.resources.as_deref().unwrap_or(&[]);
+    // A pool handle with `spec.provider` has no resources before its first reconcile; appending
+    // to a missing list would fail the whole patch and look like a lost race.
+    if handle.spec.resources.is_none() && !claim_resources.is_empty() {
+        ops.push(add(&["spec", "resources"], json!([])));
+    }
+    for (index, resource) in claim_resources.iter().enumerate() {
+        let index_text = index.to_string();
+        match handle_resources.get(index) {
+            Some(existing) => {
+                let wanted = Some(resource.name.as_str()).filter(|n| !n.is_empty());
+                if wanted.is_some() && existing.name.as_deref() != wanted {
+                    ops.push(add(
+                        &["spec", "resources", &index_text, "name"],
+                        json!(resource.name),
+                    ));
+                }
+            }
+            None => {
+                let mut entry = json!({ "provider": resource.provider });
+                if !resource.name.is_empty() {
+                    entry["name"] = json!(resource.name);
+                }
+                ops.push(add(&["spec", "resources", "-"], entry));
+            }
+        }
+    }
+
+    let end = lifespan::handle_end_for_claim(claim, limits, now)?;
+    let has_lifespan = handle.spec.lifespan.is_some();
+    let has_end = handle
+        .spec
+        .lifespan
+        .as_ref()
+        .is_some_and(|l| l.end.is_some());
+    match end {
+        Some(end) if has_lifespan => ops.push(add(
+            &["spec", "lifespan", "end"],
+            json!(format_timestamp(end.end)),
+        )),
+        Some(end) => ops.push(add(
+            &["spec", "lifespan"],
+            json!({ "end": format_timestamp(end.end) }),
+        )),
+        None if has_end => ops.push(PatchOperation::Remove(RemoveOperation {
+            path: pointer(&["spec", "lifespan", "end"]),
+        })),
+        None => {}
+    }
+    Ok(BindPlan {
+        patch: Patch(ops),
+        rewrite_requested_end: end.filter(|e| e.rewrite_request).map(|e| e.end),
+    })
+}
+
+/// A JSON pointer from unescaped segments.
+pub(crate) fn pointer(segments: &[&str]) -> PointerBuf {
+    PointerBuf::from_tokens(segments.iter().copied())
+}
+
+/// An `add` op at the pointer made of `segments`.
+pub(crate) fn add(segments: &[&str], value: Value) -> PatchOperation {
+    PatchOperation::Add(AddOperation {
+        path: pointer(segments),
+        value,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use chrono::TimeDelta;
+    use serde_json::json;
+
+    use super::*;
+    use crate::api::refs::ObjectRef;
+    use crate::core::test_fixtures::{claim, handle, now, patch_json};
+
+    fn provider_ref(name: &str) -> ObjectRef {
+        ObjectRef {
+            api_version: "poolboy.gpte.redhat.com/v1".into(),
+            kind: "ResourceProvider".into(),
+            name: name.into(),
+            namespace: "poolboy".into(),
+        }
+    }
+
+    fn desired(name: &str, provider: &str) -> DesiredResource {
+        DesiredResource {
+            name: name.into(),
+            provider: provider_ref(provider),
+            template: json!({}),
+        }
+    }
+
+    const POOL_HANDLE: &str = r#"
+metadata:
+  name: guid-abcde
+  labels: {poolboy.gpte.redhat.com/resource-pool-name: gold}
+spec:
+  resourcePool: {apiVersion: poolboy.gpte.redhat.com/v1, kind: ResourcePool, name: gold, namespace: poolboy}
+  resources:
+  - provider: {apiVersion: poolboy.gpte.redhat.com/v1, kind: ResourceProvider, name: lab, namespace: poolboy}
+  lifespan: {default: 2h, end: "2026-11-21T13:00:00Z"}
+"#;
+
+    fn claim_c() -> ResourceClaim {
+        claim("metadata: {name: c, namespace: user1}\nspec: {provider: {name: lab}}")
+    }
+
+    fn ops(plan: &BindPlan) -> Vec<(String, String)> {
+        patch_json(&plan.patch)
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|op| {
+                (
+                    op["op"].as_str().unwrap().to_owned(),
+                    op["path"].as_str().unwrap().to_owned(),
+                )
+            })
+            .collect()
+    }
+
+    fn limits(default: Option<TimeDelta>) -> LifespanLimits {
+        LifespanLimits {
+            default,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn the_bind_patch_is_guarded_and_in_poolboy_order() {
+        let provider = ProviderParameters {
+            name: "lab".into(),
+            parameter_values: Some(serde_json::Map::from_iter([
+                ("region".to_owned(), json!("eu")),
+                ("size".to_owned(), json!(2)),
+            ])),
+        };
+        let plan = bind_patch(
+            &handle(POOL_HANDLE),
+            &claim_c(),
+            &[desired("lab", "lab"), desired("", "db")],
+            Some(&provider),
+            &limits(Some(TimeDelta::hours(2))),
+            &OperatorDomain::default(),
+            now(),
+        )
+        .unwrap();
+        assert_eq!(
+            patch_json(&plan.patch),
+            json!([
+                {"op": "test", "path": "/spec/resourceClaim", "value": null},
+                {"op": "test", "path": "/metadata/deletionTimestamp", "value": null},
+                {"op": "add", "path": "/metadata/labels/poolboy.gpte.redhat.com~1resource-claim-name", "value": "c"},
+                {"op": "add", "path": "/metadata/labels/poolboy.gpte.redhat.com~1resource-claim-namespace", "value": "user1"},
+                {"op": "add", "path": "/spec/resourceClaim", "value": {
+                    "apiVersion": "poolboy.gpte.redhat.com/v1",
+                    "kind": "ResourceClaim",
+                    "name": "c",
+                    "namespace": "user1",
+                }},
+                // Δ B20: the effective values, defaults included.
+                {"op": "add", "path": "/spec/provider", "value": {
+                    "name": "lab",
+                    "parameterValues": {"region": "eu", "size": 2},
+                }},
+                {"op": "add", "path": "/spec/resources/0/name", "value": "lab"},
+                {"op": "add", "path": "/spec/resources/-", "value": {"provider": provider_ref("db")}},
+                {"op": "add", "path": "/spec/lifespan/end", "value": "2026-11-21T14:00:00Z"},
+            ])
+        );
+        assert_eq!(plan.rewrite_requested_end, None);
+    }
+
+    #[test]
+    fn the_labels_map_is_created_when_the_handle_has_none() {
+        let handle = handle(
+            "metadata: {name: guid-a}\nspec: {resources: [{name: x, provider: {apiVersion: v, kind: ResourceProvider, name: p, namespace: poolboy}}]}",
+        );
+        let plan = bind_patch(
+            &handle,
+            &claim_c(),
+            &[desired("x", "p")],
+            None,
+            &limits(None),
+            &OperatorDomain::default(),
+            now(),
+        )
+        .unwrap();
+        assert_eq!(
+            ops(&plan),
+            [
+                ("test", "/spec/resourceClaim"),
+                ("test", "/metadata/deletionTimestamp"),
+                ("add", "/metadata/labels"),
+                (
+                    "add",
+                    "/metadata/labels/poolboy.gpte.redhat.com~1resource-claim-name"
+                ),
+                (
+                    "add",
+                    "/metadata/labels/poolboy.gpte.redhat.com~1resource-claim-namespace"
+                ),
+                ("add", "/spec/resourceClaim"),
+            ]
+            .map(|(a, b)| (a.to_owned(), b.to_owned()))
+        );
+        assert_eq!(patch_json(&plan.patch)[2]["value"], json!({}));
+    }
+
+    #[test]
+    fn a_named_extra_resource_is_appended_with_its_name() {
+        let plan = bind_patch(
+            &handle(POOL_HANDLE),
+            &claim_c(),
+            &[desired("", "lab"), desired("db", "db")],
+            None,
+            &limits(None),
+            &OperatorDomain::default(),
+            now(),
+        )
+        .unwrap();
+        let patch = patch_json(&plan.patch);
+        let appended: Vec<&Value> = patch
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|op| op["path"] == "/spec/resources/-")
+            .collect();
+        assert_eq!(
+            appended,
+            [
+                &json!({"op": "add", "path": "/spec/resources/-", "value": {"provider": provider_ref("db"), "name": "db"}})
+            ]
+        );
+        // An unnamed claim resource leaves the handle's name alone.
+        assert!(!ops(&plan).iter().any(|(_, path)| path.ends_with("/name")));
+    }
+
+    #[test]
+    fn a_handle_without_resources_gets_the_list_before_the_appends() {
+        // A pool handle with `spec.provider` has no resources until its first reconcile; an
+        // append to a missing list would fail the whole bind.
+        let handle = handle("metadata: {name: guid-a, labels: {}}\nspec: {provider: {name: lab}}");
+        let plan = bind_patch(
+            &handle,
+            &claim_c(),
+            &[desired("lab", "lab")],
+            None,
+            &limits(None),
+            &OperatorDomain::default(),
+            now(),
+        )
+        .unwrap();
+        let mut document = serde_json::to_value(&handle).unwrap();
+        // The guards pass on the API server when their paths are absent; leave them out here.
+        let ops: Vec<_> = plan.patch.0[2..].to_vec();
+        json_patch::patch(&mut document, &ops).unwrap();
+        assert_eq!(
+            document["spec"]["resources"],
+            json!([{"provider": provider_ref("lab"), "name": "lab"}])
+        );
+    }
+
+    #[test]
+    fn a_default_lifespan_adds_the_whole_lifespan_when_absent() {
+        let handle = handle("metadata: {name: guid-a, labels: {}}\nspec: {resources: []}");
+        let plan = bind_patch(
+            &handle,
+            &claim_c(),
+            &[],
+            None,
+            &limits(Some(TimeDelta::hours(3))),
+            &OperatorDomain::default(),
+            now(),
+        )
+        .unwrap();
+        let patch = patch_json(&plan.patch);
+        assert_eq!(
+            patch.as_array().unwrap().last().unwrap(),
+            &json!({"op": "add", "path": "/spec/lifespan", "value": {"end": "2026-11-21T15:00:00Z"}})
+        );
+    }
+
+    #[test]
+    fn without_a_default_the_unclaimed_end_of_a_pool_handle_is_removed() {
+        let plan = bind_patch(
+            &handle(POOL_HANDLE),
+            &claim_c(),
+            &[desired("", "lab")],
+            None,
+            &limits(None),
+            &OperatorDomain::default(),
+            now(),
+        )
+        .unwrap();
+        assert_eq!(
+            ops(&plan).last().unwrap(),
+            &("remove".to_owned(), "/spec/lifespan/end".to_owned())
+        );
+        // No end to remove, no op.
+        let no_end = handle(&POOL_HANDLE.replace(", end: \"2026-11-21T13:00:00Z\"", ""));
+        let plan = bind_patch(
+            &no_end,
+            &claim_c(),
+            &[desired("", "lab")],
+            None,
+            &limits(None),
+            &OperatorDomain::default(),
+            now(),
+        )
+        .unwrap();
+        assert_eq!(ops(&plan).last().unwrap().1, "/spec/resourceClaim");
+    }
+
+    #[test]
+    fn a_requested_end_is_clamped_and_written_back() {
+        let claim = claim(
+            "metadata: {name: c, namespace: user1}\nspec: {provider: {name: lab}, lifespan: {end: '2026-12-01T00:00:00Z'}}",
+        );
+        let bind = |limits: &LifespanLimits| {
+            bind_patch(
+                &handle(POOL_HANDLE),
+                &claim,
+                &[desired("", "lab")],
+                None,
+                limits,
+                &OperatorDomain::default(),
+                now(),
+            )
+            .unwrap()
+        };
+        let last_value = |plan: &BindPlan| {
+            patch_json(&plan.patch).as_array().unwrap().last().unwrap()["value"].clone()
+        };
+        // A request past `maximum` is cut to start + maximum; the request itself may stay,
+        // since that bound does not move.
+        let plan = bind(&LifespanLimits {
+            default: Some(TimeDelta::hours(2)),
+            maximum: Some(TimeDelta::days(1)),
+            relative_maximum: None,
+        });
+        assert_eq!(last_value(&plan), "2026-11-22T12:00:00Z");
+        assert_eq!(plan.rewrite_requested_end, None);
+        // Past relativeMaximum the request is rewritten, or it would slide forward for ever.
+        let plan = bind(&LifespanLimits {
+            default: None,
+            maximum: Some(TimeDelta::days(3)),
+            relative_maximum: Some(TimeDelta::hours(12)),
+        });
+        assert_eq!(last_value(&plan), "2026-11-22T00:00:00Z");
+        assert_eq!(
+            plan.rewrite_requested_end,
+            Some("2026-11-22T00:00:00Z".parse().unwrap())
+        );
+        // A request within the limits is taken as is.
+        let plan = bind(&LifespanLimits {
+            default: Some(TimeDelta::hours(2)),
+            maximum: Some(TimeDelta::days(30)),
+            relative_maximum: None,
+        });
+        assert_eq!(last_value(&plan), "2026-12-01T00:00:00Z");
+    }
+
+    #[test]
+    fn a_bad_requested_end_is_an_error() {
+        let claim = claim(
+            "metadata: {name: c}\nspec: {provider: {name: lab}, lifespan: {end: 'tomorrow'}}",
+        );
+        let result = bind_patch(
+            &handle(POOL_HANDLE),
+            &claim,
+            &[],
+            None,
+            &limits(None),
+            &OperatorDomain::default(),
+            now(),
+        );
+        assert!(result.is_err());
+    }
+}

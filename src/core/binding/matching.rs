@@ -1,0 +1,300 @@
+//! Which provider serves a claim template (§6.2), whether a pooled handle fits a claim
+//! (`matchIgnore`, §7.1), and the order in which bind candidates are tried (Δ§3.2).
+
+use std::cmp::Ordering;
+use std::collections::HashMap;
+
+use chrono::{DateTime, TimeDelta, Utc};
+use fancy_regex::Regex;
+use serde_json::Value;
+
+use crate::api::{ResourceHandle, ResourceProvider};
+use crate::core::json::merge::{MergeMode, deep_merge};
+use crate::core::json::patch::{OpKind, compile_anchored, diff, values_equal};
+
+#[cfg(test)]
+mod tests;
+
+/// Errors from provider resolution, `matchIgnore` compilation and candidate selection.
+#[derive(Debug, thiserror::Error)]
+pub enum MatchError {
+    /// A `matchIgnore[index]` entry that does not compile.
+    #[error("matchIgnore[{index}] {pattern:?} is not a valid regular expression: {message}")]
+    InvalidIgnoreRegex {
+        index: usize,
+        pattern: String,
+        message: String,
+    },
+    /// No provider's `match` fits the template (Poolboy retries after 60 s).
+    #[error("no ResourceProvider has a match that fits the resource template")]
+    NoMatchingProvider,
+    /// Several providers' `match` fit the template.
+    #[error("the resource template matches several ResourceProviders: {}", providers.join(", "))]
+    AmbiguousProvider { providers: Vec<String> },
+    /// Candidate selection needed a provider's compiled `matchIgnore` that the caller did not
+    /// supply (the provider is missing or its `matchIgnore` does not compile).
+    #[error("no compiled matchIgnore for ResourceProvider {provider:?}")]
+    MissingMatchIgnore { provider: String },
+}
+
+/// Whether a provider's `match` selects `template` (§6.2): deep-merging `match` into a copy of
+/// the template (with overwrite) leaves it unchanged, i.e. every field of `match` is in the
+/// template with an equal value, lists compared element-wise. An empty `match` selects nothing.
+pub fn provider_matches(match_spec: &Value, template: &Value) -> bool {
+    let empty = match match_spec {
+        Value::Null => true,
+        Value::Object(map) => map.is_empty(),
+        _ => false,
+    };
+    if empty {
+        return false;
+    }
+    let mut merged = template.clone();
+    deep_merge(&mut merged, match_spec, MergeMode::Overwrite);
+    values_equal(&merged, template)
+}
+
+/// The one provider whose `match` selects `template` (§6.2); an error when none or several do.
+pub fn resolve_provider<'p>(
+    template: &Value,
+    providers: impl IntoIterator<Item = &'p ResourceProvider>,
+) -> Result<&'p ResourceProvider, MatchError> {
+    let matches: Vec<&ResourceProvider> = providers
+        .into_iter()
+        .filter(|p| {
+            p.spec
+                .match_
+                .as_ref()
+                .is_some_and(|m| provider_matches(m, template))
+        })
+        .collect();
+    match matches.as_slice() {
+        [] => Err(MatchError::NoMatchingProvider),
+        [one] => Ok(one),
+        several => Err(MatchError::AmbiguousProvider {
+            providers: several
+                .iter()
+                .map(|p| p.metadata.name.clone().unwrap_or_default())
+                .collect(),
+        }),
+    }
+}
+
+/// A provider's compiled `matchIgnore`: JSON-pointer regexes, each anchored at both ends.
+#[derive(Clone, Debug, Default)]
+pub struct MatchIgnore {
+    regexes: Vec<Regex>,
+}
+
+impl MatchIgnore {
+    /// Compiles the patterns as `^(?:pattern)$` (Poolboy's `pattern + '$'` leaves the first
+    /// branch of a top-level alternation unanchored; fixed).
+    pub fn compile(patterns: &[String]) -> Result<Self, MatchError> {
+        let regexes = patterns
+            .iter()
+            .enumerate()
+            .map(|(index, pattern)| {
+                compile_anchored(pattern).map_err(|message| MatchError::InvalidIgnoreRegex {
+                    index,
+                    pattern: pattern.clone(),
+                    message,
+                })
+            })
+            .collect::<Result<_, _>>()?;
+        Ok(Self { regexes })
+    }
+
+    /// Whether some pattern matches the whole path. A pattern that exceeds the backtrack limit
+    /// does not match: a handle is not bound on a difference we could not vet.
+    fn ignores(&self, path: &str) -> bool {
+        self.regexes
+            .iter()
+            .any(|re| re.is_match(path).unwrap_or(false))
+    }
+}
+
+/// Whether a handle's resource template fits a claim's (§7.1 step 3, `check_template_match`):
+/// the diff handle → claim, keeping only `add` and `replace` (keys only on the handle do not
+/// matter), must touch only paths `ignore` matches. Returns the number of ignored differences,
+/// or `None` when the templates do not match.
+pub fn template_match(
+    handle_template: &Value,
+    claim_template: &Value,
+    ignore: &MatchIgnore,
+) -> Option<usize> {
+    let mut ignored = 0;
+    for op in diff(handle_template, claim_template) {
+        if op.kind() == OpKind::Remove {
+            continue;
+        }
+        if !ignore.ignores(op.path()) {
+            return None;
+        }
+        ignored += 1;
+    }
+    Some(ignored)
+}
+
+/// A handle's health as binding and pools see it (Δ§3.2 `is_healthy`), derived from
+/// `status.resources`, not `status.healthy`: `Some(false)` if any resource is unhealthy; else
+/// `None` if any resource is waiting (`waitingFor`) without a health value; else `Some(true)`,
+/// including resources without a health check and handles without status.
+pub fn handle_is_healthy(handle: &ResourceHandle) -> Option<bool> {
+    let resources = handle
+        .status
+        .as_ref()
+        .and_then(|s| s.resources.as_deref())
+        .unwrap_or_default();
+    let mut healthy = Some(true);
+    for resource in resources {
+        if resource.healthy == Some(false) {
+            return Some(false);
+        }
+        if resource.waiting_for.is_some() && resource.healthy.is_none() {
+            healthy = None;
+        }
+    }
+    healthy
+}
+
+/// One resource a claim wants, as binding compares it with a handle's resources.
+#[derive(Clone, Copy, Debug)]
+pub struct DesiredResource<'a> {
+    /// The provider assigned to this resource (the claim's `status.resources[i].provider.name`).
+    pub provider_name: &'a str,
+    /// The claim's resource name, if any.
+    pub name: Option<&'a str>,
+    /// The claim's resource template; absent counts as `{}`.
+    pub template: Option<&'a Value>,
+}
+
+/// An unbound handle that fits the claim, with the differences that rank it.
+#[derive(Clone, Debug)]
+pub struct BindCandidate<'h> {
+    pub handle: &'h ResourceHandle,
+    /// Claim resources the handle lacks (they are appended on bind).
+    pub extra_claim_resources: usize,
+    /// Resources whose name differs between claim and handle.
+    pub name_mismatches: usize,
+    /// Template differences allowed by the providers' `matchIgnore`.
+    pub template_differences: usize,
+    /// [`handle_is_healthy`]: never `Some(false)` for a candidate.
+    pub healthy: Option<bool>,
+}
+
+/// Handles whose lifespan ends sooner than this are not bound (Δ§3.2, B04).
+pub const BIND_LIFESPAN_MARGIN_SECONDS: i64 = 120;
+
+/// The handles a claim may bind, best first (Δ§3.2 "Binding").
+///
+/// Never candidates: handles being deleted or already bound. Skipped: unhealthy handles
+/// ([`handle_is_healthy`] false); handles from another pool when the claim names one
+/// (`pool_name`, the claim's `D/resource-pool-name` annotation); handles whose
+/// `spec.lifespan.end` is less than 120 s after `now` or is not a valid timestamp; handles with
+/// more resources than the claim; handles whose provider differs at some index; handles whose
+/// templates fail [`template_match`] with that provider's `matchIgnore` (from `match_ignores`,
+/// by provider name; an error if it is missing).
+///
+/// Order, first difference wins: fewer extra claim resources; fewer name mismatches; fewer
+/// template differences; healthy before unknown health; ready before not ready; higher
+/// `spec.preferenceScore` (absent = 0); older `creationTimestamp`; then name. v1.12's "unknown
+/// readiness before known-unready" rule is gone (B05).
+pub fn bind_candidates<'h>(
+    claim_resources: &[DesiredResource<'_>],
+    pool_name: Option<&str>,
+    handles: impl IntoIterator<Item = &'h ResourceHandle>,
+    match_ignores: &HashMap<String, MatchIgnore>,
+    now: DateTime<Utc>,
+) -> Result<Vec<BindCandidate<'h>>, MatchError> {
+    let empty = Value::Object(Default::default());
+    let mut candidates = Vec::new();
+    'handles: for handle in handles {
+        if handle.metadata.deletion_timestamp.is_some() || handle.spec.resource_claim.is_some() {
+            continue;
+        }
+        let healthy = handle_is_healthy(handle);
+        if healthy == Some(false) {
+            continue;
+        }
+        if let Some(pool) = pool_name
+            && handle.spec.resource_pool.as_ref().map(|p| p.name.as_str()) != Some(pool)
+        {
+            continue;
+        }
+        if ends_too_soon(handle, now) {
+            continue;
+        }
+        let handle_resources = handle.spec.resources.as_deref().unwrap_or_default();
+        let Some(extra_claim_resources) = claim_resources.len().checked_sub(handle_resources.len())
+        else {
+            continue;
+        };
+        let mut name_mismatches = 0;
+        let mut template_differences = 0;
+        for (handle_resource, claim_resource) in handle_resources.iter().zip(claim_resources) {
+            if handle_resource.provider.name != claim_resource.provider_name {
+                continue 'handles;
+            }
+            if handle_resource.name.as_deref() != claim_resource.name {
+                name_mismatches += 1;
+            }
+            let ignore = match_ignores
+                .get(claim_resource.provider_name)
+                .ok_or_else(|| MatchError::MissingMatchIgnore {
+                    provider: claim_resource.provider_name.to_owned(),
+                })?;
+            let Some(differences) = template_match(
+                handle_resource.template.as_ref().unwrap_or(&empty),
+                claim_resource.template.unwrap_or(&empty),
+                ignore,
+            ) else {
+                continue 'handles;
+            };
+            template_differences += differences;
+        }
+        candidates.push(BindCandidate {
+            handle,
+            extra_claim_resources,
+            name_mismatches,
+            template_differences,
+            healthy,
+        });
+    }
+    candidates.sort_by(preference);
+    Ok(candidates)
+}
+
+/// Δ§3.2, B04: `spec.lifespan.end` under 120 s away (or already past). An end that is not a
+/// timestamp also disqualifies: Poolboy's bind would fail on it.
+fn ends_too_soon(handle: &ResourceHandle, now: DateTime<Utc>) -> bool {
+    let Some(end) = handle.spec.lifespan.as_ref().and_then(|l| l.end.as_deref()) else {
+        return false;
+    };
+    match DateTime::parse_from_rfc3339(end) {
+        Ok(end) => end.with_timezone(&Utc) - now < TimeDelta::seconds(BIND_LIFESPAN_MARGIN_SECONDS),
+        Err(_) => true,
+    }
+}
+
+/// The strict preference order of Δ§3.2: `Less` means `a` is tried first.
+fn preference(a: &BindCandidate<'_>, b: &BindCandidate<'_>) -> Ordering {
+    let healthy_rank = |c: &BindCandidate<'_>| u8::from(c.healthy != Some(true));
+    let ready_rank = |c: &BindCandidate<'_>| {
+        u8::from(c.handle.status.as_ref().and_then(|s| s.ready) != Some(true))
+    };
+    let score = |c: &BindCandidate<'_>| c.handle.spec.preference_score.unwrap_or(0.0);
+    // Absent creationTimestamp (never on a stored object) sorts as the newest.
+    let created = |c: &BindCandidate<'_>| {
+        let ts = c.handle.metadata.creation_timestamp.as_ref();
+        (ts.is_none(), ts.cloned())
+    };
+    a.extra_claim_resources
+        .cmp(&b.extra_claim_resources)
+        .then(a.name_mismatches.cmp(&b.name_mismatches))
+        .then(a.template_differences.cmp(&b.template_differences))
+        .then(healthy_rank(a).cmp(&healthy_rank(b)))
+        .then(ready_rank(a).cmp(&ready_rank(b)))
+        .then(score(b).partial_cmp(&score(a)).unwrap_or(Ordering::Equal))
+        .then_with(|| created(a).cmp(&created(b)))
+        .then_with(|| a.handle.metadata.name.cmp(&b.handle.metadata.name))
+}

@@ -1,0 +1,393 @@
+//! A claim's status as the claim controller, its only writer, wants it (§7 step 8, §7.4,
+//! Δ§3.1.3, B07): computed from the current status, what the providers say about the claim,
+//! and the bound handle with the live state of its resources; then written as one JSON patch
+//! guarded by the claim's resourceVersion, touching only the fields that differ (B06).
+
+use chrono::{DateTime, Utc};
+use json_patch::{Patch, PatchOperation, RemoveOperation, TestOperation};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use serde_json::{Map, Value, json};
+
+use crate::api::OperatorDomain;
+use crate::api::ResourceHandle;
+use crate::api::claim::{
+    ClaimHandleRef, ClaimStatusLifespan, ClaimStatusProvider, ClaimStatusResource,
+    ResourceClaimStatus,
+};
+use crate::api::refs::ProviderRef;
+use crate::core::binding::bind::{add, pointer};
+use crate::core::claim::plan::PlannedResource;
+
+#[cfg(test)]
+mod tests;
+
+/// `status.conditions` type: whether the claim's providers resolve and its values validate.
+pub const CONDITION_VALID: &str = "Valid";
+/// `status.conditions` type: whether the claim is bound to a handle.
+pub const CONDITION_BOUND: &str = "Bound";
+
+/// Whether the claim is valid, and if not, why (the message users read).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Validity {
+    Valid,
+    Invalid(String),
+}
+
+/// Why a claim has no handle.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unbound {
+    /// It is invalid: nothing is bound until it is corrected.
+    Invalid,
+    /// No unbound handle fits and creation is disabled: it waits for one (Δ§2.3, B18).
+    WaitingForHandle,
+}
+
+/// The claim's binding.
+#[derive(Debug, Clone)]
+pub enum Binding<'a> {
+    Unbound(Unbound),
+    Bound(BoundHandle<'a>),
+}
+
+/// The handle a claim is bound to, and what the claim mirrors from it.
+#[derive(Debug, Clone)]
+pub struct BoundHandle<'a> {
+    pub handle: &'a ResourceHandle,
+    /// The live object of each handle resource, by index, as its watch last saw it; `None`
+    /// keeps the state the claim has (B07).
+    pub states: &'a [Option<Value>],
+    /// `status.lifespan` as [`crate::core::lifespan::sync_claim_lifespan`] computed it;
+    /// `None` keeps the claim's.
+    pub lifespan: Option<ClaimStatusLifespan>,
+}
+
+/// Everything the desired status is computed from, besides the current status.
+#[derive(Debug, Clone)]
+pub struct StatusInput<'a> {
+    pub validity: Validity,
+    /// `status.provider` as it should be; `None` leaves it alone.
+    pub provider: Option<&'a ClaimStatusProvider>,
+    /// `status.resources` as the providers define them; `None` leaves the entries alone.
+    pub resources: Option<&'a [PlannedResource]>,
+    pub binding: Binding<'a>,
+    /// The claim's `metadata.generation`, for the conditions' `observedGeneration`.
+    pub generation: Option<i64>,
+    pub domain: &'a OperatorDomain,
+    pub now: DateTime<Utc>,
+}
+
+/// The status the claim should have. Fields the claim controller does not own (`approval`)
+/// are kept; so is everything this input says nothing about.
+pub fn desired_claim_status(
+    current: Option<&ResourceClaimStatus>,
+    input: &StatusInput<'_>,
+) -> ResourceClaimStatus {
+    let mut status = current.cloned().unwrap_or_default();
+    if let Some(provider) = input.provider {
+        status.provider = Some(provider.clone());
+    }
+    let bound = match &input.binding {
+        Binding::Bound(bound) => Some(bound),
+        Binding::Unbound(_) => None,
+    };
+    status.resources = merged_resources(
+        status.resources.as_deref().unwrap_or(&[]),
+        input.resources,
+        bound,
+        input.domain,
+    );
+    if let Some(bound) = bound {
+        let handle = bound.handle;
+        let name = handle.metadata.name.clone().unwrap_or_default();
+        let detached = status
+            .resource_handle
+            .as_ref()
+            .filter(|h| h.name == name)
+            .and_then(|h| h.detached);
+        status.resource_handle = Some(ClaimHandleRef {
+            api_version: input.domain.api_version(),
+            kind: "ResourceHandle".to_owned(),
+            name,
+            namespace: handle.metadata.namespace.clone().unwrap_or_default(),
+            detached,
+        });
+        // §7.4: mirrored from the handle, removed when it has none.
+        let handle_status = handle.status.as_ref();
+        status.healthy = handle_status.and_then(|s| s.healthy);
+        status.ready = handle_status.and_then(|s| s.ready);
+        status.summary = handle_status.and_then(|s| s.summary.clone());
+        if let Some(lifespan) = &bound.lifespan {
+            status.lifespan = Some(lifespan.clone()).filter(|l| *l != Default::default());
+        }
+    }
+
+    let mut conditions = status.conditions.take().unwrap_or_default();
+    let valid = match &input.validity {
+        Validity::Valid => ConditionValue {
+            status: true,
+            reason: "Valid",
+            message: "the claim's providers resolve and its values pass validation".to_owned(),
+        },
+        Validity::Invalid(message) => ConditionValue {
+            status: false,
+            reason: "Invalid",
+            message: message.clone(),
+        },
+    };
+    set_condition(&mut conditions, CONDITION_VALID, valid, input);
+    let bound_condition = match &input.binding {
+        Binding::Bound(bound) => ConditionValue {
+            status: true,
+            reason: "Bound",
+            message: format!(
+                "bound to ResourceHandle {}",
+                bound.handle.metadata.name.as_deref().unwrap_or_default()
+            ),
+        },
+        Binding::Unbound(Unbound::Invalid) => ConditionValue {
+            status: false,
+            reason: "Invalid",
+            message: "not bound: the claim is invalid".to_owned(),
+        },
+        Binding::Unbound(Unbound::WaitingForHandle) => ConditionValue {
+            status: false,
+            reason: "WaitingForHandle",
+            message: "no unbound ResourceHandle matches the claim and handle creation is \
+                      disabled (disableCreation): waiting for a matching handle"
+                .to_owned(),
+        },
+    };
+    set_condition(&mut conditions, CONDITION_BOUND, bound_condition, input);
+    status.conditions = Some(conditions);
+    status
+}
+
+/// The message of the claim's `Valid` condition when it is False.
+pub fn invalid_message(status: Option<&ResourceClaimStatus>) -> Option<&str> {
+    status
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|c| c.iter().find(|c| c.type_ == CONDITION_VALID))
+        .filter(|c| c.status == "False")
+        .map(|c| c.message.as_str())
+}
+
+struct ConditionValue {
+    status: bool,
+    reason: &'static str,
+    message: String,
+}
+
+/// Sets one condition; its `lastTransitionTime` moves only when its status flips.
+fn set_condition(
+    conditions: &mut Vec<Condition>,
+    type_: &str,
+    value: ConditionValue,
+    input: &StatusInput<'_>,
+) {
+    let status = if value.status { "True" } else { "False" };
+    let existing = conditions.iter_mut().find(|c| c.type_ == type_);
+    let transition = match &existing {
+        Some(c) if c.status == status => c.last_transition_time.clone(),
+        _ => to_time(input.now),
+    };
+    let condition = Condition {
+        type_: type_.to_owned(),
+        status: status.to_owned(),
+        reason: value.reason.to_owned(),
+        message: value.message,
+        observed_generation: input.generation,
+        last_transition_time: transition,
+    };
+    match existing {
+        Some(slot) => *slot = condition,
+        None => conditions.push(condition),
+    }
+}
+
+/// `status.resources` (Δ§3.1.3, B07): one entry per resource the claim or its handle has
+/// (never fewer than now). Each keeps the claim's `name`; takes `validationError` from the
+/// providers when they spoke; takes `provider` from the handle, else the providers; takes
+/// `reference`, `healthy`, `ready` and `waitingFor` from the handle's status entry when it has
+/// one; and takes the pruned live state when there is one, else keeps its state.
+fn merged_resources(
+    current: &[ClaimStatusResource],
+    planned: Option<&[PlannedResource]>,
+    bound: Option<&BoundHandle<'_>>,
+    domain: &OperatorDomain,
+) -> Option<Vec<ClaimStatusResource>> {
+    let handle_spec = bound
+        .and_then(|b| b.handle.spec.resources.as_deref())
+        .unwrap_or(&[]);
+    let handle_status = bound
+        .and_then(|b| b.handle.status.as_ref())
+        .and_then(|s| s.resources.as_deref())
+        .unwrap_or(&[]);
+    let length = [
+        current.len(),
+        planned.map_or(0, <[_]>::len),
+        handle_spec.len(),
+        handle_status.len(),
+    ]
+    .into_iter()
+    .max()
+    .unwrap_or(0);
+    if length == 0 {
+        return (!current.is_empty()).then(Vec::new);
+    }
+    let resources = (0..length)
+        .map(|index| {
+            let mut entry = current.get(index).cloned().unwrap_or_default();
+            if let Some(planned) = planned.and_then(|p| p.get(index)) {
+                if entry.name.is_none() {
+                    entry.name = planned.name.clone();
+                }
+                entry.provider = Some(planned.provider.clone());
+                entry.validation_error = planned.validation_error.clone();
+            }
+            if let Some(resource) = handle_spec.get(index) {
+                let provider = &resource.provider;
+                entry.provider = Some(ProviderRef {
+                    api_version: Some(provider.api_version.clone()),
+                    kind: Some(provider.kind.clone()),
+                    name: provider.name.clone(),
+                    namespace: Some(provider.namespace.clone()),
+                });
+            }
+            if let Some(resource) = handle_status.get(index) {
+                if entry.name.is_none() {
+                    entry.name = resource.name.clone();
+                }
+                entry.reference = resource.reference.clone();
+                entry.healthy = resource.healthy;
+                entry.ready = resource.ready;
+                entry.waiting_for = resource.waiting_for;
+            }
+            let state = bound
+                .and_then(|b| b.states.get(index))
+                .and_then(Option::as_ref);
+            if let Some(state) = state {
+                entry.state = Some(pruned_state(state, domain));
+            }
+            entry
+        })
+        .collect();
+    Some(resources)
+}
+
+/// A live resource as the claim shows it (Δ§3.1.3, #136): without `metadata.managedFields`,
+/// `metadata.generation`, Poolboy's own annotations (`D/…`, and `annotations` itself when
+/// nothing is left) and kopf's `status.diffBase`. Everything else stays, resourceVersion and
+/// uid included.
+pub fn pruned_state(state: &Value, domain: &OperatorDomain) -> Value {
+    let mut state = state.clone();
+    let prefix = format!("{domain}/");
+    if let Some(metadata) = state.get_mut("metadata").and_then(Value::as_object_mut) {
+        metadata.remove("managedFields");
+        metadata.remove("generation");
+        let annotations_left = match metadata.get_mut("annotations") {
+            Some(Value::Object(annotations)) => {
+                annotations.retain(|key, _| !key.starts_with(&prefix));
+                !annotations.is_empty()
+            }
+            Some(_) => true,
+            None => true,
+        };
+        if !annotations_left {
+            metadata.remove("annotations");
+        }
+    }
+    if let Some(status) = state.get_mut("status").and_then(Value::as_object_mut) {
+        status.remove("diffBase");
+    }
+    state
+}
+
+/// The JSON patch that turns `current` into `desired` (`None` when they are equal): first
+/// `test /metadata/resourceVersion`, so that a write based on a stale read fails instead of
+/// undoing someone's change (B06), then one `add` or `remove` per top-level status field that
+/// differs. Fields `desired` does not model (kopf's `diffBase`, …) are never touched.
+pub fn status_patch(
+    current: Option<&ResourceClaimStatus>,
+    desired: &ResourceClaimStatus,
+    resource_version: &str,
+) -> Option<Patch> {
+    let current_fields = fields(current);
+    let desired_fields = fields(Some(desired));
+    let mut ops = Vec::new();
+    for (key, value) in &desired_fields {
+        if current_fields.get(key) != Some(value) {
+            ops.push(add(&["status", key], value.clone()));
+        }
+    }
+    for key in current_fields.keys() {
+        if !desired_fields.contains_key(key) {
+            ops.push(PatchOperation::Remove(RemoveOperation {
+                path: pointer(&["status", key]),
+            }));
+        }
+    }
+    if ops.is_empty() {
+        return None;
+    }
+    let mut patch = vec![PatchOperation::Test(TestOperation {
+        path: pointer(&["metadata", "resourceVersion"]),
+        value: json!(resource_version),
+    })];
+    if current.is_none() {
+        patch.push(add(&["status"], json!({})));
+    }
+    patch.extend(ops);
+    Some(Patch(patch))
+}
+
+fn fields(status: Option<&ResourceClaimStatus>) -> Map<String, Value> {
+    match status.map(serde_json::to_value) {
+        Some(Ok(Value::Object(map))) => map,
+        _ => Map::new(),
+    }
+}
+
+/// A condition time: whole seconds, as the API server stores it, so that a written status
+/// reads back equal.
+fn to_time(now: DateTime<Utc>) -> Time {
+    Time(
+        k8s_openapi::jiff::Timestamp::from_second(now.timestamp())
+            .unwrap_or(k8s_openapi::jiff::Timestamp::UNIX_EPOCH),
+    )
+}
+
+/// The Event a lifespan change earns (Δ§3.1.3): its reason and note.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LifespanEvent {
+    pub reason: &'static str,
+    pub note: String,
+}
+
+/// Δ§3.1.3: a claim that already has `status.lifespan` gets a Normal Event when its end (the
+/// handle's end) changes, "Lifespan end changed", or disappears, "Lifespan end cleared".
+/// Fix of Q8: the note quotes the NEW end, not the old one.
+pub fn lifespan_event(
+    current: Option<&ClaimStatusLifespan>,
+    desired: &ClaimStatusLifespan,
+) -> Option<LifespanEvent> {
+    let current = current?;
+    let same = |a: &str, b: &str| match (
+        DateTime::parse_from_rfc3339(a),
+        DateTime::parse_from_rfc3339(b),
+    ) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => a == b,
+    };
+    match (current.end.as_deref(), desired.end.as_deref()) {
+        (Some(old), Some(new)) if same(old, new) => None,
+        (None, None) => None,
+        (_, Some(new)) => Some(LifespanEvent {
+            reason: "Lifespan end changed",
+            note: format!("Lifespan end changed to {new}"),
+        }),
+        (Some(old), None) => Some(LifespanEvent {
+            reason: "Lifespan end cleared",
+            note: format!("Lifespan end cleared (was {old})"),
+        }),
+    }
+}

@@ -1,0 +1,386 @@
+//! A handle's status (Poolboy 1.12 §13, 1.17 Δ§3.2 `update_status`, B08, B23): one entry per
+//! `spec.resources` entry with its reference, `waitingFor`, health and readiness; the overall
+//! health and readiness; the provider's status summary; and two conditions, `Ready` and
+//! `Valid`. Computed whole on every reconcile and written only where it differs.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use serde::Serialize;
+use serde_json::{Map, Value, json};
+
+use crate::api::ResourceHandle;
+use crate::api::handle::ResourceHandleStatus;
+use crate::core::handle::plan::{HandleProviders, PlanEnvironment, ResourcePlan};
+use crate::core::json::patch::{PatchOp, escape_pointer_segment};
+use crate::core::provider::CompiledProvider;
+use crate::core::template::RenderContext;
+use crate::core::template::view::handle_view;
+
+#[cfg(test)]
+mod tests;
+
+/// The condition that mirrors `status.ready`, with the reason of each resource not ready.
+pub const READY_CONDITION: &str = "Ready";
+/// The condition that reports bad input: definitions that cannot be rendered, a missing
+/// provider, a broken `spec.lifespan.end`.
+pub const VALID_CONDITION: &str = "Valid";
+
+/// What the status is computed from.
+pub struct StatusInput<'a> {
+    pub handle: &'a ResourceHandle,
+    pub providers: &'a HandleProviders,
+    /// The provider whose `statusSummaryTemplate` renders `status.summary`: `spec.provider`,
+    /// else the last resource's provider (Δ D10). `None` leaves the summary as it is.
+    pub summary_provider: Option<&'a CompiledProvider>,
+    /// This reconcile's plan per resource. A resource without a plan keeps its `waitingFor`.
+    pub plans: &'a [ResourcePlan],
+    /// The live object of each resource, index-aligned.
+    pub states: &'a [Option<Value>],
+    /// Problems of the handle as a whole (besides the invalid resources of `plans`).
+    pub problems: &'a [String],
+}
+
+/// The status to have, and the template failures met on the way (Poolboy logs them; a failed
+/// check counts as unknown and a failed summary leaves the summary unchanged).
+#[derive(Debug)]
+pub struct DesiredStatus {
+    pub status: ResourceHandleStatus,
+    pub failures: Vec<String>,
+}
+
+/// Computes the whole status (§13, Δ§3.2 update_status).
+pub fn desired_status(env: &PlanEnvironment<'_>, input: &StatusInput<'_>) -> DesiredStatus {
+    let handle = input.handle;
+    let current = handle.status.clone().unwrap_or_default();
+    let current_resources = current.resources.as_deref().unwrap_or(&[]);
+    let entries = handle.spec.resources.as_deref().unwrap_or(&[]);
+    let view = handle_view(handle, env.domain);
+    let mut failures = Vec::new();
+    let mut resources = Vec::with_capacity(entries.len());
+    let mut not_ready = Vec::new();
+    let mut problems: Vec<String> = input.problems.to_vec();
+
+    // Δ§3.2 step 5 (B08): exactly one entry per spec entry, `name` copied from the spec.
+    for (index, entry) in entries.iter().enumerate() {
+        let mut resource = current_resources.get(index).cloned().unwrap_or_default();
+        if entry.name.is_some() {
+            resource.name = entry.name.clone();
+        }
+        let label = entry
+            .name
+            .clone()
+            .unwrap_or_else(|| format!("{} #{index}", entry.provider.name));
+        let plan = input.plans.get(index);
+        match plan {
+            Some(ResourcePlan::Apply { reference, .. }) => {
+                // The reference is recorded once; name and namespace stay pinned to it
+                // (§12.3 step 5). Poolboy clears `waitingFor` only with the first reference;
+                // it is cleared whenever the resource is no longer waiting.
+                if resource.reference.is_none() {
+                    resource.reference = Some(reference.clone());
+                }
+                resource.waiting_for = None;
+            }
+            Some(other) => resource.waiting_for = other.waiting_for(),
+            None => {}
+        }
+        if let Some(ResourcePlan::Invalid(message)) = plan {
+            problems.push(message.clone());
+        }
+
+        let state = input.states.get(index).and_then(Option::as_ref);
+        let provider = input.providers.get(index);
+        let (healthy, ready) = match (state, provider) {
+            (Some(state), Some(provider)) => {
+                let healthy = run_check(env, provider, "healthCheck", state, &view, &mut failures);
+                let ready = if healthy == Some(false) {
+                    Some(false)
+                } else {
+                    run_check(env, provider, "readinessCheck", state, &view, &mut failures)
+                };
+                (healthy, ready)
+            }
+            (Some(_), None) => (None, None),
+            // §13: without live state, health is unknown and readiness false.
+            (None, _) => (None, Some(false)),
+        };
+        resource.healthy = healthy;
+        resource.ready = ready;
+        if ready != Some(true) {
+            not_ready.push(format!(
+                "{label}: {}",
+                why_not_ready(plan, state.is_some(), healthy, ready)
+            ));
+        }
+        resources.push(resource);
+    }
+
+    let healthy = overall(resources.iter().map(|r| r.healthy));
+    let ready = overall(resources.iter().map(|r| r.ready));
+    let summary = match input.summary_provider {
+        Some(provider) => match summary(env, handle, provider, input.states, &view) {
+            Ok(Some(summary)) => Some(summary),
+            Ok(None) => current.summary.clone(),
+            Err(failure) => {
+                failures.push(failure);
+                current.summary.clone()
+            }
+        },
+        None => current.summary.clone(),
+    };
+
+    let generation = handle.metadata.generation;
+    let previous = current.conditions.as_deref().unwrap_or(&[]);
+    let ready_condition = match ready {
+        Some(true) => (
+            "True",
+            "ResourcesReady",
+            "every resource is ready".to_owned(),
+        ),
+        Some(false) => ("False", "ResourcesNotReady", not_ready.join("; ")),
+        None if resources.is_empty() => ("Unknown", "NoResources", "no resources".to_owned()),
+        None => ("Unknown", "ReadinessUnknown", not_ready.join("; ")),
+    };
+    let valid_condition = if problems.is_empty() {
+        (
+            "True",
+            "Rendered",
+            "every resource definition renders".to_owned(),
+        )
+    } else {
+        ("False", "InvalidResources", problems.join("; "))
+    };
+    let mut conditions = previous.to_vec();
+    for (type_, (status, reason, message)) in [
+        (READY_CONDITION, ready_condition),
+        (VALID_CONDITION, valid_condition),
+    ] {
+        let condition = make_condition(type_, status, reason, message, generation, previous, env);
+        match conditions.iter_mut().find(|c| c.type_ == type_) {
+            Some(slot) => *slot = condition,
+            None => conditions.push(condition),
+        }
+    }
+
+    DesiredStatus {
+        status: ResourceHandleStatus {
+            healthy,
+            ready,
+            summary,
+            resources: Some(resources),
+            conditions: Some(conditions),
+        },
+        failures,
+    }
+}
+
+/// The message of a problem condition, if the `Valid` condition of `status` reports one.
+pub fn problem_message(status: Option<&ResourceHandleStatus>) -> Option<&str> {
+    status
+        .and_then(|s| s.conditions.as_deref())
+        .and_then(|c| c.iter().find(|c| c.type_ == VALID_CONDITION))
+        .filter(|c| c.status == "False")
+        .map(|c| c.message.as_str())
+}
+
+fn why_not_ready(
+    plan: Option<&ResourcePlan>,
+    has_state: bool,
+    healthy: Option<bool>,
+    ready: Option<bool>,
+) -> &'static str {
+    match plan {
+        Some(ResourcePlan::WaitingForClaim) => "waiting for a ResourceClaim",
+        Some(ResourcePlan::WaitingForLink { .. }) => "waiting for a linked resource",
+        Some(ResourcePlan::Invalid(_)) => "invalid definition",
+        _ if !has_state => "not created yet",
+        _ if healthy == Some(false) => "unhealthy",
+        _ if ready == Some(false) => "not ready",
+        _ => "readiness unknown",
+    }
+}
+
+/// Poolboy's rule (Δ§3.2 update_status): false if any is false; else unknown if any is unknown
+/// or there is nothing; else true.
+fn overall(values: impl Iterator<Item = Option<bool>>) -> Option<bool> {
+    let mut result = Some(true);
+    let mut any = false;
+    for value in values {
+        any = true;
+        match value {
+            Some(false) => return Some(false),
+            None => result = None,
+            Some(true) => {}
+        }
+    }
+    if any { result } else { None }
+}
+
+/// `healthCheck` or `readinessCheck` over the live object's top-level keys and
+/// `resource_handle`, with the provider's vars as template variables (§5.7, Δ§2.6). Unset or
+/// failing: unknown.
+fn run_check(
+    env: &PlanEnvironment<'_>,
+    provider: &CompiledProvider,
+    field: &str,
+    state: &Value,
+    handle_view: &Value,
+    failures: &mut Vec<String>,
+) -> Option<bool> {
+    let spec = provider.spec();
+    let check = match field {
+        "healthCheck" => spec.health_check.as_ref(),
+        _ => spec.readiness_check.as_ref(),
+    }?;
+    let variables = match state {
+        Value::Object(map) => map.clone(),
+        _ => Map::new(),
+    };
+    let scope = RenderContext::new(env.now, &variables)
+        .with_variable("resource_handle", handle_view.clone())
+        .with_template_variables(spec.vars.as_ref());
+    match env.templates.check(check, &scope) {
+        Ok(result) => Some(result),
+        Err(error) => {
+            failures.push(format!(
+                "ResourceProvider {} {field} failed: {error}",
+                provider.name()
+            ));
+            None
+        }
+    }
+}
+
+/// `statusSummaryTemplate` (Δ§3.2): the handle's `spec.provider.parameterValues` (without
+/// defaults), `resource_handle`, and `resources` (the spec entries, each with its live `state`);
+/// the provider's vars, then the handle's, as template variables. `Ok(None)` without template.
+fn summary(
+    env: &PlanEnvironment<'_>,
+    handle: &ResourceHandle,
+    provider: &CompiledProvider,
+    states: &[Option<Value>],
+    handle_view: &Value,
+) -> Result<Option<Value>, String> {
+    let Some(template) = &provider.spec().status_summary_template else {
+        return Ok(None);
+    };
+    let entries = handle.spec.resources.as_deref().unwrap_or(&[]);
+    let resources: Vec<Value> = entries
+        .iter()
+        .enumerate()
+        .map(|(index, entry)| {
+            let mut value = serde_json::to_value(entry).unwrap_or_else(|_| json!({}));
+            if let Value::Object(map) = &mut value {
+                let state = states.get(index).cloned().flatten();
+                map.insert("state".to_owned(), state.unwrap_or(Value::Null));
+            }
+            value
+        })
+        .collect();
+    let parameter_values = handle
+        .spec
+        .provider
+        .as_ref()
+        .and_then(|p| p.parameter_values.clone())
+        .unwrap_or_default();
+    let scope = RenderContext::new(env.now, &parameter_values)
+        .with_variable("resource_handle", handle_view.clone())
+        .with_variable("resources", Value::Array(resources))
+        .with_template_variables(provider.spec().vars.as_ref())
+        .with_template_variables(handle.spec.vars.as_ref());
+    env.templates
+        .render(template, &scope)
+        .map(Some)
+        .map_err(|error| {
+            format!(
+                "ResourceProvider {} statusSummaryTemplate failed: {error}",
+                provider.name()
+            )
+        })
+}
+
+fn make_condition(
+    type_: &str,
+    status: &str,
+    reason: &str,
+    message: String,
+    generation: Option<i64>,
+    previous: &[Condition],
+    env: &PlanEnvironment<'_>,
+) -> Condition {
+    let before = previous.iter().find(|c| c.type_ == type_);
+    // The transition time moves only when the status does.
+    let last_transition_time = match before {
+        Some(before) if before.status == status => before.last_transition_time.clone(),
+        _ => time(env.now),
+    };
+    Condition {
+        type_: type_.to_owned(),
+        status: status.to_owned(),
+        reason: reason.to_owned(),
+        message,
+        observed_generation: generation,
+        last_transition_time,
+    }
+}
+
+fn time(now: chrono::DateTime<chrono::Utc>) -> Time {
+    Time(
+        k8s_openapi::jiff::Timestamp::from_second(now.timestamp())
+            .unwrap_or(k8s_openapi::jiff::Timestamp::UNIX_EPOCH),
+    )
+}
+
+/// The JSON-patch ops (on the status subresource) that turn `current` into `desired`, field by
+/// field; empty when they are equal. Fields this module does not own (`diffBase`, `kopf` left
+/// by Poolboy) are kept.
+pub fn status_patch(
+    current: Option<&ResourceHandleStatus>,
+    desired: &ResourceHandleStatus,
+) -> Vec<PatchOp> {
+    let Some(current) = current else {
+        return vec![PatchOp::Add {
+            path: "/status".to_owned(),
+            value: to_value(desired),
+        }];
+    };
+    let mut ops = Vec::new();
+    let mut field = |name: &str, current: Option<Value>, desired: Option<Value>| {
+        let path = format!("/status/{}", escape_pointer_segment(name));
+        match (current, desired) {
+            (Some(_), None) => ops.push(PatchOp::Remove { path }),
+            (current, Some(desired)) if current.as_ref() != Some(&desired) => {
+                ops.push(PatchOp::Add {
+                    path,
+                    value: desired,
+                })
+            }
+            _ => {}
+        }
+    };
+    field(
+        "resources",
+        current.resources.as_ref().map(to_value),
+        desired.resources.as_ref().map(to_value),
+    );
+    field(
+        "healthy",
+        current.healthy.map(Value::Bool),
+        desired.healthy.map(Value::Bool),
+    );
+    field(
+        "ready",
+        current.ready.map(Value::Bool),
+        desired.ready.map(Value::Bool),
+    );
+    field("summary", current.summary.clone(), desired.summary.clone());
+    field(
+        "conditions",
+        current.conditions.as_ref().map(to_value),
+        desired.conditions.as_ref().map(to_value),
+    );
+    ops
+}
+
+fn to_value(value: &impl Serialize) -> Value {
+    serde_json::to_value(value).unwrap_or(Value::Null)
+}

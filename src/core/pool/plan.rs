@@ -1,0 +1,272 @@
+//! What a ResourcePool reconcile does (Poolboy 1.12 §11 as replaced by 1.17 Δ§3.3): which
+//! unbound handles to delete, how many to create, and the status to write; plus the memory of
+//! handles that exist (or are being created) but the handle store has not shown yet.
+//!
+//! There is no scale-down (§11 step 7): lowering `minAvailable` deletes nothing; only pool
+//! deletion, unhealthy deletion and lifespan expiry remove unbound handles.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use chrono::{DateTime, TimeDelta, Utc};
+use kube::ResourceExt;
+use rand::RngExt;
+
+use crate::api::pool::{PoolHandleStatus, ResourceHandleCount, ResourcePoolStatus};
+use crate::api::{OperatorDomain, ResourceHandle, ResourcePool};
+use crate::core::binding::matching::handle_is_healthy;
+
+/// How long a handle name is expected before the store shows it. Past that, the reservation is
+/// taken for a create that failed or a process that died, and stops counting (a live store
+/// shows a new handle within seconds).
+pub const PENDING_HANDLE_TTL: TimeDelta = TimeDelta::seconds(60);
+
+/// The characters of the random part of a handle name: the API server's `generateName`
+/// alphabet, so that client-chosen names look like Poolboy's (`guid-` + 5 characters).
+const NAME_ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+const NAME_RANDOM_CHARS: usize = 5;
+
+/// A new handle name, `guid-` and five random characters, chosen before the create so that
+/// it can be reserved in the pool status first (the API server would pick it only on create).
+pub fn new_handle_name<R: rand::Rng + ?Sized>(rng: &mut R) -> String {
+    let random: String = (0..NAME_RANDOM_CHARS)
+        .map(|_| char::from(NAME_ALPHABET[rng.random_range(0..NAME_ALPHABET.len())]))
+        .collect();
+    format!("{}{random}", crate::core::naming::HANDLE_GENERATE_NAME)
+}
+
+/// Whether `handle` belongs to `pool` (`spec.resourcePool` names it; §11 step 1).
+pub fn is_handle_of_pool(handle: &ResourceHandle, pool: &ResourcePool) -> bool {
+    let pool_namespace = pool.namespace().unwrap_or_default();
+    handle.spec.resource_pool.as_ref().is_some_and(|reference| {
+        reference.name == pool.name_any() && reference.namespace == pool_namespace
+    })
+}
+
+/// Whether `handle` is one of `pool`'s unbound handles: the pool's, without a claim, not
+/// being deleted, and not labelled `D/ignore` (§7.6: Poolboy's handle cache and its label
+/// selectors leave ignored handles out, so the pool neither counts nor deletes them).
+pub fn is_unbound_handle_of_pool(
+    handle: &ResourceHandle,
+    pool: &ResourcePool,
+    domain: &OperatorDomain,
+) -> bool {
+    is_handle_of_pool(handle, pool)
+        && handle.spec.resource_claim.is_none()
+        && handle.metadata.deletion_timestamp.is_none()
+        && !handle.labels().contains_key(&domain.ignore_label())
+}
+
+/// What the pool reconcile observed.
+#[derive(Clone, Copy, Debug)]
+pub struct PoolInput<'a> {
+    pub pool: &'a ResourcePool,
+    /// The pool's unbound handles as the store shows them ([`is_unbound_handle_of_pool`]).
+    pub unbound: &'a [ResourceHandle],
+    /// Handles of the pool that exist or are being created but the store does not show yet
+    /// ([`PendingHandles::names`]): available, readiness unknown.
+    pub pending: &'a [String],
+    /// How many more handles an active ResourcePoolScaling still wants (its count minus what
+    /// it has created); 0 without one. Δ§3.3 step 5: they are created under the same
+    /// `maxUnready` throttle, and they satisfy the minAvailable deficit too.
+    pub scaling_demand: u64,
+}
+
+/// What the pool reconcile should do.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PoolPlan {
+    /// Unbound handles to delete because they are unhealthy and the pool asks for it.
+    pub delete: Vec<String>,
+    /// How many handles to create.
+    pub create: usize,
+    /// `status.resourceHandleCount`, counted before the new handles (Δ§3.3 step 6).
+    pub count: ResourceHandleCount,
+    /// `status.resourceHandles` without the new handles, by name.
+    entries: Vec<PoolHandleStatus>,
+}
+
+impl PoolPlan {
+    /// The pool status to write once `new` handles are about to be created: the counted and
+    /// pending handles plus `{name}` for each new one (Δ§3.3 step 6), sorted by name so that
+    /// the list does not change when a pending handle shows up in the store; other status
+    /// fields (conditions) are kept from `current`.
+    pub fn status(
+        &self,
+        new: &[String],
+        current: Option<&ResourcePoolStatus>,
+    ) -> ResourcePoolStatus {
+        let mut entries = self.entries.clone();
+        entries.extend(new.iter().map(|name| fresh_entry(name)));
+        entries.sort_by(|a, b| a.name.cmp(&b.name));
+        entries.dedup_by(|a, b| a.name == b.name);
+        ResourcePoolStatus {
+            resource_handle_count: Some(self.count),
+            resource_handles: Some(entries),
+            conditions: current.and_then(|s| s.conditions.clone()),
+        }
+    }
+}
+
+/// Plans one pass over a pool (Δ§3.3 steps 2–6):
+/// - with `deleteUnhealthyResourceHandles`, unbound handles whose computed health is false
+///   are deleted and not counted;
+/// - every other unbound handle, and every pending one, is available; ready when
+///   `status.ready` is true (unknown readiness counts as unready);
+/// - `deficit = minAvailable − available`; handles are created while the deficit (or the
+///   scaling's demand) is positive and, when `maxUnready` is set, `unready < maxUnready`.
+pub fn plan_pool(input: &PoolInput<'_>) -> PoolPlan {
+    let spec = &input.pool.spec;
+    let delete_unhealthy = spec.delete_unhealthy_resource_handles == Some(true);
+    let mut delete = Vec::new();
+    let mut entries = Vec::new();
+    let mut ready = 0i64;
+    for handle in input.unbound {
+        let healthy = handle_is_healthy(handle);
+        if delete_unhealthy && healthy == Some(false) {
+            delete.push(handle.name_any());
+            continue;
+        }
+        let is_ready = handle.status.as_ref().and_then(|s| s.ready);
+        if is_ready == Some(true) {
+            ready += 1;
+        }
+        // Δ B17: `healthy` and `ready` only when known, never null.
+        entries.push(PoolHandleStatus {
+            name: handle.name_any(),
+            healthy,
+            ready: is_ready,
+        });
+    }
+    let counted: BTreeSet<&str> = entries.iter().map(|e| e.name.as_str()).collect();
+    let pending: Vec<&String> = input
+        .pending
+        .iter()
+        .filter(|name| !counted.contains(name.as_str()) && !delete.contains(name))
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    entries.extend(pending.iter().map(|name| fresh_entry(name)));
+    let available = i64::try_from(entries.len()).unwrap_or(i64::MAX);
+    let unready = available - ready;
+
+    let deficit = spec
+        .min_available
+        .unwrap_or(0)
+        .saturating_sub(available)
+        .max(0);
+    let scaling = i64::try_from(input.scaling_demand).unwrap_or(i64::MAX);
+    let wanted = deficit.max(scaling);
+    let create = match spec.max_unready {
+        Some(max_unready) => wanted.min(max_unready.saturating_sub(unready).max(0)),
+        None => wanted,
+    };
+    PoolPlan {
+        delete,
+        create: usize::try_from(create).unwrap_or(0),
+        count: ResourceHandleCount { available, ready },
+        entries,
+    }
+}
+
+/// The status entry of a handle the store does not show yet: what a handle without status
+/// gives (healthy by Δ§3.2 `is_healthy`, readiness unknown), so that the entry does not change
+/// when the handle shows up. Poolboy lists a new handle as `{name}` and adds `healthy: true` on
+/// its next pass; this saves that second write.
+fn fresh_entry(name: &str) -> PoolHandleStatus {
+    PoolHandleStatus {
+        name: name.to_owned(),
+        healthy: handle_is_healthy(&ResourceHandle::new(name, Default::default())),
+        ready: None,
+    }
+}
+
+/// One process's memory of a pool's handles that exist, or are about to, but that its handle
+/// store has not shown yet ("expectations", as Kubernetes' ReplicaSet controller keeps them).
+///
+/// A name becomes pending when this process reserves it ([`expect`](Self::expect)) or when it
+/// first sees it in the pool's `status.resourceHandles` without the store knowing it (another
+/// process reserved it). It stops being pending, for good ("settled"), when the store shows
+/// it, when the create fails ([`settle`](Self::settle)), or after [`PENDING_HANDLE_TTL`].
+/// Settled names are forgotten once neither the store nor the status names them and the TTL
+/// has passed again, so that a stale status cannot bring a deleted handle back.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PendingHandles {
+    pending: BTreeMap<String, DateTime<Utc>>,
+    settled: BTreeMap<String, DateTime<Utc>>,
+}
+
+impl PendingHandles {
+    /// Brings the memory up to date: `shown` are the names of every handle of the pool the
+    /// store shows (bound and deleting ones too), `listed` the names in the pool's
+    /// `status.resourceHandles`.
+    pub fn observe<'a>(
+        &mut self,
+        shown: impl IntoIterator<Item = &'a str>,
+        listed: impl IntoIterator<Item = &'a str>,
+        now: DateTime<Utc>,
+    ) {
+        let shown: BTreeSet<&str> = shown.into_iter().collect();
+        let listed: BTreeSet<&str> = listed.into_iter().collect();
+        for name in &shown {
+            self.pending.remove(*name);
+            self.settled.insert((*name).to_owned(), now);
+        }
+        let expired: Vec<String> = self
+            .pending
+            .iter()
+            .filter(|(_, since)| **since + PENDING_HANDLE_TTL <= now)
+            .map(|(name, _)| name.clone())
+            .collect();
+        for name in expired {
+            self.pending.remove(&name);
+            self.settled.insert(name, now);
+        }
+        for name in &listed {
+            if !shown.contains(name)
+                && !self.pending.contains_key(*name)
+                && !self.settled.contains_key(*name)
+            {
+                self.pending.insert((*name).to_owned(), now);
+            }
+        }
+        self.settled.retain(|name, since| {
+            shown.contains(name.as_str())
+                || listed.contains(name.as_str())
+                || *since + PENDING_HANDLE_TTL > now
+        });
+    }
+
+    /// Records a name this process reserved and is about to create.
+    pub fn expect(&mut self, name: &str, now: DateTime<Utc>) {
+        self.settled.remove(name);
+        self.pending.insert(name.to_owned(), now);
+    }
+
+    /// Stops expecting `name` (its create failed): it no longer counts, and the pool status
+    /// listing it does not make it pending again.
+    pub fn settle(&mut self, name: &str, now: DateTime<Utc>) {
+        self.pending.remove(name);
+        self.settled.insert(name.to_owned(), now);
+    }
+
+    /// The pending names.
+    pub fn names(&self) -> Vec<String> {
+        self.pending.keys().cloned().collect()
+    }
+
+    /// When the oldest pending name stops counting: the reconcile looks again then, so that a
+    /// reservation whose handle never comes does not hold the pool short.
+    pub fn next_expiry(&self) -> Option<DateTime<Utc>> {
+        self.pending
+            .values()
+            .min()
+            .map(|since| *since + PENDING_HANDLE_TTL)
+    }
+
+    /// Whether nothing is remembered (the memory of a pool can be dropped).
+    pub fn is_empty(&self) -> bool {
+        self.pending.is_empty() && self.settled.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,702 @@
+//! `poolboy render`: the broker's decisions for a claim or a pool without a cluster. Every step
+//! calls the function the controllers call, so what this prints is what the broker would do
+//! at `now`, for the first reconcile (no managed resource exists yet).
+
+pub mod input;
+
+use chrono::{DateTime, Utc};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use serde_json::Value;
+
+use crate::api::refs::WaitingFor;
+use crate::api::{OperatorDomain, ResourceClaim, ResourceHandle};
+use crate::core::claim::plan::{
+    ClaimPlanError, ClaimPlanInput, ResolvedClaim, requested_pool, resolve_claim,
+};
+use crate::core::handle::new::handle_for_pool;
+use crate::core::handle::plan::{
+    HandlePlanError, HandleProviders, PlanEnvironment, PlanInput, ResourcePlan,
+    generated_resources, plan_resources,
+};
+use crate::core::provider::schema::SchemaCache;
+use crate::core::provider::{ProviderCatalog, ProviderCompiler, ProviderProblem};
+use crate::core::template::TemplateEngine;
+use crate::render::input::RenderInput;
+
+/// How to render.
+pub struct RenderOptions {
+    pub domain: OperatorDomain,
+    pub operator_namespace: String,
+    /// The name the created handle gets (the API server would generate `guid-xxxxx`).
+    pub handle_name: String,
+    pub now: DateTime<Utc>,
+}
+
+/// What the broker would do.
+#[derive(Debug)]
+pub struct Rendered {
+    /// The handle created (or, when a pooled handle fits the claim, that handle once bound).
+    pub handle: ResourceHandle,
+    /// What happened, in words ("binds to a handle of pool …").
+    pub notes: Vec<String>,
+    /// Each resource of the handle, in index order.
+    pub resources: Vec<RenderedResource>,
+}
+
+#[derive(Debug)]
+pub enum RenderedResource {
+    /// The definition the broker would create.
+    Definition(Value),
+    /// Not created yet, and why.
+    Waiting {
+        index: usize,
+        name: String,
+        why: String,
+    },
+}
+
+/// Why nothing can be rendered: each message as the broker would report it.
+#[derive(Debug, thiserror::Error)]
+pub enum RenderError {
+    #[error("invalid ResourceProviders:\n{}", format_problems(.0))]
+    Providers(Vec<(String, ProviderProblem)>),
+    #[error("the ResourceClaim is invalid:\n{}", bullet(.0))]
+    Claim(Vec<String>),
+    #[error("{0}")]
+    Failed(String),
+}
+
+fn format_problems(problems: &[(String, ProviderProblem)]) -> String {
+    let lines: Vec<String> = problems
+        .iter()
+        .map(|(provider, problem)| format!("ResourceProvider {provider}: {problem}"))
+        .collect();
+    bullet(&lines)
+}
+
+fn bullet(lines: &[String]) -> String {
+    lines
+        .iter()
+        .map(|l| format!("  - {l}"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn failed(e: impl std::fmt::Display) -> RenderError {
+    RenderError::Failed(e.to_string())
+}
+
+/// Renders `input`: checks every provider first (all problems at once), then the claim, then
+/// produces the handle and its resources.
+pub fn render(input: RenderInput, options: &RenderOptions) -> Result<Rendered, RenderError> {
+    let templates = TemplateEngine::new();
+    let schemas = SchemaCache::default();
+    let compiler = ProviderCompiler {
+        domain: &options.domain,
+        templates: &templates,
+        schemas: &schemas,
+    };
+    let providers = input.providers.into_iter().map(|mut p| {
+        p.metadata
+            .namespace
+            .get_or_insert_with(|| options.operator_namespace.clone());
+        p
+    });
+    let catalog = ProviderCatalog::build(providers, &compiler);
+    let problems: Vec<(String, ProviderProblem)> = catalog
+        .problems()
+        .flat_map(|(name, problems)| problems.iter().map(|p| (name.to_owned(), p.clone())))
+        .collect();
+    if !problems.is_empty() {
+        return Err(RenderError::Providers(problems));
+    }
+    let renderer = Renderer {
+        catalog: &catalog,
+        compiler: &compiler,
+        templates: &templates,
+        options,
+    };
+
+    let pool_handle = match &input.pool {
+        Some(pool) => {
+            let mut pool = pool.clone();
+            pool.metadata
+                .namespace
+                .get_or_insert_with(|| options.operator_namespace.clone());
+            let provider = match &pool.spec.provider {
+                Some(p) => Some(catalog.get(&p.name).map_err(failed)?),
+                None => None,
+            };
+            let lifespan = provider.and_then(|p| p.spec().lifespan.as_ref());
+            let mut handle = handle_for_pool(&pool, lifespan, None, &options.domain, options.now)
+                .map_err(failed)?;
+            renderer.name(&mut handle);
+            let refused = renderer.generate_resources(&mut handle, None)?;
+            Some((handle, refused))
+        }
+        None => None,
+    };
+
+    let Some(claim) = input.claim else {
+        let (handle, refused) = pool_handle.ok_or_else(|| failed("nothing to render"))?;
+        let mut notes = vec!["a pool handle, unclaimed".to_owned()];
+        notes.extend(refused);
+        return renderer.finish(handle, None, notes);
+    };
+    // Binding regenerates the pool handle's resources: its refusals are noted then.
+    renderer.claim(claim, pool_handle.map(|(handle, _)| handle))
+}
+
+struct Renderer<'a> {
+    catalog: &'a ProviderCatalog,
+    compiler: &'a ProviderCompiler<'a>,
+    templates: &'a TemplateEngine,
+    options: &'a RenderOptions,
+}
+
+impl Renderer<'_> {
+    fn now(&self) -> DateTime<Utc> {
+        self.options.now
+    }
+
+    fn domain(&self) -> &OperatorDomain {
+        &self.options.domain
+    }
+
+    /// What the API server would fill in on create.
+    fn name(&self, handle: &mut ResourceHandle) {
+        handle.metadata.name = Some(self.options.handle_name.clone());
+        handle.metadata.uid = Some("00000000-0000-0000-0000-000000000000".to_owned());
+        handle.metadata.creation_timestamp = Some(to_time(self.now()));
+    }
+
+    fn claim(
+        &self,
+        mut claim: ResourceClaim,
+        pool_handle: Option<ResourceHandle>,
+    ) -> Result<Rendered, RenderError> {
+        claim
+            .metadata
+            .namespace
+            .get_or_insert_with(|| "default".to_owned());
+        claim
+            .metadata
+            .uid
+            .get_or_insert_with(|| "00000000-0000-0000-0000-000000000001".to_owned());
+        claim
+            .metadata
+            .creation_timestamp
+            .get_or_insert_with(|| to_time(self.now()));
+        let resolved = self.resolve(&claim)?;
+        if let Some(pool_handle) = pool_handle {
+            let pool_name = requested_pool(&resolved.claim.metadata, self.domain());
+            let candidates = resolved
+                .bind_candidates(pool_name, [&pool_handle], self.now())
+                .map_err(failed)?;
+            if !candidates.is_empty() {
+                return self.bind(&resolved, pool_handle);
+            }
+            let mut notes =
+                vec!["no pooled handle fits the claim: a new handle is created".to_owned()];
+            let (handle, more) = self.new_claim_handle(&resolved)?;
+            notes.extend(more);
+            return self.finish(handle, Some(&resolved.claim), notes);
+        }
+        let (handle, notes) = self.new_claim_handle(&resolved)?;
+        self.finish(handle, Some(&resolved.claim), notes)
+    }
+
+    fn new_claim_handle(
+        &self,
+        resolved: &ResolvedClaim,
+    ) -> Result<(ResourceHandle, Vec<String>), RenderError> {
+        if !resolved.creation_allowed() {
+            return Err(failed(
+                "handle creation is disabled for this claim (disableCreation) and no pooled handle fits",
+            ));
+        }
+        let created = resolved
+            .new_handle(
+                self.templates,
+                self.domain(),
+                &self.options.operator_namespace,
+                self.now(),
+            )
+            .map_err(failed)?;
+        let mut handle = created.handle;
+        self.name(&mut handle);
+        let mut notes = vec!["a new handle is created for the claim".to_owned()];
+        if let Some(end) = created.rewrite_requested_end {
+            notes.push(format!(
+                "the claim's spec.lifespan.end is clamped to {}",
+                crate::core::lifespan::format_timestamp(end)
+            ));
+        }
+        Ok((handle, notes))
+    }
+
+    fn bind(
+        &self,
+        resolved: &ResolvedClaim,
+        handle: ResourceHandle,
+    ) -> Result<Rendered, RenderError> {
+        let claim = &resolved.claim;
+        let plan = resolved
+            .bind_plan(&handle, self.templates, self.domain(), self.now())
+            .map_err(failed)?;
+        let handle = apply(&handle, &plan.patch)?;
+        let propagation = resolved
+            .propagation(claim, &handle, self.templates, self.domain(), self.now())
+            .map_err(failed)?;
+        let mut handle = apply(&handle, &propagation.patch)?;
+        let refused = self.generate_resources(&mut handle, Some(claim))?;
+        let pool = handle
+            .spec
+            .resource_pool
+            .as_ref()
+            .map(|p| p.name.clone())
+            .unwrap_or_default();
+        let mut notes = vec![format!(
+            "the claim binds to an unbound handle of pool {pool}"
+        )];
+        notes.extend(refused);
+        self.finish(handle, Some(claim), notes)
+    }
+
+    /// Resolves, initialises and validates the claim as the claim controller does (§6, §7
+    /// step 6, §8); an invalid claim is an error listing every problem.
+    fn resolve(&self, claim: &ResourceClaim) -> Result<ResolvedClaim, RenderError> {
+        let input = ClaimPlanInput {
+            claim,
+            handle: None,
+            catalog: self.catalog,
+            templates: self.templates,
+            domain: self.domain(),
+            now: self.now(),
+        };
+        let resolved = resolve_claim(&input).map_err(|e| match e {
+            ClaimPlanError::Claim(e) => RenderError::Claim(vec![e.to_string()]),
+            ClaimPlanError::Resources(e) => failed(e),
+            other => failed(other),
+        })?;
+        if !resolved.is_valid() {
+            // A provider claim's parameter errors are listed as its status records them.
+            let errors = resolved
+                .status_provider
+                .and_then(|p| p.validation_errors)
+                .unwrap_or(resolved.problems);
+            return Err(RenderError::Claim(errors));
+        }
+        Ok(resolved)
+    }
+
+    /// A handle with `spec.provider` regenerates its resources as the handle controller does
+    /// (§9, Δ§3.2 step 4). Returns the entries left alone because their provider would change,
+    /// in the words the handle's status would report them.
+    fn generate_resources(
+        &self,
+        handle: &mut ResourceHandle,
+        claim: Option<&ResourceClaim>,
+    ) -> Result<Vec<String>, RenderError> {
+        let generated =
+            generated_resources(&self.environment(), handle, claim).map_err(|e| match e {
+                HandlePlanError::Provider(e) => failed(e),
+                HandlePlanError::Generation(e) => failed(e),
+            })?;
+        let Some(generated) = generated else {
+            return Ok(Vec::new());
+        };
+        *handle = apply(handle, &generated.patch)?;
+        Ok(generated.refused)
+    }
+
+    fn environment(&self) -> PlanEnvironment<'_> {
+        PlanEnvironment {
+            catalog: self.catalog,
+            templates: self.templates,
+            domain: self.domain(),
+            now: self.now(),
+        }
+    }
+
+    /// Renders each resource of the handle, as the first handle reconcile would (§12.4):
+    /// no resource exists yet. A resource whose definition cannot be produced fails the render.
+    fn finish(
+        &self,
+        handle: ResourceHandle,
+        claim: Option<&ResourceClaim>,
+        notes: Vec<String>,
+    ) -> Result<Rendered, RenderError> {
+        let providers = HandleProviders::resolve(&handle, self.catalog, self.compiler);
+        let entries = handle.spec.resources.as_deref().unwrap_or(&[]);
+        let states = vec![None; entries.len()];
+        let input = PlanInput {
+            handle: &handle,
+            claim,
+            providers: &providers,
+            states: &states,
+            requester: None,
+        };
+        let plans = plan_resources(&self.environment(), &input);
+        let mut resources = Vec::with_capacity(plans.len());
+        for (index, (entry, plan)) in entries.iter().zip(plans).enumerate() {
+            let name = entry
+                .name
+                .clone()
+                .unwrap_or_else(|| entry.provider.name.clone());
+            resources.push(match plan {
+                ResourcePlan::Apply { definition, .. } => RenderedResource::Definition(definition),
+                ResourcePlan::WaitingForClaim => RenderedResource::Waiting {
+                    index,
+                    name,
+                    why: waiting(WaitingFor::ResourceClaim),
+                },
+                ResourcePlan::WaitingForLink { linked_provider } => RenderedResource::Waiting {
+                    index,
+                    name,
+                    why: format!(
+                        "{} ({linked_provider} has no state yet)",
+                        waiting(WaitingFor::LinkedResourceProvider)
+                    ),
+                },
+                ResourcePlan::Invalid(message) => return Err(RenderError::Failed(message)),
+            });
+        }
+        Ok(Rendered {
+            handle,
+            notes,
+            resources,
+        })
+    }
+}
+
+fn waiting(reason: WaitingFor) -> String {
+    match serde_json::to_value(reason) {
+        Ok(Value::String(s)) => format!("waiting for {s}"),
+        _ => "waiting".to_owned(),
+    }
+}
+
+/// Applies a patch to a handle, as the API server would. The server's JSON patch takes
+/// `test <path> == null` as passing when the path is absent (the bind guard relies on it);
+/// the json-patch crate does not, so such tests are checked here.
+fn apply(
+    handle: &ResourceHandle,
+    patch: &json_patch::Patch,
+) -> Result<ResourceHandle, RenderError> {
+    let mut document = serde_json::to_value(handle).map_err(failed)?;
+    let mut ops = Vec::new();
+    for op in &patch.0 {
+        match op {
+            json_patch::PatchOperation::Test(test) if test.value.is_null() => {
+                let found = test.path.resolve(&document).ok().filter(|v| !v.is_null());
+                if found.is_some() {
+                    return Err(failed(format!("test failed: {} is not null", test.path)));
+                }
+            }
+            other => ops.push(other.clone()),
+        }
+    }
+    json_patch::patch(&mut document, &ops).map_err(failed)?;
+    serde_json::from_value(document).map_err(failed)
+}
+
+fn to_time(t: DateTime<Utc>) -> Time {
+    let timestamp = k8s_openapi::jiff::Timestamp::from_second(t.timestamp())
+        .unwrap_or(k8s_openapi::jiff::Timestamp::UNIX_EPOCH);
+    Time(timestamp)
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::core::test_fixtures::now;
+
+    fn options() -> RenderOptions {
+        RenderOptions {
+            domain: OperatorDomain::default(),
+            operator_namespace: "poolboy".into(),
+            handle_name: "guid-abcde".into(),
+            now: now(),
+        }
+    }
+
+    fn run(documents: &[&str]) -> Result<Rendered, RenderError> {
+        let mut input = RenderInput::default();
+        for (i, document) in documents.iter().enumerate() {
+            let yaml = format!("apiVersion: poolboy.gpte.redhat.com/v1\n{document}");
+            input
+                .add_yaml(&format!("doc{i}"), &yaml)
+                .expect("test input");
+        }
+        render(input, &options())
+    }
+
+    const CONFIGMAP: &str = r#"
+kind: ResourceProvider
+metadata: {name: configmap}
+spec:
+  match: {apiVersion: v1, kind: ConfigMap}
+  matchIgnore: ["/data(/.*)?"]
+  override: {metadata: {namespace: managed}}
+  validation:
+    checks: [{name: has data, check: "data is defined"}]
+  lifespan: {default: 2h, unclaimed: 1h}
+"#;
+
+    const POOL: &str = r#"
+kind: ResourcePool
+metadata: {name: configmaps}
+spec:
+  minAvailable: 1
+  resources:
+  - provider: {apiVersion: poolboy.gpte.redhat.com/v1, kind: ResourceProvider, name: configmap, namespace: poolboy}
+    template: {apiVersion: v1, kind: ConfigMap, data: {a: b}}
+  lifespan: {default: 3h, unclaimed: 1h}
+"#;
+
+    const CLAIM: &str = r#"
+kind: ResourceClaim
+metadata: {name: c, namespace: user1}
+spec:
+  resources:
+  - name: config
+    template: {apiVersion: v1, kind: ConfigMap, data: {color: blue}}
+"#;
+
+    fn definitions(rendered: &Rendered) -> Vec<&Value> {
+        rendered
+            .resources
+            .iter()
+            .filter_map(|r| match r {
+                RenderedResource::Definition(d) => Some(d),
+                RenderedResource::Waiting { .. } => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_claim_gets_a_new_handle_and_its_resource() {
+        let rendered = run(&[CONFIGMAP, CLAIM]).unwrap();
+        assert_eq!(rendered.notes, ["a new handle is created for the claim"]);
+        let handle = json!(rendered.handle);
+        assert_eq!(handle["metadata"]["name"], "guid-abcde");
+        assert_eq!(handle["spec"]["lifespan"]["end"], "2026-11-21T14:00:00Z");
+        let definitions = definitions(&rendered);
+        assert_eq!(definitions.len(), 1);
+        assert_eq!(definitions[0]["metadata"]["name"], "guid0-abcde");
+        assert_eq!(definitions[0]["metadata"]["namespace"], "managed");
+        assert_eq!(definitions[0]["data"], json!({"color": "blue"}));
+    }
+
+    #[test]
+    fn a_claim_that_fits_the_pool_binds_to_its_handle() {
+        let rendered = run(&[CONFIGMAP, POOL, CLAIM]).unwrap();
+        assert_eq!(
+            rendered.notes,
+            ["the claim binds to an unbound handle of pool configmaps"]
+        );
+        let handle = json!(rendered.handle);
+        let labels = &handle["metadata"]["labels"];
+        assert_eq!(labels["poolboy.gpte.redhat.com/resource-claim-name"], "c");
+        assert_eq!(
+            labels["poolboy.gpte.redhat.com/resource-pool-name"],
+            "configmaps"
+        );
+        // The pool's default replaces the unclaimed end.
+        assert_eq!(handle["spec"]["lifespan"]["end"], "2026-11-21T15:00:00Z");
+        assert_eq!(handle["spec"]["resources"][0]["name"], "config");
+        // The claim's template reached the handle (§7 step 11).
+        assert_eq!(
+            handle["spec"]["resources"][0]["template"]["data"],
+            json!({"a": "b", "color": "blue"})
+        );
+    }
+
+    #[test]
+    fn a_claim_that_does_not_fit_the_pool_gets_a_new_handle() {
+        let claim = CLAIM.replace(
+            "kind: ConfigMap,",
+            "kind: ConfigMap, metadata: {labels: {x: y}},",
+        );
+        let rendered = run(&[CONFIGMAP, POOL, &claim]).unwrap();
+        assert_eq!(
+            rendered.notes,
+            [
+                "no pooled handle fits the claim: a new handle is created",
+                "a new handle is created for the claim",
+            ]
+        );
+        assert!(rendered.handle.spec.resource_pool.is_none());
+    }
+
+    #[test]
+    fn a_pool_alone_renders_its_unclaimed_handle() {
+        let rendered = run(&[CONFIGMAP, POOL]).unwrap();
+        assert_eq!(rendered.notes, ["a pool handle, unclaimed"]);
+        assert_eq!(
+            rendered
+                .handle
+                .spec
+                .lifespan
+                .as_ref()
+                .unwrap()
+                .end
+                .as_deref(),
+            Some("2026-11-21T13:00:00Z")
+        );
+        assert_eq!(definitions(&rendered).len(), 1);
+    }
+
+    #[test]
+    fn a_resource_that_requires_a_claim_waits_in_an_unclaimed_pool_handle() {
+        let provider = CONFIGMAP.replace("spec:\n", "spec:\n  resourceRequiresClaim: true\n");
+        let rendered = run(&[&provider, POOL]).unwrap();
+        assert!(matches!(
+            &rendered.resources[..],
+            [RenderedResource::Waiting { index: 0, why, .. }] if why == "waiting for ResourceClaim"
+        ));
+    }
+
+    #[test]
+    fn every_provider_problem_is_reported_before_anything_else() {
+        let broken = r#"
+kind: ResourceProvider
+metadata: {name: broken}
+spec: {matchIgnore: ["("], updateFilters: [{pathMatch: "["}]}
+"#;
+        let linked = r#"
+kind: ResourceProvider
+metadata: {name: linked}
+spec: {linkedResourceProviders: [{name: nowhere}]}
+"#;
+        let error = run(&[CONFIGMAP, broken, linked, CLAIM]).unwrap_err();
+        let RenderError::Providers(problems) = &error else {
+            panic!("{error}");
+        };
+        let located: Vec<(&str, &str)> = problems
+            .iter()
+            .map(|(name, p)| (name.as_str(), p.path.as_str()))
+            .collect();
+        assert_eq!(
+            located,
+            [
+                ("broken", "spec.updateFilters"),
+                ("broken", "spec.matchIgnore"),
+                ("linked", "spec.linkedResourceProviders[0].name"),
+            ]
+        );
+        let message = error.to_string();
+        assert!(
+            message.starts_with(
+                "invalid ResourceProviders:\n  - ResourceProvider broken: spec.updateFilters: "
+            ),
+            "{message}"
+        );
+    }
+
+    #[test]
+    fn every_claim_problem_is_reported_together() {
+        let claim = r#"
+kind: ResourceClaim
+metadata: {name: c}
+spec:
+  resources:
+  - template: {apiVersion: v1, kind: ConfigMap}
+  - template: {apiVersion: v1, kind: ConfigMap, data: {}}
+  - template: {apiVersion: v1, kind: ConfigMap}
+"#;
+        let error = run(&[CONFIGMAP, claim]).unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "the ResourceClaim is invalid:\n  \
+             - spec.resources[0]: Validation check failed: has data\n  \
+             - spec.resources[2]: Validation check failed: has data"
+        );
+    }
+
+    #[test]
+    fn parameter_errors_are_reported_together() {
+        let lab = r#"
+kind: ResourceProvider
+metadata: {name: lab}
+spec:
+  parameters:
+  - {name: region, required: true}
+  - name: size
+    validation: {openAPIV3Schema: {type: integer}}
+  override: {apiVersion: v1, kind: ConfigMap}
+"#;
+        let claim = r#"
+kind: ResourceClaim
+metadata: {name: c}
+spec: {provider: {name: lab, parameterValues: {size: big, colour: red}}}
+"#;
+        let error = run(&[lab, claim]).unwrap_err().to_string();
+        let lines: Vec<&str> = error.lines().collect();
+        assert_eq!(lines[0], "the ResourceClaim is invalid:");
+        assert_eq!(lines[1], "  - Parameter region is required.");
+        assert!(
+            lines[2].starts_with(
+                "  - Parameter size schema validation failed: 'big' is not of type 'integer'"
+            ),
+            "{error}"
+        );
+        assert_eq!(*lines.last().unwrap(), "  - No such parameter colour.");
+    }
+
+    #[test]
+    fn disabled_creation_without_a_fitting_handle_is_an_error() {
+        let claim = CLAIM.replace("spec:\n", "spec:\n  disableCreation: true\n");
+        let error = run(&[CONFIGMAP, &claim]).unwrap_err();
+        assert!(error.to_string().contains("disableCreation"), "{error}");
+    }
+
+    #[test]
+    fn a_pool_with_a_provider_generates_its_resources() {
+        let lab = r#"
+kind: ResourceProvider
+metadata: {name: lab}
+spec:
+  parameters: [{name: size, default: {value: 2}}]
+  template: {enable: true, definition: {data: {size: "{{ size }}"}}}
+  override: {apiVersion: v1, kind: ConfigMap}
+"#;
+        let pool = r#"
+kind: ResourcePool
+metadata: {name: labs}
+spec: {minAvailable: 1, provider: {name: lab, parameterValues: {size: 4}}}
+"#;
+        let rendered = run(&[lab, pool]).unwrap();
+        let handle = json!(rendered.handle);
+        assert_eq!(
+            handle["spec"]["resources"][0]["template"],
+            json!({"data": {"size": "4"}})
+        );
+        assert_eq!(definitions(&rendered)[0]["data"]["size"], "4");
+    }
+
+    #[test]
+    fn apply_takes_a_null_test_as_absent_and_refuses_a_bound_handle() {
+        let handle: ResourceHandle = serde_json::from_value(json!({
+            "apiVersion": "poolboy.gpte.redhat.com/v1",
+            "kind": "ResourceHandle",
+            "metadata": {"name": "guid-a"},
+            "spec": {},
+        }))
+        .unwrap();
+        let guard: json_patch::Patch = serde_json::from_value(json!([
+            {"op": "test", "path": "/spec/resourceClaim", "value": null},
+            {"op": "add", "path": "/spec/resourceClaim", "value": {
+                "apiVersion": "poolboy.gpte.redhat.com/v1", "kind": "ResourceClaim", "name": "c", "namespace": "n",
+            }},
+        ]))
+        .unwrap();
+        let bound = apply(&handle, &guard).unwrap();
+        assert_eq!(bound.spec.resource_claim.as_ref().unwrap().name, "c");
+        let error = apply(&bound, &guard).unwrap_err();
+        assert!(error.to_string().contains("is not null"), "{error}");
+    }
+}
