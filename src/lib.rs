@@ -7,5 +7,5 @@ pub mod api;
 pub mod cli;
 pub mod controller;
 pub mod core;
-pub mod render;
+pub(crate) mod render;
 pub mod runtime;

@@ -44,14 +44,14 @@ use crate::core::template::view::Subjects;
 use crate::runtime::metrics::KindLabels;
 use crate::runtime::run::Shutdown;
 
-pub use self::index::ClaimIndex;
+pub(crate) use self::index::ClaimIndex;
 
 /// How many times one reconcile recomputes after a conflicting write (Poolboy: 12 attempts,
 /// Δ§3.1.3) before it lets the next event or a short requeue take over.
 const MAX_PASSES: usize = 12;
 
 #[derive(Debug, thiserror::Error)]
-pub enum ClaimError {
+pub(crate) enum ClaimError {
     #[error(transparent)]
     Kube(#[from] kube::Error),
     #[error("cannot match handles: {0}")]
@@ -62,7 +62,7 @@ pub enum ClaimError {
 /// handle change wakes its claim, and an unbound handle wakes the claims waiting for one. Its
 /// store is the index of claims every controller reads (`Context::stores`); the returned
 /// [`ClaimIndex`] holds the handles as this controller's handle watch sees them.
-pub fn controller(
+pub(crate) fn controller(
     client: &Client,
     kinds: &Kinds,
     operator_namespace: &str,
@@ -104,7 +104,7 @@ pub fn controller(
 }
 
 /// Runs `controller` until `shutdown`; `triggers` wake it from outside its watches.
-pub async fn run(
+pub(crate) async fn run(
     controller: Controller<ClaimObject>,
     ctx: Arc<Context>,
     triggers: UnboundedReceiver<ObjectRef<ClaimObject>>,

@@ -38,27 +38,27 @@ pub struct Config {
 /// Wakes a controller for one object from outside its own watches (a provider changed, a
 /// managed resource changed, a handle was bound).
 #[derive(Clone, Debug)]
-pub struct Triggers {
-    pub claims: UnboundedSender<ObjectRef<ClaimObject>>,
-    pub handles: UnboundedSender<ObjectRef<HandleObject>>,
-    pub pools: UnboundedSender<ObjectRef<PoolObject>>,
+pub(crate) struct Triggers {
+    pub(crate) claims: UnboundedSender<ObjectRef<ClaimObject>>,
+    pub(crate) handles: UnboundedSender<ObjectRef<HandleObject>>,
+    pub(crate) pools: UnboundedSender<ObjectRef<PoolObject>>,
 }
 
 impl Triggers {
     /// Wakes the claim controller for `claim` (a closed channel means shutdown: ignored).
-    pub fn wake_claim(&self, claim: &ClaimObject, kinds: &Kinds) {
+    pub(crate) fn wake_claim(&self, claim: &ClaimObject, kinds: &Kinds) {
         let _ = self
             .claims
             .unbounded_send(ObjectRef::from_obj_with(claim, kinds.claim.clone()));
     }
 
-    pub fn wake_handle(&self, handle: &HandleObject, kinds: &Kinds) {
+    pub(crate) fn wake_handle(&self, handle: &HandleObject, kinds: &Kinds) {
         let _ = self
             .handles
             .unbounded_send(ObjectRef::from_obj_with(handle, kinds.handle.clone()));
     }
 
-    pub fn wake_pool(&self, pool: &PoolObject, kinds: &Kinds) {
+    pub(crate) fn wake_pool(&self, pool: &PoolObject, kinds: &Kinds) {
         let _ = self
             .pools
             .unbounded_send(ObjectRef::from_obj_with(pool, kinds.pool.clone()));
@@ -67,35 +67,35 @@ impl Triggers {
 
 /// The reflector stores, kept up to date by one shared watch per kind.
 #[derive(Clone)]
-pub struct Stores {
-    pub claims: Store<ClaimObject>,
-    pub handles: Store<HandleObject>,
-    pub pools: Store<PoolObject>,
-    pub scalings: Store<ScalingObject>,
+pub(crate) struct Stores {
+    pub(crate) claims: Store<ClaimObject>,
+    pub(crate) handles: Store<HandleObject>,
+    pub(crate) pools: Store<PoolObject>,
+    pub(crate) scalings: Store<ScalingObject>,
     /// The claim controller's handles, waiting claims and taken handles.
-    pub claim_index: ClaimIndex,
+    pub(crate) claim_index: ClaimIndex,
 }
 
-pub struct Context {
-    pub client: Client,
-    pub config: Config,
-    pub kinds: Kinds,
-    pub templates: TemplateEngine,
-    pub schemas: SchemaCache,
-    pub stores: Stores,
-    pub triggers: Triggers,
-    pub metrics: Arc<Metrics>,
+pub(crate) struct Context {
+    pub(crate) client: Client,
+    pub(crate) config: Config,
+    pub(crate) kinds: Kinds,
+    pub(crate) templates: TemplateEngine,
+    pub(crate) schemas: SchemaCache,
+    pub(crate) stores: Stores,
+    pub(crate) triggers: Triggers,
+    pub(crate) metrics: Arc<Metrics>,
     /// The watches and stores of managed resources.
-    pub managed: ManagedResources,
+    pub(crate) managed: ManagedResources,
     /// Who asked for claims, per namespace (§12.3 step 7).
-    pub requesters: RequesterLookup,
+    pub(crate) requesters: RequesterLookup,
     providers: RwLock<ProviderCatalog>,
     recorder: Recorder,
     failures: Mutex<HashMap<String, u32>>,
 }
 
 impl Context {
-    pub fn new(
+    pub(crate) fn new(
         client: Client,
         config: Config,
         stores: Stores,
@@ -124,19 +124,19 @@ impl Context {
     }
 
     /// The one clock of the controllers; `core` always receives `now` from here.
-    pub fn now(&self) -> DateTime<Utc> {
+    pub(crate) fn now(&self) -> DateTime<Utc> {
         Utc::now()
     }
 
-    pub fn domain(&self) -> &OperatorDomain {
+    pub(crate) fn domain(&self) -> &OperatorDomain {
         &self.config.domain
     }
 
-    pub fn claims_api(&self, namespace: &str) -> Api<ClaimObject> {
+    pub(crate) fn claims_api(&self, namespace: &str) -> Api<ClaimObject> {
         Api::namespaced_with(self.client.clone(), namespace, &self.kinds.claim)
     }
 
-    pub fn handles_api(&self) -> Api<HandleObject> {
+    pub(crate) fn handles_api(&self) -> Api<HandleObject> {
         Api::namespaced_with(
             self.client.clone(),
             &self.config.operator_namespace,
@@ -144,7 +144,7 @@ impl Context {
         )
     }
 
-    pub fn pools_api(&self) -> Api<PoolObject> {
+    pub(crate) fn pools_api(&self) -> Api<PoolObject> {
         Api::namespaced_with(
             self.client.clone(),
             &self.config.operator_namespace,
@@ -152,7 +152,7 @@ impl Context {
         )
     }
 
-    pub fn scalings_api(&self) -> Api<ScalingObject> {
+    pub(crate) fn scalings_api(&self) -> Api<ScalingObject> {
         Api::namespaced_with(
             self.client.clone(),
             &self.config.operator_namespace,
@@ -161,7 +161,7 @@ impl Context {
     }
 
     /// Reads the compiled providers. The lock is never held across an `.await`.
-    pub fn providers<R>(&self, read: impl FnOnce(&ProviderCatalog) -> R) -> R {
+    pub(crate) fn providers<R>(&self, read: impl FnOnce(&ProviderCatalog) -> R) -> R {
         match self.providers.read() {
             Ok(catalog) => read(&catalog),
             Err(poisoned) => read(&poisoned.into_inner()),
@@ -169,7 +169,7 @@ impl Context {
     }
 
     /// Changes the compiled providers (the provider watch does this).
-    pub fn update_providers<R>(
+    pub(crate) fn update_providers<R>(
         &self,
         change: impl FnOnce(&mut ProviderCatalog, &ProviderCompiler<'_>) -> R,
     ) -> R {
@@ -185,7 +185,7 @@ impl Context {
     }
 
     /// Posts an Event about `object`; failures are logged, never fatal.
-    pub async fn event<K>(
+    pub(crate) async fn event<K>(
         &self,
         object: &K,
         dyntype: &K::DynamicType,
@@ -200,7 +200,7 @@ impl Context {
     }
 
     /// An Event whose `action` differs from its `reason` (Δ§3.1.3: `LifespanChange`).
-    pub async fn event_with_action<K>(
+    pub(crate) async fn event_with_action<K>(
         &self,
         object: &K,
         dyntype: &K::DynamicType,
@@ -229,7 +229,7 @@ impl Context {
 
     /// The delay before retrying `key` after a transient failure: 1 s, doubling up to five
     /// minutes, so that a failing object never turns into a retry storm.
-    pub fn retry_delay(&self, key: &str) -> Duration {
+    pub(crate) fn retry_delay(&self, key: &str) -> Duration {
         let mut failures = match self.failures.lock() {
             Ok(failures) => failures,
             Err(poisoned) => poisoned.into_inner(),
@@ -241,7 +241,7 @@ impl Context {
     }
 
     /// Forgets the failures of `key` after a successful reconcile.
-    pub fn succeeded(&self, key: &str) {
+    pub(crate) fn succeeded(&self, key: &str) {
         if let Ok(mut failures) = self.failures.lock() {
             failures.remove(key);
         }
@@ -249,7 +249,7 @@ impl Context {
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum EventKind {
+pub(crate) enum EventKind {
     Normal,
     Warning,
 }

@@ -9,7 +9,7 @@ use serde::de::DeserializeOwned;
 
 /// How a guarded delete ended.
 #[derive(Debug, PartialEq, Eq)]
-pub enum Deleted {
+pub(crate) enum Deleted {
     /// This call deleted the object.
     Yes,
     /// The object is gone, or the decision no longer holds.
@@ -20,7 +20,7 @@ pub enum Deleted {
 
 /// Deletes `object` while `still_wanted` holds for its current copy, trying up to `attempts`
 /// times.
-pub async fn delete_while<K>(
+pub(crate) async fn delete_while<K>(
     api: &Api<K>,
     object: &K,
     attempts: usize,

@@ -45,7 +45,7 @@ use crate::runtime::run::Shutdown;
 const CONFLICT_ATTEMPTS: usize = 5;
 
 #[derive(Debug, thiserror::Error)]
-pub enum HandleError {
+pub(crate) enum HandleError {
     #[error(transparent)]
     Kube(#[from] kube::Error),
     #[error("cannot build a JSON patch: {0}")]
@@ -58,7 +58,7 @@ pub enum HandleError {
 
 /// The controller, watching handles of the operator namespace, and claims: a claim change wakes its handle. Its store is the index of handles
 /// every controller reads (`Context::stores`).
-pub fn controller(
+pub(crate) fn controller(
     client: &Client,
     kinds: &Kinds,
     operator_namespace: &str,
@@ -88,7 +88,7 @@ pub fn controller(
 }
 
 /// Runs `controller` until `shutdown`; `triggers` wake it from outside its watches.
-pub async fn run(
+pub(crate) async fn run(
     controller: Controller<HandleObject>,
     ctx: Arc<Context>,
     triggers: UnboundedReceiver<ObjectRef<HandleObject>>,

@@ -20,7 +20,7 @@ use tokio::sync::watch;
 
 /// A store and whether its watch has listed once. Cheap to clone.
 #[derive(Clone)]
-pub struct ListedStore<K: Resource + 'static>
+pub(crate) struct ListedStore<K: Resource + 'static>
 where
     K::DynamicType: Eq + Hash + Clone,
 {
@@ -32,7 +32,7 @@ impl<K: Resource + Clone + 'static> ListedStore<K>
 where
     K::DynamicType: Eq + Hash + Clone,
 {
-    pub fn store(&self) -> &Store<K> {
+    pub(crate) fn store(&self) -> &Store<K> {
         &self.store
     }
 
@@ -46,7 +46,7 @@ where
     }
 
     /// Waits until the watch has listed every object once; any number of callers at once.
-    pub async fn wait_until_listed(&self) {
+    pub(crate) async fn wait_until_listed(&self) {
         let mut listed = self.listed.subscribe();
         // Err only when the sender is gone, and `self` holds it.
         let _ = listed.wait_for(|listed| *listed).await;
@@ -55,7 +55,7 @@ where
 
 /// Watches `api`, reflecting into a [`ListedStore`]; the stream (for a controller's
 /// `watches_stream_with`) yields each touched object after the store has it.
-pub fn reflected_watch<K>(
+pub(crate) fn reflected_watch<K>(
     api: Api<K>,
     config: watcher::Config,
     dyntype: K::DynamicType,

@@ -33,14 +33,14 @@ use crate::core::naming::resource_watch_name;
 /// What one watch covers: a kind in one namespace, or cluster-wide for cluster-scoped kinds
 /// (Poolboy's RBAC grants managed kinds per namespace, so watches are per namespace too).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct WatchKey {
-    pub api_version: String,
-    pub kind: String,
-    pub namespace: Option<String>,
+pub(crate) struct WatchKey {
+    pub(crate) api_version: String,
+    pub(crate) kind: String,
+    pub(crate) namespace: Option<String>,
 }
 
 impl WatchKey {
-    pub fn of(reference: &ResourceReference) -> Self {
+    pub(crate) fn of(reference: &ResourceReference) -> Self {
         Self {
             api_version: reference.api_version.clone(),
             kind: reference.kind.clone(),
@@ -51,22 +51,22 @@ impl WatchKey {
 
 /// A running watch: its store and the kind it serves.
 #[derive(Clone)]
-pub struct Watch {
-    pub resource: ApiResource,
-    pub store: Store<DynamicObject>,
+pub(crate) struct Watch {
+    pub(crate) resource: ApiResource,
+    pub(crate) store: Store<DynamicObject>,
 }
 
 /// A managed kind as discovery describes it.
 #[derive(Clone, Debug)]
-pub struct ManagedKind {
-    pub resource: ApiResource,
-    pub namespaced: bool,
+pub(crate) struct ManagedKind {
+    pub(crate) resource: ApiResource,
+    pub(crate) namespaced: bool,
 }
 
 /// The watches of managed resources, by key, and the discovered kinds. Dropping it (with the
 /// operator's context) stops the watches.
 #[derive(Default)]
-pub struct ManagedResources {
+pub(crate) struct ManagedResources {
     watches: RwLock<HashMap<WatchKey, Watch>>,
     kinds: RwLock<HashMap<(String, String), ManagedKind>>,
     /// The keys whose ResourceWatch object is known to exist (Δ§2.2, Q4).
@@ -88,7 +88,7 @@ impl Drop for ManagedResources {
 
 impl ManagedResources {
     /// The watch for `key`, if one is running.
-    pub fn watch(&self, key: &WatchKey) -> Option<Watch> {
+    pub(crate) fn watch(&self, key: &WatchKey) -> Option<Watch> {
         match self.watches.read() {
             Ok(watches) => watches.get(key).cloned(),
             Err(poisoned) => poisoned.into_inner().get(key).cloned(),
@@ -96,7 +96,7 @@ impl ManagedResources {
     }
 
     /// Records a started watch; `false` (and nothing recorded) when one runs for `key` already.
-    pub fn insert(&self, key: WatchKey, watch: Watch) -> bool {
+    pub(crate) fn insert(&self, key: WatchKey, watch: Watch) -> bool {
         let mut watches = match self.watches.write() {
             Ok(watches) => watches,
             Err(poisoned) => poisoned.into_inner(),
@@ -109,20 +109,16 @@ impl ManagedResources {
     }
 
     /// How many watches run.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         match self.watches.read() {
             Ok(watches) => watches.len(),
             Err(poisoned) => poisoned.into_inner().len(),
         }
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
     /// The live object `reference` points to, from its watch's store. `None` when no watch
     /// runs for it or the object does not exist (or was not listed yet).
-    pub fn state(&self, reference: &ResourceReference) -> Option<serde_json::Value> {
+    pub(crate) fn state(&self, reference: &ResourceReference) -> Option<serde_json::Value> {
         let watch = self.watch(&WatchKey::of(reference))?;
         let mut object_ref =
             ObjectRef::<DynamicObject>::new_with(&reference.name, watch.resource.clone());
@@ -134,7 +130,7 @@ impl ManagedResources {
     }
 
     /// Whether the ResourceWatch object of `key` still has to be made sure of in this process.
-    pub fn needs_declaring(&self, key: &WatchKey) -> bool {
+    pub(crate) fn needs_declaring(&self, key: &WatchKey) -> bool {
         match self.declared.lock() {
             Ok(declared) => !declared.contains(key),
             Err(poisoned) => !poisoned.into_inner().contains(key),
@@ -174,7 +170,7 @@ impl ManagedResources {
 }
 
 /// The kind `api_version`/`kind` as the API server serves it, discovered once per process.
-pub async fn discover(
+pub(crate) async fn discover(
     ctx: &Context,
     api_version: &str,
     kind: &str,
@@ -195,7 +191,7 @@ pub async fn discover(
 }
 
 /// The API of the object `reference` points to.
-pub async fn api_for(
+pub(crate) async fn api_for(
     ctx: &Context,
     reference: &ResourceReference,
 ) -> Result<Api<DynamicObject>, kube::Error> {
@@ -209,7 +205,10 @@ pub async fn api_for(
 }
 
 /// Starts the watch that covers `reference`, unless it runs already (§12.4 step 6.6).
-pub async fn ensure_watch(ctx: &Context, reference: &ResourceReference) -> Result<(), kube::Error> {
+pub(crate) async fn ensure_watch(
+    ctx: &Context,
+    reference: &ResourceReference,
+) -> Result<(), kube::Error> {
     let key = WatchKey::of(reference);
     if ctx.managed.watch(&key).is_some() {
         return Ok(());
@@ -255,7 +254,7 @@ pub async fn ensure_watch(ctx: &Context, reference: &ResourceReference) -> Resul
 
 /// Poolboy's ResourceWatch object for `key` in `namespace` (the operator namespace): the
 /// deterministic name of Δ§2.2, and `spec.namespace` only for a namespaced watch.
-pub fn watch_object(kinds: &Kinds, namespace: &str, key: &WatchKey) -> WatchObject {
+pub(crate) fn watch_object(kinds: &Kinds, namespace: &str, key: &WatchKey) -> WatchObject {
     let watched_namespace = key.namespace.clone().filter(|ns| !ns.is_empty());
     let metadata = ObjectMeta {
         name: Some(resource_watch_name(
@@ -280,7 +279,7 @@ pub fn watch_object(kinds: &Kinds, namespace: &str, key: &WatchKey) -> WatchObje
 /// exists already (409) is adopted as it is; the operator never deletes them. A failure is
 /// only logged, and retried the next time a handle manages a resource of `key`: the object
 /// is for other tools, the watch this broker runs does not depend on it.
-pub async fn declare_watch(ctx: &Context, key: &WatchKey) {
+pub(crate) async fn declare_watch(ctx: &Context, key: &WatchKey) {
     if !ctx.managed.needs_declaring(key) {
         return;
     }
@@ -306,7 +305,7 @@ pub async fn declare_watch(ctx: &Context, key: &WatchKey) {
 
 /// The live object `reference` points to: from its watch's store, else fetched (the store
 /// may not have listed yet, or lag behind a create). `None` when it does not exist.
-pub async fn live_state(
+pub(crate) async fn live_state(
     ctx: &Context,
     reference: &ResourceReference,
 ) -> Result<Option<serde_json::Value>, kube::Error> {
@@ -317,7 +316,7 @@ pub async fn live_state(
 }
 
 /// The live object `reference` points to, read from the API server.
-pub async fn fetch(
+pub(crate) async fn fetch(
     ctx: &Context,
     reference: &ResourceReference,
 ) -> Result<Option<serde_json::Value>, kube::Error> {

@@ -1,14 +1,14 @@
 //! The I/O shell: one controller per kind. Each reconcile observes (stores, a GET only when
 //! freshness matters), asks `core` what to do, and acts with guarded writes.
 
-pub mod claim;
+pub(crate) mod claim;
 pub mod context;
-pub mod guarded_delete;
-pub mod handle;
+pub(crate) mod guarded_delete;
+pub(crate) mod handle;
 pub mod kinds;
-pub mod listed;
-pub mod managed;
-pub mod pool;
-pub mod providers;
-pub mod requester;
-pub mod scaling;
+pub(crate) mod listed;
+pub(crate) mod managed;
+pub(crate) mod pool;
+pub(crate) mod providers;
+pub(crate) mod requester;
+pub(crate) mod scaling;

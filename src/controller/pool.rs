@@ -67,7 +67,7 @@ const STATUS_ATTEMPTS: usize = 5;
 const SCALING_COUNT_ATTEMPTS: usize = 12;
 
 #[derive(Debug, thiserror::Error)]
-pub enum PoolError {
+pub(crate) enum PoolError {
     #[error(transparent)]
     Kube(#[from] kube::Error),
     #[error("cannot serialise a JSON patch: {0}")]
@@ -85,21 +85,25 @@ pub enum PoolError {
 /// The pool controller and the store of handles its reconciles read. The store is fed by the
 /// same watch that wakes pools, and is updated before the pool is woken: a reconcile woken by
 /// a bind or a deletion always sees it (a separate store could still be behind).
-pub struct PoolController {
+pub(crate) struct PoolController {
     controller: Controller<PoolObject>,
     handles: ListedStore<HandleObject>,
 }
 
 impl PoolController {
     /// The store of pools, the index every controller reads (`Context::stores`).
-    pub fn store(&self) -> Store<PoolObject> {
+    pub(crate) fn store(&self) -> Store<PoolObject> {
         self.controller.store()
     }
 }
 
 /// The controller, watching pools of the operator namespace, and handles: a handle change wakes
 /// its pool, so a bind refills at once.
-pub fn controller(client: &Client, kinds: &Kinds, operator_namespace: &str) -> PoolController {
+pub(crate) fn controller(
+    client: &Client,
+    kinds: &Kinds,
+    operator_namespace: &str,
+) -> PoolController {
     let main = Api::<PoolObject>::namespaced_with(client.clone(), operator_namespace, &kinds.pool);
     let other =
         Api::<HandleObject>::namespaced_with(client.clone(), operator_namespace, &kinds.handle);
@@ -174,7 +178,7 @@ fn memory_key(pool: &ResourcePool) -> String {
 }
 
 /// Runs `controller` until `shutdown`; `triggers` wake it from outside its watches.
-pub async fn run(
+pub(crate) async fn run(
     controller: PoolController,
     ctx: Arc<Context>,
     triggers: UnboundedReceiver<ObjectRef<PoolObject>>,

@@ -32,7 +32,7 @@ fn api(ctx: &Context) -> Api<ProviderObject> {
 }
 
 /// Loads every provider of the operator namespace into the catalog.
-pub async fn load(ctx: &Context) -> Result<(), ProviderWatchError> {
+pub(crate) async fn load(ctx: &Context) -> Result<(), ProviderWatchError> {
     let providers = api(ctx)
         .list(&ListParams::default())
         .await
@@ -50,7 +50,7 @@ pub async fn load(ctx: &Context) -> Result<(), ProviderWatchError> {
 }
 
 /// Follows provider changes until the stream ends (never, short of shutdown).
-pub async fn watch(ctx: Arc<Context>) {
+pub(crate) async fn watch(ctx: Arc<Context>) {
     let stream = kube::runtime::watcher(api(&ctx), watcher::Config::default()).default_backoff();
     let mut stream = std::pin::pin!(stream);
     while let Some(event) = stream.next().await {

@@ -22,13 +22,13 @@ const USER_GROUP: &str = "user.openshift.io";
 
 /// Looks requesters up; remembers whether the cluster serves the User API.
 #[derive(Default)]
-pub struct RequesterLookup {
+pub(crate) struct RequesterLookup {
     user_api: OnceCell<bool>,
 }
 
 impl RequesterLookup {
     /// The requester of claims in `namespace`, or `None`.
-    pub async fn requester(
+    pub(crate) async fn requester(
         &self,
         client: &Client,
         namespace: &str,

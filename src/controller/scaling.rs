@@ -31,7 +31,7 @@ use crate::runtime::run::Shutdown;
 const VALID: &str = "Valid";
 
 #[derive(Debug, thiserror::Error)]
-pub enum ScalingControllerError {
+pub(crate) enum ScalingControllerError {
     #[error(transparent)]
     Kube(#[from] kube::Error),
 }
@@ -40,7 +40,7 @@ pub enum ScalingControllerError {
 /// that appears (or is created again) wakes the scalings that name it, so a scaling waiting
 /// for its pool goes on at once. Its store is the index of scalings the pool controller reads
 /// (`Context::stores`).
-pub fn controller(
+pub(crate) fn controller(
     client: &Client,
     kinds: &Kinds,
     operator_namespace: &str,
@@ -75,7 +75,7 @@ pub fn controller(
 }
 
 /// Runs `controller` until `shutdown`.
-pub async fn run(
+pub(crate) async fn run(
     controller: Controller<ScalingObject>,
     ctx: Arc<Context>,
     concurrency: u16,

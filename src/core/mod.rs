@@ -5,14 +5,14 @@
 //! Grouped by what a rule is about: a claim, binding it to a handle, a handle and its
 //! resources, a pool, lifespans, providers, templates, Poolboy's JSON diff and merge.
 
-pub mod binding;
-pub mod claim;
-pub mod handle;
-pub mod json;
-pub mod lifespan;
+pub(crate) mod binding;
+pub(crate) mod claim;
+pub(crate) mod handle;
+pub(crate) mod json;
+pub(crate) mod lifespan;
 pub mod naming;
-pub mod pool;
-pub mod provider;
-pub mod template;
+pub(crate) mod pool;
+pub(crate) mod provider;
+pub(crate) mod template;
 #[cfg(test)]
 pub(crate) mod test_fixtures;

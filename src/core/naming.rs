@@ -4,15 +4,13 @@
 //! Each must match Poolboy 1.17 exactly: existing handles, resources and ResourceWatch objects
 //! are adopted by name, and shard labels written by Poolboy's manager must keep their meaning.
 
-use std::num::NonZeroU32;
-
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE;
 use sha2::{Digest, Sha256};
 
 /// The `metadata.generateName` of every ResourceHandle (Poolboy 1.12 §3.2). The CRD pins handle
 /// names to `^guid-[a-z0-9\-]*[a-z0-9]$`.
-pub const HANDLE_GENERATE_NAME: &str = "guid-";
+pub(crate) const HANDLE_GENERATE_NAME: &str = "guid-";
 
 /// How many trailing characters make the guid of a handle whose name has no known prefix.
 const GUID_FALLBACK_CHARS: usize = 5;
@@ -20,21 +18,10 @@ const GUID_FALLBACK_CHARS: usize = 5;
 /// Length of the hash part of a ResourceWatch name (Poolboy 1.17 Δ§2.2).
 const WATCH_HASH_CHARS: usize = 12;
 
-/// Errors of the naming rules.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum NamingError {
-    /// The object uid is not a UUID, so it cannot be assigned to a shard.
-    #[error(
-        "metadata.uid {uid:?} is not a UUID (32 hex digits, optionally hyphenated): \
-         cannot compute the resource-handler shard index"
-    )]
-    InvalidUid { uid: String },
-}
-
 /// The "guid" of a handle (Poolboy 1.12 §12.3 step 4): its name without its `generateName`
 /// prefix when it has one, else without `guid-`, else its last five characters (the whole name
 /// when it is shorter). It is the `guid` template variable and the tail of resource names.
-pub fn handle_guid<'a>(name: &'a str, generate_name: Option<&str>) -> &'a str {
+pub(crate) fn handle_guid<'a>(name: &'a str, generate_name: Option<&str>) -> &'a str {
     // An empty generateName is no prefix (Python truthiness).
     if let Some(rest) = generate_name
         .filter(|prefix| !prefix.is_empty())
@@ -54,7 +41,7 @@ pub fn handle_guid<'a>(name: &'a str, generate_name: Option<&str>) -> &'a str {
 
 /// The name of a managed resource whose template sets no `metadata.name`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ResourceName {
+pub(crate) struct ResourceName {
     /// `metadata.generateName`: the template's, else `guid<index>-`. Poolboy keeps it in the body
     /// (the API server ignores it when a name is given).
     pub generate_name: String,
@@ -65,7 +52,7 @@ pub struct ResourceName {
 /// Names resource `index` of a handle whose guid is `guid`, for a template without
 /// `metadata.name` (Poolboy 1.12 §12.3 step 4). The per-index default prefix keeps the resources
 /// of one handle apart; a template that sets its own prefix is trusted to avoid conflicts.
-pub fn resource_name(
+pub(crate) fn resource_name(
     template_generate_name: Option<&str>,
     index: usize,
     guid: &str,
@@ -97,22 +84,6 @@ pub fn resource_watch_name(api_version: &str, kind: &str, namespace: Option<&str
         .take(WATCH_HASH_CHARS)
         .collect();
     format!("{}-{hash}", namespace.unwrap_or("cluster"))
-}
-
-/// The resource-handler shard of an object (Poolboy 1.17 Δ§4.2): its uid read as a 128-bit
-/// big-endian integer, modulo the number of handlers. Accepts the hyphenated and the plain
-/// 32-digit hex forms, in either case.
-pub fn shard_index(uid: &str, handler_count: NonZeroU32) -> Result<u32, NamingError> {
-    let invalid = || NamingError::InvalidUid {
-        uid: uid.to_owned(),
-    };
-    let hex: String = uid.chars().filter(|c| *c != '-').collect();
-    if hex.len() != 32 || !hex.chars().all(|c| c.is_ascii_hexdigit()) {
-        return Err(invalid());
-    }
-    let value = u128::from_str_radix(&hex, 16).map_err(|_| invalid())?;
-    let index = value % u128::from(handler_count.get());
-    u32::try_from(index).map_err(|_| invalid())
 }
 
 #[cfg(test)]
@@ -194,42 +165,6 @@ mod tests {
         );
     }
 
-    // Known answers from python3 `int(uuid.UUID(uid)) % count`.
-    #[test]
-    fn shard_index_matches_python_uuid_int() {
-        let count = |n| NonZeroU32::new(n).unwrap();
-        let uid = "0b8f4f0a-2f5c-4a8e-9d1e-3c2b7a6f5e4d";
-        assert_eq!(shard_index(uid, count(1)), Ok(0));
-        assert_eq!(shard_index(uid, count(3)), Ok(2));
-        assert_eq!(shard_index(uid, count(7)), Ok(5));
-        assert_eq!(shard_index(uid, count(16)), Ok(13));
-        assert_eq!(
-            shard_index("0B8F4F0A2F5C4A8E9D1E3C2B7A6F5E4D", count(7)),
-            Ok(5)
-        );
-        let max = "ffffffff-ffff-ffff-ffff-ffffffffffff";
-        assert_eq!(shard_index(max, count(7)), Ok(3));
-        assert_eq!(shard_index(max, count(16)), Ok(15));
-    }
-
-    #[test]
-    fn shard_index_rejects_non_uuids() {
-        let count = NonZeroU32::new(3).unwrap();
-        for uid in [
-            "",
-            "not-a-uuid",
-            "0b8f4f0a-2f5c-4a8e-9d1e-3c2b7a6f5e4",
-            "+b8f4f0a2f5c4a8e9d1e3c2b7a6f5e4d",
-            "0b8f4f0a-2f5c-4a8e-9d1e-3c2b7a6f5e4dd",
-        ] {
-            assert_eq!(
-                shard_index(uid, count),
-                Err(NamingError::InvalidUid { uid: uid.into() }),
-                "{uid}"
-            );
-        }
-    }
-
     proptest! {
         #[test]
         fn guid_never_panics_and_is_a_suffix(name in ".{0,20}", prefix in proptest::option::of(".{0,6}")) {
@@ -248,12 +183,5 @@ mod tests {
             prop_assert!(hash.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit()));
         }
 
-        #[test]
-        fn shard_index_is_below_the_count(bytes in any::<u128>(), n in 1u32..64) {
-            let uid = format!("{bytes:032x}");
-            let index = shard_index(&uid, NonZeroU32::new(n).unwrap()).unwrap();
-            prop_assert!(index < n);
-            prop_assert_eq!(u128::from(index), bytes % u128::from(n));
-        }
     }
 }

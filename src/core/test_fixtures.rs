@@ -75,7 +75,7 @@ pub(crate) struct Env {
 }
 
 impl Env {
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self {
             domain: OperatorDomain::default(),
             templates: TemplateEngine::new(),
@@ -83,7 +83,7 @@ impl Env {
         }
     }
 
-    pub fn compiler(&self) -> ProviderCompiler<'_> {
+    pub(crate) fn compiler(&self) -> ProviderCompiler<'_> {
         ProviderCompiler {
             domain: &self.domain,
             templates: &self.templates,
@@ -92,26 +92,26 @@ impl Env {
     }
 
     /// A provider that must compile.
-    pub fn compile(&self, yaml: &str) -> CompiledProvider {
+    pub(crate) fn compile(&self, yaml: &str) -> CompiledProvider {
         self.compiler()
             .compile(provider(yaml))
             .unwrap_or_else(|problems| panic!("provider does not compile: {problems:?}"))
     }
 
     /// The problems of a provider that must not compile.
-    pub fn problems(&self, yaml: &str) -> Vec<ProviderProblem> {
+    pub(crate) fn problems(&self, yaml: &str) -> Vec<ProviderProblem> {
         match self.compiler().compile(provider(yaml)) {
             Ok(_) => panic!("provider compiled:\n{yaml}"),
             Err(problems) => problems,
         }
     }
 
-    pub fn catalog(&self, yamls: &[&str]) -> ProviderCatalog {
+    pub(crate) fn catalog(&self, yamls: &[&str]) -> ProviderCatalog {
         ProviderCatalog::build(yamls.iter().map(|y| provider(y)), &self.compiler())
     }
 
     /// An empty render scope at [`now`].
-    pub fn scope(&self) -> RenderContext {
+    pub(crate) fn scope(&self) -> RenderContext {
         RenderContext::new(now(), &Map::new())
     }
 }

@@ -24,22 +24,22 @@ use crate::core::handle::new::claim_reference;
 
 /// A handle just given to the claim, not yet recorded in its status.
 #[derive(Clone)]
-pub struct Pending {
-    pub handle: HandleObject,
+pub(crate) struct Pending {
+    pub(crate) handle: HandleObject,
     /// Created for the claim (deleted if another process recorded another handle first).
-    pub created: bool,
+    pub(crate) created: bool,
     /// The claim's requested end, clamped (§10.4 fix), to write back.
-    pub rewrite_requested_end: Option<DateTime<Utc>>,
+    pub(crate) rewrite_requested_end: Option<DateTime<Utc>>,
 }
 
 impl Pending {
-    pub fn name(&self) -> &str {
+    pub(crate) fn name(&self) -> &str {
         self.handle.metadata.name.as_deref().unwrap_or_default()
     }
 }
 
 /// What binding found.
-pub enum Outcome {
+pub(crate) enum Outcome {
     Bound(Box<Pending>),
     /// Nothing fits and creation is disabled.
     Waiting,
@@ -52,7 +52,7 @@ fn handles_api(ctx: &Context, namespace: &str) -> Api<HandleObject> {
 }
 
 /// Whether `handle` names `claim` as its claim.
-pub fn bound_to(handle: &HandleObject, claim: &ClaimObject) -> bool {
+pub(crate) fn bound_to(handle: &HandleObject, claim: &ClaimObject) -> bool {
     handle.spec.resource_claim.as_ref().is_some_and(|r| {
         Some(r.name.as_str()) == claim.metadata.name.as_deref()
             && Some(r.namespace.as_str()) == claim.metadata.namespace.as_deref()
@@ -62,7 +62,7 @@ pub fn bound_to(handle: &HandleObject, claim: &ClaimObject) -> bool {
 /// The handle the claim's status names: from the claim controller's store, else from the
 /// API (the store may not show a handle created a moment ago). `None` only when the API
 /// server says 404; a handle being deleted is still there (§16: never rebind then).
-pub async fn find_handle(
+pub(crate) async fn find_handle(
     ctx: &Context,
     reference: &ClaimHandleRef,
 ) -> Result<Option<HandleObject>, ClaimError> {
@@ -76,7 +76,7 @@ pub async fn find_handle(
 }
 
 /// Gives the claim a handle (§7.1, §7.2, Δ§3.2).
-pub async fn bind_or_create(
+pub(crate) async fn bind_or_create(
     ctx: &Context,
     claim: &ClaimObject,
     resolved: &ResolvedClaim,
@@ -290,7 +290,7 @@ async fn create(
 /// Undoes a bind that lost to another process (which recorded another handle in the claim's
 /// status first): the handle is unbound again, guarded by a test that it is still bound to
 /// this claim, and deleted when it was created for the claim.
-pub async fn release(
+pub(crate) async fn release(
     ctx: &Context,
     claim: &ClaimObject,
     pending: &Pending,
@@ -353,7 +353,7 @@ async fn delete_unbound(api: &Api<HandleObject>, handle: HandleObject) -> Result
 /// Claim edits reaching the handle (§7 step 11): one JSON patch guarded by the handle's
 /// resourceVersion; on conflict, recomputed from a fresh read. Returns the clamped requested
 /// end to write back to the claim, or the message of a lifespan that cannot be evaluated.
-pub async fn propagate(
+pub(crate) async fn propagate(
     ctx: &Context,
     claim: &ClaimObject,
     resolved: &ResolvedClaim,
@@ -397,7 +397,7 @@ pub async fn propagate(
 }
 
 /// Wakes the pool a bound handle came from, so that it refills at once (Δ§3.2).
-pub fn wake_pool(ctx: &Context, handle: &HandleObject) {
+pub(crate) fn wake_pool(ctx: &Context, handle: &HandleObject) {
     if let Some(pool) = &handle.spec.resource_pool {
         let reference =
             ObjectRef::new_with(&pool.name, ctx.kinds.pool.clone()).within(&pool.namespace);
@@ -405,7 +405,7 @@ pub fn wake_pool(ctx: &Context, handle: &HandleObject) {
     }
 }
 
-pub fn claim_key(claim: &ClaimObject) -> String {
+pub(crate) fn claim_key(claim: &ClaimObject) -> String {
     format!(
         "{}/{}",
         claim.metadata.namespace.as_deref().unwrap_or_default(),

@@ -20,7 +20,7 @@ use super::super::listed::ListedStore;
 
 /// Shared by the claim controller's handle watch and its reconciles. Cheap to clone.
 #[derive(Clone)]
-pub struct ClaimIndex {
+pub(crate) struct ClaimIndex {
     handles: ListedStore<HandleObject>,
     inner: Arc<Mutex<Inner>>,
 }
@@ -37,7 +37,7 @@ struct Inner {
 }
 
 impl ClaimIndex {
-    pub fn new(handles: ListedStore<HandleObject>) -> Self {
+    pub(crate) fn new(handles: ListedStore<HandleObject>) -> Self {
         Self {
             handles,
             inner: Arc::default(),
@@ -45,17 +45,17 @@ impl ClaimIndex {
     }
 
     /// Waits until the handle watch has listed once; any number of callers at once.
-    pub async fn wait_until_listed(&self) {
+    pub(crate) async fn wait_until_listed(&self) {
         self.handles.wait_until_listed().await;
     }
 
     /// The handles, as the claim controller's handle watch last saw them.
-    pub fn handles(&self) -> &Store<HandleObject> {
+    pub(crate) fn handles(&self) -> &Store<HandleObject> {
         self.handles.store()
     }
 
     /// The stored handle `name` of `namespace`.
-    pub fn handle(
+    pub(crate) fn handle(
         &self,
         namespace: &str,
         name: &str,
@@ -74,26 +74,26 @@ impl ClaimIndex {
     }
 
     /// Records that the claim waits for a matching handle.
-    pub fn wait(&self, namespace: &str, name: &str) {
+    pub(crate) fn wait(&self, namespace: &str, name: &str) {
         self.lock()
             .waiting
             .insert((namespace.to_owned(), name.to_owned()));
     }
 
     /// The claim no longer waits (bound, invalid or gone).
-    pub fn stop_waiting(&self, namespace: &str, name: &str) {
+    pub(crate) fn stop_waiting(&self, namespace: &str, name: &str) {
         self.lock()
             .waiting
             .remove(&(namespace.to_owned(), name.to_owned()));
     }
 
     /// Every waiting claim, as (namespace, name).
-    pub fn waiting(&self) -> Vec<(String, String)> {
+    pub(crate) fn waiting(&self) -> Vec<(String, String)> {
         self.lock().waiting.iter().cloned().collect()
     }
 
     /// Records that handle `name`, whose stored copy has `store_version`, is taken.
-    pub fn taken(&self, name: &str, store_version: Option<&str>) {
+    pub(crate) fn taken(&self, name: &str, store_version: Option<&str>) {
         if let Some(version) = store_version {
             self.lock()
                 .taken
@@ -103,7 +103,7 @@ impl ClaimIndex {
 
     /// Reserves handle `name` for one bind attempt; `None` while another reconcile of this
     /// process holds it. The reservation ends when the returned guard is dropped.
-    pub fn reserve(&self, name: &str) -> Option<Reservation> {
+    pub(crate) fn reserve(&self, name: &str) -> Option<Reservation> {
         self.lock()
             .reserved
             .insert(name.to_owned())
@@ -115,7 +115,7 @@ impl ClaimIndex {
 
     /// Whether handle `name` is known taken while the store still shows `store_version`;
     /// a newer stored copy speaks for itself and the note is dropped.
-    pub fn is_taken(&self, name: &str, store_version: Option<&str>) -> bool {
+    pub(crate) fn is_taken(&self, name: &str, store_version: Option<&str>) -> bool {
         let mut inner = self.lock();
         match inner.taken.get(name) {
             Some(version) if Some(version.as_str()) == store_version => true,
@@ -129,7 +129,7 @@ impl ClaimIndex {
 }
 
 /// A handle reserved for one bind attempt (see [`ClaimIndex::reserve`]).
-pub struct Reservation {
+pub(crate) struct Reservation {
     index: ClaimIndex,
     name: String,
 }

@@ -16,7 +16,7 @@ use crate::core::claim::status::{StatusInput, desired_claim_status, status_patch
 use crate::core::lifespan::{format_timestamp, parse_timestamp};
 
 /// The outcome of a guarded write.
-pub enum Written<T> {
+pub(crate) enum Written<T> {
     Done(T),
     /// The object changed since it was read: recompute from a fresh read.
     Conflict,
@@ -51,7 +51,7 @@ fn version_test(claim: &ClaimObject) -> PatchOperation {
 /// Whether an API error means "changed since read": 409, or the 422 of a JSON patch that
 /// no longer applies (a failed `test`, a path gone), which the API server reports without
 /// field causes. A 422 with causes is an invalid write, reported as an error.
-pub fn is_conflict(error: &kube::Error) -> bool {
+pub(crate) fn is_conflict(error: &kube::Error) -> bool {
     match error {
         kube::Error::Api(status) => {
             let no_causes = status.details.as_ref().is_none_or(|d| d.causes.is_empty());
@@ -61,7 +61,7 @@ pub fn is_conflict(error: &kube::Error) -> bool {
     }
 }
 
-pub fn is_not_found(error: &kube::Error) -> bool {
+pub(crate) fn is_not_found(error: &kube::Error) -> bool {
     matches!(error, kube::Error::Api(status) if status.code == 404)
 }
 
@@ -76,7 +76,7 @@ fn sort<T>(result: Result<T, kube::Error>) -> Result<Written<T>, ClaimError> {
 }
 
 /// The claim as the API server has it now; `None` when it is gone.
-pub async fn refetch(
+pub(crate) async fn refetch(
     ctx: &Context,
     claim: &ClaimObject,
 ) -> Result<Option<ClaimObject>, ClaimError> {
@@ -84,7 +84,7 @@ pub async fn refetch(
 }
 
 /// Adds the operator's finalizer when missing (Δ§4.7: exactly one Poolboy finalizer).
-pub async fn ensure_finalizer(
+pub(crate) async fn ensure_finalizer(
     ctx: &Context,
     claim: ClaimObject,
 ) -> Result<Written<ClaimObject>, ClaimError> {
@@ -107,7 +107,7 @@ pub async fn ensure_finalizer(
 }
 
 /// Removes every Poolboy finalizer (Δ§4.7), keeping the others.
-pub async fn remove_finalizers(
+pub(crate) async fn remove_finalizers(
     ctx: &Context,
     claim: &ClaimObject,
 ) -> Result<Written<ClaimObject>, ClaimError> {
@@ -134,7 +134,7 @@ pub async fn remove_finalizers(
 }
 
 /// Writes the initialisation merge patch (§6.3), guarded by the version read.
-pub async fn initialise(
+pub(crate) async fn initialise(
     ctx: &Context,
     claim: &ClaimObject,
     patch: &Value,
@@ -150,7 +150,7 @@ pub async fn initialise(
 
 /// Sets the claim's requested end, `spec.lifespan.end` (the first-ready reset of §7.4, or a
 /// request clamped to relativeMaximum, §10.4); nothing when it already says so.
-pub async fn requested_end(
+pub(crate) async fn requested_end(
     ctx: &Context,
     claim: ClaimObject,
     end: DateTime<Utc>,
@@ -171,7 +171,7 @@ pub async fn requested_end(
 }
 
 /// Writes the status `input` describes, when it differs from the claim's.
-pub async fn status(
+pub(crate) async fn status(
     ctx: &Context,
     claim: ClaimObject,
     input: &StatusInput<'_>,
@@ -190,7 +190,7 @@ pub async fn status(
 }
 
 /// §6.1: `status.approval = {state: pending, message}`, guarded by the version read.
-pub async fn approval_pending(
+pub(crate) async fn approval_pending(
     ctx: &Context,
     claim: &ClaimObject,
     message: &str,
@@ -207,7 +207,7 @@ pub async fn approval_pending(
 }
 
 /// §7 step 10: `status.resourceHandle.detached = true`, guarded by the version read.
-pub async fn detach(
+pub(crate) async fn detach(
     ctx: &Context,
     claim: &ClaimObject,
 ) -> Result<Written<ClaimObject>, ClaimError> {
@@ -224,7 +224,7 @@ pub async fn detach(
 
 /// Deletes the claim (its handle is gone, §7 step 5, or it expired detached, §7.5); the
 /// uid precondition spares a claim recreated under the same name.
-pub async fn delete(ctx: &Context, claim: &ClaimObject) -> Result<(), ClaimError> {
+pub(crate) async fn delete(ctx: &Context, claim: &ClaimObject) -> Result<(), ClaimError> {
     let params = DeleteParams {
         preconditions: Some(Preconditions {
             uid: claim.metadata.uid.clone(),
@@ -240,7 +240,7 @@ pub async fn delete(ctx: &Context, claim: &ClaimObject) -> Result<(), ClaimError
 }
 
 /// The claim's namespace and name, as the claim index keys waiting claims.
-pub fn key(claim: &ClaimObject) -> (&str, &str) {
+pub(crate) fn key(claim: &ClaimObject) -> (&str, &str) {
     (
         claim.metadata.namespace.as_deref().unwrap_or_default(),
         name(claim),
@@ -248,6 +248,6 @@ pub fn key(claim: &ClaimObject) -> (&str, &str) {
 }
 
 /// The same claim as `core` sees it.
-pub fn view(claim: &ClaimObject) -> crate::api::ResourceClaim {
+pub(crate) fn view(claim: &ClaimObject) -> crate::api::ResourceClaim {
     Kinds::claim_of(claim)
 }

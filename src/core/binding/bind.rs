@@ -15,7 +15,7 @@ use crate::core::lifespan::{self, LifespanError, LifespanLimits, format_timestam
 
 /// The bind patch, and what the claim's requested end becomes.
 #[derive(Debug, Clone)]
-pub struct BindPlan {
+pub(crate) struct BindPlan {
     pub patch: Patch,
     /// When set, write this clamped end to the claim's `spec.lifespan.end` (§10.4 fix).
     pub rewrite_requested_end: Option<DateTime<Utc>>,
@@ -32,7 +32,7 @@ pub struct BindPlan {
 ///    removal of a pool's unclaimed end when no rule gives the claim an end.
 ///
 /// `limits` is the handle's lifespan evaluated for this claim.
-pub fn bind_patch(
+pub(crate) fn bind_patch(
     handle: &ResourceHandle,
     claim: &ResourceClaim,
     claim_resources: &[DesiredResource],

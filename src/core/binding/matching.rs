@@ -8,7 +8,7 @@ use chrono::{DateTime, TimeDelta, Utc};
 use fancy_regex::Regex;
 use serde_json::Value;
 
-use crate::api::{ResourceHandle, ResourceProvider};
+use crate::api::ResourceHandle;
 use crate::core::json::merge::{MergeMode, deep_merge};
 use crate::core::json::patch::{OpKind, compile_anchored, diff, values_equal};
 
@@ -17,7 +17,7 @@ mod tests;
 
 /// Errors from provider resolution, `matchIgnore` compilation and candidate selection.
 #[derive(Debug, thiserror::Error)]
-pub enum MatchError {
+pub(crate) enum MatchError {
     /// A `matchIgnore[index]` entry that does not compile.
     #[error("matchIgnore[{index}] {pattern:?} is not a valid regular expression: {message}")]
     InvalidIgnoreRegex {
@@ -25,12 +25,6 @@ pub enum MatchError {
         pattern: String,
         message: String,
     },
-    /// No provider's `match` fits the template (Poolboy retries after 60 s).
-    #[error("no ResourceProvider has a match that fits the resource template")]
-    NoMatchingProvider,
-    /// Several providers' `match` fit the template.
-    #[error("the resource template matches several ResourceProviders: {}", providers.join(", "))]
-    AmbiguousProvider { providers: Vec<String> },
     /// Candidate selection needed a provider's compiled `matchIgnore` that the caller did not
     /// supply (the provider is missing or its `matchIgnore` does not compile).
     #[error("no compiled matchIgnore for ResourceProvider {provider:?}")]
@@ -40,7 +34,7 @@ pub enum MatchError {
 /// Whether a provider's `match` selects `template` (§6.2): deep-merging `match` into a copy of
 /// the template (with overwrite) leaves it unchanged, i.e. every field of `match` is in the
 /// template with an equal value, lists compared element-wise. An empty `match` selects nothing.
-pub fn provider_matches(match_spec: &Value, template: &Value) -> bool {
+pub(crate) fn provider_matches(match_spec: &Value, template: &Value) -> bool {
     let empty = match match_spec {
         Value::Null => true,
         Value::Object(map) => map.is_empty(),
@@ -54,42 +48,16 @@ pub fn provider_matches(match_spec: &Value, template: &Value) -> bool {
     values_equal(&merged, template)
 }
 
-/// The one provider whose `match` selects `template` (§6.2); an error when none or several do.
-pub fn resolve_provider<'p>(
-    template: &Value,
-    providers: impl IntoIterator<Item = &'p ResourceProvider>,
-) -> Result<&'p ResourceProvider, MatchError> {
-    let matches: Vec<&ResourceProvider> = providers
-        .into_iter()
-        .filter(|p| {
-            p.spec
-                .match_
-                .as_ref()
-                .is_some_and(|m| provider_matches(m, template))
-        })
-        .collect();
-    match matches.as_slice() {
-        [] => Err(MatchError::NoMatchingProvider),
-        [one] => Ok(one),
-        several => Err(MatchError::AmbiguousProvider {
-            providers: several
-                .iter()
-                .map(|p| p.metadata.name.clone().unwrap_or_default())
-                .collect(),
-        }),
-    }
-}
-
 /// A provider's compiled `matchIgnore`: JSON-pointer regexes, each anchored at both ends.
 #[derive(Clone, Debug, Default)]
-pub struct MatchIgnore {
+pub(crate) struct MatchIgnore {
     regexes: Vec<Regex>,
 }
 
 impl MatchIgnore {
     /// Compiles the patterns as `^(?:pattern)$` (Poolboy's `pattern + '$'` leaves the first
     /// branch of a top-level alternation unanchored; fixed).
-    pub fn compile(patterns: &[String]) -> Result<Self, MatchError> {
+    pub(crate) fn compile(patterns: &[String]) -> Result<Self, MatchError> {
         let regexes = patterns
             .iter()
             .enumerate()
@@ -117,7 +85,7 @@ impl MatchIgnore {
 /// the diff handle → claim, keeping only `add` and `replace` (keys only on the handle do not
 /// matter), must touch only paths `ignore` matches. Returns the number of ignored differences,
 /// or `None` when the templates do not match.
-pub fn template_match(
+pub(crate) fn template_match(
     handle_template: &Value,
     claim_template: &Value,
     ignore: &MatchIgnore,
@@ -139,7 +107,7 @@ pub fn template_match(
 /// `status.resources`, not `status.healthy`: `Some(false)` if any resource is unhealthy; else
 /// `None` if any resource is waiting (`waitingFor`) without a health value; else `Some(true)`,
 /// including resources without a health check and handles without status.
-pub fn handle_is_healthy(handle: &ResourceHandle) -> Option<bool> {
+pub(crate) fn handle_is_healthy(handle: &ResourceHandle) -> Option<bool> {
     let resources = handle
         .status
         .as_ref()
@@ -159,7 +127,7 @@ pub fn handle_is_healthy(handle: &ResourceHandle) -> Option<bool> {
 
 /// One resource a claim wants, as binding compares it with a handle's resources.
 #[derive(Clone, Copy, Debug)]
-pub struct DesiredResource<'a> {
+pub(crate) struct DesiredResource<'a> {
     /// The provider assigned to this resource (the claim's `status.resources[i].provider.name`).
     pub provider_name: &'a str,
     /// The claim's resource name, if any.
@@ -170,7 +138,7 @@ pub struct DesiredResource<'a> {
 
 /// An unbound handle that fits the claim, with the differences that rank it.
 #[derive(Clone, Debug)]
-pub struct BindCandidate<'h> {
+pub(crate) struct BindCandidate<'h> {
     pub handle: &'h ResourceHandle,
     /// Claim resources the handle lacks (they are appended on bind).
     pub extra_claim_resources: usize,
@@ -183,7 +151,7 @@ pub struct BindCandidate<'h> {
 }
 
 /// Handles whose lifespan ends sooner than this are not bound (Δ§3.2, B04).
-pub const BIND_LIFESPAN_MARGIN_SECONDS: i64 = 120;
+pub(crate) const BIND_LIFESPAN_MARGIN_SECONDS: i64 = 120;
 
 /// The handles a claim may bind, best first (Δ§3.2 "Binding").
 ///
@@ -199,7 +167,7 @@ pub const BIND_LIFESPAN_MARGIN_SECONDS: i64 = 120;
 /// template differences; healthy before unknown health; ready before not ready; higher
 /// `spec.preferenceScore` (absent = 0); older `creationTimestamp`; then name. v1.12's "unknown
 /// readiness before known-unready" rule is gone (B05).
-pub fn bind_candidates<'h>(
+pub(crate) fn bind_candidates<'h>(
     claim_resources: &[DesiredResource<'_>],
     pool_name: Option<&str>,
     handles: impl IntoIterator<Item = &'h ResourceHandle>,

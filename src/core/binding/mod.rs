@@ -1,5 +1,5 @@
 //! Binding a claim to a pooled handle (§7.1, Δ§3.2): which handles fit and in what order they
 //! are tried, and the one guarded patch that binds (B01).
 
-pub mod bind;
-pub mod matching;
+pub(crate) mod bind;
+pub(crate) mod matching;

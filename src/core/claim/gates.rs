@@ -17,11 +17,11 @@ use crate::core::template::{RenderContext, TemplateEngine};
 mod tests;
 
 /// Poolboy 1.12 §6.1: the approval message when the provider sets no `pendingMessage`.
-pub const DEFAULT_PENDING_MESSAGE: &str = "Approval pending.";
+pub(crate) const DEFAULT_PENDING_MESSAGE: &str = "Approval pending.";
 
 /// What approval allows for a provider claim (§6.1).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ApprovalGate {
+pub(crate) enum ApprovalGate {
     /// No approval needed, approved, or already bound: go on.
     Open,
     /// Approval is required and the claim has none yet: write `status.approval =
@@ -33,7 +33,7 @@ pub enum ApprovalGate {
 
 /// §6.1: whether a provider claim may be provisioned. "Approved" is `status.approval.state ==
 /// approved`, or the claim already has a handle.
-pub fn approval_gate(
+pub(crate) fn approval_gate(
     approval: Option<&ProviderApproval>,
     status: Option<&ResourceClaimStatus>,
 ) -> ApprovalGate {
@@ -57,7 +57,7 @@ pub fn approval_gate(
 
 /// §6.1: the merge patch forcing the provider's `resourceClaimAnnotations` and
 /// `resourceClaimLabels` onto a provider claim; `None` when the claim has them already.
-pub fn claim_metadata_patch(
+pub(crate) fn claim_metadata_patch(
     claim: &ResourceClaim,
     annotations: Option<&BTreeMap<String, String>>,
     labels: Option<&BTreeMap<String, String>>,
@@ -84,7 +84,7 @@ pub fn claim_metadata_patch(
 
 /// What the `autoDelete` / `autoDetach` conditions ask for (§7 steps 9–10).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum AutoAction {
+pub(crate) enum AutoAction {
     Nothing,
     /// Delete the claim (its handle and resources go with it).
     Delete,
@@ -95,13 +95,13 @@ pub enum AutoAction {
 /// The result of evaluating the conditions: the action, and the template errors met (each
 /// error makes its condition false, §7 step 9).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AutoDecision {
+pub(crate) struct AutoDecision {
     pub action: AutoAction,
     pub errors: Vec<String>,
 }
 
 /// What the conditions see (§5.7).
-pub struct AutoInput<'a> {
+pub(crate) struct AutoInput<'a> {
     pub claim: &'a ResourceClaim,
     pub handle: &'a ResourceHandle,
     /// A provider claim's provider (its `vars` are seen only by provider claims).
@@ -112,7 +112,7 @@ pub struct AutoInput<'a> {
 }
 
 /// §7 steps 9–10: `autoDelete.when` first; when it is not true, `autoDetach.when`.
-pub fn auto_action(input: &AutoInput<'_>) -> AutoDecision {
+pub(crate) fn auto_action(input: &AutoInput<'_>) -> AutoDecision {
     let spec = &input.claim.spec;
     let delete = spec.auto_delete.as_ref().and_then(|c| c.when.as_deref());
     let detach = spec.auto_detach.as_ref().and_then(|c| c.when.as_deref());

@@ -12,7 +12,7 @@ use crate::core::template::TemplateEngine;
 
 /// The outcome of validating a claim's parameters against its provider.
 #[derive(Clone, Debug, PartialEq)]
-pub struct ParameterValidation {
+pub(crate) struct ParameterValidation {
     /// Every value, defaults included: what `status.provider.parameterValues` gets when valid,
     /// and what the handle's `spec.provider.parameterValues` gets at bind (Δ B20).
     pub values: Map<String, Value>,
@@ -21,7 +21,7 @@ pub struct ParameterValidation {
 }
 
 impl ParameterValidation {
-    pub fn is_valid(&self) -> bool {
+    pub(crate) fn is_valid(&self) -> bool {
         self.errors.is_empty()
     }
 }
@@ -31,7 +31,7 @@ impl ParameterValidation {
 ///
 /// `scope` carries `resource_claim`, `resource_handle` and `resource_provider` and the vars;
 /// parameter values and `value` are added here.
-pub fn validate_parameters(
+pub(crate) fn validate_parameters(
     provider: &CompiledProvider,
     requested: Option<&Map<String, Value>>,
     validated: Option<&Map<String, Value>>,
@@ -150,7 +150,7 @@ fn default_value(parameter: &crate::api::provider::Parameter) -> Option<Value> {
 
 /// The values a handle renders with (§8 step 7, §9): the provider's static defaults
 /// overlaid with the given values.
-pub fn with_defaults(
+pub(crate) fn with_defaults(
     provider: &CompiledProvider,
     values: Option<&Map<String, Value>>,
 ) -> Map<String, Value> {

@@ -37,7 +37,7 @@ mod tests;
 /// provider's template that fails. Reported in the claim's status; not retried until the claim
 /// or a provider changes.
 #[derive(Debug, Clone, thiserror::Error)]
-pub enum ClaimPlanError {
+pub(crate) enum ClaimPlanError {
     #[error(transparent)]
     Claim(#[from] ClaimError),
     #[error("cannot generate the claim's resources: {0}")]
@@ -51,7 +51,7 @@ pub enum ClaimPlanError {
 }
 
 /// What resolving a claim needs.
-pub struct ClaimPlanInput<'a> {
+pub(crate) struct ClaimPlanInput<'a> {
     pub claim: &'a ResourceClaim,
     /// The bound handle, if any: validation checks see it as `resource_handle`.
     pub handle: Option<&'a ResourceHandle>,
@@ -63,7 +63,7 @@ pub struct ClaimPlanInput<'a> {
 
 /// One `status.resources` entry as the claim's providers define it; the handle adds the rest.
 #[derive(Debug, Clone, PartialEq)]
-pub struct PlannedResource {
+pub(crate) struct PlannedResource {
     pub name: Option<String>,
     pub provider: ProviderRef,
     /// The template's validation failure (§7 step 6); `None` clears a previous one.
@@ -72,7 +72,7 @@ pub struct PlannedResource {
 
 /// A claim resolved against its providers, initialised and validated.
 #[derive(Debug, Clone)]
-pub struct ResolvedClaim {
+pub(crate) struct ResolvedClaim {
     pub shape: ClaimShape,
     /// The claim as it is once initialised (annotation and defaulted templates, §6.3).
     pub claim: ResourceClaim,
@@ -96,19 +96,19 @@ pub struct ResolvedClaim {
 }
 
 impl ResolvedClaim {
-    pub fn is_valid(&self) -> bool {
+    pub(crate) fn is_valid(&self) -> bool {
         self.problems.is_empty()
     }
 
     /// Every provider involved: the claim's own and those of its resources. Creation is
     /// disabled when any of them says so (§7.1 step 7, Δ§2.3).
-    pub fn providers(&self) -> impl Iterator<Item = &Arc<CompiledProvider>> {
+    pub(crate) fn providers(&self) -> impl Iterator<Item = &Arc<CompiledProvider>> {
         self.provider.iter().chain(&self.resource_providers)
     }
 
     /// Whether a handle may be created for the claim: not when the claim or any of its
     /// providers sets `disableCreation` (Δ§2.3, B18).
-    pub fn creation_allowed(&self) -> bool {
+    pub(crate) fn creation_allowed(&self) -> bool {
         !self.claim.spec.disable_creation.unwrap_or(false)
             && !self
                 .providers()
@@ -118,7 +118,7 @@ impl ResolvedClaim {
     /// The providers whose lifespans bound a handle created for the claim: a provider claim's
     /// own provider only (§10.5: linked providers' lifespans are ignored), else each
     /// resource's provider.
-    pub fn lifespan_providers(&self) -> Vec<&CompiledProvider> {
+    pub(crate) fn lifespan_providers(&self) -> Vec<&CompiledProvider> {
         match &self.provider {
             Some(provider) => vec![provider.as_ref()],
             None => self.resource_providers.iter().map(AsRef::as_ref).collect(),
@@ -128,7 +128,7 @@ impl ResolvedClaim {
     /// The unbound handles among `handles` the claim may bind, best first (Δ§3.2
     /// "Binding"): each resource is compared under its provider's `matchIgnore`; with
     /// `pool_name` (the claim's [`requested_pool`] as it is now), only that pool's handles.
-    pub fn bind_candidates<'h>(
+    pub(crate) fn bind_candidates<'h>(
         &self,
         pool_name: Option<&str>,
         handles: impl IntoIterator<Item = &'h ResourceHandle>,
@@ -153,7 +153,7 @@ impl ResolvedClaim {
 
     /// The patch that binds the unbound `handle` to the claim, with the handle's lifespan
     /// evaluated for the claim (Δ§3.2, §10.3).
-    pub fn bind_plan(
+    pub(crate) fn bind_plan(
         &self,
         handle: &ResourceHandle,
         templates: &TemplateEngine,
@@ -176,7 +176,7 @@ impl ResolvedClaim {
     /// The handle created for the claim (§7.2), without its name: its lifespan is bounded by
     /// each of [`lifespan_providers`](Self::lifespan_providers), evaluated for the claim
     /// (§10.5). Whether creation is allowed at all is [`creation_allowed`](Self::creation_allowed).
-    pub fn new_handle(
+    pub(crate) fn new_handle(
         &self,
         templates: &TemplateEngine,
         domain: &OperatorDomain,
@@ -201,7 +201,7 @@ impl ResolvedClaim {
     /// What the claim's bound `handle` receives from `claim` (§7 step 11), with the handle's
     /// lifespan evaluated for the claim. `claim` is the claim as it is now (the controller
     /// reads it fresh after its own writes); the rest comes from this resolution.
-    pub fn propagation(
+    pub(crate) fn propagation(
         &self,
         claim: &ResourceClaim,
         handle: &ResourceHandle,
@@ -230,7 +230,7 @@ impl ResolvedClaim {
 /// provider is found (so that a claim naming a missing provider can still be corrected), and
 /// a resources claim's templates are validated after the defaults of initialisation, in the
 /// same pass.
-pub fn resolve_claim(input: &ClaimPlanInput<'_>) -> Result<ResolvedClaim, ClaimPlanError> {
+pub(crate) fn resolve_claim(input: &ClaimPlanInput<'_>) -> Result<ResolvedClaim, ClaimPlanError> {
     let shape = resolve::claim_shape(input.claim)?;
     match shape {
         ClaimShape::Provider => resolve_provider_claim(input),
@@ -414,7 +414,10 @@ fn resolve_resources_claim(input: &ClaimPlanInput<'_>) -> Result<ResolvedClaim, 
 }
 
 /// The pool a claim asks to be bound from: its `D/resource-pool-name` annotation (Δ§3.2).
-pub fn requested_pool<'c>(metadata: &'c ObjectMeta, domain: &OperatorDomain) -> Option<&'c str> {
+pub(crate) fn requested_pool<'c>(
+    metadata: &'c ObjectMeta,
+    domain: &OperatorDomain,
+) -> Option<&'c str> {
     metadata
         .annotations
         .as_ref()
@@ -423,7 +426,7 @@ pub fn requested_pool<'c>(metadata: &'c ObjectMeta, domain: &OperatorDomain) -> 
 }
 
 /// Whether the claim carries `D/resource-claim-init-timestamp` (§6.3).
-pub fn is_initialised(claim: &ResourceClaim, domain: &OperatorDomain) -> bool {
+pub(crate) fn is_initialised(claim: &ResourceClaim, domain: &OperatorDomain) -> bool {
     claim
         .metadata
         .annotations
@@ -484,7 +487,7 @@ fn validation_scope(
 }
 
 /// A full provider reference in the form claims write it.
-pub fn provider_ref(reference: &crate::api::refs::ObjectRef) -> ProviderRef {
+pub(crate) fn provider_ref(reference: &crate::api::refs::ObjectRef) -> ProviderRef {
     ProviderRef {
         api_version: Some(reference.api_version.clone()),
         kind: Some(reference.kind.clone()),
@@ -500,7 +503,7 @@ const NAME_ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
 /// characters derived from the uid, the same shape as the API server's `generateName`
 /// suffix. Being derived, two operator processes creating a handle for one claim at the same
 /// time create the same handle: the second gets 409 and adopts it instead of making a twin.
-pub fn claim_handle_name(claim_uid: &str) -> String {
+pub(crate) fn claim_handle_name(claim_uid: &str) -> String {
     let digest = Sha256::digest(claim_uid.as_bytes());
     let suffix: String = digest
         .iter()

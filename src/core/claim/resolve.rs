@@ -15,7 +15,7 @@ use crate::core::template::{TemplateEngine, TemplateError};
 /// Why a claim cannot be resolved. Each is reported in the claim's status; none is retried
 /// until the claim or a provider changes.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
-pub enum ClaimError {
+pub(crate) enum ClaimError {
     #[error("ResourceClaim has both spec.provider and spec.resources")]
     BothProviderAndResources,
     #[error("ResourceClaim has neither spec.provider nor spec.resources")]
@@ -49,7 +49,7 @@ pub enum ClaimError {
 
 /// The two shapes of claim (§3.1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ClaimShape {
+pub(crate) enum ClaimShape {
     /// `spec.provider`: one provider generates the resources from parameters.
     Provider,
     /// `spec.resources`: explicit partial definitions, each with its provider.
@@ -57,7 +57,7 @@ pub enum ClaimShape {
 }
 
 /// Which shape the claim has (§6.1: both or neither is an error).
-pub fn claim_shape(claim: &ResourceClaim) -> Result<ClaimShape, ClaimError> {
+pub(crate) fn claim_shape(claim: &ResourceClaim) -> Result<ClaimShape, ClaimError> {
     match (&claim.spec.provider, &claim.spec.resources) {
         (Some(_), Some(_)) => Err(ClaimError::BothProviderAndResources),
         (Some(_), None) => Ok(ClaimShape::Provider),
@@ -68,7 +68,7 @@ pub fn claim_shape(claim: &ResourceClaim) -> Result<ClaimShape, ClaimError> {
 
 /// The provider of a provider claim; `spec.provider.name` may not change once recorded in
 /// `status.provider.name` (§6.1).
-pub fn claim_provider<'a>(
+pub(crate) fn claim_provider<'a>(
     claim: &ResourceClaim,
     catalog: &'a ProviderCatalog,
 ) -> Result<&'a Arc<CompiledProvider>, ClaimError> {
@@ -96,7 +96,7 @@ pub fn claim_provider<'a>(
 
 /// The provider of each `spec.resources` entry: its explicit `provider.name`, else the one
 /// provider whose `match` fits its template (§6.2).
-pub fn assign_providers<'a>(
+pub(crate) fn assign_providers<'a>(
     claim: &ResourceClaim,
     catalog: &'a ProviderCatalog,
 ) -> Result<Vec<&'a Arc<CompiledProvider>>, ClaimError> {
@@ -121,7 +121,7 @@ pub fn assign_providers<'a>(
 ///
 /// `scope` carries `resource_claim`; `resource_index`, `resource_name` and
 /// `resource_provider` are added here, and the provider's vars (Δ§3.4: provider vars only).
-pub fn template_with_defaults(
+pub(crate) fn template_with_defaults(
     claim: &ResourceClaim,
     index: usize,
     provider: &CompiledProvider,
@@ -173,7 +173,7 @@ pub fn template_with_defaults(
 ///
 /// `scope` carries `resource_claim`, `resource_handle`, `resource_provider` and the vars;
 /// the template's top-level keys are added as variables here.
-pub fn validate_template(
+pub(crate) fn validate_template(
     provider: &CompiledProvider,
     template: &Value,
     scope: &RenderContext,

@@ -22,20 +22,20 @@ use crate::core::claim::plan::PlannedResource;
 mod tests;
 
 /// `status.conditions` type: whether the claim's providers resolve and its values validate.
-pub const CONDITION_VALID: &str = "Valid";
+pub(crate) const CONDITION_VALID: &str = "Valid";
 /// `status.conditions` type: whether the claim is bound to a handle.
-pub const CONDITION_BOUND: &str = "Bound";
+pub(crate) const CONDITION_BOUND: &str = "Bound";
 
 /// Whether the claim is valid, and if not, why (the message users read).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Validity {
+pub(crate) enum Validity {
     Valid,
     Invalid(String),
 }
 
 /// Why a claim has no handle.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Unbound {
+pub(crate) enum Unbound {
     /// It is invalid: nothing is bound until it is corrected.
     Invalid,
     /// No unbound handle fits and creation is disabled: it waits for one (Δ§2.3, B18).
@@ -44,14 +44,14 @@ pub enum Unbound {
 
 /// The claim's binding.
 #[derive(Debug, Clone)]
-pub enum Binding<'a> {
+pub(crate) enum Binding<'a> {
     Unbound(Unbound),
     Bound(BoundHandle<'a>),
 }
 
 /// The handle a claim is bound to, and what the claim mirrors from it.
 #[derive(Debug, Clone)]
-pub struct BoundHandle<'a> {
+pub(crate) struct BoundHandle<'a> {
     pub handle: &'a ResourceHandle,
     /// The live object of each handle resource, by index, as its watch last saw it; `None`
     /// keeps the state the claim has (B07).
@@ -63,7 +63,7 @@ pub struct BoundHandle<'a> {
 
 /// Everything the desired status is computed from, besides the current status.
 #[derive(Debug, Clone)]
-pub struct StatusInput<'a> {
+pub(crate) struct StatusInput<'a> {
     pub validity: Validity,
     /// `status.provider` as it should be; `None` leaves it alone.
     pub provider: Option<&'a ClaimStatusProvider>,
@@ -78,7 +78,7 @@ pub struct StatusInput<'a> {
 
 /// The status the claim should have. Fields the claim controller does not own (`approval`)
 /// are kept; so is everything this input says nothing about.
-pub fn desired_claim_status(
+pub(crate) fn desired_claim_status(
     current: Option<&ResourceClaimStatus>,
     input: &StatusInput<'_>,
 ) -> ResourceClaimStatus {
@@ -163,7 +163,7 @@ pub fn desired_claim_status(
 }
 
 /// The message of the claim's `Valid` condition when it is False.
-pub fn invalid_message(status: Option<&ResourceClaimStatus>) -> Option<&str> {
+pub(crate) fn invalid_message(status: Option<&ResourceClaimStatus>) -> Option<&str> {
     status
         .and_then(|s| s.conditions.as_ref())
         .and_then(|c| c.iter().find(|c| c.type_ == CONDITION_VALID))
@@ -278,7 +278,7 @@ fn merged_resources(
 /// `metadata.generation`, Poolboy's own annotations (`D/…`, and `annotations` itself when
 /// nothing is left) and kopf's `status.diffBase`. Everything else stays, resourceVersion and
 /// uid included.
-pub fn pruned_state(state: &Value, domain: &OperatorDomain) -> Value {
+pub(crate) fn pruned_state(state: &Value, domain: &OperatorDomain) -> Value {
     let mut state = state.clone();
     let prefix = format!("{domain}/");
     if let Some(metadata) = state.get_mut("metadata").and_then(Value::as_object_mut) {
@@ -306,7 +306,7 @@ pub fn pruned_state(state: &Value, domain: &OperatorDomain) -> Value {
 /// `test /metadata/resourceVersion`, so that a write based on a stale read fails instead of
 /// undoing someone's change (B06), then one `add` or `remove` per top-level status field that
 /// differs. Fields `desired` does not model (kopf's `diffBase`, …) are never touched.
-pub fn status_patch(
+pub(crate) fn status_patch(
     current: Option<&ResourceClaimStatus>,
     desired: &ResourceClaimStatus,
     resource_version: &str,
@@ -358,7 +358,7 @@ fn to_time(now: DateTime<Utc>) -> Time {
 
 /// The Event a lifespan change earns (Δ§3.1.3): its reason and note.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LifespanEvent {
+pub(crate) struct LifespanEvent {
     pub reason: &'static str,
     pub note: String,
 }
@@ -366,7 +366,7 @@ pub struct LifespanEvent {
 /// Δ§3.1.3: a claim that already has `status.lifespan` gets a Normal Event when its end (the
 /// handle's end) changes, "Lifespan end changed", or disappears, "Lifespan end cleared".
 /// Fix of Q8: the note quotes the NEW end, not the old one.
-pub fn lifespan_event(
+pub(crate) fn lifespan_event(
     current: Option<&ClaimStatusLifespan>,
     desired: &ClaimStatusLifespan,
 ) -> Option<LifespanEvent> {

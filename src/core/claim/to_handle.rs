@@ -17,7 +17,7 @@ use crate::core::lifespan::{self, LifespanError, LifespanLimits, format_timestam
 
 /// The handle patch (empty when nothing differs) and the claim's rewritten requested end.
 #[derive(Debug, Clone, Default)]
-pub struct Propagation {
+pub(crate) struct Propagation {
     pub patch: Patch,
     pub rewrite_requested_end: Option<DateTime<Utc>>,
 }
@@ -25,7 +25,7 @@ pub struct Propagation {
 /// What the handle should receive from `claim`. `provider` is the claim's effective provider
 /// (provider claims); `claim_providers` the provider reference of each claim resource
 /// (resources claims); `limits` the handle's lifespan evaluated for the claim.
-pub fn propagate_claim_to_handle(
+pub(crate) fn propagate_claim_to_handle(
     claim: &ResourceClaim,
     shape: ClaimShape,
     handle: &ResourceHandle,

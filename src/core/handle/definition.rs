@@ -13,7 +13,7 @@ use crate::core::template::view::{Subjects, provider_view};
 use crate::core::template::{TemplateEngine, TemplateError};
 
 #[derive(Debug, Clone, thiserror::Error)]
-pub enum DefinitionError {
+pub(crate) enum DefinitionError {
     #[error("ResourceHandle has no spec.resources[{0}]")]
     NoSuchResource(usize),
     #[error("ResourceProvider {provider}: override failed: {source}")]
@@ -53,14 +53,14 @@ pub enum DefinitionError {
 /// The requester of a claim, looked up from its namespace (§12.3 step 7): an OpenShift
 /// `User` and its `Identity` objects. Absent on plain Kubernetes.
 #[derive(Clone, Debug, Default)]
-pub struct Requester {
+pub(crate) struct Requester {
     pub user: Option<Value>,
     pub identities: Vec<Value>,
 }
 
 /// Whether a resource may be rendered now, and the linked template variables if so.
 #[derive(Clone, Debug, PartialEq)]
-pub enum LinkGate {
+pub(crate) enum LinkGate {
     /// Every `waitFor` holds; `templateVars` resolved from the linked resources' states.
     Ready(Map<String, Value>),
     /// A linked resource has no state yet or its `waitFor` is false.
@@ -68,7 +68,7 @@ pub enum LinkGate {
 }
 
 /// One handle's resources with their providers and live states, index-aligned.
-pub struct HandleResources<'a> {
+pub(crate) struct HandleResources<'a> {
     pub handle: &'a ResourceHandle,
     pub providers: &'a [&'a CompiledProvider],
     pub states: &'a [Option<Value>],
@@ -87,7 +87,7 @@ impl HandleResources<'_> {
     /// Checks the linked providers of resource `index` (§9): each link is found as the first
     /// resource of this handle with the same provider name and resource name (Δ B22); a
     /// `waitFor` without linked state, or false, makes the resource wait.
-    pub fn link_gate(
+    pub(crate) fn link_gate(
         &self,
         index: usize,
         subjects: &Subjects,
@@ -166,7 +166,7 @@ impl HandleResources<'_> {
     /// The definition of resource `index` (§12.3): the handle's template, the provider's
     /// `override` merged over it, a generated name, the reference pinned, and Poolboy's
     /// annotations and the handle's resource labels and annotations added.
-    pub fn definition(
+    pub(crate) fn definition(
         &self,
         index: usize,
         linked_vars: &Map<String, Value>,
@@ -374,7 +374,7 @@ impl HandleResources<'_> {
 }
 
 /// What rendering a definition needs besides the handle.
-pub struct DefinitionContext<'a> {
+pub(crate) struct DefinitionContext<'a> {
     pub domain: &'a OperatorDomain,
     pub templates: &'a TemplateEngine,
     pub subjects: &'a Subjects,
@@ -384,7 +384,7 @@ pub struct DefinitionContext<'a> {
 
 /// The reference of each resource: `status.resources[i].reference` (Δ§2.4), falling back to
 /// the spec copy legacy handles carry.
-pub fn status_references(handle: &ResourceHandle) -> Vec<Option<ResourceReference>> {
+pub(crate) fn status_references(handle: &ResourceHandle) -> Vec<Option<ResourceReference>> {
     let spec = handle.spec.resources.as_deref().unwrap_or(&[]);
     let status = handle
         .status

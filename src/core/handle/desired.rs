@@ -15,14 +15,14 @@ const MAX_LINK_DEPTH: usize = 16;
 
 /// One resource entry of a handle (`spec.resources[i]`), as a provider generates it.
 #[derive(Clone, Debug, PartialEq)]
-pub struct DesiredResource {
+pub(crate) struct DesiredResource {
     pub name: String,
     pub provider: ObjectRef,
     pub template: Value,
 }
 
 #[derive(Debug, Clone, thiserror::Error)]
-pub enum DesiredResourcesError {
+pub(crate) enum DesiredResourcesError {
     #[error(transparent)]
     Provider(#[from] ProviderError),
     #[error("ResourceProvider {provider}: linkedResourceProviders[{index}].when failed: {source}")]
@@ -55,7 +55,7 @@ pub enum DesiredResourcesError {
 }
 
 /// What generating resources needs besides the provider itself.
-pub struct Generation<'a> {
+pub(crate) struct Generation<'a> {
     pub catalog: &'a ProviderCatalog,
     pub templates: &'a TemplateEngine,
     pub domain: &'a OperatorDomain,
@@ -68,7 +68,7 @@ impl Generation<'_> {
     /// in Poolboy's order: each linked provider's resources (when its `when` holds), then the
     /// provider's own entry if it has `override` or `template.definition` (§9; a provider with
     /// neither is a pure aggregator, #98).
-    pub fn resources(
+    pub(crate) fn resources(
         &self,
         provider: &CompiledProvider,
         parameter_values: Option<&Map<String, Value>>,

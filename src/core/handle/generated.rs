@@ -12,7 +12,7 @@ use crate::core::json::patch::values_equal;
 /// A generated resource whose provider differs from the one already at its index: Poolboy
 /// logs "refusing" and patches anyway (§16); here the entry is left alone and reported.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ProviderChangeRefused {
+pub(crate) struct ProviderChangeRefused {
     pub index: usize,
     pub current: String,
     pub generated: String,
@@ -21,7 +21,7 @@ pub struct ProviderChangeRefused {
 /// The patch to `spec.resources`: set it whole when absent; otherwise replace each template
 /// that differs and append extra entries. Entries are never removed (Poolboy keeps resources
 /// whose `when` turned false).
-pub fn sync_generated_resources(
+pub(crate) fn sync_generated_resources(
     current: Option<&[crate::api::handle::HandleResource]>,
     generated: &[DesiredResource],
 ) -> (Patch, Vec<ProviderChangeRefused>) {

@@ -19,7 +19,7 @@ use crate::core::naming::HANDLE_GENERATE_NAME;
 
 /// A handle to create for a claim, and what to write back to the claim.
 #[derive(Debug, Clone)]
-pub struct HandleForClaim {
+pub(crate) struct HandleForClaim {
     pub handle: ResourceHandle,
     /// When set, the claim's `spec.lifespan.end` is rewritten to this clamped end (the fix for
     /// the sliding end of §10.4).
@@ -28,7 +28,7 @@ pub struct HandleForClaim {
 
 /// What a handle for a claim holds: the provider claim's effective provider and values
 /// (Δ B20), or nothing for a resources claim.
-pub struct ClaimHandleInput<'a> {
+pub(crate) struct ClaimHandleInput<'a> {
     pub claim: &'a ResourceClaim,
     /// `spec.provider` with the effective parameter values, for provider claims.
     pub provider: Option<ProviderParameters>,
@@ -40,7 +40,7 @@ pub struct ClaimHandleInput<'a> {
 
 /// The handle created for a claim (§7.2): `generateName: guid-`, the finalizer, the claim
 /// labels and reference, the resources, and the lifespan (minimum across providers, §10.5).
-pub fn handle_for_claim(
+pub(crate) fn handle_for_claim(
     input: &ClaimHandleInput<'_>,
     domain: &OperatorDomain,
     operator_namespace: &str,
@@ -85,7 +85,7 @@ pub fn handle_for_claim(
 /// The handle a pool creates (§11 step 5, Δ§3.3): pool labels (and the scaling's, when one
 /// is active), the pool reference, the pool's vars, provider or resources, preferenceScore,
 /// resource labels and annotations, and the lifespan of the pool, else of its provider.
-pub fn handle_for_pool(
+pub(crate) fn handle_for_pool(
     pool: &ResourcePool,
     provider_lifespan: Option<&LifespanSettings>,
     scaling: Option<&str>,
@@ -140,7 +140,7 @@ pub fn handle_for_pool(
 }
 
 /// `{apiVersion: D/v1, kind: ResourceClaim, name, namespace}`.
-pub fn claim_reference(claim: &ResourceClaim, domain: &OperatorDomain) -> ObjectRef {
+pub(crate) fn claim_reference(claim: &ResourceClaim, domain: &OperatorDomain) -> ObjectRef {
     ObjectRef {
         api_version: domain.api_version(),
         kind: "ResourceClaim".to_owned(),

@@ -22,7 +22,7 @@ pub(crate) mod tests;
 
 /// Why `spec.resources` cannot be regenerated from `spec.provider`.
 #[derive(Debug, Clone, thiserror::Error)]
-pub enum HandlePlanError {
+pub(crate) enum HandlePlanError {
     #[error("spec.provider: {0}")]
     Provider(#[from] ProviderError),
     #[error("spec.provider: {0}")]
@@ -30,7 +30,7 @@ pub enum HandlePlanError {
 }
 
 /// What every decision of a handle reconcile reads besides the handle.
-pub struct PlanEnvironment<'a> {
+pub(crate) struct PlanEnvironment<'a> {
     pub catalog: &'a ProviderCatalog,
     pub templates: &'a TemplateEngine,
     pub domain: &'a OperatorDomain,
@@ -40,7 +40,7 @@ pub struct PlanEnvironment<'a> {
 /// The change to `spec.resources` a handle with `spec.provider` needs, and the entries left
 /// alone because their provider would change.
 #[derive(Debug)]
-pub struct GeneratedResources {
+pub(crate) struct GeneratedResources {
     /// Empty when `spec.resources` is already what the provider generates.
     pub patch: Patch,
     /// One message per entry whose provider would change (Poolboy patches anyway, §16).
@@ -54,7 +54,7 @@ pub struct GeneratedResources {
 /// `resource_claim.parameter_values`); a bound claim that is not a provider claim has none, so
 /// the handle's own values are used then rather than bare defaults. Unbound handles use their
 /// own `spec.provider.parameterValues`. Defaults are added by [`Generation::resources`].
-pub fn generated_resources(
+pub(crate) fn generated_resources(
     env: &PlanEnvironment<'_>,
     handle: &ResourceHandle,
     claim: Option<&ResourceClaim>,
@@ -93,13 +93,13 @@ pub fn generated_resources(
 /// The providers of a handle's resources, index-aligned with `spec.resources`. A missing or
 /// invalid provider is represented by an empty stand-in of the same name (so that linked
 /// lookups of the other resources still line up and find no state) and its error.
-pub struct HandleProviders {
+pub(crate) struct HandleProviders {
     providers: Vec<Arc<CompiledProvider>>,
     errors: Vec<Option<ProviderError>>,
 }
 
 impl HandleProviders {
-    pub fn resolve(
+    pub(crate) fn resolve(
         handle: &ResourceHandle,
         catalog: &ProviderCatalog,
         compiler: &ProviderCompiler<'_>,
@@ -130,17 +130,17 @@ impl HandleProviders {
     }
 
     /// The providers, index-aligned (stand-ins where [`error`](Self::error) is set).
-    pub fn all(&self) -> Vec<&CompiledProvider> {
+    pub(crate) fn all(&self) -> Vec<&CompiledProvider> {
         self.providers.iter().map(AsRef::as_ref).collect()
     }
 
     /// Why resource `index` has no usable provider.
-    pub fn error(&self, index: usize) -> Option<&ProviderError> {
+    pub(crate) fn error(&self, index: usize) -> Option<&ProviderError> {
         self.errors.get(index).and_then(Option::as_ref)
     }
 
     /// The provider of resource `index`, if it is usable.
-    pub fn get(&self, index: usize) -> Option<&CompiledProvider> {
+    pub(crate) fn get(&self, index: usize) -> Option<&CompiledProvider> {
         match self.error(index) {
             Some(_) => None,
             None => self.providers.get(index).map(AsRef::as_ref),
@@ -150,7 +150,7 @@ impl HandleProviders {
 
 /// What happens to one resource in this reconcile (§12.4 step 6).
 #[derive(Clone, Debug, PartialEq)]
-pub enum ResourcePlan {
+pub(crate) enum ResourcePlan {
     /// Not rendered before the handle is bound (`resourceRequiresClaim`, §12.4 step 6.1).
     WaitingForClaim,
     /// Not rendered before the resource of `linked_provider` has a state that passes its
@@ -168,7 +168,7 @@ pub enum ResourcePlan {
 
 impl ResourcePlan {
     /// The `waitingFor` this plan leaves in `status.resources[i]`.
-    pub fn waiting_for(&self) -> Option<WaitingFor> {
+    pub(crate) fn waiting_for(&self) -> Option<WaitingFor> {
         match self {
             ResourcePlan::WaitingForClaim => Some(WaitingFor::ResourceClaim),
             ResourcePlan::WaitingForLink { .. } => Some(WaitingFor::LinkedResourceProvider),
@@ -179,7 +179,7 @@ impl ResourcePlan {
 }
 
 /// A handle's resources as one reconcile sees them.
-pub struct PlanInput<'a> {
+pub(crate) struct PlanInput<'a> {
     pub handle: &'a ResourceHandle,
     /// The bound claim (fresh), if any.
     pub claim: Option<&'a ResourceClaim>,
@@ -192,7 +192,10 @@ pub struct PlanInput<'a> {
 /// Decides, per resource in index order, whether it waits, is invalid or gets a definition
 /// (§12.4 step 6, Δ§3.2 Manage step 6). Never fails as a whole: a problem belongs to the
 /// resource it comes from, and the other resources are still served.
-pub fn plan_resources(env: &PlanEnvironment<'_>, input: &PlanInput<'_>) -> Vec<ResourcePlan> {
+pub(crate) fn plan_resources(
+    env: &PlanEnvironment<'_>,
+    input: &PlanInput<'_>,
+) -> Vec<ResourcePlan> {
     let handle = input.handle;
     let entries = handle.spec.resources.as_deref().unwrap_or(&[]);
     let providers = input.providers.all();
@@ -254,7 +257,7 @@ pub fn plan_resources(env: &PlanEnvironment<'_>, input: &PlanInput<'_>) -> Vec<R
 }
 
 /// `{apiVersion, kind, name, namespace?}` of a definition; `None` when a field is not a string.
-pub fn reference_of(definition: &Value) -> Option<ResourceReference> {
+pub(crate) fn reference_of(definition: &Value) -> Option<ResourceReference> {
     let text = |pointer: &str| definition.pointer(pointer).and_then(Value::as_str);
     let namespace = match definition.pointer("/metadata/namespace") {
         None | Some(Value::Null) => None,

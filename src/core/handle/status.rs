@@ -19,13 +19,13 @@ use crate::core::template::view::handle_view;
 mod tests;
 
 /// The condition that mirrors `status.ready`, with the reason of each resource not ready.
-pub const READY_CONDITION: &str = "Ready";
+pub(crate) const READY_CONDITION: &str = "Ready";
 /// The condition that reports bad input: definitions that cannot be rendered, a missing
 /// provider, a broken `spec.lifespan.end`.
-pub const VALID_CONDITION: &str = "Valid";
+pub(crate) const VALID_CONDITION: &str = "Valid";
 
 /// What the status is computed from.
-pub struct StatusInput<'a> {
+pub(crate) struct StatusInput<'a> {
     pub handle: &'a ResourceHandle,
     pub providers: &'a HandleProviders,
     /// The provider whose `statusSummaryTemplate` renders `status.summary`: `spec.provider`,
@@ -42,13 +42,13 @@ pub struct StatusInput<'a> {
 /// The status to have, and the template failures met on the way (Poolboy logs them; a failed
 /// check counts as unknown and a failed summary leaves the summary unchanged).
 #[derive(Debug)]
-pub struct DesiredStatus {
+pub(crate) struct DesiredStatus {
     pub status: ResourceHandleStatus,
     pub failures: Vec<String>,
 }
 
 /// Computes the whole status (§13, Δ§3.2 update_status).
-pub fn desired_status(env: &PlanEnvironment<'_>, input: &StatusInput<'_>) -> DesiredStatus {
+pub(crate) fn desired_status(env: &PlanEnvironment<'_>, input: &StatusInput<'_>) -> DesiredStatus {
     let handle = input.handle;
     let current = handle.status.clone().unwrap_or_default();
     let current_resources = current.resources.as_deref().unwrap_or(&[]);
@@ -174,7 +174,7 @@ pub fn desired_status(env: &PlanEnvironment<'_>, input: &StatusInput<'_>) -> Des
 }
 
 /// The message of a problem condition, if the `Valid` condition of `status` reports one.
-pub fn problem_message(status: Option<&ResourceHandleStatus>) -> Option<&str> {
+pub(crate) fn problem_message(status: Option<&ResourceHandleStatus>) -> Option<&str> {
     status
         .and_then(|s| s.conditions.as_deref())
         .and_then(|c| c.iter().find(|c| c.type_ == VALID_CONDITION))
@@ -333,7 +333,7 @@ fn time(now: chrono::DateTime<chrono::Utc>) -> Time {
 /// The JSON-patch ops (on the status subresource) that turn `current` into `desired`, field by
 /// field; empty when they are equal. Fields this module does not own (`diffBase`, `kopf` left
 /// by Poolboy) are kept.
-pub fn status_patch(
+pub(crate) fn status_patch(
     current: Option<&ResourceHandleStatus>,
     desired: &ResourceHandleStatus,
 ) -> Vec<PatchOp> {

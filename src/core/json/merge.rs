@@ -6,15 +6,15 @@ use serde_json::{Map, Value};
 
 /// Errors from [`merge_list_of_dicts`].
 #[derive(Debug, thiserror::Error)]
-pub enum MergeError {
-    #[error("merge_list_of_dicts: item {index} is {found}, not a mapping (or null)")]
+pub(crate) enum MergeError {
+    #[error("merge_list_of_dicts: list item {index} is {found}, not a dict (or None)")]
     NotAMapping { index: usize, found: &'static str },
 }
 
 /// What happens where both sides hold a value that cannot be merged further (scalars, or
 /// values of different types).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum MergeMode {
+pub(crate) enum MergeMode {
     /// The update's value wins (Poolboy's default, `overwrite=True`).
     Overwrite,
     /// The target's value is kept; only missing keys and list elements are added
@@ -32,7 +32,7 @@ pub enum MergeMode {
 /// Keys present only in `target` always remain. The rule is the same at the top level as
 /// below it (Poolboy does nothing when the two top-level values are not both objects or both
 /// lists; every caller passes objects, which the CRD schemas guarantee).
-pub fn deep_merge(target: &mut Value, update: &Value, mode: MergeMode) {
+pub(crate) fn deep_merge(target: &mut Value, update: &Value, mode: MergeMode) {
     match (target, update) {
         (Value::Object(target), Value::Object(update)) => {
             for (key, value) in update {
@@ -63,10 +63,10 @@ pub fn deep_merge(target: &mut Value, update: &Value, mode: MergeMode) {
 /// The `merge_list_of_dicts` template filter (§5.5): a left-to-right shallow merge of a list
 /// of mappings, later keys winning; `null` items count as `{}` and `[]` gives `{}`.
 ///
-/// Public for the template environment, which registers it as a filter. Poolboy returns a
+/// The template environment registers it as a filter. Poolboy returns a
 /// single-item list's item unchanged (so `[null]` gives `null` and `[5]` gives `5`); this always
 /// returns a mapping and rejects non-mapping items with an error naming the item.
-pub fn merge_list_of_dicts(items: &[Value]) -> Result<Value, MergeError> {
+pub(crate) fn merge_list_of_dicts(items: &[Value]) -> Result<Value, MergeError> {
     let mut merged = Map::new();
     for (index, item) in items.iter().enumerate() {
         match item {

@@ -19,7 +19,7 @@ mod tests;
 
 /// Errors from compiling update filters or converting ops to a `json_patch::Patch`.
 #[derive(Debug, thiserror::Error)]
-pub enum PatchError {
+pub(crate) enum PatchError {
     /// An `updateFilters[index].pathMatch` that does not compile.
     #[error(
         "updateFilters[{index}].pathMatch {pattern:?} is not a valid regular expression: {message}"
@@ -45,7 +45,7 @@ pub enum PatchError {
 
 /// The three kinds of op the diff emits (it never emits test, move or copy: §12.1).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum OpKind {
+pub(crate) enum OpKind {
     Add,
     Remove,
     Replace,
@@ -53,7 +53,7 @@ pub enum OpKind {
 
 impl OpKind {
     /// The RFC 6902 op name, as written in `allowedOps`.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             OpKind::Add => "add",
             OpKind::Remove => "remove",
@@ -80,7 +80,7 @@ impl fmt::Display for OpKind {
 /// One JSON-patch op with an RFC 6901 path; serializes as RFC 6902 (`{"op": "add", ...}`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "op", rename_all = "lowercase")]
-pub enum PatchOp {
+pub(crate) enum PatchOp {
     Add { path: String, value: Value },
     Remove { path: String },
     Replace { path: String, value: Value },
@@ -88,7 +88,7 @@ pub enum PatchOp {
 
 impl PatchOp {
     /// The op's JSON pointer, escaped as RFC 6901 (`~0`, `~1`).
-    pub fn path(&self) -> &str {
+    pub(crate) fn path(&self) -> &str {
         match self {
             PatchOp::Add { path, .. }
             | PatchOp::Remove { path }
@@ -96,7 +96,7 @@ impl PatchOp {
         }
     }
 
-    pub fn kind(&self) -> OpKind {
+    pub(crate) fn kind(&self) -> OpKind {
         match self {
             PatchOp::Add { .. } => OpKind::Add,
             PatchOp::Remove { .. } => OpKind::Remove,
@@ -106,7 +106,7 @@ impl PatchOp {
 }
 
 /// Converts ops to the `json_patch` 4 type that `kube::api::Patch::Json` takes (notes §0.3).
-pub fn to_json_patch(ops: &[PatchOp]) -> Result<json_patch::Patch, PatchError> {
+pub(crate) fn to_json_patch(ops: &[PatchOp]) -> Result<json_patch::Patch, PatchError> {
     use json_patch::{AddOperation, PatchOperation, RemoveOperation, ReplaceOperation};
     let pointer = |path: &str| {
         json_patch::jsonptr::PointerBuf::parse(path).map_err(|e| PatchError::InvalidPointer {
@@ -136,7 +136,7 @@ pub fn to_json_patch(ops: &[PatchOp]) -> Result<json_patch::Patch, PatchError> {
 }
 
 /// Escapes one path segment as RFC 6901: `~` → `~0`, then `/` → `~1`.
-pub fn escape_pointer_segment(segment: &str) -> Cow<'_, str> {
+pub(crate) fn escape_pointer_segment(segment: &str) -> Cow<'_, str> {
     if segment.contains(['~', '/']) {
         Cow::Owned(segment.replace('~', "~0").replace('/', "~1"))
     } else {
@@ -150,7 +150,7 @@ pub fn escape_pointer_segment(segment: &str) -> Cow<'_, str> {
 /// - arrays: recurse over common indexes, `remove` surplus indexes highest first, then `add`
 ///   new indexes ascending;
 /// - anything else: `replace` when the values differ by [`values_equal`].
-pub fn diff(a: &Value, b: &Value) -> Vec<PatchOp> {
+pub(crate) fn diff(a: &Value, b: &Value) -> Vec<PatchOp> {
     let mut ops = Vec::new();
     let mut path = String::new();
     diff_into(a, b, &mut path, &mut ops);
@@ -231,7 +231,7 @@ fn push_segment(path: &mut String, segment: &str) {
 /// Poolboy's (Python's) value equality, used wherever Poolboy compares with `==`/`!=`:
 /// numbers compare by value (`1 == 1.0`), objects ignore key order. One deliberate difference:
 /// booleans never equal numbers (Python's `True == 1` would hide a `true` → `1` change).
-pub fn values_equal(a: &Value, b: &Value) -> bool {
+pub(crate) fn values_equal(a: &Value, b: &Value) -> bool {
     match (a, b) {
         (Value::Number(a), Value::Number(b)) => numbers_equal(a, b),
         (Value::Object(a), Value::Object(b)) => {
@@ -301,14 +301,17 @@ impl FilterRule {
 
 /// A provider's compiled `updateFilters` plus the implicit Poolboy-annotation filter (§12.2).
 #[derive(Clone, Debug)]
-pub struct UpdateFilters {
+pub(crate) struct UpdateFilters {
     rules: Vec<FilterRule>,
 }
 
 impl UpdateFilters {
     /// Compiles the provider's filters in order and appends the implicit last filter
     /// `/metadata/annotations/<escaped D>~1resource-.*` allowing every op.
-    pub fn compile(filters: &[UpdateFilter], domain: &OperatorDomain) -> Result<Self, PatchError> {
+    pub(crate) fn compile(
+        filters: &[UpdateFilter],
+        domain: &OperatorDomain,
+    ) -> Result<Self, PatchError> {
         let mut rules = Vec::with_capacity(filters.len() + 1);
         for (index, filter) in filters.iter().enumerate() {
             let regex = compile_anchored(&filter.path_match).map_err(|message| {
@@ -371,13 +374,13 @@ impl UpdateFilters {
 
     /// Keeps the ops the filters allow, in order: the first filter whose pattern matches the
     /// whole path decides; an op no filter matches is dropped (§12.2).
-    pub fn filter(&self, ops: Vec<PatchOp>) -> Vec<PatchOp> {
+    pub(crate) fn filter(&self, ops: Vec<PatchOp>) -> Vec<PatchOp> {
         ops.into_iter().filter(|op| self.allows(op)).collect()
     }
 
     /// Whether one op passes. A pattern that exceeds the regex backtrack limit on this path
     /// decides and rejects: dropping a change is safer than letting a later rule allow it.
-    pub fn allows(&self, op: &PatchOp) -> bool {
+    pub(crate) fn allows(&self, op: &PatchOp) -> bool {
         let path = op.path();
         for rule in &self.rules {
             match rule.regex.is_match(path) {

@@ -19,19 +19,16 @@ use crate::api::claim::ClaimStatusLifespan;
 use crate::api::handle::HandleLifespan;
 use crate::api::refs::LifespanSettings;
 use crate::api::{ResourceClaim, ResourceHandle};
+use interval::{format_interval, format_simple_interval};
 
 #[cfg(test)]
 mod tests;
 
-pub mod interval;
-pub mod values;
+pub(crate) mod interval;
+pub(crate) mod values;
 
 /// How Poolboy writes timestamps (Python `%FT%TZ`): UTC, whole seconds.
-pub const TIMESTAMP_FORMAT: &str = "%Y-%m-%dT%H:%M:%SZ";
-
-/// A handle whose `spec.lifespan.end` is less than this far away is not offered to a claim
-/// (Poolboy 1.17 #152, Δ§8 B04): the claim would lose it almost at once.
-pub const BIND_MARGIN: TimeDelta = TimeDelta::seconds(120);
+pub(crate) const TIMESTAMP_FORMAT: &str = "%Y-%m-%dT%H:%M:%SZ";
 
 /// The latest year a `%FT%TZ` timestamp can carry.
 const LAST_WRITABLE_YEAR: i32 = 9999;
@@ -39,7 +36,7 @@ const LAST_WRITABLE_YEAR: i32 = 9999;
 /// Errors of the lifespan rules: bad timestamps or intervals in an object, or an end too far
 /// away to be written.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum LifespanError {
+pub(crate) enum LifespanError {
     #[error(
         "{field}: {value:?} is not an RFC 3339 timestamp such as 2025-01-31T12:00:00Z ({reason})"
     )]
@@ -66,7 +63,10 @@ pub enum LifespanError {
 
 /// Parses an RFC 3339 timestamp from `field` (named in the error, e.g.
 /// `"ResourceClaim spec.lifespan.end"`). Any offset is accepted and converted to UTC.
-pub fn parse_timestamp(field: &'static str, value: &str) -> Result<DateTime<Utc>, LifespanError> {
+pub(crate) fn parse_timestamp(
+    field: &'static str,
+    value: &str,
+) -> Result<DateTime<Utc>, LifespanError> {
     DateTime::parse_from_rfc3339(value)
         .map(|t| t.with_timezone(&Utc))
         .map_err(|e| LifespanError::InvalidTimestamp {
@@ -77,25 +77,25 @@ pub fn parse_timestamp(field: &'static str, value: &str) -> Result<DateTime<Utc>
 }
 
 /// Writes a timestamp as Poolboy does: `2025-01-31T12:00:00Z` (sub-seconds dropped).
-pub fn format_timestamp(t: DateTime<Utc>) -> String {
+pub(crate) fn format_timestamp(t: DateTime<Utc>) -> String {
     t.format(TIMESTAMP_FORMAT).to_string()
 }
 
 /// How long from `now` until `deadline`; zero when it has passed. For requeueing.
-pub fn delay_until(deadline: DateTime<Utc>, now: DateTime<Utc>) -> Duration {
+pub(crate) fn delay_until(deadline: DateTime<Utc>, now: DateTime<Utc>) -> Duration {
     (deadline - now).to_std().unwrap_or(Duration::ZERO)
 }
 
 /// One lifespan interval: its `text` as Poolboy stores it and its `value` evaluated for the
 /// claim at hand. Which text is meant depends on the rule (see each function).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct EvaluatedInterval {
+pub(crate) struct EvaluatedInterval {
     pub text: String,
     pub value: TimeDelta,
 }
 
 impl EvaluatedInterval {
-    pub fn new(text: impl Into<String>, value: TimeDelta) -> Self {
+    pub(crate) fn new(text: impl Into<String>, value: TimeDelta) -> Self {
         Self {
             text: text.into(),
             value,
@@ -107,7 +107,7 @@ impl EvaluatedInterval {
 /// (an empty render is `None`). A value of zero or less sets no limit: Poolboy tests the
 /// timedelta's truthiness, and a non-positive lifespan has no meaning.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct EvaluatedLifespan {
+pub(crate) struct EvaluatedLifespan {
     pub default: Option<EvaluatedInterval>,
     pub maximum: Option<EvaluatedInterval>,
     pub relative_maximum: Option<EvaluatedInterval>,
@@ -115,7 +115,7 @@ pub struct EvaluatedLifespan {
 
 impl EvaluatedLifespan {
     /// The values alone.
-    pub fn limits(&self) -> LifespanLimits {
+    pub(crate) fn limits(&self) -> LifespanLimits {
         let value = |i: &Option<EvaluatedInterval>| i.as_ref().map(|i| i.value);
         LifespanLimits {
             default: value(&self.default),
@@ -152,7 +152,7 @@ impl EvaluatedLifespan {
 /// `maximum` the longest it may have from its start (or first ready), `relative_maximum` the
 /// furthest an end may be from now. Zero or negative values are ignored.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct LifespanLimits {
+pub(crate) struct LifespanLimits {
     pub default: Option<TimeDelta>,
     pub maximum: Option<TimeDelta>,
     pub relative_maximum: Option<TimeDelta>,
@@ -171,7 +171,7 @@ impl LifespanLimits {
 
 /// Which limit an effective maximum end comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum MaximumBound {
+pub(crate) enum MaximumBound {
     /// `anchor + maximum`: fixed once the claim is ready.
     Maximum,
     /// `now + relativeMaximum`: moves with the clock.
@@ -180,7 +180,7 @@ pub enum MaximumBound {
 
 /// The latest end a claim may have right now (Poolboy 1.12 §10.4).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct MaximumEnd {
+pub(crate) struct MaximumEnd {
     pub at: DateTime<Utc>,
     pub bound: MaximumBound,
 }
@@ -188,7 +188,7 @@ pub struct MaximumEnd {
 /// The effective maximum end (Poolboy 1.12 §10.4): the earlier of `anchor + maximum` and
 /// `now + relativeMaximum`, whichever are set (`maximum` on a tie). The anchor of a claim is its
 /// first-ready time, else its lifespan start; a handle being created or bound is anchored now.
-pub fn effective_maximum_end(
+pub(crate) fn effective_maximum_end(
     limits: &LifespanLimits,
     anchor: DateTime<Utc>,
     now: DateTime<Utc>,
@@ -221,7 +221,7 @@ pub fn effective_maximum_end(
 
 /// A handle end after the maximums were applied.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ClampedEnd {
+pub(crate) struct ClampedEnd {
     /// The handle's `spec.lifespan.end`.
     pub end: DateTime<Utc>,
     /// Also write `end` to the claim's `spec.lifespan.end`: the request exceeded
@@ -233,7 +233,7 @@ pub struct ClampedEnd {
 /// §7 step 11: the handle end for the claim's requested end (`spec.lifespan.end`), clamped to
 /// the effective maximum anchored at the claim's first-ready time, else its lifespan start.
 /// `None` when the claim requests no end (the handle keeps its own).
-pub fn clamp_requested_end(
+pub(crate) fn clamp_requested_end(
     claim: &ResourceClaim,
     limits: &LifespanLimits,
     now: DateTime<Utc>,
@@ -254,7 +254,7 @@ pub fn clamp_requested_end(
 /// end: that end only rotates idle pool members and must not cut the claim short
 /// (Poolboy 1.12 §10.3 kept it, a bug). The fallbacks match creation for a claim, so a claim
 /// ends the same way whether it got a fresh handle or a pooled one.
-pub fn handle_end_for_claim(
+pub(crate) fn handle_end_for_claim(
     claim: &ResourceClaim,
     limits: &LifespanLimits,
     now: DateTime<Utc>,
@@ -283,7 +283,7 @@ pub fn handle_end_for_claim(
 
 /// The lifespan of a handle created for a claim.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ClaimHandleLifespan {
+pub(crate) struct ClaimHandleLifespan {
     /// The handle's `spec.lifespan`; `None` when nothing is set.
     pub lifespan: Option<HandleLifespan>,
     /// When set, write it to the claim's `spec.lifespan.end` (see [`ClampedEnd::rewrite_request`]).
@@ -296,7 +296,7 @@ pub struct ClaimHandleLifespan {
 /// smallest value wins (§10.5); `default` is stored normalised (`1d2h`), `maximum` and
 /// `relativeMaximum` as the winning provider's raw text so they are re-evaluated per claim
 /// later. The end is [`handle_end_for_claim`].
-pub fn new_claim_handle_lifespan(
+pub(crate) fn new_claim_handle_lifespan(
     claim: &ResourceClaim,
     providers: &[EvaluatedLifespan],
     now: DateTime<Utc>,
@@ -306,7 +306,7 @@ pub fn new_claim_handle_lifespan(
     let lifespan = HandleLifespan {
         default: chosen
             .default
-            .map(|d| normalized_interval(d.value))
+            .map(|d| format_interval(d.value))
             .filter(|d| !d.is_empty()),
         end: end.map(|e| format_timestamp(e.end)),
         maximum: chosen.maximum.map(|m| m.text),
@@ -324,7 +324,7 @@ pub fn new_claim_handle_lifespan(
 /// `default`, `maximum` and `relativeMaximum` are copied raw, each to its own field (Poolboy
 /// wrote the provider's relativeMaximum into `maximum`, Q12); `end = now + unclaimed`, with
 /// `unclaimed` evaluated by `parse_interval`.
-pub fn new_pool_handle_lifespan<E: std::fmt::Display>(
+pub(crate) fn new_pool_handle_lifespan<E: std::fmt::Display>(
     pool: Option<&LifespanSettings>,
     provider: Option<&LifespanSettings>,
     now: DateTime<Utc>,
@@ -374,7 +374,7 @@ pub fn new_pool_handle_lifespan<E: std::fmt::Display>(
 
 /// What a claim's lifespan should look like after looking at its handle.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ClaimLifespanSync {
+pub(crate) struct ClaimLifespanSync {
     /// First-ready reset (Poolboy 1.12 §7.4, #123): write this to the claim's
     /// `spec.lifespan.end`, so that the default lifespan counts from readiness.
     pub reset_request: Option<DateTime<Utc>>,
@@ -396,7 +396,7 @@ pub struct ClaimLifespanSync {
 /// `firstReady`, the handle has a default, and the claim's requested end is unset or still
 /// `start + default`: `now + default`. A claim bound to a handle that is already ready gets
 /// `firstReady` at bind and no reset, its end having just been set from the default.
-pub fn sync_claim_lifespan(
+pub(crate) fn sync_claim_lifespan(
     claim: &ResourceClaim,
     handle: &ResourceHandle,
     lifespan: &EvaluatedLifespan,
@@ -449,7 +449,7 @@ pub fn sync_claim_lifespan(
 
 /// Whether a claim may act yet (Poolboy 1.17 Δ§3.1.1, B19).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum StartGate {
+pub(crate) enum StartGate {
     Open,
     /// Do nothing at all before this instant; requeue then.
     OpensAt(DateTime<Utc>),
@@ -457,7 +457,10 @@ pub enum StartGate {
 
 /// The start gate: the claim's effective start is `status.lifespan.start`, else
 /// `spec.lifespan.start`, else its creation time; before it, nothing happens to the claim.
-pub fn start_gate(claim: &ResourceClaim, now: DateTime<Utc>) -> Result<StartGate, LifespanError> {
+pub(crate) fn start_gate(
+    claim: &ResourceClaim,
+    now: DateTime<Utc>,
+) -> Result<StartGate, LifespanError> {
     Ok(match effective_start(claim)? {
         Some(start) if start > now => StartGate::OpensAt(start),
         _ => StartGate::Open,
@@ -466,7 +469,7 @@ pub fn start_gate(claim: &ResourceClaim, now: DateTime<Utc>) -> Result<StartGate
 
 /// When something ends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Expiry {
+pub(crate) enum Expiry {
     /// No end is set.
     Never,
     /// Ends at this instant; requeue then.
@@ -478,7 +481,10 @@ pub enum Expiry {
 /// A handle expires at its `spec.lifespan.end` and is then deleted (Poolboy 1.12 §10.3), which
 /// cascades to its claim and resources. It counts as expired from the instant itself (Poolboy:
 /// strictly after), so a requeue at [`Expiry::At`] finds it expired instead of spinning.
-pub fn handle_expiry(handle: &ResourceHandle, now: DateTime<Utc>) -> Result<Expiry, LifespanError> {
+pub(crate) fn handle_expiry(
+    handle: &ResourceHandle,
+    now: DateTime<Utc>,
+) -> Result<Expiry, LifespanError> {
     let end = handle.spec.lifespan.as_ref().and_then(|l| l.end.as_deref());
     Ok(expiry(
         optional_timestamp("ResourceHandle spec.lifespan.end", end)?,
@@ -488,7 +494,7 @@ pub fn handle_expiry(handle: &ResourceHandle, now: DateTime<Utc>) -> Result<Expi
 
 /// A detached claim is deleted when its `status.lifespan.end` is reached (Poolboy 1.12 §7 step 2,
 /// §7.5); a claim that is not detached never expires by this rule (its handle's expiry does it).
-pub fn detached_claim_expiry(
+pub(crate) fn detached_claim_expiry(
     claim: &ResourceClaim,
     now: DateTime<Utc>,
 ) -> Result<Expiry, LifespanError> {
@@ -509,37 +515,6 @@ pub fn detached_claim_expiry(
     ))
 }
 
-/// Whether a handle's lifespan lets it be bound: not if its end is less than [`BIND_MARGIN`]
-/// away (Poolboy 1.17 #152, B04; dead code in 1.12). Exactly 120 s away is still bindable.
-pub fn lifespan_allows_bind(
-    handle: &ResourceHandle,
-    now: DateTime<Utc>,
-) -> Result<bool, LifespanError> {
-    let end = handle.spec.lifespan.as_ref().and_then(|l| l.end.as_deref());
-    Ok(
-        match optional_timestamp("ResourceHandle spec.lifespan.end", end)? {
-            Some(end) => end - now >= BIND_MARGIN,
-            None => true,
-        },
-    )
-}
-
-/// Poolboy's `timedelta_to_str`: days, hours, minutes, seconds, zero parts left out (`1d2h`).
-fn normalized_interval(value: TimeDelta) -> String {
-    let total = value.num_seconds();
-    let parts = [
-        (total / 86_400, 'd'),
-        (total % 86_400 / 3_600, 'h'),
-        (total % 3_600 / 60, 'm'),
-        (total % 60, 's'),
-    ];
-    parts
-        .iter()
-        .filter(|(n, _)| *n > 0)
-        .map(|(n, unit)| format!("{n}{unit}"))
-        .collect()
-}
-
 /// An interval as `status.lifespan.maximum`/`relativeMaximum` accept it (`^[0-9]+[smhd]$`).
 fn status_interval(interval: &EvaluatedInterval) -> String {
     let text = interval.text.as_str();
@@ -549,12 +524,7 @@ fn status_interval(interval: &EvaluatedInterval) -> String {
     if single_unit {
         return text.to_owned();
     }
-    let seconds = interval.value.num_seconds();
-    let (count, unit) = [(86_400, 'd'), (3_600, 'h'), (60, 'm')]
-        .into_iter()
-        .find(|(size, _)| seconds % size == 0 && seconds != 0)
-        .map_or((seconds, 's'), |(size, unit)| (seconds / size, unit));
-    format!("{count}{unit}")
+    format_simple_interval(interval.value)
 }
 
 /// §7.4: `now + default` when the requested end is unset or still `start + default`.

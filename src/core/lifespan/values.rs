@@ -14,7 +14,7 @@ use crate::core::template::view::Subjects;
 use crate::core::template::{TemplateEngine, TemplateError};
 
 #[derive(Debug, Clone, thiserror::Error)]
-pub enum LifespanValueError {
+pub(crate) enum LifespanValueError {
     #[error("{owner} spec.lifespan.{field}: {source}")]
     Template {
         owner: String,
@@ -31,7 +31,7 @@ pub enum LifespanValueError {
 }
 
 /// A provider's `default`, `maximum` and `relativeMaximum` for the claim in `subjects`.
-pub fn provider_lifespan(
+pub(crate) fn provider_lifespan(
     provider: &CompiledProvider,
     subjects: &Subjects,
     templates: &TemplateEngine,
@@ -57,7 +57,7 @@ pub fn provider_lifespan(
 }
 
 /// A handle's `default`, `maximum` and `relativeMaximum` for the claim in `subjects`.
-pub fn handle_lifespan(
+pub(crate) fn handle_lifespan(
     handle: &ResourceHandle,
     subjects: &Subjects,
     templates: &TemplateEngine,

@@ -1,4 +1,4 @@
 //! A ResourcePool (§11, Δ§3.3) and its ResourcePoolScalings (Δ§2.1).
 
-pub mod plan;
-pub mod scaling;
+pub(crate) mod plan;
+pub(crate) mod scaling;

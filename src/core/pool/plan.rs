@@ -18,7 +18,7 @@ use crate::core::binding::matching::handle_is_healthy;
 /// How long a handle name is expected before the store shows it. Past that, the reservation is
 /// taken for a create that failed or a process that died, and stops counting (a live store
 /// shows a new handle within seconds).
-pub const PENDING_HANDLE_TTL: TimeDelta = TimeDelta::seconds(60);
+pub(crate) const PENDING_HANDLE_TTL: TimeDelta = TimeDelta::seconds(60);
 
 /// The characters of the random part of a handle name: the API server's `generateName`
 /// alphabet, so that client-chosen names look like Poolboy's (`guid-` + 5 characters).
@@ -27,7 +27,7 @@ const NAME_RANDOM_CHARS: usize = 5;
 
 /// A new handle name, `guid-` and five random characters, chosen before the create so that
 /// it can be reserved in the pool status first (the API server would pick it only on create).
-pub fn new_handle_name<R: rand::Rng + ?Sized>(rng: &mut R) -> String {
+pub(crate) fn new_handle_name<R: rand::Rng + ?Sized>(rng: &mut R) -> String {
     let random: String = (0..NAME_RANDOM_CHARS)
         .map(|_| char::from(NAME_ALPHABET[rng.random_range(0..NAME_ALPHABET.len())]))
         .collect();
@@ -35,7 +35,7 @@ pub fn new_handle_name<R: rand::Rng + ?Sized>(rng: &mut R) -> String {
 }
 
 /// Whether `handle` belongs to `pool` (`spec.resourcePool` names it; §11 step 1).
-pub fn is_handle_of_pool(handle: &ResourceHandle, pool: &ResourcePool) -> bool {
+pub(crate) fn is_handle_of_pool(handle: &ResourceHandle, pool: &ResourcePool) -> bool {
     let pool_namespace = pool.namespace().unwrap_or_default();
     handle.spec.resource_pool.as_ref().is_some_and(|reference| {
         reference.name == pool.name_any() && reference.namespace == pool_namespace
@@ -45,7 +45,7 @@ pub fn is_handle_of_pool(handle: &ResourceHandle, pool: &ResourcePool) -> bool {
 /// Whether `handle` is one of `pool`'s unbound handles: the pool's, without a claim, not
 /// being deleted, and not labelled `D/ignore` (§7.6: Poolboy's handle cache and its label
 /// selectors leave ignored handles out, so the pool neither counts nor deletes them).
-pub fn is_unbound_handle_of_pool(
+pub(crate) fn is_unbound_handle_of_pool(
     handle: &ResourceHandle,
     pool: &ResourcePool,
     domain: &OperatorDomain,
@@ -58,7 +58,7 @@ pub fn is_unbound_handle_of_pool(
 
 /// What the pool reconcile observed.
 #[derive(Clone, Copy, Debug)]
-pub struct PoolInput<'a> {
+pub(crate) struct PoolInput<'a> {
     pub pool: &'a ResourcePool,
     /// The pool's unbound handles as the store shows them ([`is_unbound_handle_of_pool`]).
     pub unbound: &'a [ResourceHandle],
@@ -73,7 +73,7 @@ pub struct PoolInput<'a> {
 
 /// What the pool reconcile should do.
 #[derive(Clone, Debug, PartialEq)]
-pub struct PoolPlan {
+pub(crate) struct PoolPlan {
     /// Unbound handles to delete because they are unhealthy and the pool asks for it.
     pub delete: Vec<String>,
     /// How many handles to create.
@@ -89,7 +89,7 @@ impl PoolPlan {
     /// pending handles plus `{name}` for each new one (Δ§3.3 step 6), sorted by name so that
     /// the list does not change when a pending handle shows up in the store; other status
     /// fields (conditions) are kept from `current`.
-    pub fn status(
+    pub(crate) fn status(
         &self,
         new: &[String],
         current: Option<&ResourcePoolStatus>,
@@ -113,7 +113,7 @@ impl PoolPlan {
 ///   `status.ready` is true (unknown readiness counts as unready);
 /// - `deficit = minAvailable − available`; handles are created while the deficit (or the
 ///   scaling's demand) is positive and, when `maxUnready` is set, `unready < maxUnready`.
-pub fn plan_pool(input: &PoolInput<'_>) -> PoolPlan {
+pub(crate) fn plan_pool(input: &PoolInput<'_>) -> PoolPlan {
     let spec = &input.pool.spec;
     let delete_unhealthy = spec.delete_unhealthy_resource_handles == Some(true);
     let mut delete = Vec::new();
@@ -189,7 +189,7 @@ fn fresh_entry(name: &str) -> PoolHandleStatus {
 /// Settled names are forgotten once neither the store nor the status names them and the TTL
 /// has passed again, so that a stale status cannot bring a deleted handle back.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct PendingHandles {
+pub(crate) struct PendingHandles {
     pending: BTreeMap<String, DateTime<Utc>>,
     settled: BTreeMap<String, DateTime<Utc>>,
 }
@@ -198,7 +198,7 @@ impl PendingHandles {
     /// Brings the memory up to date: `shown` are the names of every handle of the pool the
     /// store shows (bound and deleting ones too), `listed` the names in the pool's
     /// `status.resourceHandles`.
-    pub fn observe<'a>(
+    pub(crate) fn observe<'a>(
         &mut self,
         shown: impl IntoIterator<Item = &'a str>,
         listed: impl IntoIterator<Item = &'a str>,
@@ -236,34 +236,35 @@ impl PendingHandles {
     }
 
     /// Records a name this process reserved and is about to create.
-    pub fn expect(&mut self, name: &str, now: DateTime<Utc>) {
+    pub(crate) fn expect(&mut self, name: &str, now: DateTime<Utc>) {
         self.settled.remove(name);
         self.pending.insert(name.to_owned(), now);
     }
 
     /// Stops expecting `name` (its create failed): it no longer counts, and the pool status
     /// listing it does not make it pending again.
-    pub fn settle(&mut self, name: &str, now: DateTime<Utc>) {
+    pub(crate) fn settle(&mut self, name: &str, now: DateTime<Utc>) {
         self.pending.remove(name);
         self.settled.insert(name.to_owned(), now);
     }
 
     /// The pending names.
-    pub fn names(&self) -> Vec<String> {
+    pub(crate) fn names(&self) -> Vec<String> {
         self.pending.keys().cloned().collect()
     }
 
     /// When the oldest pending name stops counting: the reconcile looks again then, so that a
     /// reservation whose handle never comes does not hold the pool short.
-    pub fn next_expiry(&self) -> Option<DateTime<Utc>> {
+    pub(crate) fn next_expiry(&self) -> Option<DateTime<Utc>> {
         self.pending
             .values()
             .min()
             .map(|since| *since + PENDING_HANDLE_TTL)
     }
 
-    /// Whether nothing is remembered (the memory of a pool can be dropped).
-    pub fn is_empty(&self) -> bool {
+    /// Whether nothing is remembered.
+    #[cfg(test)]
+    pub(crate) fn is_empty(&self) -> bool {
         self.pending.is_empty() && self.settled.is_empty()
     }
 }

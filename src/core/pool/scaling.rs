@@ -18,7 +18,7 @@ use crate::core::binding::bind::{add, pointer};
 
 /// A scaling that cannot be acted on as written.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum ScalingError {
+pub(crate) enum ScalingError {
     #[error(
         "spec.at: {value:?} is not an RFC 3339 date-time such as 2026-05-01T08:00:00Z ({reason})"
     )]
@@ -28,7 +28,7 @@ pub enum ScalingError {
 /// When the scaling starts: `spec.at`, or `None` (now) when absent. Any RFC 3339 date-time is
 /// accepted, fractional seconds included (Poolboy's `strptime` rejects those; the CRD's
 /// `format: date-time` admits them).
-pub fn start(scaling: &ResourcePoolScaling) -> Result<Option<DateTime<Utc>>, ScalingError> {
+pub(crate) fn start(scaling: &ResourcePoolScaling) -> Result<Option<DateTime<Utc>>, ScalingError> {
     scaling
         .spec
         .at
@@ -45,7 +45,7 @@ pub fn start(scaling: &ResourcePoolScaling) -> Result<Option<DateTime<Utc>>, Sca
 }
 
 /// `status.count`: the handles created so far (0 when absent; never below 0).
-pub fn created(scaling: &ResourcePoolScaling) -> i64 {
+pub(crate) fn created(scaling: &ResourcePoolScaling) -> i64 {
     scaling
         .status
         .as_ref()
@@ -55,18 +55,18 @@ pub fn created(scaling: &ResourcePoolScaling) -> i64 {
 }
 
 /// How many more handles the scaling wants: `spec.count − status.count`, at least 0.
-pub fn remaining(scaling: &ResourcePoolScaling) -> u64 {
+pub(crate) fn remaining(scaling: &ResourcePoolScaling) -> u64 {
     u64::try_from(scaling.spec.count.saturating_sub(created(scaling))).unwrap_or(0)
 }
 
 /// Whether the scaling is labelled `D/ignore` (§7.6: neither handled nor consumed).
-pub fn is_ignored(scaling: &ResourcePoolScaling, domain: &OperatorDomain) -> bool {
+pub(crate) fn is_ignored(scaling: &ResourcePoolScaling, domain: &OperatorDomain) -> bool {
     scaling.labels().contains_key(&domain.ignore_label())
 }
 
 /// Whether the pool should create handles for the scaling now (Δ§2.1 "Active"): `at` has
 /// come (absent = now), `spec.count > status.count`, and the scaling is not ignored.
-pub fn is_active(
+pub(crate) fn is_active(
     scaling: &ResourcePoolScaling,
     domain: &OperatorDomain,
     now: DateTime<Utc>,
@@ -78,7 +78,7 @@ pub fn is_active(
 /// The state a scaling whose count is `count` shows: `waiting` before `at`, `scaling` while
 /// `count < spec.count`, `done` once reached. Poolboy inverts the second comparison (Q7); this
 /// is the evident intent.
-pub fn state_for(
+pub(crate) fn state_for(
     scaling: &ResourcePoolScaling,
     count: i64,
     now: DateTime<Utc>,
@@ -91,7 +91,7 @@ pub fn state_for(
 }
 
 /// The state the scaling should show now, for its current count.
-pub fn desired_state(
+pub(crate) fn desired_state(
     scaling: &ResourcePoolScaling,
     now: DateTime<Utc>,
 ) -> Result<ScalingState, ScalingError> {
@@ -99,7 +99,7 @@ pub fn desired_state(
 }
 
 /// When the scaling should be looked at again: at `at` while it is still ahead.
-pub fn next_deadline(
+pub(crate) fn next_deadline(
     scaling: &ResourcePoolScaling,
     now: DateTime<Utc>,
 ) -> Result<Option<DateTime<Utc>>, ScalingError> {
@@ -107,7 +107,7 @@ pub fn next_deadline(
 }
 
 /// Whether `scaling` is for `pool`: `spec.resourcePool.name` names it, in its namespace.
-pub fn is_scaling_of_pool(scaling: &ResourcePoolScaling, pool: &ResourcePool) -> bool {
+pub(crate) fn is_scaling_of_pool(scaling: &ResourcePoolScaling, pool: &ResourcePool) -> bool {
     scaling.spec.resource_pool.name == pool.name_any() && scaling.namespace() == pool.namespace()
 }
 
@@ -115,7 +115,7 @@ pub fn is_scaling_of_pool(scaling: &ResourcePoolScaling, pool: &ResourcePool) ->
 /// name. The pool consumes the first (one per pass, Δ§3.3 step 4); Poolboy takes the first in
 /// list order, which is not stable across processes, so this one is made deterministic. A
 /// scaling whose `at` does not parse is never active.
-pub fn active_scalings_of_pool<'a>(
+pub(crate) fn active_scalings_of_pool<'a>(
     scalings: impl IntoIterator<Item = &'a ResourcePoolScaling>,
     pool: &ResourcePool,
     domain: &OperatorDomain,
@@ -139,12 +139,12 @@ pub fn active_scalings_of_pool<'a>(
 /// minAvailable deficit (Δ§3.3 step 5), but handles beyond its demand are the pool's own:
 /// Poolboy labels and counts them for the scaling too, pushing `status.count` past
 /// `spec.count`; here the count never passes `spec.count` through creation.
-pub fn attributed(create: usize, remaining: u64) -> usize {
+pub(crate) fn attributed(create: usize, remaining: u64) -> usize {
     usize::try_from(remaining).map_or(create, |r| create.min(r))
 }
 
 /// The count after the pool deleted `deleted` of the scaling's handles: never below 0 (B16).
-pub fn decremented(count: i64, deleted: i64) -> i64 {
+pub(crate) fn decremented(count: i64, deleted: i64) -> i64 {
     count.saturating_sub(deleted).max(0)
 }
 
@@ -153,7 +153,7 @@ pub fn decremented(count: i64, deleted: i64) -> i64 {
 /// /status/count <old>`, or `test /status null` while there is no status. A 422 (or 409)
 /// answer means another writer moved the count; read the scaling again and recompute. The
 /// state is left alone when `at` does not parse (the scaling controller reports that).
-pub fn count_patch(scaling: &ResourcePoolScaling, count: i64, now: DateTime<Utc>) -> Patch {
+pub(crate) fn count_patch(scaling: &ResourcePoolScaling, count: i64, now: DateTime<Utc>) -> Patch {
     let state = state_for(scaling, count, now).ok();
     let ops = match &scaling.status {
         None => {
@@ -180,7 +180,7 @@ pub fn count_patch(scaling: &ResourcePoolScaling, count: i64, now: DateTime<Utc>
 /// The JSON patch (for the status subresource) that sets `status.state` to `state`, guarded
 /// like [`count_patch`] so that a state computed from a stale count never overwrites a newer
 /// one. Writing the state into a missing status works (Q7: Poolboy's patch fails there).
-pub fn state_patch(scaling: &ResourcePoolScaling, state: ScalingState) -> Patch {
+pub(crate) fn state_patch(scaling: &ResourcePoolScaling, state: ScalingState) -> Patch {
     let ops = match &scaling.status {
         None => vec![
             test(&["status"], Value::Null),
@@ -197,7 +197,7 @@ pub fn state_patch(scaling: &ResourcePoolScaling, state: ScalingState) -> Patch 
 /// The owner references the scaling should have: the pool as its controller (with the pool's
 /// uid, so that deleting the pool garbage-collects the scaling, Δ§2.1 step 2), plus any
 /// reference to something else that is not a controller. `None` when they are already so.
-pub fn owner_references(
+pub(crate) fn owner_references(
     current: &[OwnerReference],
     pool: &ResourcePool,
     pool_api_version: &str,

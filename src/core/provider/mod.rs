@@ -2,7 +2,7 @@
 //! provider is added, so a broken provider is reported on its own (every problem at once) and
 //! claims that use it get a clear message instead of a failure deep inside a reconcile.
 
-pub mod schema;
+pub(crate) mod schema;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -19,7 +19,7 @@ use crate::core::template::TemplateEngine;
 
 /// One thing wrong with a provider, located by its path in the provider's spec.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ProviderProblem {
+pub(crate) struct ProviderProblem {
     pub path: String,
     pub message: String,
 }
@@ -32,7 +32,7 @@ impl fmt::Display for ProviderProblem {
 
 /// Why a claim or handle cannot use a provider.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum ProviderError {
+pub(crate) enum ProviderError {
     #[error("ResourceProvider {0} not found")]
     NotFound(String),
     #[error("ResourceProvider {name} is invalid: {}", join(problems))]
@@ -56,7 +56,7 @@ fn join(problems: &[ProviderProblem]) -> String {
 
 /// A provider whose regexes and schemas compiled and whose templates parse.
 #[derive(Debug)]
-pub struct CompiledProvider {
+pub(crate) struct CompiledProvider {
     provider: ResourceProvider,
     name: String,
     namespace: String,
@@ -67,20 +67,20 @@ pub struct CompiledProvider {
 }
 
 impl CompiledProvider {
-    pub fn name(&self) -> &str {
+    pub(crate) fn name(&self) -> &str {
         &self.name
     }
 
-    pub fn resource(&self) -> &ResourceProvider {
+    pub(crate) fn resource(&self) -> &ResourceProvider {
         &self.provider
     }
 
-    pub fn spec(&self) -> &crate::api::provider::ResourceProviderSpec {
+    pub(crate) fn spec(&self) -> &crate::api::provider::ResourceProviderSpec {
         &self.provider.spec
     }
 
     /// `{apiVersion: D/v1, kind: ResourceProvider, name, namespace}`.
-    pub fn reference(&self, domain: &OperatorDomain) -> ObjectRef {
+    pub(crate) fn reference(&self, domain: &OperatorDomain) -> ObjectRef {
         ObjectRef {
             api_version: domain.api_version(),
             kind: "ResourceProvider".to_owned(),
@@ -89,26 +89,26 @@ impl CompiledProvider {
         }
     }
 
-    pub fn update_filters(&self) -> &UpdateFilters {
+    pub(crate) fn update_filters(&self) -> &UpdateFilters {
         &self.update_filters
     }
 
-    pub fn match_ignore(&self) -> &MatchIgnore {
+    pub(crate) fn match_ignore(&self) -> &MatchIgnore {
         &self.match_ignore
     }
 
     /// `spec.validation.openAPIV3Schema`, compiled.
-    pub fn template_schema(&self) -> Option<&OpenApiSchema> {
+    pub(crate) fn template_schema(&self) -> Option<&OpenApiSchema> {
         self.template_schema.as_deref()
     }
 
     /// A parameter's `validation.openAPIV3Schema`, compiled.
-    pub fn parameter_schema(&self, parameter: &str) -> Option<&OpenApiSchema> {
+    pub(crate) fn parameter_schema(&self, parameter: &str) -> Option<&OpenApiSchema> {
         self.parameter_schemas.get(parameter).map(Arc::as_ref)
     }
 
     /// The entry name this provider's own resource gets: `resourceName`, else its name (§9).
-    pub fn resource_name(&self) -> &str {
+    pub(crate) fn resource_name(&self) -> &str {
         self.provider
             .spec
             .resource_name
@@ -118,7 +118,7 @@ impl CompiledProvider {
 }
 
 /// What compiling a provider needs: the shared template engine and schema cache.
-pub struct ProviderCompiler<'a> {
+pub(crate) struct ProviderCompiler<'a> {
     pub domain: &'a OperatorDomain,
     pub templates: &'a TemplateEngine,
     pub schemas: &'a SchemaCache,
@@ -126,7 +126,7 @@ pub struct ProviderCompiler<'a> {
 
 impl ProviderCompiler<'_> {
     /// Compiles a provider, or returns every problem found in it.
-    pub fn compile(
+    pub(crate) fn compile(
         &self,
         provider: ResourceProvider,
     ) -> Result<CompiledProvider, Vec<ProviderProblem>> {
@@ -313,7 +313,7 @@ fn collect_strings(path: &str, value: &Value, out: &mut Vec<(String, String)>) {
 
 /// The providers of the operator namespace by name, each compiled or with its problems.
 #[derive(Debug, Default)]
-pub struct ProviderCatalog {
+pub(crate) struct ProviderCatalog {
     providers: BTreeMap<String, Entry>,
 }
 
@@ -330,7 +330,7 @@ struct Entry {
 
 impl ProviderCatalog {
     /// Compiles `providers`; then checks that every linked provider exists (§9).
-    pub fn build(
+    pub(crate) fn build(
         providers: impl IntoIterator<Item = ResourceProvider>,
         compiler: &ProviderCompiler<'_>,
     ) -> Self {
@@ -343,7 +343,7 @@ impl ProviderCatalog {
     }
 
     /// Adds or replaces one provider (the controller calls this on every provider event).
-    pub fn insert(&mut self, provider: ResourceProvider, compiler: &ProviderCompiler<'_>) {
+    pub(crate) fn insert(&mut self, provider: ResourceProvider, compiler: &ProviderCompiler<'_>) {
         let name = provider.metadata.name.clone().unwrap_or_default();
         let match_spec = provider.spec.match_.clone();
         let compiled = compiler.compile(provider).map(Arc::new);
@@ -357,13 +357,13 @@ impl ProviderCatalog {
         );
     }
 
-    pub fn remove(&mut self, name: &str) {
+    pub(crate) fn remove(&mut self, name: &str) {
         self.providers.remove(name);
     }
 
     /// Marks providers whose linked providers are missing as invalid, and those whose missing
     /// links have arrived since as valid again.
-    pub fn check_links(&mut self) {
+    pub(crate) fn check_links(&mut self) {
         let known: Vec<String> = self.providers.keys().cloned().collect();
         for entry in self.providers.values_mut() {
             let Ok(compiled) = &entry.compiled else {
@@ -382,7 +382,7 @@ impl ProviderCatalog {
     }
 
     /// The provider called `name`.
-    pub fn get(&self, name: &str) -> Result<&Arc<CompiledProvider>, ProviderError> {
+    pub(crate) fn get(&self, name: &str) -> Result<&Arc<CompiledProvider>, ProviderError> {
         let entry = self
             .providers
             .get(name)
@@ -394,7 +394,10 @@ impl ProviderCatalog {
     }
 
     /// The one provider whose `match` fits `template` (§6.2).
-    pub fn find_by_match(&self, template: &Value) -> Result<&Arc<CompiledProvider>, ProviderError> {
+    pub(crate) fn find_by_match(
+        &self,
+        template: &Value,
+    ) -> Result<&Arc<CompiledProvider>, ProviderError> {
         let matches: Vec<&String> = self
             .providers
             .iter()
@@ -416,7 +419,7 @@ impl ProviderCatalog {
     }
 
     /// Every provider with problems, for reporting (`poolboy render`, provider conditions).
-    pub fn problems(&self) -> impl Iterator<Item = (&str, &[ProviderProblem])> {
+    pub(crate) fn problems(&self) -> impl Iterator<Item = (&str, &[ProviderProblem])> {
         self.providers
             .iter()
             .filter_map(|(name, entry)| entry.checked().err().map(|p| (name.as_str(), p)))

@@ -40,7 +40,7 @@ const MAX_DEPTH: usize = 64;
 
 /// A provider or parameter schema that cannot be used.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
-pub enum SchemaError {
+pub(crate) enum SchemaError {
     /// The schema is malformed at `path` (a JSON pointer into the schema, `#` is the root).
     #[error("invalid OpenAPI schema at {path}: {problem}")]
     Invalid { path: String, problem: String },
@@ -60,7 +60,7 @@ pub enum SchemaError {
 ///     'abc'
 /// ```
 #[derive(Debug, Clone, PartialEq)]
-pub struct SchemaViolation(Box<ViolationDetail>);
+pub(crate) struct SchemaViolation(Box<ViolationDetail>);
 
 #[derive(Debug, Clone, PartialEq)]
 struct ViolationDetail {
@@ -78,19 +78,20 @@ enum PathSegment {
     Index(usize),
 }
 
+#[cfg(test)]
 impl SchemaViolation {
     /// The one-line message (Python's `e.message`), e.g. `'abc' is not of type 'integer'`.
-    pub fn message(&self) -> &str {
+    pub(crate) fn message(&self) -> &str {
         &self.0.message
     }
 
     /// The rule that failed (`type`, `enum`, `required`, …); `None` for a `false` schema.
-    pub fn keyword(&self) -> Option<&str> {
+    pub(crate) fn keyword(&self) -> Option<&str> {
         self.0.keyword
     }
 
     /// Where in the instance the rule failed, as a JSON pointer (`""` is the instance itself).
-    pub fn instance_pointer(&self) -> String {
+    pub(crate) fn instance_pointer(&self) -> String {
         self.0
             .instance_path
             .iter()
@@ -144,7 +145,7 @@ impl std::error::Error for SchemaViolation {}
 
 /// A compiled OpenAPI 3.0 schema.
 #[derive(Debug)]
-pub struct OpenApiSchema {
+pub(crate) struct OpenApiSchema {
     source: Value,
     root: Node,
 }
@@ -289,7 +290,7 @@ impl Keyword {
 impl OpenApiSchema {
     /// Checks and compiles an OpenAPI 3.0 schema (a provider's or a parameter's
     /// `openAPIV3Schema`).
-    pub fn compile(schema: &Value) -> Result<Self, SchemaError> {
+    pub(crate) fn compile(schema: &Value) -> Result<Self, SchemaError> {
         let root = compile_node(schema, String::new(), 0)?;
         Ok(Self {
             source: schema.clone(),
@@ -298,7 +299,7 @@ impl OpenApiSchema {
     }
 
     /// Validates `instance`; the error is the first violation in Python's order.
-    pub fn validate(&self, instance: &Value) -> Result<(), SchemaViolation> {
+    pub(crate) fn validate(&self, instance: &Value) -> Result<(), SchemaViolation> {
         let mut walk = Walk {
             instance_path: Vec::new(),
             schema_path: Vec::new(),
@@ -322,7 +323,8 @@ impl OpenApiSchema {
     }
 
     /// Whether `instance` satisfies the schema.
-    pub fn is_valid(&self, instance: &Value) -> bool {
+    #[cfg(test)]
+    pub(crate) fn is_valid(&self, instance: &Value) -> bool {
         self.validate(instance).is_ok()
     }
 }
@@ -1178,7 +1180,7 @@ fn all_unique(items: &[Value]) -> bool {
 /// `capacity` schemas and evicts the least recently used one: providers change over time and
 /// old versions must not pile up.
 #[derive(Debug)]
-pub struct SchemaCache {
+pub(crate) struct SchemaCache {
     capacity: usize,
     state: Mutex<CacheState>,
 }
@@ -1203,10 +1205,10 @@ impl Default for SchemaCache {
 
 impl SchemaCache {
     /// Room for every provider and parameter schema of a large installation.
-    pub const DEFAULT_CAPACITY: usize = 1024;
+    pub(crate) const DEFAULT_CAPACITY: usize = 1024;
 
     /// A cache holding at most `capacity` compiled schemas (at least one).
-    pub fn with_capacity(capacity: usize) -> Self {
+    pub(crate) fn with_capacity(capacity: usize) -> Self {
         Self {
             capacity: capacity.max(1),
             state: Mutex::new(CacheState::default()),
@@ -1214,7 +1216,7 @@ impl SchemaCache {
     }
 
     /// The compiled form of `schema`, compiling it on first use. Errors are not cached.
-    pub fn get_or_compile(&self, schema: &Value) -> Result<Arc<OpenApiSchema>, SchemaError> {
+    pub(crate) fn get_or_compile(&self, schema: &Value) -> Result<Arc<OpenApiSchema>, SchemaError> {
         let key = schema.to_string();
         {
             let mut state = self.lock();
@@ -1255,13 +1257,9 @@ impl SchemaCache {
     }
 
     /// How many compiled schemas are held.
-    pub fn len(&self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
         self.lock().entries.len()
-    }
-
-    /// Whether the cache holds nothing.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, CacheState> {
@@ -1276,7 +1274,7 @@ impl SchemaCache {
 /// `properties.<p>.default`; an object-typed property's own nested defaults, when there are
 /// any, replace its `default`. Only `properties` is read: no `items`, `additionalProperties`
 /// or `allOf`. `None` when the schema declares no defaults.
-pub fn defaults_from_schema(schema: &Value) -> Option<Value> {
+pub(crate) fn defaults_from_schema(schema: &Value) -> Option<Value> {
     let properties = schema.get("properties")?.as_object()?;
     let mut defaults = Map::new();
     for (name, property) in properties {
@@ -1297,6 +1295,6 @@ pub fn defaults_from_schema(schema: &Value) -> Option<Value> {
 
 /// A parameter schema's top-level `default`, the last fallback for a parameter's value
 /// (Poolboy 1.12 §8 step 1). A `null` default counts as none, as in Poolboy.
-pub fn schema_default(schema: &Value) -> Option<&Value> {
+pub(crate) fn schema_default(schema: &Value) -> Option<&Value> {
     schema.get("default").filter(|value| !value.is_null())
 }

@@ -44,7 +44,7 @@ impl TemplateVariable {
 
 /// Everything a render call needs besides the engine. Cheap to clone.
 #[derive(Debug, Clone)]
-pub struct RenderContext {
+pub(crate) struct RenderContext {
     pub(super) now: DateTime<Utc>,
     pub(super) variables: Arc<HashMap<String, Value>>,
     pub(super) template_variables: Arc<HashMap<String, TemplateVariable>>,
@@ -53,7 +53,7 @@ pub struct RenderContext {
 impl RenderContext {
     /// A context at the instant `now` (what `now()`, `timestamp` and `datetime.now()` give) with
     /// the call's plain variables (`resource_claim`, `resource_handle`, parameter values, …).
-    pub fn new(
+    pub(crate) fn new(
         now: DateTime<Utc>,
         variables: &serde_json::Map<String, serde_json::Value>,
     ) -> RenderContext {
@@ -70,7 +70,7 @@ impl RenderContext {
     }
 
     /// Adds or replaces one plain variable.
-    pub fn with_variable(
+    pub(crate) fn with_variable(
         mut self,
         name: &str,
         value: impl std::borrow::Borrow<serde_json::Value>,
@@ -81,7 +81,7 @@ impl RenderContext {
 
     /// Adds every entry of `variables` as plain variables (parameter values, a resource's
     /// top-level keys, …); later calls win.
-    pub fn with_variables(
+    pub(crate) fn with_variables(
         mut self,
         variables: &serde_json::Map<String, serde_json::Value>,
     ) -> RenderContext {
@@ -95,7 +95,7 @@ impl RenderContext {
     /// Adds a layer of template variables (`vars`, absent is no layer); call it for the
     /// provider's vars first, then the handle's: a later layer wins. Template variables override
     /// plain variables and the built-ins (Poolboy 1.17 Q9, kept for compatibility).
-    pub fn with_template_variables<'a>(
+    pub(crate) fn with_template_variables<'a>(
         mut self,
         variables: impl Into<Option<&'a serde_json::Map<String, serde_json::Value>>>,
     ) -> RenderContext {
@@ -107,11 +107,6 @@ impl RenderContext {
             layer.insert(name.clone(), TemplateVariable::from_json(value));
         }
         self
-    }
-
-    /// The instant templates see as "now".
-    pub fn now(&self) -> DateTime<Utc> {
-        self.now
     }
 }
 

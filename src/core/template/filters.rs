@@ -236,23 +236,14 @@ fn json_query(value: Value, query: String) -> Result<Value, Error> {
 }
 
 fn merge_list_of_dicts(value: Value) -> Result<Value, Error> {
-    // Poolboy 1.12 §5.5: left-to-right shallow merge; None entries count as {}.
-    let mut merged = serde_json::Map::new();
     let items = value
         .try_iter()
-        .map_err(|_| invalid("merge_list_of_dicts expects a list of dicts"))?;
-    for item in items {
-        match to_json_value(&item)? {
-            serde_json::Value::Null => {}
-            serde_json::Value::Object(map) => merged.extend(map),
-            other => {
-                return Err(invalid(format!(
-                    "merge_list_of_dicts: list item {other} is not a dict"
-                )));
-            }
-        }
-    }
-    Ok(from_json_value(&serde_json::Value::Object(merged)))
+        .map_err(|_| invalid("merge_list_of_dicts expects a list of dicts"))?
+        .map(|item| to_json_value(&item))
+        .collect::<Result<Vec<_>, _>>()?;
+    let merged = crate::core::json::merge::merge_list_of_dicts(&items)
+        .map_err(|e| invalid(e.to_string()))?;
+    Ok(from_json_value(&merged))
 }
 
 fn json_dumps(value: Value) -> Result<String, Error> {

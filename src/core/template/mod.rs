@@ -14,7 +14,7 @@ mod jmespath;
 mod nesting;
 mod strgen;
 mod time;
-pub mod view;
+pub(crate) mod view;
 
 #[cfg(test)]
 mod tests;
@@ -27,7 +27,7 @@ use minijinja::{AutoEscape, Environment, Error, ErrorKind, UndefinedBehavior, Va
 use rand::RngExt;
 use thiserror::Error;
 
-pub use context::RenderContext;
+pub(crate) use context::RenderContext;
 use context::RootContext;
 use filters::{from_json_value, str2bool};
 
@@ -45,7 +45,7 @@ const QUOTE_LIMIT: usize = 200;
 
 /// A template that cannot be used, with what a provider author needs to fix it.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
-pub enum TemplateError {
+pub(crate) enum TemplateError {
     /// The template does not parse.
     #[error("template {template:?}{}: {message}", at(.path))]
     Syntax {
@@ -416,7 +416,7 @@ fn omit_placeholder() -> String {
 
 /// The template engine: create one, share it (it is `Send + Sync`) and render through it.
 /// Compiled templates are cached by source text, up to a bound.
-pub struct TemplateEngine {
+pub(crate) struct TemplateEngine {
     base: Environment<'static>,
     prefix: Arc<str>,
     current: Mutex<Arc<Generation>>,
@@ -438,7 +438,7 @@ impl Default for TemplateEngine {
 impl TemplateEngine {
     /// An engine with Poolboy's environment (§5.1): chainable undefined that errors only when
     /// printed, Python-like string/dict/list methods, Poolboy's filters, no loader, fuel-limited.
-    pub fn new() -> TemplateEngine {
+    pub(crate) fn new() -> TemplateEngine {
         TemplateEngine::with_cache_capacity(CACHE_CAPACITY)
     }
 
@@ -484,7 +484,7 @@ impl TemplateEngine {
     /// Renders every string inside `template` (map values and list items, recursively; keys and
     /// non-strings are kept), types the results of `{{ … | bool/int/float/list/object }}`
     /// strings, then drops the entries equal to `omit`. A top-level `omit` gives null.
-    pub fn render(
+    pub(crate) fn render(
         &self,
         template: &serde_json::Value,
         ctx: &RenderContext,
@@ -502,7 +502,8 @@ impl TemplateEngine {
     }
 
     /// Renders one template string, typed like [`render`](Self::render).
-    pub fn render_str(
+    #[cfg(test)]
+    pub(crate) fn render_str(
         &self,
         template: &str,
         ctx: &RenderContext,
@@ -512,7 +513,11 @@ impl TemplateEngine {
 
     /// Evaluates a condition (checks, `when`, `waitFor`, autoDelete/autoDetach, health,
     /// readiness) the way Poolboy does: as `{{ (condition) | bool }}` (Poolboy 1.12 §5.6).
-    pub fn check(&self, condition: &str, ctx: &RenderContext) -> Result<bool, TemplateError> {
+    pub(crate) fn check(
+        &self,
+        condition: &str,
+        ctx: &RenderContext,
+    ) -> Result<bool, TemplateError> {
         let source = format!("{{{{ ({condition}) | bool }}}}");
         let generation = self.generation();
         let root = RootContext::value(generation.clone(), ctx, &omit_placeholder());
@@ -528,7 +533,7 @@ impl TemplateEngine {
     }
 
     /// Checks that a template string parses, so a provider can be rejected up front.
-    pub fn check_syntax(&self, template: &str) -> Result<(), TemplateError> {
+    pub(crate) fn check_syntax(&self, template: &str) -> Result<(), TemplateError> {
         if !template.contains("{{") && !template.contains("{%") && !template.contains("{#") {
             return Ok(());
         }

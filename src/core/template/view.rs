@@ -14,14 +14,14 @@ use crate::api::{OperatorDomain, ResourceClaim, ResourceHandle, ResourceProvider
 /// The objects a template may refer to at one call site: `resource_claim` and
 /// `resource_handle` (null where there is none, like Poolboy's `None`) and the handle's `vars`.
 #[derive(Clone, Debug, Default)]
-pub struct Subjects {
+pub(crate) struct Subjects {
     pub claim: Value,
     pub handle: Value,
     pub handle_vars: Option<Map<String, Value>>,
 }
 
 impl Subjects {
-    pub fn new(
+    pub(crate) fn new(
         claim: Option<&ResourceClaim>,
         handle: Option<&ResourceHandle>,
         domain: &OperatorDomain,
@@ -35,7 +35,7 @@ impl Subjects {
 }
 
 /// `resource_claim` as templates see it.
-pub fn claim_view(claim: &ResourceClaim, domain: &OperatorDomain) -> Value {
+pub(crate) fn claim_view(claim: &ResourceClaim, domain: &OperatorDomain) -> Value {
     let mut view = base_view(claim, domain);
     let status = claim.status.clone().unwrap_or_default();
     let handle = status.resource_handle.as_ref();
@@ -63,7 +63,7 @@ pub fn claim_view(claim: &ResourceClaim, domain: &OperatorDomain) -> Value {
 }
 
 /// `resource_handle` as templates see it.
-pub fn handle_view(handle: &ResourceHandle, domain: &OperatorDomain) -> Value {
+pub(crate) fn handle_view(handle: &ResourceHandle, domain: &OperatorDomain) -> Value {
     let mut view = base_view(handle, domain);
     let spec = &handle.spec;
     let name = handle.metadata.name.clone().unwrap_or_default();
@@ -95,7 +95,7 @@ pub fn handle_view(handle: &ResourceHandle, domain: &OperatorDomain) -> Value {
 }
 
 /// `resource_provider` as templates see it.
-pub fn provider_view(provider: &ResourceProvider, domain: &OperatorDomain) -> Value {
+pub(crate) fn provider_view(provider: &ResourceProvider, domain: &OperatorDomain) -> Value {
     let mut view = base_view(provider, domain);
     let spec = &provider.spec;
     let extra = json!({

@@ -15,19 +15,6 @@ fn rfc3339(t: DateTime<Utc>) -> String {
     t.format("%Y-%m-%dT%H:%M:%SZ").to_string()
 }
 
-fn provider(name: &str, match_spec: Option<Value>) -> ResourceProvider {
-    let mut value = json!({
-        "apiVersion": "poolboy.gpte.redhat.com/v1",
-        "kind": "ResourceProvider",
-        "metadata": {"name": name, "namespace": "poolboy"},
-        "spec": {},
-    });
-    if let Some(m) = match_spec {
-        value["spec"]["match"] = m;
-    }
-    serde_json::from_value(value).expect("valid provider")
-}
-
 /// A handle built from a JSON patch over a minimal unbound one-resource handle.
 struct HandleBuilder(Value);
 
@@ -145,29 +132,6 @@ fn provider_matches_when_every_match_field_is_in_the_template() {
 fn an_empty_match_selects_nothing() {
     assert!(!provider_matches(&json!({}), &json!({})));
     assert!(!provider_matches(&Value::Null, &json!({"a": 1})));
-}
-
-#[test]
-fn resolve_provider_finds_the_one_match_or_names_the_problem() {
-    let template = json!({"kind": "ConfigMap", "metadata": {"labels": {"tier": "gold"}}});
-    let providers = [
-        provider("no-match-field", None),
-        provider("secret", Some(json!({"kind": "Secret"}))),
-        provider("configmap", Some(json!({"kind": "ConfigMap"}))),
-    ];
-    let found = resolve_provider(&template, &providers).expect("one match");
-    assert_eq!(found.metadata.name.as_deref(), Some("configmap"));
-
-    let none = resolve_provider(&json!({"kind": "Pod"}), &providers).expect_err("none");
-    assert!(matches!(none, MatchError::NoMatchingProvider));
-
-    let gold = provider(
-        "gold",
-        Some(json!({"metadata": {"labels": {"tier": "gold"}}})),
-    );
-    let ambiguous = [providers[2].clone(), gold];
-    let err = resolve_provider(&template, &ambiguous).expect_err("two");
-    assert!(err.to_string().contains("configmap, gold"), "{err}");
 }
 
 // ---- matchIgnore and template match (§7.1) ----
