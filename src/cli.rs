@@ -51,6 +51,22 @@ struct RunArgs {
     /// Log as JSON lines.
     #[arg(long, env = "POOLBOY_LOG_JSON")]
     log_json: bool,
+    /// How often a template whose result depends on the clock in a way no instant can be
+    /// derived from (it prints the current time) is rendered again, e.g. `60s` or `5m`.
+    /// Comparisons with the current time take effect at their exact instant regardless.
+    #[arg(long, env = "POOLBOY_TIME_TEMPLATE_INTERVAL", default_value = "60s", value_parser = positive_interval)]
+    time_template_interval: std::time::Duration,
+}
+
+/// A positive interval in Poolboy's notation (`90`, `90s`, `1m30s`, `1.5m`).
+fn positive_interval(text: &str) -> Result<std::time::Duration, String> {
+    let interval =
+        crate::core::lifespan::interval::parse_interval(text).map_err(|e| e.to_string())?;
+    interval
+        .to_std()
+        .ok()
+        .filter(|interval| !interval.is_zero())
+        .ok_or_else(|| format!("{text:?} is not a positive interval"))
 }
 
 /// The namespace file of an in-cluster service account.
@@ -246,6 +262,7 @@ fn run(args: RunArgs, domain: OperatorDomain) -> ExitCode {
                 domain,
                 operator_namespace,
                 instance: std::env::var("HOSTNAME").unwrap_or_else(|_| "poolboy".to_owned()),
+                time_template_interval: args.time_template_interval,
             },
             metrics_address: Some(args.metrics_address),
             concurrency: args.concurrency.max(1),

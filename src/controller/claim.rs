@@ -40,6 +40,7 @@ use crate::core::claim::status::{
 use crate::core::handle::definition::status_references;
 use crate::core::lifespan::values::handle_lifespan;
 use crate::core::lifespan::{self, Expiry, StartGate};
+use crate::core::template::TemplateEngine;
 use crate::core::template::view::Subjects;
 use crate::runtime::metrics::KindLabels;
 use crate::runtime::run::Shutdown;
@@ -281,12 +282,14 @@ async fn pass(
     };
 
     let handle_view = handle.as_ref().map(Kinds::handle_of);
+    // Issue 15: what this pass's templates make of the clock decides when it runs again.
+    let templates = ctx.templates.watching();
     let resolved = ctx.providers(|catalog| {
         resolve_claim(&ClaimPlanInput {
             claim: &view,
             handle: handle_view.as_ref(),
             catalog,
-            templates: &ctx.templates,
+            templates: &templates,
             domain,
             now,
         })
@@ -350,7 +353,7 @@ async fn pass(
         }
     }
     if let Some(handle) = handle {
-        return sync_bound(ctx, claim, &resolved, handle, None).await;
+        return sync_bound(ctx, &templates, claim, &resolved, handle, None).await;
     }
 
     // §7 step 8: bind, or create.
@@ -371,7 +374,15 @@ async fn pass(
             ctx.stores.claim_index.stop_waiting(namespace, name);
             *pending = Some((*bound).clone());
             let rewrite = bound.rewrite_requested_end;
-            let result = sync_bound(ctx, claim, &resolved, bound.handle.clone(), rewrite).await?;
+            let result = sync_bound(
+                ctx,
+                &templates,
+                claim,
+                &resolved,
+                bound.handle.clone(),
+                rewrite,
+            )
+            .await?;
             if matches!(result, Pass::Done(_)) {
                 *pending = None;
                 binding::wake_pool(ctx, &bound.handle);
@@ -394,8 +405,11 @@ fn live_states(
 
 /// A bound, valid claim: status from the handle (§7.4, Δ§3.1.3), the first-ready reset, then
 /// claim edits to the handle (§7 step 11). `requested_end` is a clamped end from binding.
+/// `templates` is the pass's watching engine: the claim is looked at again when what its
+/// templates (autoDelete, autoDetach, lifespan, validation) gave may change with the clock.
 async fn sync_bound(
     ctx: &Context,
+    templates: &TemplateEngine,
     claim: ClaimObject,
     resolved: &ResolvedClaim,
     handle: HandleObject,
@@ -406,7 +420,7 @@ async fn sync_bound(
     let view = writes::view(&claim);
     let handle_view = Kinds::handle_of(&handle);
     let subjects = Subjects::new(Some(&resolved.claim), Some(&handle_view), domain);
-    let lifespan = handle_lifespan(&handle_view, &subjects, &ctx.templates, now)
+    let lifespan = handle_lifespan(&handle_view, &subjects, templates, now)
         .map_err(|e| e.to_string())
         .and_then(|evaluated| {
             lifespan::sync_claim_lifespan(&view, &handle_view, &evaluated, now)
@@ -423,7 +437,7 @@ async fn sync_bound(
         claim: &view,
         handle: &handle_view,
         provider: resolved.provider.as_ref().map(|p| p.resource()),
-        templates: &ctx.templates,
+        templates,
         domain,
         now,
     });
@@ -516,7 +530,10 @@ async fn sync_bound(
             Written::Conflict => return Ok(Pass::Conflict),
         }
     }
-    Ok(Pass::Done(Action::await_change()))
+    Ok(Pass::Done(match ctx.template_rerender(templates, now) {
+        Some(at) => Action::requeue(lifespan::delay_until(at, ctx.now())),
+        None => Action::await_change(),
+    }))
 }
 
 /// Deletes `handle` (uid precondition: not a namesake); already gone is fine.

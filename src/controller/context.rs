@@ -25,6 +25,14 @@ use crate::core::provider::{ProviderCatalog, ProviderCompiler};
 use crate::core::template::TemplateEngine;
 use crate::runtime::metrics::Metrics;
 
+/// How often a template whose result depends on the clock in a way no instant can be derived
+/// from (it prints the current time) is rendered again: Poolboy's `MANAGE_HANDLES_INTERVAL`.
+pub const DEFAULT_TIME_TEMPLATE_INTERVAL: Duration = Duration::from_secs(60);
+
+/// How long after the instant a template's result changes it is rendered again: the clock
+/// read on waking must be past that instant.
+const TEMPLATE_FLIP_MARGIN: Duration = Duration::from_millis(50);
+
 /// The operator's configuration.
 #[derive(Clone, Debug)]
 pub struct Config {
@@ -33,6 +41,8 @@ pub struct Config {
     pub operator_namespace: String,
     /// This process, as Events and logs name it (the pod name in a cluster).
     pub instance: String,
+    /// How often templates that use the clock unpredictably are rendered again (issue 15).
+    pub time_template_interval: Duration,
 }
 
 /// Wakes a controller for one object from outside its own watches (a provider changed, a
@@ -126,6 +136,26 @@ impl Context {
     /// The one clock of the controllers; `core` always receives `now` from here.
     pub(crate) fn now(&self) -> DateTime<Utc> {
         Utc::now()
+    }
+
+    /// When the templates rendered through `templates` (a watching engine) at `now` must be
+    /// rendered again (issue 15): just after the next instant a comparison with the clock
+    /// flips, or one `time_template_interval` later when a result uses the clock in a way no
+    /// instant can be derived from; `None` when the clock cannot change them.
+    pub(crate) fn template_rerender(
+        &self,
+        templates: &TemplateEngine,
+        now: DateTime<Utc>,
+    ) -> Option<DateTime<Utc>> {
+        let at = templates
+            .clock_reading()
+            .next_render(now, self.config.time_template_interval)?;
+        Some(
+            chrono::TimeDelta::from_std(TEMPLATE_FLIP_MARGIN)
+                .ok()
+                .and_then(|margin| at.checked_add_signed(margin))
+                .unwrap_or(at),
+        )
     }
 
     pub(crate) fn domain(&self) -> &OperatorDomain {

@@ -37,6 +37,7 @@ use crate::core::handle::status::{StatusInput, desired_status, problem_message, 
 use crate::core::json::patch::{PatchError, to_json_patch};
 use crate::core::lifespan::{Expiry, delay_until, handle_expiry};
 use crate::core::provider::{CompiledProvider, ProviderCompiler};
+use crate::core::template::TemplateEngine;
 use crate::runtime::metrics::KindLabels;
 use crate::runtime::run::Shutdown;
 
@@ -187,6 +188,8 @@ async fn manage_once(mut object: HandleObject, ctx: &Context) -> Result<Pass, Ha
     }
 
     let now = ctx.now();
+    // Issue 15: what this pass's templates make of the clock decides when it runs again.
+    let templates = ctx.templates.watching();
     let mut problems = Vec::new();
     // Δ§3.2 Manage step 3 (B10): past its end, the handle is deleted, and nothing else is done.
     let handle = Kinds::handle_of(&object);
@@ -222,7 +225,7 @@ async fn manage_once(mut object: HandleObject, ctx: &Context) -> Result<Pass, Ha
 
     // Δ§3.2 Manage step 4: a handle with spec.provider regenerates its resources.
     let generated = ctx.providers(|catalog| {
-        let env = plan_environment(ctx, catalog, now);
+        let env = plan_environment(ctx, &templates, catalog, now);
         generated_resources(&env, &handle, claim.as_ref())
     });
     match generated {
@@ -269,7 +272,7 @@ async fn manage_once(mut object: HandleObject, ctx: &Context) -> Result<Pass, Ha
             schemas: &ctx.schemas,
         };
         let providers = HandleProviders::resolve(&handle, catalog, &compiler);
-        let env = plan_environment(ctx, catalog, now);
+        let env = plan_environment(ctx, &templates, catalog, now);
         let plans = plan_resources(
             &env,
             &PlanInput {
@@ -297,6 +300,7 @@ async fn manage_once(mut object: HandleObject, ctx: &Context) -> Result<Pass, Ha
     // The references go into the status before anything is created, so that a deletion
     // always finds what this handle made (§12.4 step 7 before step 9).
     let status = Status {
+        templates: &templates,
         providers: &providers,
         summary_provider: summary_provider.as_deref(),
         plans: &plans,
@@ -348,20 +352,23 @@ async fn manage_once(mut object: HandleObject, ctx: &Context) -> Result<Pass, Ha
     if let Some(error) = first_error {
         return Err(error);
     }
-    Ok(Pass::Done(match expiry {
-        Some(end) => Action::requeue(delay_until(end, ctx.now())),
+    // The earlier of the lifespan's end and the next instant a template's result changes.
+    let rerender = ctx.template_rerender(&templates, now);
+    Ok(Pass::Done(match expiry.into_iter().chain(rerender).min() {
+        Some(at) => Action::requeue(delay_until(at, ctx.now())),
         None => Action::await_change(),
     }))
 }
 
 fn plan_environment<'a>(
     ctx: &'a Context,
+    templates: &'a TemplateEngine,
     catalog: &'a crate::core::provider::ProviderCatalog,
     now: chrono::DateTime<chrono::Utc>,
 ) -> PlanEnvironment<'a> {
     PlanEnvironment {
         catalog,
-        templates: &ctx.templates,
+        templates,
         domain: ctx.domain(),
         now,
     }
@@ -369,6 +376,8 @@ fn plan_environment<'a>(
 
 /// What the status is computed from, besides the handle and the states.
 struct Status<'a> {
+    /// The pass's watching engine.
+    templates: &'a TemplateEngine,
     providers: &'a HandleProviders,
     summary_provider: Option<&'a CompiledProvider>,
     plans: &'a [ResourcePlan],
@@ -386,7 +395,7 @@ async fn write_status(
 ) -> Result<Option<HandleObject>, HandleError> {
     let handle = Kinds::handle_of(object);
     let desired = ctx.providers(|catalog| {
-        let env = plan_environment(ctx, catalog, status.now);
+        let env = plan_environment(ctx, status.templates, catalog, status.now);
         desired_status(
             &env,
             &StatusInput {

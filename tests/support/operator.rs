@@ -6,7 +6,7 @@ use std::net::SocketAddr;
 
 use kube::Client;
 use poolboy::api::OperatorDomain;
-use poolboy::controller::context::Config;
+use poolboy::controller::context::{Config, DEFAULT_TIME_TEMPLATE_INTERVAL};
 use poolboy::runtime::run::{RunOptions, run};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
@@ -30,17 +30,32 @@ impl TestOperator {
         metrics_address: Option<SocketAddr>,
         instance: &str,
     ) -> Self {
+        Self::start_configured(client, namespace, metrics_address, instance, |_| {})
+    }
+
+    /// Starts an operator for `namespace` whose configuration `configure` adjusts (for example
+    /// a short `time_template_interval`).
+    pub fn start_configured(
+        client: Client,
+        namespace: &str,
+        metrics_address: Option<SocketAddr>,
+        instance: &str,
+        configure: impl FnOnce(&mut Config),
+    ) -> Self {
         // `RUST_LOG=poolboy=debug cargo test … -- --nocapture` shows what the operator does.
         let _ = tracing_subscriber::fmt()
             .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
             .with_test_writer()
             .try_init();
+        let mut config = Config {
+            domain: OperatorDomain::default(),
+            operator_namespace: namespace.to_owned(),
+            instance: instance.to_owned(),
+            time_template_interval: DEFAULT_TIME_TEMPLATE_INTERVAL,
+        };
+        configure(&mut config);
         let options = RunOptions {
-            config: Config {
-                domain: OperatorDomain::default(),
-                operator_namespace: namespace.to_owned(),
-                instance: instance.to_owned(),
-            },
+            config,
             claim_namespace: Some(namespace.to_owned()),
             metrics_address,
             concurrency: 8,

@@ -135,7 +135,7 @@ pub(crate) fn template_with_defaults(
         .unwrap_or_else(|| json!({}));
     let spec = provider.spec();
     if let Some(default) = &spec.default {
-        let default = if spec.template_enabled() {
+        if spec.template_enabled() {
             let scope = scope
                 .clone()
                 .with_variable("resource_index", json!(index))
@@ -145,17 +145,26 @@ pub(crate) fn template_with_defaults(
                 )
                 .with_variable("resource_provider", provider_view.clone())
                 .with_template_variables(spec.vars.as_ref());
-            templates
-                .render(default, &scope)
-                .map_err(|source| ClaimError::Defaults {
-                    index,
-                    provider: provider.name().to_owned(),
-                    source: Box::new(source),
-                })?
+            // Rendered apart: see below.
+            let apart = templates.watching();
+            let rendered =
+                apart
+                    .render(default, &scope)
+                    .map_err(|source| ClaimError::Defaults {
+                        index,
+                        provider: provider.name().to_owned(),
+                        source: Box::new(source),
+                    })?;
+            let before = template.clone();
+            deep_merge(&mut template, &rendered, MergeMode::KeepExisting);
+            // Issue 15: defaults are written into the claim once (§6.3); a default printing
+            // the current time makes the claim depend on the clock only while it fills a gap.
+            if template != before {
+                templates.absorb(&apart);
+            }
         } else {
-            default.clone()
-        };
-        deep_merge(&mut template, &default, MergeMode::KeepExisting);
+            deep_merge(&mut template, default, MergeMode::KeepExisting);
+        }
     }
     let schema = spec
         .validation
@@ -211,6 +220,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+    use crate::core::template::ClockReading;
     use crate::core::template::view::{Subjects, claim_view, provider_view};
     use crate::core::test_fixtures::{Env, claim, get, json_of};
 
@@ -412,6 +422,31 @@ spec:
             .scope()
             .with_variable("resource_claim", claim_view(&claim, &env.domain));
         template_with_defaults(&claim, index, &compiled, &view, &scope, &env.templates)
+    }
+
+    /// Issue 15: a default printing the current time counts only while it fills a gap.
+    #[test]
+    fn a_default_from_the_clock_makes_the_claim_depend_on_it_only_until_written() {
+        const SCHEDULED: &str = r#"
+metadata: {name: scheduled}
+spec:
+  match: {apiVersion: v1, kind: ConfigMap}
+  template: {enable: true}
+  default:
+    data: {start: "{{ timestamp.utcnow }}"}
+"#;
+        let compiled = Env::new().compile(SCHEDULED);
+        let reading = |resources: &str| {
+            let env = Env::new();
+            let claim = resources_claim(resources);
+            let view = provider_view(compiled.resource(), &env.domain);
+            let templates = env.templates.watching();
+            template_with_defaults(&claim, 0, &compiled, &view, &env.scope(), &templates).unwrap();
+            templates.clock_reading()
+        };
+        assert!(reading("[{template: {kind: ConfigMap}}]").unpredictable);
+        let written = "[{template: {kind: ConfigMap, data: {start: '2026-11-21T12:00:00Z'}}}]";
+        assert_eq!(reading(written), ClockReading::default());
     }
 
     #[test]

@@ -17,12 +17,11 @@
 use std::ops::Range;
 use std::sync::LazyLock;
 
-use chrono::TimeDelta;
 use minijinja::machinery::{ast, parse};
 use minijinja::syntax::SyntaxConfig;
 use minijinja::{Environment, Error, ErrorKind, UndefinedBehavior, Value, context};
 
-use super::time::{Duration, Moment, to_delta};
+use super::time::{Duration, Moment, to_interval};
 
 /// The globals and filters whose values can be dates or timedeltas (`datetime` also covers
 /// `to_datetime`). A template that mentions none of them cannot hold one.
@@ -467,16 +466,16 @@ pub(super) fn register(env: &mut Environment<'static>) {
 /// An operand as date arithmetic sees it.
 enum Operand {
     Moment(Moment),
-    Duration(TimeDelta),
+    Duration(Duration),
     Other,
 }
 
 impl Operand {
     fn of(value: &Value) -> Operand {
         if let Some(moment) = value.downcast_object_ref::<Moment>() {
-            Operand::Moment(*moment)
+            Operand::Moment(moment.clone())
         } else if let Some(duration) = value.downcast_object_ref::<Duration>() {
-            Operand::Duration(duration.0)
+            Operand::Duration(duration.clone())
         } else {
             Operand::Other
         }
@@ -503,18 +502,11 @@ fn unsupported(op: &str, a: &Value, b: &Value) -> Error {
     )
 }
 
-fn overflow() -> Error {
-    Error::new(
-        ErrorKind::InvalidOperation,
-        "date/time arithmetic overflowed",
-    )
-}
-
 /// The interval added to or subtracted from a date: a timedelta, an interval string like `'8h'`
 /// or a number of seconds, as `timestamp.add()` takes (Poolboy 1.12 §5.4).
-fn interval(op: &str, a: &Value, b: &Value) -> Result<TimeDelta, Error> {
+fn interval(op: &str, a: &Value, b: &Value) -> Result<Duration, Error> {
     if matches!(Operand::of(b), Operand::Duration(_)) || b.as_str().is_some() || b.is_number() {
-        to_delta(b)
+        to_interval(b)
     } else {
         Err(unsupported(op, a, b))
     }
@@ -523,15 +515,14 @@ fn interval(op: &str, a: &Value, b: &Value) -> Result<TimeDelta, Error> {
 fn add(a: &Value, b: &Value) -> Result<Value, Error> {
     match (Operand::of(a), Operand::of(b)) {
         (Operand::Moment(moment), _) => {
-            Ok(Value::from_object(moment.shifted(interval("+", a, b)?)?))
+            Ok(Value::from_object(moment.shifted(&interval("+", a, b)?)?))
         }
         (Operand::Duration(delta), Operand::Moment(moment)) => {
-            Ok(Value::from_object(moment.shifted(delta)?))
+            Ok(Value::from_object(moment.shifted(&delta)?))
         }
-        (Operand::Duration(delta), _) => delta
-            .checked_add(&interval("+", a, b)?)
-            .map(Duration::value)
-            .ok_or_else(overflow),
+        (Operand::Duration(delta), _) => Ok(Value::from_object(
+            delta.combined(&interval("+", a, b)?, false)?,
+        )),
         (Operand::Other, Operand::Other) => native(&NATIVE_ADD, a, b),
         (Operand::Other, _) => Err(unsupported("+", a, b)),
     }
@@ -540,16 +531,15 @@ fn add(a: &Value, b: &Value) -> Result<Value, Error> {
 fn sub(a: &Value, b: &Value) -> Result<Value, Error> {
     match (Operand::of(a), Operand::of(b)) {
         (Operand::Moment(left), Operand::Moment(right)) => {
-            Ok(Duration::value(left.utc() - right.utc()))
+            Ok(Value::from_object(left.minus(&right)?))
         }
-        (Operand::Moment(moment), _) => {
-            Ok(Value::from_object(moment.shifted(-interval("-", a, b)?)?))
-        }
+        (Operand::Moment(moment), _) => Ok(Value::from_object(
+            moment.shifted(&interval("-", a, b)?.negated()?)?,
+        )),
         (Operand::Duration(_), Operand::Moment(_)) => Err(unsupported("-", a, b)),
-        (Operand::Duration(delta), _) => delta
-            .checked_sub(&interval("-", a, b)?)
-            .map(Duration::value)
-            .ok_or_else(overflow),
+        (Operand::Duration(delta), _) => Ok(Value::from_object(
+            delta.combined(&interval("-", a, b)?, true)?,
+        )),
         (Operand::Other, Operand::Other) => native(&NATIVE_SUB, a, b),
         (Operand::Other, _) => Err(unsupported("-", a, b)),
     }
@@ -557,7 +547,7 @@ fn sub(a: &Value, b: &Value) -> Result<Value, Error> {
 
 fn neg(a: &Value) -> Result<Value, Error> {
     match Operand::of(a) {
-        Operand::Duration(delta) => Ok(Duration::value(-delta)),
+        Operand::Duration(delta) => Ok(Value::from_object(delta.negated()?)),
         Operand::Moment(_) => Err(Error::new(
             ErrorKind::InvalidOperation,
             format!("bad operand type for unary -: datetime ({SUPPORTED})"),

@@ -9,6 +9,7 @@ use chrono::{DateTime, Utc};
 use minijinja::value::{Kwargs, Object, ObjectRepr, Rest};
 use minijinja::{Error, ErrorKind, Value};
 
+use super::clock::{ClockWatch, RenderClock};
 use super::filters::from_json_value;
 use super::time::{self, DateTimeClass, Moment, TimeZoneClass};
 use super::{Generation, render_source};
@@ -127,15 +128,28 @@ impl std::fmt::Debug for RootContext {
 }
 
 impl RootContext {
-    pub(super) fn value(generation: Arc<Generation>, context: &RenderContext, omit: &str) -> Value {
-        let now = context.now;
+    /// The root for one render at the context's now; what the render makes of the clock is
+    /// recorded in `watch`.
+    pub(super) fn value(
+        generation: Arc<Generation>,
+        context: &RenderContext,
+        omit: &str,
+        watch: Option<Arc<ClockWatch>>,
+    ) -> Value {
+        let clock = RenderClock::new(context.now, watch);
+        let now_clock = clock.clone();
         // Poolboy 1.12 §5.4 / 1.17 Δ§3.4: the built-ins.
         let builtins = HashMap::from([
-            ("datetime", Value::from_object(DateTimeClass { now })),
+            (
+                "datetime",
+                Value::from_object(DateTimeClass {
+                    clock: clock.clone(),
+                }),
+            ),
             (
                 "now",
                 Value::from_function(move |args: Rest<Value>, kwargs: Kwargs| {
-                    time::now(now, &args, kwargs)
+                    time::now(&now_clock, &args, kwargs)
                 }),
             ),
             ("omit", Value::from(omit)),
@@ -146,7 +160,7 @@ impl RootContext {
                 }),
             ),
             ("timezone", Value::from_object(TimeZoneClass)),
-            ("timestamp", Moment::timestamp(now)),
+            ("timestamp", Moment::timestamp(&clock)),
         ]);
         Value::from_object(RootContext {
             generation,

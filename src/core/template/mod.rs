@@ -8,6 +8,7 @@
 //! network access, with fuel and depth limits so a runaway template stops with an error.
 
 mod arithmetic;
+mod clock;
 mod context;
 mod filters;
 mod jmespath;
@@ -27,6 +28,8 @@ use minijinja::{AutoEscape, Environment, Error, ErrorKind, UndefinedBehavior, Va
 use rand::RngExt;
 use thiserror::Error;
 
+pub(crate) use clock::ClockReading;
+use clock::ClockWatch;
 pub(crate) use context::RenderContext;
 use context::RootContext;
 use filters::{from_json_value, str2bool};
@@ -415,8 +418,15 @@ fn omit_placeholder() -> String {
 }
 
 /// The template engine: create one, share it (it is `Send + Sync`) and render through it.
-/// Compiled templates are cached by source text, up to a bound.
+/// Compiled templates are cached by source text, up to a bound. A [`watching`](Self::watching)
+/// copy shares the cache and records what its renders make of the clock.
+#[derive(Clone)]
 pub(crate) struct TemplateEngine {
+    shared: Arc<SharedEngine>,
+    watch: Option<Arc<ClockWatch>>,
+}
+
+struct SharedEngine {
     base: Environment<'static>,
     prefix: Arc<str>,
     current: Mutex<Arc<Generation>>,
@@ -466,19 +476,56 @@ impl TemplateEngine {
         let prefix: Arc<str> = Arc::from(format!("\u{0}poolboy-{}:", omit_placeholder()));
         let current = Mutex::new(Arc::new(Generation::new(&env, prefix.clone())));
         TemplateEngine {
-            base: env,
-            prefix,
-            current,
-            capacity,
+            shared: Arc::new(SharedEngine {
+                base: env,
+                prefix,
+                current,
+                capacity,
+            }),
+            watch: None,
+        }
+    }
+
+    /// The same engine, recording what the templates rendered through it make of the clock
+    /// (issue 15): one per reconcile pass, read with [`clock_reading`](Self::clock_reading).
+    pub(crate) fn watching(&self) -> TemplateEngine {
+        TemplateEngine {
+            shared: self.shared.clone(),
+            watch: Some(Arc::default()),
+        }
+    }
+
+    /// What the renders through this engine made of the clock so far: when a result would
+    /// change, or that it may change at any time. Nothing for an engine that is not
+    /// [`watching`](Self::watching).
+    pub(crate) fn clock_reading(&self) -> ClockReading {
+        self.watch
+            .as_ref()
+            .map_or_else(ClockReading::default, |watch| watch.reading())
+    }
+
+    /// Adds what the renders through `other` made of the clock to this engine's reading, for
+    /// renders done apart whose results turned out to count.
+    pub(crate) fn absorb(&self, other: &TemplateEngine) {
+        if let Some(watch) = &self.watch {
+            watch.absorb(other.clock_reading());
         }
     }
 
     fn generation(&self) -> Arc<Generation> {
-        let mut current = self.current.lock().unwrap_or_else(PoisonError::into_inner);
-        if current.loads.load(Ordering::Relaxed) >= self.capacity {
-            *current = Arc::new(Generation::new(&self.base, self.prefix.clone()));
+        let shared = &self.shared;
+        let mut current = shared
+            .current
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if current.loads.load(Ordering::Relaxed) >= shared.capacity {
+            *current = Arc::new(Generation::new(&shared.base, shared.prefix.clone()));
         }
         current.clone()
+    }
+
+    fn root(&self, generation: &Arc<Generation>, ctx: &RenderContext, omit: &str) -> Value {
+        RootContext::value(generation.clone(), ctx, omit, self.watch.clone())
     }
 
     /// Renders every string inside `template` (map values and list items, recursively; keys and
@@ -491,7 +538,7 @@ impl TemplateEngine {
     ) -> Result<serde_json::Value, TemplateError> {
         let generation = self.generation();
         let omit = omit_placeholder();
-        let root = RootContext::value(generation.clone(), ctx, &omit);
+        let root = self.root(&generation, ctx, &omit);
         let mut path = String::new();
         let rendered = walk(&generation, &root, template, &mut path)?;
         Ok(if rendered.as_str() == Some(omit.as_str()) {
@@ -520,7 +567,7 @@ impl TemplateEngine {
     ) -> Result<bool, TemplateError> {
         let source = format!("{{{{ ({condition}) | bool }}}}");
         let generation = self.generation();
-        let root = RootContext::value(generation.clone(), ctx, &omit_placeholder());
+        let root = self.root(&generation, ctx, &omit_placeholder());
         match render_source(&generation, &root, &source) {
             Ok(Rendered::Json(serde_json::Value::Bool(result))) => Ok(result),
             Ok(other) => Ok(other

@@ -1,6 +1,8 @@
 //! The date and time values templates see (Poolboy 1.12 §5.4): `timestamp`, `now()`, and small
 //! stand-ins for Python's `datetime`, `timedelta` and `timezone` covering what provider templates
 //! use in practice. The clock is never read here: "now" is the render context's pinned instant.
+//! Every date and timedelta knows how it moves with that clock, so that comparisons with the
+//! current time tell when their outcome changes (see `clock.rs`).
 
 use std::cmp::Ordering;
 use std::fmt;
@@ -11,6 +13,7 @@ use chrono::{DateTime, FixedOffset, NaiveDate, NaiveDateTime, TimeDelta, Utc};
 use minijinja::value::{DynObject, Kwargs, Object, ObjectRepr, from_args};
 use minijinja::{Error, ErrorKind, State, Value};
 
+use super::clock::RenderClock;
 use crate::core::lifespan::interval::parse_interval;
 
 /// Separates trailing keyword arguments from the positional ones.
@@ -41,24 +44,28 @@ enum Flavor {
 
 /// A point in time: a wall-clock value plus an optional UTC offset (Python's naive/aware split).
 /// "Local" time is UTC: the broker runs without a time zone.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub(super) struct Moment {
     wall: NaiveDateTime,
     offset: Option<FixedOffset>,
     flavor: Flavor,
-    /// The render's "now" (UTC), for `timestamp(...).utcnow`; only TimeStamps read it.
-    clock: NaiveDateTime,
+    /// The render's clock: `timestamp(...).utcnow` reads it, and what the template does with a
+    /// moment that moves records there. `None` only for fixed moments made without one.
+    clock: Option<Arc<RenderClock>>,
+    /// How far the moment moves per unit of clock time: 1 for now and what is derived from it
+    /// by adding intervals, 0 for a fixed instant.
+    rate: i64,
 }
 
 impl Moment {
     /// Poolboy's `timestamp` global: the render's "now", printed as `%FT%TZ`.
-    pub(super) fn timestamp(now: DateTime<Utc>) -> Value {
-        let wall = now.naive_utc();
+    pub(super) fn timestamp(clock: &Arc<RenderClock>) -> Value {
         Value::from_object(Moment {
-            wall,
+            wall: clock.now_naive(),
             offset: Some(utc()),
             flavor: Flavor::TimeStamp,
-            clock: wall,
+            clock: Some(clock.clone()),
+            rate: 1,
         })
     }
 
@@ -67,16 +74,35 @@ impl Moment {
             wall,
             offset,
             flavor: Flavor::DateTime,
-            clock: wall,
+            clock: None,
+            rate: 0,
         }
     }
 
-    fn now_datetime(now: DateTime<Utc>, tz: Option<FixedOffset>) -> Moment {
+    /// The fixed instant `instant`, in `tz` (naive UTC without).
+    fn at(instant: DateTime<Utc>, tz: Option<FixedOffset>) -> Moment {
         match tz {
             Some(offset) => {
-                Moment::datetime(now.with_timezone(&offset).naive_local(), Some(offset))
+                Moment::datetime(instant.with_timezone(&offset).naive_local(), Some(offset))
             }
-            None => Moment::datetime(now.naive_utc(), None),
+            None => Moment::datetime(instant.naive_utc(), None),
+        }
+    }
+
+    /// The render's now as a `datetime`, in `tz` (naive UTC without): it moves with the clock.
+    fn now_datetime(clock: &Arc<RenderClock>, tz: Option<FixedOffset>) -> Moment {
+        Moment {
+            clock: Some(clock.clone()),
+            rate: 1,
+            ..Moment::at(clock.now, tz)
+        }
+    }
+
+    /// The moment's value is used in a way no instant can be derived from (printed, formatted,
+    /// split into fields): when it moves with the clock, the result is unpredictable.
+    fn used(&self) {
+        if let (true, Some(clock)) = (self.rate != 0, &self.clock) {
+            clock.unpredictable();
         }
     }
 
@@ -88,15 +114,35 @@ impl Moment {
         }
     }
 
-    pub(super) fn shifted(&self, delta: TimeDelta) -> Result<Moment, Error> {
+    /// The moment plus `interval`, which may itself move with the clock.
+    pub(super) fn shifted(&self, interval: &Duration) -> Result<Moment, Error> {
+        let overflow = || invalid("date/time arithmetic overflowed");
         let wall = self
             .wall
-            .checked_add_signed(delta)
-            .ok_or_else(|| invalid("date/time arithmetic overflowed"))?;
-        Ok(Moment { wall, ..*self })
+            .checked_add_signed(interval.delta)
+            .ok_or_else(overflow)?;
+        Ok(Moment {
+            wall,
+            rate: self.rate.checked_add(interval.rate).ok_or_else(overflow)?,
+            clock: self.clock.clone().or_else(|| interval.clock.clone()),
+            ..self.clone()
+        })
+    }
+
+    /// `self - other`, a timedelta that moves as the two moments move apart.
+    pub(super) fn minus(&self, other: &Moment) -> Result<Duration, Error> {
+        Ok(Duration {
+            delta: self.utc() - other.utc(),
+            rate: self
+                .rate
+                .checked_sub(other.rate)
+                .ok_or_else(|| invalid("date/time arithmetic overflowed"))?,
+            clock: self.clock.clone().or_else(|| other.clock.clone()),
+        })
     }
 
     fn strftime(&self, format: &str) -> Result<String, Error> {
+        self.used();
         let format = python_format(format, self.offset.is_some());
         let items = StrftimeItems::new(&format)
             .parse()
@@ -116,7 +162,7 @@ impl Moment {
     fn as_datetime(&self) -> Moment {
         Moment {
             flavor: Flavor::DateTime,
-            ..*self
+            ..self.clone()
         }
     }
 
@@ -127,11 +173,15 @@ impl Moment {
                 if name == "sub"
                     && let Some(other) = operand.downcast_object_ref::<Moment>()
                 {
-                    return Ok(Duration::value(self.utc() - other.utc()));
+                    return Ok(Value::from_object(self.minus(other)?));
                 }
-                let delta = to_delta(&operand)?;
-                let delta = if name == "sub" { -delta } else { delta };
-                Ok(Value::from_object(self.shifted(delta)?))
+                let interval = to_interval(&operand)?;
+                let interval = if name == "sub" {
+                    interval.negated()?
+                } else {
+                    interval
+                };
+                Ok(Value::from_object(self.shifted(&interval)?))
             }
             "strftime" => {
                 let (format,): (String,) = from_args(args)?;
@@ -139,12 +189,14 @@ impl Moment {
             }
             "isoformat" => {
                 let (sep,): (Option<String>,) = from_args(args)?;
+                self.used();
                 Ok(Value::from(
                     self.as_datetime().python_str(sep.as_deref().unwrap_or("T")),
                 ))
             }
             "timestamp" => {
                 let () = from_args(args)?;
+                self.used();
                 let utc = self.utc().and_utc();
                 Ok(Value::from(
                     utc.timestamp() as f64 + f64::from(utc.timestamp_subsec_micros()) / 1e6,
@@ -166,12 +218,12 @@ impl Moment {
                 Ok(Value::from_object(Moment {
                     wall,
                     offset: Some(offset),
-                    ..*self
+                    ..self.clone()
                 }))
             }
             "replace" => {
                 let (kwargs,): (Kwargs,) = from_args(args)?;
-                let mut out = *self;
+                let mut out = self.clone();
                 if kwargs.has("tzinfo") {
                     let tz: Value = kwargs.get("tzinfo")?;
                     out.offset = if tz.is_none() {
@@ -185,6 +237,7 @@ impl Moment {
             }
             "date" => {
                 let () = from_args(args)?;
+                self.used();
                 Ok(Value::from(self.wall.date().format("%Y-%m-%d").to_string()))
             }
             _ => {
@@ -213,6 +266,7 @@ impl Moment {
 
 impl fmt::Display for Moment {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.used();
         match self.flavor {
             // Poolboy 1.12 §5.4: str(timestamp) is %FT%TZ, in UTC.
             Flavor::TimeStamp => write!(f, "{}", self.utc().format("%FT%TZ")),
@@ -229,24 +283,34 @@ impl Object for Moment {
     fn get_value(self: &Arc<Self>, key: &Value) -> Option<Value> {
         let wall = &self.wall;
         use chrono::{Datelike, Timelike};
-        Some(match key.as_str()? {
+        let key = key.as_str()?;
+        Some(match key {
             // TimeStamp properties (§5.4); `utcnow` is the render's pinned now.
-            "utcnow" if self.flavor == Flavor::TimeStamp => Value::from_object(Moment {
-                wall: self.clock,
-                offset: Some(utc()),
-                ..**self
-            }),
+            "utcnow" if self.flavor == Flavor::TimeStamp => {
+                let clock = self.clock.as_ref()?;
+                Value::from_object(Moment {
+                    wall: clock.now_naive(),
+                    offset: Some(utc()),
+                    rate: 1,
+                    ..(**self).clone()
+                })
+            }
             "datetime" if self.flavor == Flavor::TimeStamp => {
                 Value::from_object(self.as_datetime())
             }
-            "year" => Value::from(wall.year()),
-            "month" => Value::from(wall.month()),
-            "day" => Value::from(wall.day()),
-            "hour" => Value::from(wall.hour()),
-            "minute" => Value::from(wall.minute()),
-            "second" => Value::from(wall.second()),
-            "microsecond" => Value::from(wall.and_utc().timestamp_subsec_micros()),
             "tzinfo" => self.offset.map_or(Value::from(()), Zone::value),
+            "year" | "month" | "day" | "hour" | "minute" | "second" | "microsecond" => {
+                self.used();
+                match key {
+                    "year" => Value::from(wall.year()),
+                    "month" => Value::from(wall.month()),
+                    "day" => Value::from(wall.day()),
+                    "hour" => Value::from(wall.hour()),
+                    "minute" => Value::from(wall.minute()),
+                    "second" => Value::from(wall.second()),
+                    _ => Value::from(wall.and_utc().timestamp_subsec_micros()),
+                }
+            }
             _ => return None,
         })
     }
@@ -260,15 +324,15 @@ impl Object for Moment {
         if let Some(moment) = arg.downcast_object_ref::<Moment>() {
             return Ok(Value::from_object(Moment {
                 flavor: Flavor::TimeStamp,
-                clock: self.clock,
-                ..*moment
+                clock: self.clock.clone().or_else(|| moment.clock.clone()),
+                ..moment.clone()
             }));
         }
         let text = arg.to_string();
         let parsed = parse_datetime(&text, "%Y-%m-%dT%H:%M:%S%z")?;
         Ok(Value::from_object(Moment {
             flavor: Flavor::TimeStamp,
-            clock: self.clock,
+            clock: self.clock.clone(),
             ..parsed
         }))
     }
@@ -284,9 +348,14 @@ impl Object for Moment {
     }
 
     fn custom_cmp(self: &Arc<Self>, other: &DynObject) -> Option<Ordering> {
-        other
-            .downcast_ref::<Moment>()
-            .map(|other| self.utc().cmp(&other.utc()))
+        let other = other.downcast_ref::<Moment>()?;
+        // Issue 15: a comparison with the clock records when its outcome changes.
+        if let Ok(difference) = self.minus(other)
+            && let Some(clock) = &difference.clock
+        {
+            clock.compared(difference.delta, difference.rate);
+        }
+        Some(self.utc().cmp(&other.utc()))
     }
 
     fn render(self: &Arc<Self>, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -295,19 +364,77 @@ impl Object for Moment {
 }
 
 /// Python's `timedelta`.
-#[derive(Debug, Clone, Copy)]
-pub(super) struct Duration(pub(super) TimeDelta);
+#[derive(Debug, Clone)]
+pub(super) struct Duration {
+    pub(super) delta: TimeDelta,
+    /// How far it changes per unit of clock time: `stop - now()` shrinks (-1), `now() - start`
+    /// grows (1), a fixed interval stays (0).
+    rate: i64,
+    /// The render's clock, where what the template does with a changing timedelta is recorded;
+    /// `None` only when it is fixed.
+    clock: Option<Arc<RenderClock>>,
+}
 
 impl Duration {
+    /// A fixed timedelta.
+    pub(super) fn fixed(delta: TimeDelta) -> Duration {
+        Duration {
+            delta,
+            rate: 0,
+            clock: None,
+        }
+    }
+
     pub(super) fn value(delta: TimeDelta) -> Value {
-        Value::from_object(Duration(delta))
+        Value::from_object(Duration::fixed(delta))
+    }
+
+    pub(super) fn negated(&self) -> Result<Duration, Error> {
+        let overflow = || invalid("timedelta out of range");
+        Ok(Duration {
+            delta: TimeDelta::zero()
+                .checked_sub(&self.delta)
+                .ok_or_else(overflow)?,
+            rate: self.rate.checked_neg().ok_or_else(overflow)?,
+            clock: self.clock.clone(),
+        })
+    }
+
+    /// `self + other`, or `self - other` when `subtract`.
+    pub(super) fn combined(&self, other: &Duration, subtract: bool) -> Result<Duration, Error> {
+        let overflow = || invalid("timedelta out of range");
+        let (delta, rate) = if subtract {
+            (
+                self.delta.checked_sub(&other.delta),
+                self.rate.checked_sub(other.rate),
+            )
+        } else {
+            (
+                self.delta.checked_add(&other.delta),
+                self.rate.checked_add(other.rate),
+            )
+        };
+        Ok(Duration {
+            delta: delta.ok_or_else(overflow)?,
+            rate: rate.ok_or_else(overflow)?,
+            clock: self.clock.clone().or_else(|| other.clock.clone()),
+        })
+    }
+
+    /// The timedelta's value is used in a way no instant can be derived from: when it changes
+    /// with the clock, the result is unpredictable.
+    pub(super) fn used(&self) -> TimeDelta {
+        if let (true, Some(clock)) = (self.rate != 0, &self.clock) {
+            clock.unpredictable();
+        }
+        self.delta
     }
 }
 
 impl fmt::Display for Duration {
     /// Python's `str(timedelta)`: `[-N day[s], ]H:MM:SS[.ffffff]`, days floored.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let micros = self.0.num_microseconds().unwrap_or(i64::MAX);
+        let micros = self.used().num_microseconds().unwrap_or(i64::MAX);
         let days = micros.div_euclid(86_400_000_000);
         let rest = micros.rem_euclid(86_400_000_000);
         if days != 0 {
@@ -334,17 +461,24 @@ impl Object for Duration {
     }
 
     fn get_value(self: &Arc<Self>, key: &Value) -> Option<Value> {
-        let micros = self.0.num_microseconds()?;
-        Some(match key.as_str()? {
+        let key = key.as_str()?;
+        if !matches!(key, "days" | "seconds" | "microseconds") {
+            return None;
+        }
+        let micros = self.used().num_microseconds()?;
+        Some(match key {
             "days" => Value::from(micros.div_euclid(86_400_000_000)),
             "seconds" => Value::from(micros.rem_euclid(86_400_000_000) / 1_000_000),
-            "microseconds" => Value::from(micros.rem_euclid(1_000_000)),
-            _ => return None,
+            _ => Value::from(micros.rem_euclid(1_000_000)),
         })
     }
 
     fn is_true(self: &Arc<Self>) -> bool {
-        !self.0.is_zero()
+        // True unless zero: a changing timedelta is zero for an instant, when it crosses.
+        if let Some(clock) = &self.clock {
+            clock.compared(self.delta, self.rate);
+        }
+        !self.delta.is_zero()
     }
 
     fn call_method(
@@ -357,31 +491,30 @@ impl Object for Duration {
             "total_seconds" => {
                 let () = from_args(args)?;
                 let micros = self
-                    .0
+                    .used()
                     .num_microseconds()
                     .ok_or_else(|| invalid("timedelta out of range"))?;
                 Ok(Value::from(micros as f64 / 1e6))
             }
             "add" | "sub" => {
                 let (operand,): (Value,) = from_args(args)?;
-                let other = to_delta(&operand)?;
-                let sum = if method == "add" {
-                    self.0.checked_add(&other)
-                } else {
-                    self.0.checked_sub(&other)
-                };
-                Ok(Duration::value(
-                    sum.ok_or_else(|| invalid("timedelta out of range"))?,
-                ))
+                let other = to_interval(&operand)?;
+                Ok(Value::from_object(self.combined(&other, method == "sub")?))
             }
             _ => Err(Error::from(ErrorKind::UnknownMethod)),
         }
     }
 
     fn custom_cmp(self: &Arc<Self>, other: &DynObject) -> Option<Ordering> {
-        other
-            .downcast_ref::<Duration>()
-            .map(|other| self.0.cmp(&other.0))
+        let other = other.downcast_ref::<Duration>()?;
+        // Issue 15: a comparison with a timedelta that changes with the clock records when its
+        // outcome changes.
+        if let Ok(difference) = self.combined(other, true)
+            && let Some(clock) = &difference.clock
+        {
+            clock.compared(difference.delta, difference.rate);
+        }
+        Some(self.delta.cmp(&other.delta))
     }
 
     fn render(self: &Arc<Self>, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -391,9 +524,17 @@ impl Object for Duration {
 
 /// What `.add()` accepts: a timedelta, a pytimeparse string such as `'8h'`, or a number of
 /// seconds (Poolboy 1.12 §5.4; its number case crashes, fixed here).
+pub(super) fn to_interval(value: &Value) -> Result<Duration, Error> {
+    if let Some(duration) = value.downcast_object_ref::<Duration>() {
+        return Ok(duration.clone());
+    }
+    to_delta(value).map(Duration::fixed)
+}
+
+/// [`to_interval`] where only the interval's value counts (not how it changes with the clock).
 pub(super) fn to_delta(value: &Value) -> Result<TimeDelta, Error> {
     if let Some(duration) = value.downcast_object_ref::<Duration>() {
-        return Ok(duration.0);
+        return Ok(duration.used());
     }
     if let Some(text) = value.as_str() {
         return parse_interval(text).map_err(|e| invalid(e.to_string()));
@@ -528,7 +669,7 @@ pub(super) fn parse_datetime(text: &str, format: &str) -> Result<Moment, Error> 
 /// `datetime.fromisoformat(s)`, `datetime.fromtimestamp(n, tz)` and `datetime(y, m, d, …, tzinfo=)`.
 #[derive(Debug)]
 pub(super) struct DateTimeClass {
-    pub(super) now: DateTime<Utc>,
+    pub(super) clock: Arc<RenderClock>,
 }
 
 impl Object for DateTimeClass {
@@ -572,11 +713,11 @@ impl Object for DateTimeClass {
                     Some(tz) if !tz.is_none() => Some(zone_offset(&tz)?),
                     _ => None,
                 };
-                Ok(Value::from_object(Moment::now_datetime(self.now, tz)))
+                Ok(Value::from_object(Moment::now_datetime(&self.clock, tz)))
             }
             "utcnow" => {
                 let () = from_args(args)?;
-                Ok(Value::from_object(Moment::now_datetime(self.now, None)))
+                Ok(Value::from_object(Moment::now_datetime(&self.clock, None)))
             }
             "strptime" => {
                 let (text, format): (String, String) = from_args(args)?;
@@ -612,7 +753,7 @@ impl Object for DateTimeClass {
                     Some(tz) if !tz.is_none() => Some(zone_offset(&tz)?),
                     _ => None,
                 };
-                Ok(Value::from_object(Moment::now_datetime(instant, tz)))
+                Ok(Value::from_object(Moment::at(instant, tz)))
             }
             _ => Err(Error::from(ErrorKind::UnknownMethod)),
         }
@@ -682,7 +823,11 @@ pub(super) fn timedelta(positional: &[Value], kwargs: Kwargs) -> Result<Value, E
 
 /// Poolboy's `now(utc=False, fmt=None)`: a datetime (naive unless `utc`), or a string when
 /// `fmt` is given, e.g. `now(True, '%FT%TZ')`.
-pub(super) fn now(now: DateTime<Utc>, args: &[Value], kwargs: Kwargs) -> Result<Value, Error> {
+pub(super) fn now(
+    clock: &Arc<RenderClock>,
+    args: &[Value],
+    kwargs: Kwargs,
+) -> Result<Value, Error> {
     let (utc_flag, format): (Option<Value>, Option<String>) = from_args(args)?;
     let utc_flag = match utc_flag {
         Some(flag) => flag.is_true(),
@@ -695,7 +840,7 @@ pub(super) fn now(now: DateTime<Utc>, args: &[Value], kwargs: Kwargs) -> Result<
         None => kwargs.get::<Option<String>>("fmt")?,
     };
     kwargs.assert_all_used()?;
-    let moment = Moment::now_datetime(now, utc_flag.then(utc));
+    let moment = Moment::now_datetime(clock, utc_flag.then(utc));
     match format {
         Some(format) => Ok(Value::from(moment.strftime(&format)?)),
         None => Ok(Value::from_object(moment)),
