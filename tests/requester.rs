@@ -111,6 +111,45 @@ async fn a_namespace_without_annotations_has_no_requester() {
     env.teardown([operator]).await;
 }
 
+/// Issue 15 (upstream scenario "requester variables"): on plain Kubernetes the User GET
+/// answers 404, so Poolboy's stub names the requester. (When another test of this suite has
+/// installed the stand-in `user.openshift.io` API, the user simply does not exist: the same
+/// 404, the same stub.)
+#[tokio::test]
+async fn a_requester_without_a_user_object_is_poolboys_stub() {
+    let env = TestEnv::new().await;
+    let user = format!("test-user-{}", support::random_suffix());
+    let annotate = json!({"metadata": {"annotations": {"openshift.io/requester": user}}});
+    Api::<Namespace>::all(env.client.clone())
+        .patch(
+            &env.namespace,
+            &PatchParams::default(),
+            &Patch::Merge(&annotate),
+        )
+        .await
+        .expect("annotate the namespace");
+    let operator = TestOperator::start(env.client.clone(), &env.namespace);
+    let kinds = Kinds::new(&OperatorDomain::default());
+    let mut requested = provider(&env);
+    // Without `| default`: an absent requester would fail the definition.
+    requested["spec"]["override"]["data"] = json!({
+        "user": "{{ requester_user.metadata.name }}",
+        "identities": "{{ requester_identities | length }}",
+    });
+    create(&env, &kinds.provider, true, requested).await;
+    create(&env, &kinds.claim, true, claim(&env)).await;
+    let configmap = configmap_of_claim(&env).await;
+    let data = configmap.data.unwrap_or_default();
+    assert_eq!(data["user"], user);
+    assert_eq!(data["identities"], "0");
+    let annotations = configmap.metadata.annotations.unwrap_or_default();
+    assert_eq!(
+        annotations["poolboy.gpte.redhat.com/resource-requester-user"],
+        user
+    );
+    env.teardown([operator]).await;
+}
+
 #[tokio::test]
 async fn the_openshift_requester_reaches_templates_and_annotations() {
     let env = TestEnv::new().await;

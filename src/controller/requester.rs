@@ -3,10 +3,11 @@
 //! Templates see them as `requester_user`, `requester_identity` and `requester_identities`, and
 //! resources get the requester annotations.
 //!
-//! Where the `user.openshift.io` API does not exist (plain Kubernetes), or the namespace has no
-//! such annotation, there is no requester and the variables are absent (Poolboy crashed on
-//! namespaces without annotations). A User or Identity that is not found is replaced by a stub,
-//! as Poolboy does.
+//! A namespace without the annotation has no requester and the variables are absent (Poolboy
+//! crashed there). Otherwise a User or Identity that cannot be found is replaced by a stub, as
+//! Poolboy does: its GET answers 404 where the `user.openshift.io` API does not exist (plain
+//! Kubernetes), so the requester named by the annotation is `{metadata: {name: <user>},
+//! identities: []}` there too (issue 15).
 
 use k8s_openapi::api::core::v1::Namespace;
 use kube::Client;
@@ -47,8 +48,12 @@ impl RequesterLookup {
         else {
             return Ok(None);
         };
+        // Poolboy's GET would answer 404: the stub, without asking.
         if !self.user_api_exists(client).await? {
-            return Ok(None);
+            return Ok(Some(Requester {
+                user: Some(stub_user(user_name)),
+                identities: Vec::new(),
+            }));
         }
         let users = Api::<DynamicObject>::all_with(client.clone(), &resource("User", "users"));
         let user = match users.get_opt(user_name).await? {
