@@ -26,10 +26,10 @@ use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
 
 use self::binding::{Outcome, Pending};
-use self::writes::Written;
 use super::context::{Context, EventKind};
 use super::kinds::{ClaimObject, HandleObject, Kinds};
 use super::listed::reflected_watch;
+use super::write::{self, Written};
 use crate::core::claim::gates::{
     ApprovalGate, AutoAction, AutoInput, approval_gate, auto_action, claim_metadata_patch,
 };
@@ -214,7 +214,7 @@ async fn finalize(ctx: &Context, claim: &ClaimObject) -> Result<Action, ClaimErr
         );
         match api.delete(&handle.name, &Default::default()).await {
             Ok(_) => {}
-            Err(e) if writes::is_not_found(&e) => {}
+            Err(e) if write::is_not_found(&e) => {}
             Err(e) => return Err(e.into()),
         }
     }
@@ -543,19 +543,8 @@ async fn delete_handle(ctx: &Context, handle: &HandleObject) -> Result<(), Claim
         handle.metadata.namespace.as_deref().unwrap_or_default(),
         &ctx.kinds.handle,
     );
-    let params = kube::api::DeleteParams {
-        preconditions: Some(kube::api::Preconditions {
-            uid: handle.metadata.uid.clone(),
-            resource_version: None,
-        }),
-        ..Default::default()
-    };
-    let name = handle.metadata.name.as_deref().unwrap_or_default();
-    match api.delete(name, &params).await {
-        Ok(_) => Ok(()),
-        Err(e) if writes::is_not_found(&e) || writes::is_conflict(&e) => Ok(()),
-        Err(e) => Err(e.into()),
-    }
+    write::delete_exact(&api, handle).await?;
+    Ok(())
 }
 
 /// B18: nothing fits and creation is disabled: the claim stays unbound, without error, until

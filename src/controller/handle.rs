@@ -15,18 +15,17 @@ use std::time::Instant;
 
 use futures::StreamExt;
 use futures::channel::mpsc::UnboundedReceiver;
-use json_patch::jsonptr::PointerBuf;
-use json_patch::{PatchOperation, TestOperation};
-use kube::api::{Api, DeleteParams, Patch, PatchParams, Preconditions};
+use kube::api::Api;
 use kube::runtime::controller::{self, Action, Controller};
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
 use kube::{Client, ResourceExt};
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::context::{Context, EventKind};
 use super::kinds::{ClaimObject, HandleObject, Kinds};
 use super::managed;
+use super::write::{self, Target, Written};
 use crate::api::ResourceClaim;
 use crate::core::handle::definition::status_references;
 use crate::core::handle::plan::{
@@ -176,16 +175,11 @@ async fn manage(handle: &HandleObject, ctx: &Context) -> Result<Action, HandleEr
 async fn manage_once(mut object: HandleObject, ctx: &Context) -> Result<Pass, HandleError> {
     let original_problem = problem_message(object.status.as_ref()).map(str::to_owned);
     let finalizer = ctx.domain().finalizer();
-    if !object.finalizers().contains(&finalizer) {
-        let op = match object.metadata.finalizers {
-            Some(_) => add_op("/metadata/finalizers/-", json!(finalizer)),
-            None => add_op("/metadata/finalizers", json!([finalizer])),
-        };
-        match patch_handle(ctx, &object, vec![op]).await? {
-            Some(patched) => object = patched,
-            None => return Ok(Pass::Conflict),
-        }
-    }
+    object = match write::add_finalizer(&ctx.handles_api(), object, &finalizer).await? {
+        Written::Done(object) => object,
+        Written::Conflict => return Ok(Pass::Conflict),
+        Written::Gone => return Ok(Pass::Done(Action::await_change())),
+    };
 
     let now = ctx.now();
     // Issue 15: what this pass's templates make of the clock decides when it runs again.
@@ -232,9 +226,11 @@ async fn manage_once(mut object: HandleObject, ctx: &Context) -> Result<Pass, Ha
         Ok(Some(generated)) => {
             problems.extend(generated.refused);
             if !generated.patch.0.is_empty() {
-                match patch_handle(ctx, &object, generated.patch.0).await? {
-                    Some(patched) => object = patched,
-                    None => return Ok(Pass::Conflict),
+                let api = ctx.handles_api();
+                match write::patch(&api, &object, Target::Object, generated.patch.0).await? {
+                    Written::Done(patched) => object = patched,
+                    Written::Conflict => return Ok(Pass::Conflict),
+                    Written::Gone => return Ok(Pass::Done(Action::await_change())),
                 }
             }
         }
@@ -308,8 +304,9 @@ async fn manage_once(mut object: HandleObject, ctx: &Context) -> Result<Pass, Ha
         now,
     };
     match write_status(ctx, &object, &status, &states).await? {
-        Some(written) => object = written,
-        None => return Ok(Pass::Conflict),
+        Written::Done(written) => object = written,
+        Written::Conflict => return Ok(Pass::Conflict),
+        Written::Gone => return Ok(Pass::Done(Action::await_change())),
     }
 
     let mut first_error = None;
@@ -345,8 +342,9 @@ async fn manage_once(mut object: HandleObject, ctx: &Context) -> Result<Pass, Ha
     }
 
     match write_status(ctx, &object, &status, &states).await? {
-        Some(written) => object = written,
-        None => return Ok(Pass::Conflict),
+        Written::Done(written) => object = written,
+        Written::Conflict => return Ok(Pass::Conflict),
+        Written::Gone => return Ok(Pass::Done(Action::await_change())),
     }
     report_problem(ctx, &object, original_problem.as_deref()).await;
     if let Some(error) = first_error {
@@ -385,14 +383,13 @@ struct Status<'a> {
     now: chrono::DateTime<chrono::Utc>,
 }
 
-/// Writes the status computed from `object` and `states` where it differs (§13, B08, B23);
-/// `None` on a conflicting write.
+/// Writes the status computed from `object` and `states` where it differs (§13, B08, B23).
 async fn write_status(
     ctx: &Context,
     object: &HandleObject,
     status: &Status<'_>,
     states: &[Option<Value>],
-) -> Result<Option<HandleObject>, HandleError> {
+) -> Result<Written<HandleObject>, HandleError> {
     let handle = Kinds::handle_of(object);
     let desired = ctx.providers(|catalog| {
         let env = plan_environment(ctx, status.templates, catalog, status.now);
@@ -413,23 +410,10 @@ async fn write_status(
     }
     let ops = status_patch(object.status.as_ref(), &desired.status);
     if ops.is_empty() {
-        return Ok(Some(object.clone()));
+        return Ok(Written::Done(object.clone()));
     }
-    let mut patch = to_json_patch(&ops)?;
-    patch.0.insert(0, resource_version_test(object));
-    let result = ctx
-        .handles_api()
-        .patch_status(
-            &object.name_any(),
-            &PatchParams::default(),
-            &Patch::Json::<()>(patch),
-        )
-        .await;
-    match result {
-        Ok(written) => Ok(Some(written)),
-        Err(error) if is_conflict(&error) => Ok(None),
-        Err(error) => Err(error.into()),
-    }
+    let patch = to_json_patch(&ops)?;
+    Ok(write::patch(&ctx.handles_api(), object, Target::Status, patch.0).await?)
 }
 
 /// A Warning Event, once per new problem (the `Valid` condition's message changed).
@@ -456,78 +440,11 @@ async fn report_problem(ctx: &Context, object: &HandleObject, before: Option<&st
     .await;
 }
 
-/// JSON-patches the handle, guarded by its resourceVersion; `None` on conflict.
-async fn patch_handle(
-    ctx: &Context,
-    object: &HandleObject,
-    ops: Vec<PatchOperation>,
-) -> Result<Option<HandleObject>, HandleError> {
-    let mut all = vec![resource_version_test(object)];
-    all.extend(ops);
-    let result = ctx
-        .handles_api()
-        .patch(
-            &object.name_any(),
-            &PatchParams::default(),
-            &Patch::Json::<()>(json_patch::Patch(all)),
-        )
-        .await;
-    match result {
-        Ok(patched) => Ok(Some(patched)),
-        Err(error) if is_conflict(&error) => Ok(None),
-        Err(error) => Err(error.into()),
-    }
-}
-
 /// Deletes the handle (this very one: uid precondition); its finalizer does the rest.
 async fn delete_handle(ctx: &Context, object: &HandleObject) -> Result<(), HandleError> {
-    let params = DeleteParams {
-        preconditions: Some(Preconditions {
-            uid: object.metadata.uid.clone(),
-            resource_version: None,
-        }),
-        ..DeleteParams::default()
-    };
-    match ctx.handles_api().delete(&object.name_any(), &params).await {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(status)) if status.code == 404 || status.code == 409 => Ok(()),
-        Err(error) => Err(error.into()),
-    }
-}
-
-/// `test /metadata/resourceVersion == <the version read>`: the write applies only to what it
-/// was computed from.
-fn resource_version_test(object: &HandleObject) -> PatchOperation {
-    PatchOperation::Test(TestOperation {
-        path: pointer("/metadata/resourceVersion"),
-        value: json!(object.metadata.resource_version),
-    })
-}
-
-/// The same guard for an object read as JSON; `None` when it carries no resourceVersion.
-fn resource_version_test_value(version: Option<&Value>) -> Option<PatchOperation> {
-    let version = version.filter(|v| v.is_string())?;
-    Some(PatchOperation::Test(TestOperation {
-        path: pointer("/metadata/resourceVersion"),
-        value: version.clone(),
-    }))
-}
-
-fn add_op(path: &str, value: Value) -> PatchOperation {
-    PatchOperation::Add(json_patch::AddOperation {
-        path: pointer(path),
-        value,
-    })
-}
-
-fn pointer(path: &str) -> PointerBuf {
-    PointerBuf::parse(path).unwrap_or_default()
-}
-
-/// A guarded write lost a race: the API server answers a failed JSON-patch `test` with 422
-/// and a stale resourceVersion with 409.
-fn is_conflict(error: &kube::Error) -> bool {
-    matches!(error, kube::Error::Api(status) if status.code == 409 || status.code == 422)
+    // Gone already, or a namesake: either way this handle is no more.
+    write::delete_exact(&ctx.handles_api(), object).await?;
+    Ok(())
 }
 
 /// The claim `reference` names, as `core` sees it; `None` when it is gone.

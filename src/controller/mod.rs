@@ -3,7 +3,6 @@
 
 pub(crate) mod claim;
 pub mod context;
-pub(crate) mod guarded_delete;
 pub(crate) mod handle;
 pub mod kinds;
 pub(crate) mod listed;
@@ -12,3 +11,4 @@ pub(crate) mod pool;
 pub(crate) mod providers;
 pub(crate) mod requester;
 pub(crate) mod scaling;
+pub(crate) mod write;

@@ -27,20 +27,18 @@ use std::sync::{Arc, Mutex};
 
 use futures::StreamExt;
 use futures::channel::mpsc::UnboundedReceiver;
-use json_patch::jsonptr::PointerBuf;
-use json_patch::{AddOperation, PatchOperation, ReplaceOperation, TestOperation};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
-use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::api::{Api, Patch, PostParams};
 use kube::runtime::controller::{self, Action, Controller};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
 use kube::{Client, ResourceExt};
-use serde_json::{Value, json};
+use serde_json::json;
 
 use super::context::{Context, EventKind};
-use super::guarded_delete::{Deleted, delete_while};
 use super::kinds::{HandleObject, Kinds, PoolObject};
 use super::listed::{ListedStore, reflected_watch};
+use super::write::{self, Target, Written};
 use crate::api::pool::ResourcePoolStatus;
 use crate::api::{OperatorDomain, ResourceHandle, ResourcePool, ResourcePoolScaling};
 use crate::core::handle::new::handle_for_pool;
@@ -217,20 +215,29 @@ async fn reconcile(pool: Arc<PoolObject>, pctx: Arc<PoolContext>) -> Result<Acti
         finalize(&pool, &pctx).await?;
         return Ok(Action::await_change());
     }
-    let mut pool = ensure_finalizer(&api, &pool, ctx).await?;
+    let finalizer = ctx.domain().finalizer();
+    let mut pool = (*pool).clone();
     for _ in 0..STATUS_ATTEMPTS {
-        if let Some(action) = pass(&pool, &pctx).await? {
+        let outcome = match write::add_finalizer(&api, pool, &finalizer).await? {
+            Written::Done(pool) => pass(&pool, &pctx).await?,
+            Written::Conflict => None,
+            Written::Gone => return Ok(Action::await_change()),
+        };
+        if let Some(action) = outcome {
             ctx.succeeded(&format!("pool/{name}"));
             return Ok(action);
         }
-        // The guarded status write lost a race: recompute from a fresh read (B06).
+        // A guarded write lost a race: recompute from a fresh read (B06).
         ctx.metrics
             .status_conflicts
             .get_or_create(&KindLabels {
                 kind: "ResourcePool".into(),
             })
             .inc();
-        pool = api.get(&name).await?;
+        pool = match api.get_opt(&name).await? {
+            Some(pool) => pool,
+            None => return Ok(Action::await_change()),
+        };
         if pool.metadata.deletion_timestamp.is_some() {
             finalize(&pool, &pctx).await?;
             return Ok(Action::await_change());
@@ -239,7 +246,7 @@ async fn reconcile(pool: Arc<PoolObject>, pctx: Arc<PoolContext>) -> Result<Acti
     Err(PoolError::Contended)
 }
 
-/// One observe → plan → act pass; `None` when the guarded status write conflicted.
+/// One observe → plan → act pass; `None` when a guarded write conflicted.
 async fn pass(pool_object: &PoolObject, pctx: &PoolContext) -> Result<Option<Action>, PoolError> {
     let ctx = &pctx.ctx;
     let now = ctx.now();
@@ -516,20 +523,10 @@ async fn reserve_scaling_handles(
     now: chrono::DateTime<chrono::Utc>,
 ) -> Result<bool, PoolError> {
     let raised = created(scaling).saturating_add(i64::try_from(count).unwrap_or(i64::MAX));
-    let patch = count_patch(scaling, raised, now);
-    match ctx
-        .scalings_api()
-        .patch_status(
-            &scaling.name_any(),
-            &PatchParams::default(),
-            &Patch::Json::<()>(patch),
-        )
-        .await
-    {
-        Ok(_) => Ok(true),
-        Err(kube::Error::Api(status)) if matches!(status.code, 404 | 409 | 422) => Ok(false),
-        Err(error) => Err(error.into()),
-    }
+    let patch = Patch::Json::<()>(count_patch(scaling, raised, now));
+    let api = ctx.scalings_api();
+    let written = write::send(&api, &scaling.name_any(), Target::Status, &patch).await?;
+    Ok(matches!(written, Written::Done(_)))
 }
 
 /// Lowers the count of scaling `name` by `count`, not below 0, from a fresh read each time
@@ -547,18 +544,14 @@ async fn release_scaling_handles(ctx: &Context, name: &str, count: i64) -> Resul
         if lowered == created(&scaling) {
             return Ok(());
         }
-        let patch = count_patch(&scaling, lowered, ctx.now());
-        match api
-            .patch_status(name, &PatchParams::default(), &Patch::Json::<()>(patch))
-            .await
-        {
-            Ok(_) => {
+        let patch = Patch::Json::<()>(count_patch(&scaling, lowered, ctx.now()));
+        match write::send(&api, name, Target::Status, &patch).await? {
+            Written::Done(_) => {
                 tracing::info!(scaling = %name, count = lowered, "lowered ResourcePoolScaling count");
                 return Ok(());
             }
-            Err(kube::Error::Api(status)) if status.code == 404 => return Ok(()),
-            Err(kube::Error::Api(status)) if matches!(status.code, 409 | 422) => {}
-            Err(error) => return Err(error.into()),
+            Written::Gone => return Ok(()),
+            Written::Conflict => {}
         }
     }
     Err(PoolError::Contended)
@@ -571,22 +564,15 @@ async fn write_status(
     pool: &PoolObject,
     status: &ResourcePoolStatus,
 ) -> Result<bool, PoolError> {
-    let patch = json!({
-        "metadata": { "resourceVersion": pool.metadata.resource_version },
-        "status": status,
-    });
-    match api
-        .patch_status(
-            &pool.name_any(),
-            &PatchParams::default(),
-            &Patch::Merge(&patch),
-        )
-        .await
-    {
-        Ok(_) => Ok(true),
-        Err(kube::Error::Api(status)) if status.code == 409 => Ok(false),
-        Err(error) => Err(error.into()),
-    }
+    let patch = json!({ "status": status });
+    Ok(
+        match write::merge(api, pool, Target::Status, &patch).await? {
+            Written::Done(_) => true,
+            Written::Conflict => false,
+            // Deleted meanwhile: its deletion comes with its own event.
+            Written::Gone => false,
+        },
+    )
 }
 
 /// Sets the `Valid` condition: false with `problem`, true once a reported problem is gone;
@@ -628,51 +614,6 @@ fn set_valid_condition(
     reported
 }
 
-/// Adds the operator's finalizer (Δ§4.7) with a `test`-guarded JSON patch; returns the pool
-/// as it is now.
-async fn ensure_finalizer(
-    api: &Api<PoolObject>,
-    pool: &PoolObject,
-    ctx: &Context,
-) -> Result<PoolObject, PoolError> {
-    let finalizer = ctx.domain().finalizer();
-    let finalizers = pool.finalizers();
-    if finalizers.contains(&finalizer) {
-        return Ok(pool.clone());
-    }
-    let path = |p: &str| PointerBuf::parse(p).unwrap_or_default();
-    let ops = if finalizers.is_empty() {
-        vec![
-            PatchOperation::Test(TestOperation {
-                path: path("/metadata/finalizers"),
-                value: Value::Null,
-            }),
-            PatchOperation::Add(AddOperation {
-                path: path("/metadata/finalizers"),
-                value: json!([finalizer]),
-            }),
-        ]
-    } else {
-        vec![
-            PatchOperation::Test(TestOperation {
-                path: path("/metadata/finalizers"),
-                value: json!(finalizers),
-            }),
-            PatchOperation::Add(AddOperation {
-                path: path("/metadata/finalizers/-"),
-                value: json!(finalizer),
-            }),
-        ]
-    };
-    Ok(api
-        .patch(
-            &pool.name_any(),
-            &PatchParams::default(),
-            &Patch::Json::<()>(json_patch::Patch(ops)),
-        )
-        .await?)
-}
-
 /// Pool deletion (§11 step 9, Δ§3.3): deletes every unbound handle of the pool (bound ones
 /// stay, with their pool reference and labels), then removes every Poolboy finalizer.
 async fn finalize(pool_object: &PoolObject, pctx: &PoolContext) -> Result<(), PoolError> {
@@ -698,37 +639,10 @@ async fn finalize(pool_object: &PoolObject, pctx: &PoolContext) -> Result<(), Po
     }
     tracing::info!(pool = %name, "deleted the unbound ResourceHandles of a deleted pool");
 
-    let finalizers = pool_object.finalizers();
-    let kept: Vec<&String> = finalizers
-        .iter()
-        .filter(|f| !ctx.domain().is_poolboy_finalizer(f))
-        .collect();
-    if kept.len() != finalizers.len() {
-        let path = |p: &str| PointerBuf::parse(p).unwrap_or_default();
-        let ops = vec![
-            PatchOperation::Test(TestOperation {
-                path: path("/metadata/finalizers"),
-                value: json!(finalizers),
-            }),
-            PatchOperation::Replace(ReplaceOperation {
-                path: path("/metadata/finalizers"),
-                value: json!(kept),
-            }),
-        ];
-        match ctx
-            .pools_api()
-            .patch(
-                &name,
-                &PatchParams::default(),
-                &Patch::Json::<()>(json_patch::Patch(ops)),
-            )
-            .await
-        {
-            Ok(_) => {}
-            Err(kube::Error::Api(status)) if status.code == 404 => {}
-            Err(error) => return Err(error.into()),
-        }
-    }
+    let domain = ctx.domain();
+    let ours = |f: &str| domain.is_poolboy_finalizer(f);
+    // A conflict: the pool's next version comes with its own event, and this runs again.
+    write::release_finalizers(&ctx.pools_api(), pool_object, ours).await?;
     pctx.forget(&pool);
     let labels = PoolLabels {
         name,
@@ -740,7 +654,7 @@ async fn finalize(pool_object: &PoolObject, pctx: &PoolContext) -> Result<(), Po
 }
 
 /// Deletes `handle` if it is still an unbound handle of `pool`; `true` when this call
-/// deleted it. A handle bound in the meantime is never deleted (`guarded_delete`).
+/// deleted it. A handle bound in the meantime is never deleted (`write::delete_while`).
 async fn delete_unbound(
     api: &Api<HandleObject>,
     handle: &HandleObject,
@@ -749,10 +663,10 @@ async fn delete_unbound(
 ) -> Result<bool, PoolError> {
     let still_spare =
         |h: &HandleObject| is_unbound_handle_of_pool(&Kinds::handle_of(h), pool, domain);
-    match delete_while(api, handle, 2, still_spare).await? {
-        Deleted::Yes => Ok(true),
-        Deleted::No => Ok(false),
-        Deleted::Contended => Err(PoolError::Contended),
+    match write::delete_while(api, handle, 2, still_spare).await? {
+        Written::Done(()) => Ok(true),
+        Written::Gone => Ok(false),
+        Written::Conflict => Err(PoolError::Contended),
     }
 }
 

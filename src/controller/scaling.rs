@@ -6,8 +6,6 @@
 use std::sync::Arc;
 
 use futures::StreamExt;
-use json_patch::jsonptr::PointerBuf;
-use json_patch::{AddOperation, PatchOperation, TestOperation};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::WatchStreamExt;
@@ -19,7 +17,9 @@ use serde_json::{Value, json};
 
 use super::context::{Context, EventKind};
 use super::kinds::{Kinds, PoolObject, ScalingObject};
+use super::write::{self, Target, Written};
 use crate::api::ResourcePoolScaling;
+use crate::core::json::pointer::{add, test};
 use crate::core::lifespan::delay_until;
 use crate::core::pool::scaling::{
     desired_state, is_active, is_ignored, next_deadline, owner_references, state_patch,
@@ -129,31 +129,16 @@ async fn reconcile(
         &derived_pool,
         &ctx.kinds.pool.api_version,
     ) {
-        let path = PointerBuf::from_tokens(["metadata", "ownerReferences"]);
+        let path = ["metadata", "ownerReferences"];
         let ops = vec![
-            PatchOperation::Test(TestOperation {
-                path: path.clone(),
-                value: current.map_or(Value::Null, |c| json!(c)),
-            }),
-            PatchOperation::Add(AddOperation {
-                path,
-                value: json!(wanted),
-            }),
+            test(&path, current.map_or(Value::Null, |c| json!(c))),
+            add(&path, json!(wanted)),
         ];
-        match api
-            .patch(
-                &name,
-                &PatchParams::default(),
-                &Patch::Json::<()>(json_patch::Patch(ops)),
-            )
-            .await
-        {
-            Ok(_) => {}
+        let patch = Patch::Json::<()>(json_patch::Patch(ops));
+        match write::send(&api, &name, Target::Object, &patch).await? {
+            Written::Done(_) => {}
             // Changed or gone meanwhile: its watch event brings it back here.
-            Err(kube::Error::Api(status)) if matches!(status.code, 404 | 409 | 422) => {
-                return Ok(Action::await_change());
-            }
-            Err(error) => return Err(error.into()),
+            Written::Conflict | Written::Gone => return Ok(Action::await_change()),
         }
     }
 
@@ -170,19 +155,10 @@ async fn reconcile(
     // Q7 fixed: the state follows the counts; written only when it differs, guarded by the
     // count it was computed from.
     if scaling.status.as_ref().and_then(|s| s.state) != Some(state) {
-        match api
-            .patch_status(
-                &name,
-                &PatchParams::default(),
-                &Patch::Json::<()>(state_patch(&scaling, state)),
-            )
-            .await
-        {
-            Ok(_) => {}
-            Err(kube::Error::Api(status)) if matches!(status.code, 404 | 409 | 422) => {
-                return Ok(Action::await_change());
-            }
-            Err(error) => return Err(error.into()),
+        let patch = Patch::Json::<()>(state_patch(&scaling, state));
+        match write::send(&api, &name, Target::Status, &patch).await? {
+            Written::Done(_) => {}
+            Written::Conflict | Written::Gone => return Ok(Action::await_change()),
         }
     }
 
@@ -248,7 +224,7 @@ async fn report(
         .await
     {
         Ok(_) => {}
-        Err(kube::Error::Api(status)) if status.code == 404 => return Ok(()),
+        Err(error) if write::is_not_found(&error) => return Ok(()),
         Err(error) => return Err(error.into()),
     }
     if let Some(problem) = problem {

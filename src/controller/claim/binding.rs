@@ -7,20 +7,19 @@ use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 use json_patch::{Patch as JsonPatch, PatchOperation, RemoveOperation, TestOperation};
-use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::api::{Api, Patch, PostParams};
 use kube::runtime::reflector::ObjectRef;
 use serde_json::json;
 
 use super::super::context::Context;
-use super::super::guarded_delete::{Deleted, delete_while};
 use super::super::kinds::{ClaimObject, HandleObject, Kinds};
+use super::super::write::{self, Target, Written};
 use super::ClaimError;
-use super::writes::{is_conflict, is_not_found};
 use crate::api::ResourceHandle;
 use crate::api::claim::ClaimHandleRef;
-use crate::core::binding::bind::pointer;
 use crate::core::claim::plan::{ResolvedClaim, claim_handle_name, requested_pool};
 use crate::core::handle::new::claim_reference;
+use crate::core::json::pointer::pointer;
 
 /// A handle just given to the claim, not yet recorded in its status.
 #[derive(Clone)]
@@ -170,8 +169,18 @@ async fn bind(
                 break;
             };
             let patch = Patch::Json::<()>(plan.patch);
-            match api.patch(&name, &PatchParams::default(), &patch).await {
-                Ok(bound) => {
+            let written = match write::send(&api, &name, Target::Object, &patch).await {
+                Ok(written) => written,
+                // An invalid write (a 422 with field causes, not a race): this handle cannot
+                // take this claim, the next candidate may.
+                Err(kube::Error::Api(status)) if status.code == 422 => {
+                    tracing::warn!(handle = %name, error = %status, "cannot bind handle: skipped");
+                    break;
+                }
+                Err(e) => return Err(e.into()),
+            };
+            match written {
+                Written::Done(bound) => {
                     index.taken(&name, handle.metadata.resource_version.as_deref());
                     tracing::info!(claim = %claim_key(claim), handle = %name, "bound claim to handle");
                     return Ok(Some(Pending {
@@ -180,9 +189,9 @@ async fn bind(
                         rewrite_requested_end: plan.rewrite_requested_end,
                     }));
                 }
-                Err(e) if is_not_found(&e) => break,
+                Written::Gone => break,
                 // Taken, or the stored copy was stale: look again.
-                Err(e) if is_conflict(&e) || matches!(&e, kube::Error::Api(s) if s.code == 422) => {
+                Written::Conflict => {
                     ctx.metrics.bind_conflicts.inc();
                     let stored_version = index
                         .handle(operator_namespace, &name, &ctx.kinds.handle)
@@ -206,7 +215,6 @@ async fn bind(
                     }
                     handle = Kinds::handle_of(&fresh);
                 }
-                Err(e) => return Err(e.into()),
             }
         }
     }
@@ -322,12 +330,10 @@ pub(crate) async fn release(
     }
     let api = handles_api(ctx, namespace);
     let patch = Patch::Json::<()>(JsonPatch(ops));
-    let unbound = match api.patch(name, &PatchParams::default(), &patch).await {
-        Ok(unbound) => unbound,
-        Err(e) if is_not_found(&e) => return Ok(()),
-        // No longer bound to this claim: not ours to release.
-        Err(e) if matches!(&e, kube::Error::Api(s) if s.code == 422) => return Ok(()),
-        Err(e) => return Err(e.into()),
+    let unbound = match write::send(&api, name, Target::Object, &patch).await? {
+        Written::Done(unbound) => unbound,
+        // No longer bound to this claim (its `test` failed): not ours to release.
+        Written::Conflict | Written::Gone => return Ok(()),
     };
     tracing::info!(claim = %claim_key(claim), handle = %name, "released a handle bound twice");
     if pending.created {
@@ -343,7 +349,7 @@ async fn delete_unbound(api: &Api<HandleObject>, handle: HandleObject) -> Result
         h.spec.resource_claim.is_none() && h.metadata.deletion_timestamp.is_none()
     };
     // Bounded: a handle whose status keeps changing is left unbound (it expires with its lifespan).
-    if delete_while(api, &handle, 10, unbound).await? == Deleted::Contended {
+    if write::delete_while(api, &handle, 10, unbound).await? == Written::Conflict {
         let name = handle.metadata.name.as_deref().unwrap_or_default();
         tracing::warn!(handle = %name, "released handle keeps changing: left unbound");
     }
@@ -376,20 +382,13 @@ pub(crate) async fn propagate(
         if propagation.patch.0.is_empty() {
             return Ok(Ok(propagation.rewrite_requested_end));
         }
-        let mut ops = vec![PatchOperation::Test(TestOperation {
-            path: pointer(&["metadata", "resourceVersion"]),
-            value: json!(handle.metadata.resource_version),
-        })];
-        ops.extend(propagation.patch.0);
-        let patch = Patch::Json::<()>(JsonPatch(ops));
-        match api.patch(&name, &PatchParams::default(), &patch).await {
-            Ok(_) => return Ok(Ok(propagation.rewrite_requested_end)),
-            Err(e) if is_not_found(&e) => return Ok(Ok(None)),
-            Err(e) if is_conflict(&e) => match api.get_opt(&name).await? {
+        match write::patch(&api, &handle, Target::Object, propagation.patch.0).await? {
+            Written::Done(_) => return Ok(Ok(propagation.rewrite_requested_end)),
+            Written::Gone => return Ok(Ok(None)),
+            Written::Conflict => match api.get_opt(&name).await? {
                 Some(fresh) => handle = fresh,
                 None => return Ok(Ok(None)),
             },
-            Err(e) => return Err(e.into()),
         }
     }
     // Still changing under us: the handle's next change wakes the claim again.

@@ -1,28 +1,18 @@
-//! Every write the claim controller makes to a claim. Each is guarded by the claim's
-//! resourceVersion (a JSON-patch `test`, or `metadata.resourceVersion` in a merge patch), so a
-//! write based on a stale read fails with [`Written::Conflict`] and the caller recomputes from
-//! a fresh read (B06) instead of undoing someone's change.
+//! Every write the claim controller makes to a claim, through the guarded-write layer
+//! (`controller::write`): each is guarded by the claim's resourceVersion, so a write based on a
+//! stale read ends as [`Written::Conflict`] and the caller recomputes from a fresh read (B06)
+//! instead of undoing someone's change.
 
 use chrono::{DateTime, Utc};
-use json_patch::{Patch as JsonPatch, PatchOperation, TestOperation};
-use kube::api::{Api, DeleteParams, Patch, PatchParams, Preconditions};
+use kube::api::{Api, Patch};
 use serde_json::{Value, json};
 
 use super::super::context::Context;
 use super::super::kinds::{ClaimObject, Kinds};
+use super::super::write::{self, Target, Written};
 use super::ClaimError;
-use crate::core::binding::bind::{add, pointer};
 use crate::core::claim::status::{StatusInput, desired_claim_status, status_patch};
 use crate::core::lifespan::{format_timestamp, parse_timestamp};
-
-/// The outcome of a guarded write.
-pub(crate) enum Written<T> {
-    Done(T),
-    /// The object changed since it was read: recompute from a fresh read.
-    Conflict,
-    /// The object is gone.
-    Gone,
-}
 
 fn api(ctx: &Context, claim: &ClaimObject) -> Api<ClaimObject> {
     ctx.claims_api(claim.metadata.namespace.as_deref().unwrap_or_default())
@@ -40,41 +30,6 @@ fn version(claim: &ClaimObject) -> &str {
         .unwrap_or_default()
 }
 
-/// `test /metadata/resourceVersion == <the version read>`.
-fn version_test(claim: &ClaimObject) -> PatchOperation {
-    PatchOperation::Test(TestOperation {
-        path: pointer(&["metadata", "resourceVersion"]),
-        value: json!(version(claim)),
-    })
-}
-
-/// Whether an API error means "changed since read": 409, or the 422 of a JSON patch that
-/// no longer applies (a failed `test`, a path gone), which the API server reports without
-/// field causes. A 422 with causes is an invalid write, reported as an error.
-pub(crate) fn is_conflict(error: &kube::Error) -> bool {
-    match error {
-        kube::Error::Api(status) => {
-            let no_causes = status.details.as_ref().is_none_or(|d| d.causes.is_empty());
-            status.code == 409 || (status.code == 422 && no_causes)
-        }
-        _ => false,
-    }
-}
-
-pub(crate) fn is_not_found(error: &kube::Error) -> bool {
-    matches!(error, kube::Error::Api(status) if status.code == 404)
-}
-
-/// Sorts the result of a write into done, conflict and gone.
-fn sort<T>(result: Result<T, kube::Error>) -> Result<Written<T>, ClaimError> {
-    match result {
-        Ok(value) => Ok(Written::Done(value)),
-        Err(e) if is_conflict(&e) => Ok(Written::Conflict),
-        Err(e) if is_not_found(&e) => Ok(Written::Gone),
-        Err(e) => Err(e.into()),
-    }
-}
-
 /// The claim as the API server has it now; `None` when it is gone.
 pub(crate) async fn refetch(
     ctx: &Context,
@@ -88,22 +43,8 @@ pub(crate) async fn ensure_finalizer(
     ctx: &Context,
     claim: ClaimObject,
 ) -> Result<Written<ClaimObject>, ClaimError> {
-    let finalizer = ctx.domain().finalizer();
-    let finalizers = claim.metadata.finalizers.as_deref();
-    if finalizers.is_some_and(|f| f.contains(&finalizer)) {
-        return Ok(Written::Done(claim));
-    }
-    let mut ops = vec![version_test(&claim)];
-    match finalizers {
-        Some(_) => ops.push(add(&["metadata", "finalizers", "-"], json!(finalizer))),
-        None => ops.push(add(&["metadata", "finalizers"], json!([finalizer]))),
-    }
-    let patch = Patch::Json::<()>(JsonPatch(ops));
-    sort(
-        api(ctx, &claim)
-            .patch(name(&claim), &PatchParams::default(), &patch)
-            .await,
-    )
+    let api = api(ctx, &claim);
+    Ok(write::add_finalizer(&api, claim, &ctx.domain().finalizer()).await?)
 }
 
 /// Removes every Poolboy finalizer (Δ§4.7), keeping the others.
@@ -112,25 +53,8 @@ pub(crate) async fn remove_finalizers(
     claim: &ClaimObject,
 ) -> Result<Written<ClaimObject>, ClaimError> {
     let domain = ctx.domain();
-    let current = claim.metadata.finalizers.clone().unwrap_or_default();
-    let kept: Vec<String> = current
-        .iter()
-        .filter(|f| !domain.is_poolboy_finalizer(f))
-        .cloned()
-        .collect();
-    if kept.len() == current.len() {
-        return Ok(Written::Done(claim.clone()));
-    }
-    let ops = vec![
-        version_test(claim),
-        add(&["metadata", "finalizers"], json!(kept)),
-    ];
-    let patch = Patch::Json::<()>(JsonPatch(ops));
-    sort(
-        api(ctx, claim)
-            .patch(name(claim), &PatchParams::default(), &patch)
-            .await,
-    )
+    let ours = |f: &str| domain.is_poolboy_finalizer(f);
+    Ok(write::release_finalizers(&api(ctx, claim), claim, ours).await?)
 }
 
 /// Writes the initialisation merge patch (§6.3), guarded by the version read.
@@ -139,13 +63,7 @@ pub(crate) async fn initialise(
     claim: &ClaimObject,
     patch: &Value,
 ) -> Result<Written<ClaimObject>, ClaimError> {
-    let mut patch = patch.clone();
-    patch["metadata"]["resourceVersion"] = json!(version(claim));
-    sort(
-        api(ctx, claim)
-            .patch(name(claim), &PatchParams::default(), &Patch::Merge(&patch))
-            .await,
-    )
+    Ok(write::merge(&api(ctx, claim), claim, Target::Object, patch).await?)
 }
 
 /// Sets the claim's requested end, `spec.lifespan.end` (the first-ready reset of §7.4, or a
@@ -159,18 +77,12 @@ pub(crate) async fn requested_end(
     if current.is_some_and(|c| parse_timestamp("end", c).is_ok_and(|c| c == end)) {
         return Ok(Written::Done(claim));
     }
-    let patch = json!({
-        "metadata": { "resourceVersion": version(&claim) },
-        "spec": { "lifespan": { "end": format_timestamp(end) } },
-    });
-    sort(
-        api(ctx, &claim)
-            .patch(name(&claim), &PatchParams::default(), &Patch::Merge(&patch))
-            .await,
-    )
+    let patch = json!({ "spec": { "lifespan": { "end": format_timestamp(end) } } });
+    Ok(write::merge(&api(ctx, &claim), &claim, Target::Object, &patch).await?)
 }
 
-/// Writes the status `input` describes, when it differs from the claim's.
+/// Writes the status `input` describes, when it differs from the claim's (core's patch
+/// carries the resourceVersion `test`).
 pub(crate) async fn status(
     ctx: &Context,
     claim: ClaimObject,
@@ -182,11 +94,7 @@ pub(crate) async fn status(
         return Ok(Written::Done(claim));
     };
     let patch = Patch::Json::<()>(patch);
-    sort(
-        api(ctx, &claim)
-            .patch_status(name(&claim), &PatchParams::default(), &patch)
-            .await,
-    )
+    Ok(write::send(&api(ctx, &claim), name(&claim), Target::Status, &patch).await?)
 }
 
 /// §6.1: `status.approval = {state: pending, message}`, guarded by the version read.
@@ -195,15 +103,8 @@ pub(crate) async fn approval_pending(
     claim: &ClaimObject,
     message: &str,
 ) -> Result<Written<ClaimObject>, ClaimError> {
-    let patch = json!({
-        "metadata": { "resourceVersion": version(claim) },
-        "status": { "approval": { "state": "pending", "message": message } },
-    });
-    sort(
-        api(ctx, claim)
-            .patch_status(name(claim), &PatchParams::default(), &Patch::Merge(&patch))
-            .await,
-    )
+    let patch = json!({ "status": { "approval": { "state": "pending", "message": message } } });
+    Ok(write::merge(&api(ctx, claim), claim, Target::Status, &patch).await?)
 }
 
 /// §7 step 10: `status.resourceHandle.detached = true`, guarded by the version read.
@@ -211,32 +112,16 @@ pub(crate) async fn detach(
     ctx: &Context,
     claim: &ClaimObject,
 ) -> Result<Written<ClaimObject>, ClaimError> {
-    let patch = json!({
-        "metadata": { "resourceVersion": version(claim) },
-        "status": { "resourceHandle": { "detached": true } },
-    });
-    sort(
-        api(ctx, claim)
-            .patch_status(name(claim), &PatchParams::default(), &Patch::Merge(&patch))
-            .await,
-    )
+    let patch = json!({ "status": { "resourceHandle": { "detached": true } } });
+    Ok(write::merge(&api(ctx, claim), claim, Target::Status, &patch).await?)
 }
 
 /// Deletes the claim (its handle is gone, §7 step 5, or it expired detached, §7.5); the
 /// uid precondition spares a claim recreated under the same name.
 pub(crate) async fn delete(ctx: &Context, claim: &ClaimObject) -> Result<(), ClaimError> {
-    let params = DeleteParams {
-        preconditions: Some(Preconditions {
-            uid: claim.metadata.uid.clone(),
-            resource_version: None,
-        }),
-        ..Default::default()
-    };
-    match api(ctx, claim).delete(name(claim), &params).await {
-        Ok(_) => Ok(()),
-        Err(e) if is_not_found(&e) || is_conflict(&e) => Ok(()),
-        Err(e) => Err(e.into()),
-    }
+    // Gone already, or a namesake: either way this claim is no more.
+    write::delete_exact(&api(ctx, claim), claim).await?;
+    Ok(())
 }
 
 /// The claim's namespace and name, as the claim index keys waiting claims.

@@ -2,21 +2,20 @@
 //! made, delete its claim unless detached, wake its pool, then release every Poolboy
 //! finalizer (Δ§4.7).
 
-use json_patch::jsonptr::PointerBuf;
-use json_patch::{PatchOperation, ReplaceOperation};
 use kube::ResourceExt;
 use kube::api::{DeleteParams, Patch, PatchParams};
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
 use serde_json::{Value, json};
 
-use super::{HandleError, Pass, add_op, get_claim, patch_handle};
+use super::{HandleError, Pass, get_claim};
 use crate::api::refs::ResourceReference;
 use crate::controller::context::Context;
 use crate::controller::kinds::{HandleObject, Kinds};
 use crate::controller::managed;
+use crate::controller::write::{self, Written};
 use crate::core::handle::definition::status_references;
-use crate::core::json::patch::escape_pointer_segment;
+use crate::core::json::pointer::add;
 
 pub(super) async fn finalize(object: &HandleObject, ctx: &Context) -> Result<Pass, HandleError> {
     let domain = ctx.domain();
@@ -52,7 +51,7 @@ pub(super) async fn finalize(object: &HandleObject, ctx: &Context) -> Result<Pas
                 .await
             {
                 Ok(_) => {}
-                Err(kube::Error::Api(status)) if status.code == 404 => {}
+                Err(error) if write::is_not_found(&error) => {}
                 Err(error) => return Err(error.into()),
             }
         }
@@ -63,25 +62,15 @@ pub(super) async fn finalize(object: &HandleObject, ctx: &Context) -> Result<Pas
         let _ = ctx.triggers.pools.unbounded_send(pool_ref);
     }
 
-    let remaining: Vec<String> = object
-        .finalizers()
-        .iter()
-        .filter(|f| !domain.is_poolboy_finalizer(f))
-        .cloned()
-        .collect();
-    let op = PatchOperation::Replace(ReplaceOperation {
-        path: PointerBuf::parse("/metadata/finalizers").unwrap_or_default(),
-        value: json!(remaining),
-    });
-    Ok(match patch_handle(ctx, object, vec![op]).await {
-        Ok(Some(_)) => Pass::Done(Action::await_change()),
-        Ok(None) => Pass::Conflict,
-        // Already gone (another process finalized it).
-        Err(HandleError::Kube(kube::Error::Api(status))) if status.code == 404 => {
-            Pass::Done(Action::await_change())
-        }
-        Err(error) => return Err(error),
-    })
+    let ours = |f: &str| domain.is_poolboy_finalizer(f);
+    Ok(
+        match write::release_finalizers(&ctx.handles_api(), object, ours).await? {
+            Written::Done(_) => Pass::Done(Action::await_change()),
+            Written::Conflict => Pass::Conflict,
+            // Already gone (another process finalized it).
+            Written::Gone => Pass::Done(Action::await_change()),
+        },
+    )
 }
 
 /// Marks the resource as being deleted by Poolboy (its watch events are then ignored, B12) and
@@ -93,7 +82,7 @@ async fn delete_resource(
 ) -> Result<(), HandleError> {
     let api = match managed::api_for(ctx, reference).await {
         Ok(api) => api,
-        Err(kube::Error::Api(status)) if status.code == 404 => return Ok(()),
+        Err(error) if write::is_not_found(&error) => return Ok(()),
         Err(error) => return Err(error.into()),
     };
     let Some(live) = managed::live_state(ctx, reference).await? else {
@@ -104,12 +93,9 @@ async fn delete_resource(
         .pointer("/metadata/annotations")
         .is_some_and(Value::is_object)
     {
-        add_op(
-            &format!("/metadata/annotations/{}", escape_pointer_segment(&key)),
-            json!(stamp),
-        )
+        add(&["metadata", "annotations", &key], json!(stamp))
     } else {
-        add_op("/metadata/annotations", json!({ key: stamp }))
+        add(&["metadata", "annotations"], json!({ key: stamp }))
     };
     let annotated = api
         .patch(
@@ -120,13 +106,13 @@ async fn delete_resource(
         .await;
     match annotated {
         Ok(_) => {}
-        Err(kube::Error::Api(status)) if status.code == 404 => return Ok(()),
+        Err(error) if write::is_not_found(&error) => return Ok(()),
         Err(error) => return Err(error.into()),
     }
     tracing::info!(kind = %reference.kind, name = %reference.name, "deleting managed resource");
     match api.delete(&reference.name, &DeleteParams::default()).await {
         Ok(_) => Ok(()),
-        Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
+        Err(error) if write::is_not_found(&error) => Ok(()),
         Err(error) => Err(error.into()),
     }
 }

@@ -6,10 +6,11 @@
 use kube::api::{DynamicObject, Patch, PatchParams, PostParams};
 use serde_json::Value;
 
-use super::{HandleError, is_conflict, resource_version_test_value};
+use super::HandleError;
 use crate::api::refs::ResourceReference;
 use crate::controller::context::Context;
 use crate::controller::managed;
+use crate::controller::write::{self, is_conflict};
 use crate::core::json::patch::{diff, to_json_patch};
 use crate::core::provider::CompiledProvider;
 
@@ -54,9 +55,7 @@ pub(super) async fn apply(
         }
         let mut patch = to_json_patch(&ops)?;
         // The live object may come from a store: apply the diff only to what it was made from.
-        if let Some(test) =
-            resource_version_test_value(current.pointer("/metadata/resourceVersion"))
-        {
+        if let Some(test) = write::version_test_of_json(&current) {
             patch.0.insert(0, test);
         }
         let result = api
@@ -76,7 +75,7 @@ pub(super) async fn apply(
                 );
                 return Ok(serde_json::to_value(patched)?);
             }
-            Err(kube::Error::Api(status)) if status.code == 404 => live = None,
+            Err(error) if write::is_not_found(&error) => live = None,
             Err(error) if is_conflict(&error) => {
                 live = managed::fetch(ctx, reference).await?;
                 last_conflict = Some(error);

@@ -3,14 +3,14 @@
 //! processes too, exactly one wins; the loser gets 422 and tries its next candidate (B01).
 
 use chrono::{DateTime, Utc};
-use json_patch::jsonptr::PointerBuf;
-use json_patch::{AddOperation, Patch, PatchOperation, RemoveOperation, TestOperation};
+use json_patch::{Patch, PatchOperation, RemoveOperation, TestOperation};
 use serde_json::{Value, json};
 
 use crate::api::refs::ProviderParameters;
 use crate::api::{OperatorDomain, ResourceClaim, ResourceHandle};
 use crate::core::handle::desired::DesiredResource;
 use crate::core::handle::new::claim_reference;
+use crate::core::json::pointer::{add, pointer};
 use crate::core::lifespan::{self, LifespanError, LifespanLimits, format_timestamp};
 
 /// The bind patch, and what the claim's requested end becomes.
@@ -122,19 +122,6 @@ pub(crate) fn bind_patch(
     Ok(BindPlan {
         patch: Patch(ops),
         rewrite_requested_end: end.filter(|e| e.rewrite_request).map(|e| e.end),
-    })
-}
-
-/// A JSON pointer from unescaped segments.
-pub(crate) fn pointer(segments: &[&str]) -> PointerBuf {
-    PointerBuf::from_tokens(segments.iter().copied())
-}
-
-/// An `add` op at the pointer made of `segments`.
-pub(crate) fn add(segments: &[&str], value: Value) -> PatchOperation {
-    PatchOperation::Add(AddOperation {
-        path: pointer(segments),
-        value,
     })
 }
 

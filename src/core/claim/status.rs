@@ -15,8 +15,8 @@ use crate::api::claim::{
     ResourceClaimStatus,
 };
 use crate::api::refs::ProviderRef;
-use crate::core::binding::bind::{add, pointer};
 use crate::core::claim::plan::PlannedResource;
+use crate::core::json::pointer::{add, pointer};
 
 #[cfg(test)]
 mod tests;

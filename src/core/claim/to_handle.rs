@@ -9,10 +9,10 @@ use serde_json::{Value, json};
 
 use crate::api::refs::ProviderParameters;
 use crate::api::{ResourceClaim, ResourceHandle};
-use crate::core::binding::bind::{add, pointer};
 use crate::core::claim::resolve::ClaimShape;
 use crate::core::json::merge::{MergeMode, deep_merge};
 use crate::core::json::patch::values_equal;
+use crate::core::json::pointer::{add, pointer};
 use crate::core::lifespan::{self, LifespanError, LifespanLimits, format_timestamp};
 
 /// The handle patch (empty when nothing differs) and the claim's rewritten requested end.

@@ -5,9 +5,9 @@
 use json_patch::Patch;
 use serde_json::json;
 
-use crate::core::binding::bind::add;
 use crate::core::handle::desired::DesiredResource;
 use crate::core::json::patch::values_equal;
+use crate::core::json::pointer::add;
 
 /// A generated resource whose provider differs from the one already at its index: Poolboy
 /// logs "refusing" and patches anyway (§16); here the entry is left alone and reported.

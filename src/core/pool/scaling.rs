@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 
 use crate::api::scaling::ScalingState;
 use crate::api::{OperatorDomain, ResourcePool, ResourcePoolScaling};
-use crate::core::binding::bind::{add, pointer};
+use crate::core::json::pointer::{add, pointer};
 
 /// A scaling that cannot be acted on as written.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

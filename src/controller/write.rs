@@ -1,0 +1,324 @@
+//! The one guarded-write layer: every write a controller makes to an object it decided on from
+//! a read carries that read (a JSON-patch `test` of the resourceVersion, a resourceVersion in a
+//! merge patch, or delete preconditions), so that a write based on a stale read fails instead
+//! of undoing someone's change. Each write ends as one [`Written`]: done, conflict (recompute
+//! from a fresh read, B06) or gone; anything else is an error. Finalizers (Δ§4.7) are added and
+//! released here, for every kind.
+
+use std::fmt::Debug;
+
+use json_patch::{Patch as JsonPatch, PatchOperation, ReplaceOperation};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, Preconditions};
+use kube::{Resource, ResourceExt};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+
+use crate::core::json::pointer::{add, pointer, test};
+
+/// How a guarded write or delete ended.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Written<T> {
+    Done(T),
+    /// The object changed since it was read: recompute from a fresh read.
+    Conflict,
+    /// The object is gone (for a delete: gone already, or no longer the object the decision
+    /// was made on).
+    Gone,
+}
+
+/// Whether an API error means "changed since read": 409 (a stale resourceVersion), or the
+/// 422 the API server answers a JSON patch that no longer applies with (a failed `test`, a
+/// path gone), which carries no field causes. A 422 with causes is an invalid write: an
+/// error, reported as such, never retried as if it were a race.
+pub(crate) fn is_conflict(error: &kube::Error) -> bool {
+    match error {
+        kube::Error::Api(status) => {
+            let no_causes = status.details.as_ref().is_none_or(|d| d.causes.is_empty());
+            status.code == 409 || (status.code == 422 && no_causes)
+        }
+        _ => false,
+    }
+}
+
+pub(crate) fn is_not_found(error: &kube::Error) -> bool {
+    matches!(error, kube::Error::Api(status) if status.code == 404)
+}
+
+/// Sorts the result of a guarded write into done, conflict and gone.
+pub(crate) fn sort<T>(result: Result<T, kube::Error>) -> Result<Written<T>, kube::Error> {
+    match result {
+        Ok(value) => Ok(Written::Done(value)),
+        Err(error) if is_conflict(&error) => Ok(Written::Conflict),
+        Err(error) if is_not_found(&error) => Ok(Written::Gone),
+        Err(error) => Err(error),
+    }
+}
+
+/// `test /metadata/resourceVersion == <the version read>`: the patch applies only to the copy
+/// it was computed from.
+pub(crate) fn version_test<K: Resource>(object: &K) -> PatchOperation {
+    test(
+        &["metadata", "resourceVersion"],
+        json!(object.meta().resource_version),
+    )
+}
+
+/// The same guard for an object read as JSON (a managed resource); `None` when it carries no
+/// resourceVersion.
+pub(crate) fn version_test_of_json(object: &Value) -> Option<PatchOperation> {
+    let version = object
+        .pointer("/metadata/resourceVersion")
+        .filter(|v| v.is_string())?;
+    Some(test(&["metadata", "resourceVersion"], version.clone()))
+}
+
+/// The object, or its status subresource.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Target {
+    Object,
+    Status,
+}
+
+/// Sends `patch` to `target` of `name`, sorted by the one conflict rule. The patch must carry
+/// its own guard; [`patch`] and [`merge`] add it.
+pub(crate) async fn send<K, P>(
+    api: &Api<K>,
+    name: &str,
+    target: Target,
+    patch: &Patch<P>,
+) -> Result<Written<K>, kube::Error>
+where
+    K: Clone + DeserializeOwned + Debug,
+    P: Serialize + Debug,
+{
+    let params = PatchParams::default();
+    sort(match target {
+        Target::Object => api.patch(name, &params, patch).await,
+        Target::Status => api.patch_status(name, &params, patch).await,
+    })
+}
+
+/// JSON-patches `target` of `object` with `ops`, guarded by the resourceVersion read.
+pub(crate) async fn patch<K>(
+    api: &Api<K>,
+    object: &K,
+    target: Target,
+    ops: Vec<PatchOperation>,
+) -> Result<Written<K>, kube::Error>
+where
+    K: Resource + Clone + DeserializeOwned + Debug,
+{
+    let mut guarded = Vec::with_capacity(ops.len() + 1);
+    guarded.push(version_test(object));
+    guarded.extend(ops);
+    let patch = Patch::Json::<()>(JsonPatch(guarded));
+    send(api, &object.name_any(), target, &patch).await
+}
+
+/// Merge-patches `target` of `object` with `patch`, guarded by the resourceVersion read (the
+/// API server answers 409 when it moved on).
+pub(crate) async fn merge<K>(
+    api: &Api<K>,
+    object: &K,
+    target: Target,
+    patch: &Value,
+) -> Result<Written<K>, kube::Error>
+where
+    K: Resource + Clone + DeserializeOwned + Debug,
+{
+    let mut guarded = patch.clone();
+    guarded["metadata"]["resourceVersion"] = json!(object.meta().resource_version);
+    send(api, &object.name_any(), target, &Patch::Merge(&guarded)).await
+}
+
+/// Adds `finalizer` when missing (Δ§4.7: exactly one Poolboy finalizer); the object as it is
+/// now.
+pub(crate) async fn add_finalizer<K>(
+    api: &Api<K>,
+    object: K,
+    finalizer: &str,
+) -> Result<Written<K>, kube::Error>
+where
+    K: Resource + Clone + DeserializeOwned + Debug,
+{
+    let op = match object.meta().finalizers.as_deref() {
+        Some(finalizers) if finalizers.iter().any(|f| f == finalizer) => {
+            return Ok(Written::Done(object));
+        }
+        Some(_) => add(&["metadata", "finalizers", "-"], json!(finalizer)),
+        None => add(&["metadata", "finalizers"], json!([finalizer])),
+    };
+    patch(api, &object, Target::Object, vec![op]).await
+}
+
+/// Removes every finalizer `ours` claims (Δ§4.7: every Poolboy finalizer, of any domain
+/// version), keeping the others.
+pub(crate) async fn release_finalizers<K>(
+    api: &Api<K>,
+    object: &K,
+    ours: impl Fn(&str) -> bool,
+) -> Result<Written<K>, kube::Error>
+where
+    K: Resource + Clone + DeserializeOwned + Debug,
+{
+    let current = object.finalizers();
+    let kept: Vec<&String> = current.iter().filter(|f| !ours(f)).collect();
+    if kept.len() == current.len() {
+        return Ok(Written::Done(object.clone()));
+    }
+    let op = PatchOperation::Replace(ReplaceOperation {
+        path: pointer(&["metadata", "finalizers"]),
+        value: json!(kept),
+    });
+    patch(api, object, Target::Object, vec![op]).await
+}
+
+/// Deletes this very `object`, not a namesake created since it was read (uid precondition).
+/// The API server answers a uid that no longer matches with 409: the object read is gone.
+pub(crate) async fn delete_exact<K>(api: &Api<K>, object: &K) -> Result<Written<()>, kube::Error>
+where
+    K: Resource + Clone + DeserializeOwned + Debug,
+{
+    let params = DeleteParams {
+        preconditions: Some(Preconditions {
+            uid: object.meta().uid.clone(),
+            resource_version: None,
+        }),
+        ..DeleteParams::default()
+    };
+    Ok(match sort(api.delete(&object.name_any(), &params).await)? {
+        Written::Done(_) => Written::Done(()),
+        Written::Conflict | Written::Gone => Written::Gone,
+    })
+}
+
+/// Deletes `object` only while the decision to delete it still holds: each delete carries the
+/// uid and resourceVersion of the copy `still_wanted` approved, and on a conflict the object is
+/// read again and the decision made again, up to `attempts` times. Pools use it for their spare
+/// handles, claims for a handle they created and lost; either way, a handle bound meanwhile
+/// survives. `Done` when this call deleted it, `Gone` when it is gone or no longer wanted,
+/// `Conflict` when it changed on every attempt.
+pub(crate) async fn delete_while<K>(
+    api: &Api<K>,
+    object: &K,
+    attempts: usize,
+    still_wanted: impl Fn(&K) -> bool,
+) -> Result<Written<()>, kube::Error>
+where
+    K: Resource + Clone + DeserializeOwned + Debug,
+{
+    let name = object.name_any();
+    let mut current = object.clone();
+    for _ in 0..attempts {
+        if !still_wanted(&current) {
+            return Ok(Written::Gone);
+        }
+        let params = DeleteParams {
+            preconditions: Some(Preconditions {
+                resource_version: current.meta().resource_version.clone(),
+                uid: current.meta().uid.clone(),
+            }),
+            ..DeleteParams::default()
+        };
+        match sort(api.delete(&name, &params).await)? {
+            Written::Done(_) => return Ok(Written::Done(())),
+            Written::Gone => return Ok(Written::Gone),
+            Written::Conflict => match api.get_opt(&name).await? {
+                Some(fresh) => current = fresh,
+                None => return Ok(Written::Gone),
+            },
+        }
+    }
+    Ok(Written::Conflict)
+}
+
+#[cfg(test)]
+mod tests {
+    use kube::core::response::Status;
+
+    use super::*;
+
+    /// An API error as the API server sends it.
+    fn api_error(status: Value) -> kube::Error {
+        let status: Status = serde_json::from_value(status).expect("a Status");
+        kube::Error::Api(Box::new(status))
+    }
+
+    fn failure(code: u16, reason: &str) -> kube::Error {
+        api_error(json!({"status": "Failure", "reason": reason, "code": code, "message": "no"}))
+    }
+
+    /// What the API server answers a JSON patch whose `test` op failed.
+    fn failed_test() -> kube::Error {
+        api_error(json!({
+            "status": "Failure",
+            "message": "the server rejected our request due to an error in our request",
+            "reason": "Invalid",
+            "details": {},
+            "code": 422,
+        }))
+    }
+
+    /// What the API server answers a write that fails validation.
+    fn invalid_write() -> kube::Error {
+        api_error(json!({
+            "status": "Failure",
+            "message": "ResourceHandle.poolboy.gpte.redhat.com \"guid-a\" is invalid",
+            "reason": "Invalid",
+            "details": {
+                "name": "guid-a",
+                "kind": "ResourceHandle",
+                "causes": [{
+                    "reason": "FieldValueInvalid",
+                    "message": "Invalid value: \"integer\": must be a string",
+                    "field": "spec.lifespan.end",
+                }],
+            },
+            "code": 422,
+        }))
+    }
+
+    #[test]
+    fn a_stale_resource_version_is_a_conflict() {
+        assert!(is_conflict(&failure(409, "Conflict")));
+    }
+
+    #[test]
+    fn a_failed_test_op_is_a_conflict() {
+        assert!(is_conflict(&failed_test()));
+    }
+
+    /// The handle controller once took every 422 for a conflict: an invalid write looped and
+    /// was reported as "kept changing".
+    #[test]
+    fn an_invalid_write_is_an_error_not_a_conflict() {
+        assert!(!is_conflict(&invalid_write()));
+        assert!(matches!(
+            sort::<()>(Err(invalid_write())),
+            Err(kube::Error::Api(status)) if status.code == 422
+        ));
+    }
+
+    #[test]
+    fn writes_sort_into_done_conflict_gone_and_errors() {
+        assert_eq!(sort(Ok(1)).ok(), Some(Written::Done(1)));
+        assert_eq!(sort::<()>(Err(failed_test())).ok(), Some(Written::Conflict));
+        assert_eq!(
+            sort::<()>(Err(failure(404, "NotFound"))).ok(),
+            Some(Written::Gone)
+        );
+        assert!(sort::<()>(Err(failure(403, "Forbidden"))).is_err());
+    }
+
+    #[test]
+    fn the_version_guard_of_json_needs_a_string_version() {
+        let guarded = json!({"metadata": {"resourceVersion": "7"}});
+        let op = version_test_of_json(&guarded).expect("a guard");
+        assert_eq!(
+            serde_json::to_value(op).ok(),
+            Some(json!({"op": "test", "path": "/metadata/resourceVersion", "value": "7"}))
+        );
+        assert!(version_test_of_json(&json!({"metadata": {}})).is_none());
+    }
+}
