@@ -7,5 +7,7 @@ pub mod api;
 pub mod cli;
 pub mod controller;
 pub mod core;
+pub(crate) mod metrics;
 pub(crate) mod render;
 pub mod runtime;
+pub(crate) mod shutdown;

@@ -14,6 +14,7 @@ mod binding;
 mod index;
 mod writes;
 
+use std::ops::Deref;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -42,8 +43,8 @@ use crate::core::lifespan::values::handle_lifespan;
 use crate::core::lifespan::{self, Expiry, StartGate};
 use crate::core::template::TemplateEngine;
 use crate::core::template::view::Subjects;
-use crate::runtime::metrics::KindLabels;
-use crate::runtime::run::Shutdown;
+use crate::metrics::KindLabels;
+use crate::shutdown::Shutdown;
 
 pub(crate) use self::index::ClaimIndex;
 
@@ -104,14 +105,30 @@ pub(crate) fn controller(
     (controller, index)
 }
 
+/// What claim reconciles share: the operator context and this controller's [`ClaimIndex`].
+pub(crate) struct ClaimContext {
+    ctx: Arc<Context>,
+    index: ClaimIndex,
+}
+
+impl Deref for ClaimContext {
+    type Target = Context;
+
+    fn deref(&self) -> &Context {
+        &self.ctx
+    }
+}
+
 /// Runs `controller` until `shutdown`; `triggers` wake it from outside its watches.
 pub(crate) async fn run(
     controller: Controller<ClaimObject>,
+    index: ClaimIndex,
     ctx: Arc<Context>,
     triggers: UnboundedReceiver<ObjectRef<ClaimObject>>,
     concurrency: u16,
     shutdown: Shutdown,
 ) {
+    let ctx = Arc::new(ClaimContext { ctx, index });
     controller
         .reconcile_on(triggers)
         .with_config(controller::Config::default().concurrency(concurrency))
@@ -121,7 +138,7 @@ pub(crate) async fn run(
         .await;
 }
 
-async fn reconcile(claim: Arc<ClaimObject>, ctx: Arc<Context>) -> Result<Action, ClaimError> {
+async fn reconcile(claim: Arc<ClaimObject>, ctx: Arc<ClaimContext>) -> Result<Action, ClaimError> {
     let started = Instant::now();
     let result = manage(&claim, &ctx).await;
     ctx.metrics.observe(
@@ -136,7 +153,7 @@ async fn reconcile(claim: Arc<ClaimObject>, ctx: Arc<Context>) -> Result<Action,
     result
 }
 
-fn error_policy(claim: Arc<ClaimObject>, error: &ClaimError, ctx: Arc<Context>) -> Action {
+fn error_policy(claim: Arc<ClaimObject>, error: &ClaimError, ctx: Arc<ClaimContext>) -> Action {
     let key = key(&claim);
     tracing::warn!(%error, %key, "claim reconcile failed");
     Action::requeue(ctx.retry_delay(&key))
@@ -153,7 +170,7 @@ enum Pass {
     Conflict,
 }
 
-async fn manage(object: &ClaimObject, ctx: &Context) -> Result<Action, ClaimError> {
+async fn manage(object: &ClaimObject, ctx: &ClaimContext) -> Result<Action, ClaimError> {
     if is_ignored(object, ctx) {
         return Ok(Action::await_change());
     }
@@ -162,7 +179,7 @@ async fn manage(object: &ClaimObject, ctx: &Context) -> Result<Action, ClaimErro
     }
     // Binding decisions need every handle listed once: a claim must not create a handle
     // because the list had not arrived yet.
-    ctx.stores.claim_index.wait_until_listed().await;
+    ctx.index.wait_until_listed().await;
     let mut claim = object.clone();
     let mut pending: Option<Pending> = None;
     for _ in 0..MAX_PASSES {
@@ -190,7 +207,7 @@ async fn manage(object: &ClaimObject, ctx: &Context) -> Result<Action, ClaimErro
 }
 
 /// §7.6: an ignored claim is not touched at all (deleting it waits for the label to go).
-fn is_ignored(claim: &ClaimObject, ctx: &Context) -> bool {
+fn is_ignored(claim: &ClaimObject, ctx: &ClaimContext) -> bool {
     claim
         .metadata
         .labels
@@ -199,9 +216,9 @@ fn is_ignored(claim: &ClaimObject, ctx: &Context) -> bool {
 }
 
 /// §7.3: the handle goes with the claim (unless detached); then every Poolboy finalizer.
-async fn finalize(ctx: &Context, claim: &ClaimObject) -> Result<Action, ClaimError> {
+async fn finalize(ctx: &ClaimContext, claim: &ClaimObject) -> Result<Action, ClaimError> {
     let (namespace, name) = writes::key(claim);
-    ctx.stores.claim_index.stop_waiting(namespace, name);
+    ctx.index.stop_waiting(namespace, name);
     let handle = claim
         .status
         .as_ref()
@@ -226,7 +243,7 @@ async fn finalize(ctx: &Context, claim: &ClaimObject) -> Result<Action, ClaimErr
 }
 
 async fn pass(
-    ctx: &Context,
+    ctx: &ClaimContext,
     claim: ClaimObject,
     pending: &mut Option<Pending>,
 ) -> Result<Pass, ClaimError> {
@@ -338,7 +355,7 @@ async fn pass(
             ApprovalGate::Open => {}
             ApprovalGate::SetPending { message } => {
                 let (namespace, name) = writes::key(&claim);
-                ctx.stores.claim_index.stop_waiting(namespace, name);
+                ctx.index.stop_waiting(namespace, name);
                 return match writes::approval_pending(ctx, &claim, &message).await? {
                     Written::Conflict => Ok(Pass::Conflict),
                     Written::Done(_) | Written::Gone => Ok(Pass::Done(Action::await_change())),
@@ -347,7 +364,7 @@ async fn pass(
             // Woken by the status change that approves it (the claim watch sees status).
             ApprovalGate::Closed => {
                 let (namespace, name) = writes::key(&claim);
-                ctx.stores.claim_index.stop_waiting(namespace, name);
+                ctx.index.stop_waiting(namespace, name);
                 return Ok(Pass::Done(Action::await_change()));
             }
         }
@@ -359,7 +376,7 @@ async fn pass(
     // §7 step 8: bind, or create.
     let (namespace, name) = writes::key(&claim);
     // Registered before looking, so that a handle appearing meanwhile still wakes the claim.
-    ctx.stores.claim_index.wait(namespace, name);
+    ctx.index.wait(namespace, name);
     let outcome = match pending.take() {
         Some(bound) => Outcome::Bound(Box::new(bound)),
         None => binding::bind_or_create(ctx, &claim, &resolved, now).await?,
@@ -371,7 +388,7 @@ async fn pass(
         }
         Outcome::Bound(bound) => {
             let (namespace, name) = writes::key(&claim);
-            ctx.stores.claim_index.stop_waiting(namespace, name);
+            ctx.index.stop_waiting(namespace, name);
             *pending = Some((*bound).clone());
             let rewrite = bound.rewrite_requested_end;
             let result = sync_bound(
@@ -394,7 +411,7 @@ async fn pass(
 
 /// The live state of each of the handle's resources (None where no watch has it).
 fn live_states(
-    ctx: &Context,
+    ctx: &ClaimContext,
     handle: &crate::api::ResourceHandle,
 ) -> Vec<Option<serde_json::Value>> {
     status_references(handle)
@@ -408,7 +425,7 @@ fn live_states(
 /// `templates` is the pass's watching engine: the claim is looked at again when what its
 /// templates (autoDelete, autoDetach, lifespan, validation) gave may change with the clock.
 async fn sync_bound(
-    ctx: &Context,
+    ctx: &ClaimContext,
     templates: &TemplateEngine,
     claim: ClaimObject,
     resolved: &ResolvedClaim,
@@ -537,7 +554,7 @@ async fn sync_bound(
 }
 
 /// Deletes `handle` (uid precondition: not a namesake); already gone is fine.
-async fn delete_handle(ctx: &Context, handle: &HandleObject) -> Result<(), ClaimError> {
+async fn delete_handle(ctx: &ClaimContext, handle: &HandleObject) -> Result<(), ClaimError> {
     let api = Api::<HandleObject>::namespaced_with(
         ctx.client.clone(),
         handle.metadata.namespace.as_deref().unwrap_or_default(),
@@ -550,7 +567,7 @@ async fn delete_handle(ctx: &Context, handle: &HandleObject) -> Result<(), Claim
 /// B18: nothing fits and creation is disabled: the claim stays unbound, without error, until
 /// an unbound handle appears (its watch wakes the claim).
 async fn waiting(
-    ctx: &Context,
+    ctx: &ClaimContext,
     claim: ClaimObject,
     resolved: &ResolvedClaim,
 ) -> Result<Pass, ClaimError> {
@@ -576,14 +593,14 @@ async fn waiting(
 /// condition), a Warning Event when the message is new, and no retry until something changes.
 /// A bound claim keeps mirroring its handle.
 async fn report_invalid(
-    ctx: &Context,
+    ctx: &ClaimContext,
     claim: ClaimObject,
     handle: Option<&HandleObject>,
     resolved: Option<&ResolvedClaim>,
     message: String,
 ) -> Result<Pass, ClaimError> {
     let (namespace, name) = writes::key(&claim);
-    ctx.stores.claim_index.stop_waiting(namespace, name);
+    ctx.index.stop_waiting(namespace, name);
     let previous = invalid_message(claim.status.as_ref()).map(str::to_owned);
     let handle_view = handle.map(Kinds::handle_of);
     let states = handle_view
@@ -618,7 +635,7 @@ async fn report_invalid(
 }
 
 /// A new bad-input message: logged, counted, and a Warning Event on the claim.
-async fn warn_invalid(ctx: &Context, claim: &ClaimObject, message: String) {
+async fn warn_invalid(ctx: &ClaimContext, claim: &ClaimObject, message: String) {
     tracing::warn!(claim = %binding::claim_key(claim), %message, "invalid claim");
     ctx.metrics
         .invalid_resources
@@ -640,7 +657,7 @@ async fn warn_invalid(ctx: &Context, claim: &ClaimObject, message: String) {
 /// otherwise left alone, once its handle is gone: the detach deletes the handle, and a delete
 /// that failed after the detach was written is retried here.
 async fn detached(
-    ctx: &Context,
+    ctx: &ClaimContext,
     claim: &ClaimObject,
     recorded: &crate::api::claim::ClaimHandleRef,
     now: chrono::DateTime<chrono::Utc>,

@@ -15,15 +15,14 @@ use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Client, Resource};
 
-use super::claim::ClaimIndex;
 use super::kinds::{ClaimObject, HandleObject, Kinds, PoolObject, ScalingObject};
-use super::managed::ManagedResources;
+use super::managed::resources::ManagedResources;
 use super::requester::RequesterLookup;
 use crate::api::OperatorDomain;
 use crate::core::provider::schema::SchemaCache;
 use crate::core::provider::{ProviderCatalog, ProviderCompiler};
 use crate::core::template::TemplateEngine;
-use crate::runtime::metrics::Metrics;
+use crate::metrics::Metrics;
 
 /// How often a template whose result depends on the clock in a way no instant can be derived
 /// from (it prints the current time) is rendered again: Poolboy's `MANAGE_HANDLES_INTERVAL`.
@@ -82,8 +81,6 @@ pub(crate) struct Stores {
     pub(crate) handles: Store<HandleObject>,
     pub(crate) pools: Store<PoolObject>,
     pub(crate) scalings: Store<ScalingObject>,
-    /// The claim controller's handles, waiting claims and taken handles.
-    pub(crate) claim_index: ClaimIndex,
 }
 
 pub(crate) struct Context {

@@ -37,8 +37,8 @@ use crate::core::json::patch::{PatchError, to_json_patch};
 use crate::core::lifespan::{Expiry, delay_until, handle_expiry};
 use crate::core::provider::{CompiledProvider, ProviderCompiler};
 use crate::core::template::TemplateEngine;
-use crate::runtime::metrics::KindLabels;
-use crate::runtime::run::Shutdown;
+use crate::metrics::KindLabels;
+use crate::shutdown::Shutdown;
 
 /// How often one reconcile re-reads the handle after a conflicting write before giving up
 /// (the error policy then retries with backoff).

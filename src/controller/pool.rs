@@ -53,8 +53,8 @@ use crate::core::pool::scaling::{
     active_scalings_of_pool, attributed, count_patch, created, decremented, is_active,
     is_scaling_of_pool, remaining,
 };
-use crate::runtime::metrics::{KindLabels, PoolLabels};
-use crate::runtime::run::Shutdown;
+use crate::metrics::{KindLabels, PoolLabels};
+use crate::shutdown::Shutdown;
 
 /// The condition type that reports a pool's configuration problems.
 const VALID: &str = "Valid";

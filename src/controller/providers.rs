@@ -119,7 +119,7 @@ async fn report(ctx: &Context, provider: &ProviderObject) {
     if !problems.is_empty() {
         ctx.metrics
             .invalid_resources
-            .get_or_create(&crate::runtime::metrics::KindLabels {
+            .get_or_create(&crate::metrics::KindLabels {
                 kind: "ResourceProvider".into(),
             })
             .inc();

@@ -24,8 +24,8 @@ use crate::core::lifespan::delay_until;
 use crate::core::pool::scaling::{
     desired_state, is_active, is_ignored, next_deadline, owner_references, state_patch,
 };
-use crate::runtime::metrics::KindLabels;
-use crate::runtime::run::Shutdown;
+use crate::metrics::KindLabels;
+use crate::shutdown::Shutdown;
 
 /// The condition type that reports a scaling's problems (a missing pool, a bad `at`).
 const VALID: &str = "Valid";

@@ -11,7 +11,7 @@ use axum::http::{StatusCode, header};
 use axum::response::IntoResponse;
 use axum::routing::get;
 
-use super::metrics::Metrics;
+use crate::metrics::Metrics;
 
 #[derive(Clone)]
 struct Shared {

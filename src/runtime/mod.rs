@@ -1,5 +1,4 @@
 //! The running operator: wiring of watches, stores and controllers, and the HTTP endpoint.
 
 pub mod http;
-pub mod metrics;
 pub mod run;

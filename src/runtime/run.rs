@@ -7,17 +7,15 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use futures::channel::mpsc;
-use futures::future::{BoxFuture, FutureExt, Shared};
+use futures::future::FutureExt;
 use kube::Client;
 
 use super::http;
-use super::metrics::Metrics;
 use crate::controller::context::{Config, Context, Stores, Triggers};
 use crate::controller::kinds::Kinds;
 use crate::controller::{claim, handle, pool, providers, scaling};
-
-/// A future every part of the operator can wait on to learn that it should stop.
-pub type Shutdown = Shared<BoxFuture<'static, ()>>;
+use crate::metrics::Metrics;
+use crate::shutdown::Shutdown;
 
 /// How long in-flight reconciles may run on after shutdown (Kubernetes' default termination
 /// grace period is 30 s).
@@ -64,7 +62,6 @@ pub async fn run(
         handles: handles.store(),
         pools: pools.store(),
         scalings: scalings.store(),
-        claim_index,
     };
     let (claim_trigger, claim_triggers) = mpsc::unbounded();
     let (handle_trigger, handle_triggers) = mpsc::unbounded();
@@ -101,7 +98,7 @@ pub async fn run(
     // waiter could leave a controller that never reconciles (and never stops). Seen as tests
     // that hung on `TestOperator::stop`. The claim controller's handle index has its own signal.
     let readiness = {
-        let claim_index = stores.claim_index.clone();
+        let claim_index = claim_index.clone();
         async move {
             claim_index.wait_until_listed().await;
             ready.store(true, Ordering::Relaxed);
@@ -114,6 +111,7 @@ pub async fn run(
     let controllers = futures::future::join4(
         claim::run(
             claims,
+            claim_index,
             ctx.clone(),
             claim_triggers,
             concurrency,

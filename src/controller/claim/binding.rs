@@ -11,10 +11,9 @@ use kube::api::{Api, Patch, PostParams};
 use kube::runtime::reflector::ObjectRef;
 use serde_json::json;
 
-use super::super::context::Context;
 use super::super::kinds::{ClaimObject, HandleObject, Kinds};
 use super::super::write::{self, Target, Written};
-use super::ClaimError;
+use super::{ClaimContext, ClaimError};
 use crate::api::ResourceHandle;
 use crate::api::claim::ClaimHandleRef;
 use crate::core::claim::plan::{ResolvedClaim, claim_handle_name, requested_pool};
@@ -46,7 +45,7 @@ pub(crate) enum Outcome {
     Invalid(String),
 }
 
-fn handles_api(ctx: &Context, namespace: &str) -> Api<HandleObject> {
+fn handles_api(ctx: &ClaimContext, namespace: &str) -> Api<HandleObject> {
     Api::namespaced_with(ctx.client.clone(), namespace, &ctx.kinds.handle)
 }
 
@@ -62,10 +61,10 @@ pub(crate) fn bound_to(handle: &HandleObject, claim: &ClaimObject) -> bool {
 /// API (the store may not show a handle created a moment ago). `None` only when the API
 /// server says 404; a handle being deleted is still there (§16: never rebind then).
 pub(crate) async fn find_handle(
-    ctx: &Context,
+    ctx: &ClaimContext,
     reference: &ClaimHandleRef,
 ) -> Result<Option<HandleObject>, ClaimError> {
-    let index = &ctx.stores.claim_index;
+    let index = &ctx.index;
     if let Some(handle) = index.handle(&reference.namespace, &reference.name, &ctx.kinds.handle) {
         return Ok(Some((*handle).clone()));
     }
@@ -76,7 +75,7 @@ pub(crate) async fn find_handle(
 
 /// Gives the claim a handle (§7.1, §7.2, Δ§3.2).
 pub(crate) async fn bind_or_create(
-    ctx: &Context,
+    ctx: &ClaimContext,
     claim: &ClaimObject,
     resolved: &ResolvedClaim,
     now: DateTime<Utc>,
@@ -84,7 +83,7 @@ pub(crate) async fn bind_or_create(
     // One snapshot for both questions: a handle another process just bound to this claim is
     // either seen bound here (adopted) or seen unbound (its bind patch then fails, and the
     // fresh read after the failure shows it bound to this claim).
-    let snapshot = ctx.stores.claim_index.handles().state();
+    let snapshot = ctx.index.handles().state();
     if let Some(handle) = adoptable(ctx, claim, &snapshot).await? {
         return Ok(Outcome::Bound(Box::new(Pending {
             handle,
@@ -105,7 +104,7 @@ pub(crate) async fn bind_or_create(
 /// another process that was quicker. Confirmed with a GET, so that a recreated claim of the
 /// same name never takes over the handle of its predecessor, which is being deleted (#114).
 async fn adoptable(
-    ctx: &Context,
+    ctx: &ClaimContext,
     claim: &ClaimObject,
     snapshot: &[Arc<HandleObject>],
 ) -> Result<Option<HandleObject>, ClaimError> {
@@ -126,13 +125,13 @@ async fn adoptable(
 /// another, exactly one wins; the other gets 422 and tries its next candidate. 404: gone, next.
 /// Within this process, a handle is tried by one reconcile at a time (`ClaimIndex::reserve`).
 async fn bind(
-    ctx: &Context,
+    ctx: &ClaimContext,
     claim: &ClaimObject,
     resolved: &ResolvedClaim,
     snapshot: &[Arc<HandleObject>],
     now: DateTime<Utc>,
 ) -> Result<Option<Pending>, ClaimError> {
-    let index = &ctx.stores.claim_index;
+    let index = &ctx.index;
     let operator_namespace = ctx.config.operator_namespace.as_str();
     let handles: Vec<ResourceHandle> = snapshot
         .iter()
@@ -224,7 +223,7 @@ async fn bind(
 /// The bind patch for `handle`; `None` (with a warning) when the handle's lifespan cannot be
 /// evaluated for this claim: such a handle is skipped.
 fn bind_plan(
-    ctx: &Context,
+    ctx: &ClaimContext,
     handle: &ResourceHandle,
     resolved: &ResolvedClaim,
     now: DateTime<Utc>,
@@ -243,7 +242,7 @@ fn bind_plan(
 /// Creates the claim's handle (§7.2). Its name derives from the claim's uid, so that two
 /// processes creating it at once make one handle: the second gets 409 and adopts it.
 async fn create(
-    ctx: &Context,
+    ctx: &ClaimContext,
     claim: &ClaimObject,
     resolved: &ResolvedClaim,
     now: DateTime<Utc>,
@@ -299,7 +298,7 @@ async fn create(
 /// status first): the handle is unbound again, guarded by a test that it is still bound to
 /// this claim, and deleted when it was created for the claim.
 pub(crate) async fn release(
-    ctx: &Context,
+    ctx: &ClaimContext,
     claim: &ClaimObject,
     pending: &Pending,
 ) -> Result<(), ClaimError> {
@@ -360,7 +359,7 @@ async fn delete_unbound(api: &Api<HandleObject>, handle: HandleObject) -> Result
 /// resourceVersion; on conflict, recomputed from a fresh read. Returns the clamped requested
 /// end to write back to the claim, or the message of a lifespan that cannot be evaluated.
 pub(crate) async fn propagate(
-    ctx: &Context,
+    ctx: &ClaimContext,
     claim: &ClaimObject,
     resolved: &ResolvedClaim,
     handle: HandleObject,
@@ -396,7 +395,7 @@ pub(crate) async fn propagate(
 }
 
 /// Wakes the pool a bound handle came from, so that it refills at once (Δ§3.2).
-pub(crate) fn wake_pool(ctx: &Context, handle: &HandleObject) {
+pub(crate) fn wake_pool(ctx: &ClaimContext, handle: &HandleObject) {
     if let Some(pool) = &handle.spec.resource_pool {
         let reference =
             ObjectRef::new_with(&pool.name, ctx.kinds.pool.clone()).within(&pool.namespace);

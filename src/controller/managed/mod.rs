@@ -11,7 +11,6 @@
 //! restart; objects that vanished while a watch was down are noticed when the re-list ends.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::{Mutex, RwLock};
 
 use futures::StreamExt;
 use kube::ResourceExt;
@@ -21,153 +20,17 @@ use kube::discovery::Scope;
 use kube::runtime::WatchStreamExt;
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::watcher::{self, Event};
-use tokio::task::JoinHandle;
 
+pub(super) mod resources;
+
+pub(crate) use self::resources::WatchKey;
+use self::resources::{ManagedKind, Watch};
 use super::context::{Context, Triggers};
 use super::kinds::{ClaimObject, HandleObject, Kinds, WatchObject};
 use crate::api::OperatorDomain;
 use crate::api::refs::ResourceReference;
 use crate::api::watch::ResourceWatchSpec;
 use crate::core::naming::resource_watch_name;
-
-/// What one watch covers: a kind in one namespace, or cluster-wide for cluster-scoped kinds
-/// (Poolboy's RBAC grants managed kinds per namespace, so watches are per namespace too).
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub(crate) struct WatchKey {
-    pub(crate) api_version: String,
-    pub(crate) kind: String,
-    pub(crate) namespace: Option<String>,
-}
-
-impl WatchKey {
-    pub(crate) fn of(reference: &ResourceReference) -> Self {
-        Self {
-            api_version: reference.api_version.clone(),
-            kind: reference.kind.clone(),
-            namespace: reference.namespace.clone(),
-        }
-    }
-}
-
-/// A running watch: its store and the kind it serves.
-#[derive(Clone)]
-pub(crate) struct Watch {
-    pub(crate) resource: ApiResource,
-    pub(crate) store: Store<DynamicObject>,
-}
-
-/// A managed kind as discovery describes it.
-#[derive(Clone, Debug)]
-pub(crate) struct ManagedKind {
-    pub(crate) resource: ApiResource,
-    pub(crate) namespaced: bool,
-}
-
-/// The watches of managed resources, by key, and the discovered kinds. Dropping it (with the
-/// operator's context) stops the watches.
-#[derive(Default)]
-pub(crate) struct ManagedResources {
-    watches: RwLock<HashMap<WatchKey, Watch>>,
-    kinds: RwLock<HashMap<(String, String), ManagedKind>>,
-    /// The keys whose ResourceWatch object is known to exist (Δ§2.2, Q4).
-    declared: Mutex<HashSet<WatchKey>>,
-    tasks: Mutex<Vec<JoinHandle<()>>>,
-}
-
-impl Drop for ManagedResources {
-    fn drop(&mut self) {
-        let tasks = match self.tasks.get_mut() {
-            Ok(tasks) => tasks,
-            Err(poisoned) => poisoned.into_inner(),
-        };
-        for task in tasks.drain(..) {
-            task.abort();
-        }
-    }
-}
-
-impl ManagedResources {
-    /// The watch for `key`, if one is running.
-    pub(crate) fn watch(&self, key: &WatchKey) -> Option<Watch> {
-        match self.watches.read() {
-            Ok(watches) => watches.get(key).cloned(),
-            Err(poisoned) => poisoned.into_inner().get(key).cloned(),
-        }
-    }
-
-    /// Records a started watch; `false` (and nothing recorded) when one runs for `key` already.
-    pub(crate) fn insert(&self, key: WatchKey, watch: Watch) -> bool {
-        let mut watches = match self.watches.write() {
-            Ok(watches) => watches,
-            Err(poisoned) => poisoned.into_inner(),
-        };
-        if watches.contains_key(&key) {
-            return false;
-        }
-        watches.insert(key, watch);
-        true
-    }
-
-    /// How many watches run.
-    pub(crate) fn len(&self) -> usize {
-        match self.watches.read() {
-            Ok(watches) => watches.len(),
-            Err(poisoned) => poisoned.into_inner().len(),
-        }
-    }
-
-    /// The live object `reference` points to, from its watch's store. `None` when no watch
-    /// runs for it or the object does not exist (or was not listed yet).
-    pub(crate) fn state(&self, reference: &ResourceReference) -> Option<serde_json::Value> {
-        let watch = self.watch(&WatchKey::of(reference))?;
-        let mut object_ref =
-            ObjectRef::<DynamicObject>::new_with(&reference.name, watch.resource.clone());
-        if let Some(namespace) = &reference.namespace {
-            object_ref = object_ref.within(namespace);
-        }
-        let object = watch.store.get(&object_ref)?;
-        serde_json::to_value(object.as_ref()).ok()
-    }
-
-    /// Whether the ResourceWatch object of `key` still has to be made sure of in this process.
-    pub(crate) fn needs_declaring(&self, key: &WatchKey) -> bool {
-        match self.declared.lock() {
-            Ok(declared) => !declared.contains(key),
-            Err(poisoned) => !poisoned.into_inner().contains(key),
-        }
-    }
-
-    /// Records that the ResourceWatch object of `key` exists.
-    fn mark_declared(&self, key: WatchKey) {
-        match self.declared.lock() {
-            Ok(mut declared) => declared.insert(key),
-            Err(poisoned) => poisoned.into_inner().insert(key),
-        };
-    }
-
-    fn known_kind(&self, api_version: &str, kind: &str) -> Option<ManagedKind> {
-        let key = (api_version.to_owned(), kind.to_owned());
-        match self.kinds.read() {
-            Ok(kinds) => kinds.get(&key).cloned(),
-            Err(poisoned) => poisoned.into_inner().get(&key).cloned(),
-        }
-    }
-
-    fn remember_kind(&self, api_version: &str, kind: &str, managed: ManagedKind) {
-        let key = (api_version.to_owned(), kind.to_owned());
-        match self.kinds.write() {
-            Ok(mut kinds) => kinds.insert(key, managed),
-            Err(poisoned) => poisoned.into_inner().insert(key, managed),
-        };
-    }
-
-    fn keep_task(&self, task: JoinHandle<()>) {
-        match self.tasks.lock() {
-            Ok(mut tasks) => tasks.push(task),
-            Err(poisoned) => poisoned.into_inner().push(task),
-        }
-    }
-}
 
 /// The kind `api_version`/`kind` as the API server serves it, discovered once per process.
 pub(crate) async fn discover(
@@ -438,6 +301,7 @@ mod tests {
     use kube::api::ObjectMeta;
     use serde_json::json;
 
+    use super::resources::ManagedResources;
     use super::*;
     use serde_json::Value;
 

@@ -1,0 +1,152 @@
+//! What the managed-resource watches share with every controller (through the operator's
+//! context): the running watches and their stores, the discovered kinds, and which
+//! ResourceWatch objects this process made sure of (Δ§2.2).
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Mutex, RwLock};
+
+use kube::api::DynamicObject;
+use kube::core::ApiResource;
+use kube::runtime::reflector::{ObjectRef, Store};
+use tokio::task::JoinHandle;
+
+use crate::api::refs::ResourceReference;
+
+/// What one watch covers: a kind in one namespace, or cluster-wide for cluster-scoped kinds
+/// (Poolboy's RBAC grants managed kinds per namespace, so watches are per namespace too).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct WatchKey {
+    pub(crate) api_version: String,
+    pub(crate) kind: String,
+    pub(crate) namespace: Option<String>,
+}
+
+impl WatchKey {
+    pub(crate) fn of(reference: &ResourceReference) -> Self {
+        Self {
+            api_version: reference.api_version.clone(),
+            kind: reference.kind.clone(),
+            namespace: reference.namespace.clone(),
+        }
+    }
+}
+
+/// A running watch: its store and the kind it serves.
+#[derive(Clone)]
+pub(crate) struct Watch {
+    pub(crate) resource: ApiResource,
+    pub(crate) store: Store<DynamicObject>,
+}
+
+/// A managed kind as discovery describes it.
+#[derive(Clone, Debug)]
+pub(crate) struct ManagedKind {
+    pub(crate) resource: ApiResource,
+    pub(crate) namespaced: bool,
+}
+
+/// The watches of managed resources, by key, and the discovered kinds. Dropping it (with the
+/// operator's context) stops the watches.
+#[derive(Default)]
+pub(crate) struct ManagedResources {
+    watches: RwLock<HashMap<WatchKey, Watch>>,
+    kinds: RwLock<HashMap<(String, String), ManagedKind>>,
+    /// The keys whose ResourceWatch object is known to exist (Δ§2.2, Q4).
+    declared: Mutex<HashSet<WatchKey>>,
+    tasks: Mutex<Vec<JoinHandle<()>>>,
+}
+
+impl Drop for ManagedResources {
+    fn drop(&mut self) {
+        let tasks = match self.tasks.get_mut() {
+            Ok(tasks) => tasks,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        for task in tasks.drain(..) {
+            task.abort();
+        }
+    }
+}
+
+impl ManagedResources {
+    /// The watch for `key`, if one is running.
+    pub(crate) fn watch(&self, key: &WatchKey) -> Option<Watch> {
+        match self.watches.read() {
+            Ok(watches) => watches.get(key).cloned(),
+            Err(poisoned) => poisoned.into_inner().get(key).cloned(),
+        }
+    }
+
+    /// Records a started watch; `false` (and nothing recorded) when one runs for `key` already.
+    pub(crate) fn insert(&self, key: WatchKey, watch: Watch) -> bool {
+        let mut watches = match self.watches.write() {
+            Ok(watches) => watches,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        if watches.contains_key(&key) {
+            return false;
+        }
+        watches.insert(key, watch);
+        true
+    }
+
+    /// How many watches run.
+    pub(crate) fn len(&self) -> usize {
+        match self.watches.read() {
+            Ok(watches) => watches.len(),
+            Err(poisoned) => poisoned.into_inner().len(),
+        }
+    }
+
+    /// The live object `reference` points to, from its watch's store. `None` when no watch
+    /// runs for it or the object does not exist (or was not listed yet).
+    pub(crate) fn state(&self, reference: &ResourceReference) -> Option<serde_json::Value> {
+        let watch = self.watch(&WatchKey::of(reference))?;
+        let mut object_ref =
+            ObjectRef::<DynamicObject>::new_with(&reference.name, watch.resource.clone());
+        if let Some(namespace) = &reference.namespace {
+            object_ref = object_ref.within(namespace);
+        }
+        let object = watch.store.get(&object_ref)?;
+        serde_json::to_value(object.as_ref()).ok()
+    }
+
+    /// Whether the ResourceWatch object of `key` still has to be made sure of in this process.
+    pub(crate) fn needs_declaring(&self, key: &WatchKey) -> bool {
+        match self.declared.lock() {
+            Ok(declared) => !declared.contains(key),
+            Err(poisoned) => !poisoned.into_inner().contains(key),
+        }
+    }
+
+    /// Records that the ResourceWatch object of `key` exists.
+    pub(super) fn mark_declared(&self, key: WatchKey) {
+        match self.declared.lock() {
+            Ok(mut declared) => declared.insert(key),
+            Err(poisoned) => poisoned.into_inner().insert(key),
+        };
+    }
+
+    pub(super) fn known_kind(&self, api_version: &str, kind: &str) -> Option<ManagedKind> {
+        let key = (api_version.to_owned(), kind.to_owned());
+        match self.kinds.read() {
+            Ok(kinds) => kinds.get(&key).cloned(),
+            Err(poisoned) => poisoned.into_inner().get(&key).cloned(),
+        }
+    }
+
+    pub(super) fn remember_kind(&self, api_version: &str, kind: &str, managed: ManagedKind) {
+        let key = (api_version.to_owned(), kind.to_owned());
+        match self.kinds.write() {
+            Ok(mut kinds) => kinds.insert(key, managed),
+            Err(poisoned) => poisoned.into_inner().insert(key, managed),
+        };
+    }
+
+    pub(super) fn keep_task(&self, task: JoinHandle<()>) {
+        match self.tasks.lock() {
+            Ok(mut tasks) => tasks.push(task),
+            Err(poisoned) => poisoned.into_inner().push(task),
+        }
+    }
+}
