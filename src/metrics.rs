@@ -119,6 +119,24 @@ impl Metrics {
             .observe(seconds);
     }
 
+    /// A status (or other guarded) write of `kind` that conflicted and was recomputed.
+    pub fn conflict(&self, kind: &str) {
+        self.status_conflicts
+            .get_or_create(&KindLabels {
+                kind: kind.to_owned(),
+            })
+            .inc();
+    }
+
+    /// An object of `kind` newly found invalid (reported in its status).
+    pub fn invalid(&self, kind: &str) {
+        self.invalid_resources
+            .get_or_create(&KindLabels {
+                kind: kind.to_owned(),
+            })
+            .inc();
+    }
+
     /// The OpenMetrics text exposition.
     pub fn encode(&self) -> Result<String, std::fmt::Error> {
         let mut out = String::new();

@@ -16,7 +16,7 @@ mod writes;
 
 use std::ops::Deref;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use futures::StreamExt;
 use futures::channel::mpsc::UnboundedReceiver;
@@ -30,6 +30,7 @@ use self::binding::{Outcome, Pending};
 use super::context::{Context, EventKind};
 use super::kinds::{ClaimObject, HandleObject, Kinds};
 use super::listed::reflected_watch;
+use super::reconciler::Reconciler;
 use super::write::{self, Written};
 use crate::core::claim::gates::{
     ApprovalGate, AutoAction, AutoInput, approval_gate, auto_action, claim_metadata_patch,
@@ -43,7 +44,6 @@ use crate::core::lifespan::values::handle_lifespan;
 use crate::core::lifespan::{self, Expiry, StartGate};
 use crate::core::template::TemplateEngine;
 use crate::core::template::view::Subjects;
-use crate::metrics::KindLabels;
 use crate::shutdown::Shutdown;
 
 pub(crate) use self::index::ClaimIndex;
@@ -51,6 +51,8 @@ pub(crate) use self::index::ClaimIndex;
 /// How many times one reconcile recomputes after a conflicting write (Poolboy: 12 attempts,
 /// Δ§3.1.3) before it lets the next event or a short requeue take over.
 const MAX_PASSES: usize = 12;
+
+const RECONCILER: Reconciler = Reconciler::new("ResourceClaim");
 
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum ClaimError {
@@ -139,28 +141,13 @@ pub(crate) async fn run(
 }
 
 async fn reconcile(claim: Arc<ClaimObject>, ctx: Arc<ClaimContext>) -> Result<Action, ClaimError> {
-    let started = Instant::now();
-    let result = manage(&claim, &ctx).await;
-    ctx.metrics.observe(
-        "ResourceClaim",
-        "reconcile",
-        result.is_ok(),
-        started.elapsed().as_secs_f64(),
-    );
-    if result.is_ok() {
-        ctx.succeeded(&key(&claim));
-    }
-    result
+    RECONCILER
+        .observe(&ctx, &*claim, manage(&claim, &ctx))
+        .await
 }
 
 fn error_policy(claim: Arc<ClaimObject>, error: &ClaimError, ctx: Arc<ClaimContext>) -> Action {
-    let key = key(&claim);
-    tracing::warn!(%error, %key, "claim reconcile failed");
-    Action::requeue(ctx.retry_delay(&key))
-}
-
-fn key(claim: &ClaimObject) -> String {
-    format!("claim/{}", binding::claim_key(claim))
+    RECONCILER.retry(&ctx, &*claim, error)
 }
 
 /// What one pass over a claim ended with.
@@ -186,12 +173,7 @@ async fn manage(object: &ClaimObject, ctx: &ClaimContext) -> Result<Action, Clai
         match pass(ctx, claim.clone(), &mut pending).await? {
             Pass::Done(action) => return Ok(action),
             Pass::Conflict => {
-                ctx.metrics
-                    .status_conflicts
-                    .get_or_create(&KindLabels {
-                        kind: "ResourceClaim".to_owned(),
-                    })
-                    .inc();
+                RECONCILER.conflict(ctx);
                 match writes::refetch(ctx, &claim).await? {
                     // Labelled ignore meanwhile: stop here, the fresh copy is not ours to act on.
                     Some(fresh) if is_ignored(&fresh, ctx) => return Ok(Action::await_change()),
@@ -637,12 +619,7 @@ async fn report_invalid(
 /// A new bad-input message: logged, counted, and a Warning Event on the claim.
 async fn warn_invalid(ctx: &ClaimContext, claim: &ClaimObject, message: String) {
     tracing::warn!(claim = %binding::claim_key(claim), %message, "invalid claim");
-    ctx.metrics
-        .invalid_resources
-        .get_or_create(&KindLabels {
-            kind: "ResourceClaim".to_owned(),
-        })
-        .inc();
+    ctx.metrics.invalid("ResourceClaim");
     ctx.event(
         claim,
         &ctx.kinds.claim,

@@ -11,7 +11,6 @@ mod finalize;
 mod resources;
 
 use std::sync::Arc;
-use std::time::Instant;
 
 use futures::StreamExt;
 use futures::channel::mpsc::UnboundedReceiver;
@@ -25,6 +24,7 @@ use serde_json::Value;
 use super::context::{Context, EventKind};
 use super::kinds::{ClaimObject, HandleObject, Kinds};
 use super::managed;
+use super::reconciler::Reconciler;
 use super::write::{self, Target, Written};
 use crate::api::ResourceClaim;
 use crate::core::handle::definition::status_references;
@@ -37,12 +37,13 @@ use crate::core::json::patch::{PatchError, to_json_patch};
 use crate::core::lifespan::{Expiry, delay_until, handle_expiry};
 use crate::core::provider::{CompiledProvider, ProviderCompiler};
 use crate::core::template::TemplateEngine;
-use crate::metrics::KindLabels;
 use crate::shutdown::Shutdown;
 
 /// How often one reconcile re-reads the handle after a conflicting write before giving up
 /// (the error policy then retries with backoff).
 const CONFLICT_ATTEMPTS: usize = 5;
+
+const RECONCILER: Reconciler = Reconciler::new("ResourceHandle");
 
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum HandleError {
@@ -105,31 +106,13 @@ pub(crate) async fn run(
 }
 
 async fn reconcile(handle: Arc<HandleObject>, ctx: Arc<Context>) -> Result<Action, HandleError> {
-    let started = Instant::now();
-    let result = manage(&handle, &ctx).await;
-    ctx.metrics.observe(
-        "ResourceHandle",
-        "reconcile",
-        result.is_ok(),
-        started.elapsed().as_secs_f64(),
-    );
-    if result.is_ok() {
-        ctx.succeeded(&failure_key(&handle));
-    }
-    result
+    RECONCILER
+        .observe(&ctx, &*handle, manage(&handle, &ctx))
+        .await
 }
 
 fn error_policy(handle: Arc<HandleObject>, error: &HandleError, ctx: Arc<Context>) -> Action {
-    let key = failure_key(&handle);
-    tracing::warn!(%error, %key, "handle reconcile failed");
-    Action::requeue(ctx.retry_delay(&key))
-}
-
-fn failure_key(handle: &HandleObject) -> String {
-    format!(
-        "handle/{}",
-        handle.metadata.name.as_deref().unwrap_or_default()
-    )
+    RECONCILER.retry(&ctx, &*handle, error)
 }
 
 /// What one pass over a handle ended with.
@@ -155,12 +138,7 @@ async fn manage(handle: &HandleObject, ctx: &Context) -> Result<Action, HandleEr
         match pass {
             Pass::Done(action) => return Ok(action),
             Pass::Conflict => {
-                ctx.metrics
-                    .status_conflicts
-                    .get_or_create(&KindLabels {
-                        kind: "ResourceHandle".into(),
-                    })
-                    .inc();
+                RECONCILER.conflict(ctx);
                 match ctx.handles_api().get_opt(&name).await? {
                     Some(fresh) => object = fresh,
                     None => return Ok(Action::await_change()),
@@ -424,12 +402,7 @@ async fn report_problem(ctx: &Context, object: &HandleObject, before: Option<&st
     if Some(problem) == before {
         return;
     }
-    ctx.metrics
-        .invalid_resources
-        .get_or_create(&KindLabels {
-            kind: "ResourceHandle".into(),
-        })
-        .inc();
+    ctx.metrics.invalid("ResourceHandle");
     ctx.event(
         object,
         &ctx.kinds.handle,

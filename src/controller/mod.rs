@@ -9,6 +9,7 @@ pub(crate) mod listed;
 pub(crate) mod managed;
 pub(crate) mod pool;
 pub(crate) mod providers;
+pub(crate) mod reconciler;
 pub(crate) mod requester;
 pub(crate) mod scaling;
 pub(crate) mod write;

@@ -38,6 +38,7 @@ use serde_json::json;
 use super::context::{Context, EventKind};
 use super::kinds::{HandleObject, Kinds, PoolObject};
 use super::listed::{ListedStore, reflected_watch};
+use super::reconciler::Reconciler;
 use super::write::{self, Target, Written};
 use crate::api::pool::ResourcePoolStatus;
 use crate::api::{OperatorDomain, ResourceHandle, ResourcePool, ResourcePoolScaling};
@@ -53,7 +54,7 @@ use crate::core::pool::scaling::{
     active_scalings_of_pool, attributed, count_patch, created, decremented, is_active,
     is_scaling_of_pool, remaining,
 };
-use crate::metrics::{KindLabels, PoolLabels};
+use crate::metrics::PoolLabels;
 use crate::shutdown::Shutdown;
 
 /// The condition type that reports a pool's configuration problems.
@@ -63,6 +64,8 @@ const VALID: &str = "Valid";
 const STATUS_ATTEMPTS: usize = 5;
 /// A scaling's count is lowered from a fresh read this many times before giving up (Δ B16).
 const SCALING_COUNT_ATTEMPTS: usize = 12;
+
+const RECONCILER: Reconciler = Reconciler::new("ResourcePool");
 
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum PoolError {
@@ -202,6 +205,16 @@ pub(crate) async fn run(
 }
 
 async fn reconcile(pool: Arc<PoolObject>, pctx: Arc<PoolContext>) -> Result<Action, PoolError> {
+    RECONCILER
+        .observe(&pctx.ctx, &*pool, manage(&pool, &pctx))
+        .await
+}
+
+fn error_policy(pool: Arc<PoolObject>, error: &PoolError, pctx: Arc<PoolContext>) -> Action {
+    RECONCILER.retry(&pctx.ctx, &*pool, error)
+}
+
+async fn manage(pool: &PoolObject, pctx: &PoolContext) -> Result<Action, PoolError> {
     let ctx = &pctx.ctx;
     // §7.6: ignored pools are not touched at all.
     if pool.labels().contains_key(&ctx.domain().ignore_label()) {
@@ -212,34 +225,28 @@ async fn reconcile(pool: Arc<PoolObject>, pctx: Arc<PoolContext>) -> Result<Acti
     let name = pool.name_any();
     let api = ctx.pools_api();
     if pool.metadata.deletion_timestamp.is_some() {
-        finalize(&pool, &pctx).await?;
+        finalize(pool, pctx).await?;
         return Ok(Action::await_change());
     }
     let finalizer = ctx.domain().finalizer();
-    let mut pool = (*pool).clone();
+    let mut pool = pool.clone();
     for _ in 0..STATUS_ATTEMPTS {
         let outcome = match write::add_finalizer(&api, pool, &finalizer).await? {
-            Written::Done(pool) => pass(&pool, &pctx).await?,
+            Written::Done(pool) => pass(&pool, pctx).await?,
             Written::Conflict => None,
             Written::Gone => return Ok(Action::await_change()),
         };
         if let Some(action) = outcome {
-            ctx.succeeded(&format!("pool/{name}"));
             return Ok(action);
         }
         // A guarded write lost a race: recompute from a fresh read (B06).
-        ctx.metrics
-            .status_conflicts
-            .get_or_create(&KindLabels {
-                kind: "ResourcePool".into(),
-            })
-            .inc();
+        RECONCILER.conflict(ctx);
         pool = match api.get_opt(&name).await? {
             Some(pool) => pool,
             None => return Ok(Action::await_change()),
         };
         if pool.metadata.deletion_timestamp.is_some() {
-            finalize(&pool, &pctx).await?;
+            finalize(&pool, pctx).await?;
             return Ok(Action::await_change());
         }
     }
@@ -354,12 +361,7 @@ async fn pass(pool_object: &PoolObject, pctx: &PoolContext) -> Result<Option<Act
         return Ok(None);
     }
     if reported && let Some(problem) = &problem {
-        ctx.metrics
-            .invalid_resources
-            .get_or_create(&KindLabels {
-                kind: "ResourcePool".into(),
-            })
-            .inc();
+        ctx.metrics.invalid("ResourcePool");
         ctx.event(
             pool_object,
             &ctx.kinds.pool,
@@ -668,10 +670,4 @@ async fn delete_unbound(
         Written::Gone => Ok(false),
         Written::Conflict => Err(PoolError::Contended),
     }
-}
-
-fn error_policy(pool: Arc<PoolObject>, error: &PoolError, pctx: Arc<PoolContext>) -> Action {
-    let key = format!("pool/{}", pool.metadata.name.as_deref().unwrap_or_default());
-    tracing::warn!(%error, %key, "pool reconcile failed");
-    Action::requeue(pctx.ctx.retry_delay(&key))
 }

@@ -117,12 +117,7 @@ async fn report(ctx: &Context, provider: &ProviderObject) {
         return;
     }
     if !problems.is_empty() {
-        ctx.metrics
-            .invalid_resources
-            .get_or_create(&crate::metrics::KindLabels {
-                kind: "ResourceProvider".into(),
-            })
-            .inc();
+        ctx.metrics.invalid("ResourceProvider");
         ctx.event(
             provider,
             &ctx.kinds.provider,

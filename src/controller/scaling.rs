@@ -17,6 +17,7 @@ use serde_json::{Value, json};
 
 use super::context::{Context, EventKind};
 use super::kinds::{Kinds, PoolObject, ScalingObject};
+use super::reconciler::Reconciler;
 use super::write::{self, Target, Written};
 use crate::api::ResourcePoolScaling;
 use crate::core::json::pointer::{add, test};
@@ -24,11 +25,12 @@ use crate::core::lifespan::delay_until;
 use crate::core::pool::scaling::{
     desired_state, is_active, is_ignored, next_deadline, owner_references, state_patch,
 };
-use crate::metrics::KindLabels;
 use crate::shutdown::Shutdown;
 
 /// The condition type that reports a scaling's problems (a missing pool, a bad `at`).
 const VALID: &str = "Valid";
+
+const RECONCILER: Reconciler = Reconciler::new("ResourcePoolScaling");
 
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum ScalingControllerError {
@@ -93,7 +95,21 @@ async fn reconcile(
     object: Arc<ScalingObject>,
     ctx: Arc<Context>,
 ) -> Result<Action, ScalingControllerError> {
-    let scaling = Kinds::scaling_of(&object);
+    RECONCILER
+        .observe(&ctx, &*object, manage(&object, &ctx))
+        .await
+}
+
+fn error_policy(
+    scaling: Arc<ScalingObject>,
+    error: &ScalingControllerError,
+    ctx: Arc<Context>,
+) -> Action {
+    RECONCILER.retry(&ctx, &*scaling, error)
+}
+
+async fn manage(object: &ScalingObject, ctx: &Context) -> Result<Action, ScalingControllerError> {
+    let scaling = Kinds::scaling_of(object);
     let domain = ctx.domain();
     // §7.6: an ignored scaling is neither handled nor consumed.
     if is_ignored(&scaling, domain) {
@@ -116,7 +132,7 @@ async fn reconcile(
              create it or correct the name",
             scaling.namespace().unwrap_or_default()
         );
-        report(&ctx, &object, &scaling, Some(problem)).await?;
+        report(ctx, object, &scaling, Some(problem)).await?;
         // The pool watch wakes this scaling when the pool appears.
         return Ok(Action::await_change());
     };
@@ -138,7 +154,11 @@ async fn reconcile(
         match write::send(&api, &name, Target::Object, &patch).await? {
             Written::Done(_) => {}
             // Changed or gone meanwhile: its watch event brings it back here.
-            Written::Conflict | Written::Gone => return Ok(Action::await_change()),
+            Written::Conflict => {
+                RECONCILER.conflict(ctx);
+                return Ok(Action::await_change());
+            }
+            Written::Gone => return Ok(Action::await_change()),
         }
     }
 
@@ -146,11 +166,11 @@ async fn reconcile(
     let state = match desired_state(&scaling, now) {
         Ok(state) => state,
         Err(error) => {
-            report(&ctx, &object, &scaling, Some(error.to_string())).await?;
+            report(ctx, object, &scaling, Some(error.to_string())).await?;
             return Ok(Action::await_change());
         }
     };
-    report(&ctx, &object, &scaling, None).await?;
+    report(ctx, object, &scaling, None).await?;
 
     // Q7 fixed: the state follows the counts; written only when it differs, guarded by the
     // count it was computed from.
@@ -158,14 +178,17 @@ async fn reconcile(
         let patch = Patch::Json::<()>(state_patch(&scaling, state));
         match write::send(&api, &name, Target::Status, &patch).await? {
             Written::Done(_) => {}
-            Written::Conflict | Written::Gone => return Ok(Action::await_change()),
+            Written::Conflict => {
+                RECONCILER.conflict(ctx);
+                return Ok(Action::await_change());
+            }
+            Written::Gone => return Ok(Action::await_change()),
         }
     }
 
     if is_active(&scaling, domain, now) == Ok(true) && pool.metadata.deletion_timestamp.is_none() {
         ctx.triggers.wake_pool(&pool, &ctx.kinds);
     }
-    ctx.succeeded(&key(&object));
     Ok(match next_deadline(&scaling, now).ok().flatten() {
         // At `at` the scaling becomes active: show `scaling` and wake the pool then.
         Some(at) => Action::requeue(delay_until(at, now)),
@@ -229,12 +252,7 @@ async fn report(
     }
     if let Some(problem) = problem {
         tracing::warn!(scaling = %scaling.name_any(), %problem, "invalid ResourcePoolScaling");
-        ctx.metrics
-            .invalid_resources
-            .get_or_create(&KindLabels {
-                kind: "ResourcePoolScaling".into(),
-            })
-            .inc();
+        ctx.metrics.invalid("ResourcePoolScaling");
         ctx.event(
             object,
             &ctx.kinds.scaling,
@@ -245,21 +263,4 @@ async fn report(
         .await;
     }
     Ok(())
-}
-
-fn key(scaling: &ScalingObject) -> String {
-    format!(
-        "scaling/{}",
-        scaling.metadata.name.as_deref().unwrap_or_default()
-    )
-}
-
-fn error_policy(
-    scaling: Arc<ScalingObject>,
-    error: &ScalingControllerError,
-    ctx: Arc<Context>,
-) -> Action {
-    let key = key(&scaling);
-    tracing::warn!(%error, %key, "scaling reconcile failed");
-    Action::requeue(ctx.retry_delay(&key))
 }
