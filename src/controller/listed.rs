@@ -5,6 +5,23 @@
 //! kube-runtime 5's `Store::wait_until_ready` wakes only the last of several concurrent
 //! waiters (one waker in a oneshot receiver), so parallel reconciles waiting on it would hang;
 //! hence the signal here.
+//!
+//! Why each controller keeps its own watches (handles are watched three times, claims and
+//! pools twice) rather than kube-runtime 5's shared streams (`store_shared`, `reflect_shared`,
+//! `Writer::subscribe`, `Controller::for_shared_stream`), checked in kube-runtime 5.0.0's
+//! source: the shared reflector does write its store before it wakes subscribers, but
+//! - it broadcasts `Apply` and `InitDone` only, never `Delete`: the claim controller would not
+//!   hear that its handle is gone (§7 step 5), nor a pool that a handle was deleted;
+//! - a subscriber reads the object back from the store when polled, and when it is gone by
+//!   then, `ReflectHandle` returns `Pending` without registering a waker: the event is lost,
+//!   and the subscriber sleeps until something else wakes its task;
+//! - a controller built on a shared store holds its runner on `Store::wait_until_ready` of
+//!   that store, and a second controller on the same store is the lost-waker hang above.
+//!
+//! Sharing needs our own fan-out instead: one watcher per kind reflected into one store, then
+//! every touched object sent to each subscribing controller (its own kind's controller through
+//! `Controller::for_stream_with`, whose runner is then the store's only `wait_until_ready`
+//! waiter, the others through `watches_stream_with`).
 
 use std::fmt::Debug;
 use std::hash::Hash;

@@ -1,6 +1,7 @@
-//! `poolboy run`: one shared watch per kind feeds a reflector store (the index every decision
-//! reads) and every controller that cares about that kind; providers are loaded before any
-//! controller starts; the controllers run until shutdown.
+//! `poolboy run`: each controller watches its kind into a reflector store (the index every
+//! decision reads) and the related kinds it is woken by (see `controller::listed` for why these
+//! watches are not shared); providers are loaded before any controller starts; the controllers
+//! run until shutdown.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
