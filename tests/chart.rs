@@ -132,12 +132,35 @@ async fn the_operator_and_anarchy_runners_get_exactly_the_verbs_they_use() {
             "managedResources[0].apiGroups[0]=".into(),
             "managedResources[0].resources[0]=configmaps".into(),
             format!("managedResources[0].namespaces[0]={managed_ns}"),
-            "managedResources[1].apiGroups[0]=example.com".into(),
-            "managedResources[1].resources[0]=widgets".into(),
+            "managedResources[1].apiGroups[0]=apps".into(),
+            "managedResources[1].resources[0]=statefulsets".into(),
             "anarchy.create=true".into(),
             format!("anarchy.namespaces={{{anarchy_a},{anarchy_b}}}"),
             "anarchy.runners={default,extra}".into(),
         ],
+    );
+    // kubectl resolves the kinds it is asked about: AnarchySubject must be known.
+    let crd = repo_dir().join("examples/anarchy-subject-crd.yaml");
+    let crd = crd.to_str().expect("a UTF-8 path");
+    let args = [
+        "apply",
+        "--server-side",
+        "--force-conflicts",
+        "--field-manager=poolboy-tests",
+    ];
+    run_ok(
+        "kubectl",
+        &[&args[..], &["-f", crd]].concat(),
+        None,
+        TIMEOUT,
+    );
+    let established = "--for=condition=Established";
+    let name = "crd/anarchysubjects.anarchy.gpte.redhat.com";
+    run_ok(
+        "kubectl",
+        &["wait", established, name, "--timeout=60s"],
+        None,
+        TIMEOUT,
     );
     let _applied = Applied::new(
         yaml,
@@ -220,13 +243,10 @@ async fn the_operator_and_anarchy_runners_get_exactly_the_verbs_they_use() {
     let managed = Some(managed_ns.as_str());
     assert_exactly(&operator, "configmaps", managed, ALL_VERBS, &managed_verbs);
     assert_exactly(&operator, "configmaps", user, ALL_VERBS, &[]);
-    assert_exactly(
-        &operator,
-        "widgets.example.com",
-        user,
-        ALL_VERBS,
-        &managed_verbs,
-    );
+    // A managed kind without namespaces: cluster-wide.
+    let cluster_wide = "statefulsets.apps";
+    assert_exactly(&operator, cluster_wide, user, ALL_VERBS, &managed_verbs);
+    assert_exactly(&operator, "deployments.apps", user, ALL_VERBS, &[]);
     // AnarchySubjects in each Anarchy namespace, nowhere else.
     let subjects = "anarchysubjects.anarchy.gpte.redhat.com";
     for anarchy in [&anarchy_a, &anarchy_b] {

@@ -37,8 +37,14 @@ pub struct Output {
 
 /// Runs `program args…` with the test kubeconfig, `stdin` fed to it, and returns its output;
 /// panics when it runs longer than `timeout` (it is killed) or cannot start.
+/// `program` is looked up in the cluster's bin directory first, then on PATH (ctr).
 pub fn run(program: &str, args: &[&str], stdin: Option<&str>, timeout: Duration) -> Output {
-    let path = cluster_bin(program);
+    let local = cluster_dir().join("bin").join(program);
+    let path = if local.exists() {
+        local
+    } else {
+        PathBuf::from(program)
+    };
     let described = format!("{program} {}", args.join(" "));
     let mut child = Command::new(&path)
         .args(args)
