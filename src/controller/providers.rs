@@ -7,7 +7,6 @@
 use std::sync::Arc;
 
 use futures::StreamExt;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::ResourceExt;
 use kube::api::{Api, ListParams, Patch, PatchParams};
 use kube::runtime::WatchStreamExt;
@@ -16,6 +15,9 @@ use serde_json::json;
 
 use super::context::{Context, EventKind};
 use super::kinds::{Kinds, ProviderObject};
+use crate::core::conditions::{self, Change, VALID};
+use crate::core::provider::status::provider_conditions;
+use crate::core::provider::{ProviderError, ProviderProblem};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ProviderWatchError {
@@ -90,33 +92,25 @@ async fn changed(ctx: &Context, provider: &ProviderObject) {
     wake_users(ctx, &name);
 }
 
-/// Writes the provider's `Valid` condition when it changed, with an Event for problems.
+/// Writes the provider's `Valid` condition when it changed, with an Event for a new problem.
 async fn report(ctx: &Context, provider: &ProviderObject) {
     let name = provider.name_any();
-    let problems: Vec<String> = ctx.providers(|catalog| match catalog.get(&name) {
-        Err(crate::core::provider::ProviderError::Invalid { problems, .. }) => {
-            problems.iter().map(ToString::to_string).collect()
-        }
+    let problems: Vec<ProviderProblem> = ctx.providers(|catalog| match catalog.get(&name) {
+        Err(ProviderError::Invalid { problems, .. }) => problems,
         _ => Vec::new(),
     });
-    let (status, reason, message) = if problems.is_empty() {
-        (
-            "True",
-            "Compiled",
-            "every template, regex and schema compiles".to_owned(),
-        )
-    } else {
-        ("False", "Invalid", problems.join("; "))
-    };
-    let current = provider
-        .status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .and_then(|c| c.iter().find(|c| c.type_ == "Valid"));
-    if current.is_some_and(|c| c.status == status && c.message == message) {
+    let (conditions, change) = provider_conditions(
+        provider.status.as_ref(),
+        &problems,
+        provider.metadata.generation,
+        ctx.now(),
+    );
+    if change == Change::Unchanged {
         return;
     }
-    if !problems.is_empty() {
+    if change.is_news()
+        && let Some(problem) = conditions::problem(Some(&conditions), VALID)
+    {
         ctx.metrics
             .invalid_resources
             .get_or_create(&crate::runtime::metrics::KindLabels {
@@ -128,19 +122,11 @@ async fn report(ctx: &Context, provider: &ProviderObject) {
             &ctx.kinds.provider,
             EventKind::Warning,
             "InvalidProvider",
-            message.clone(),
+            problem.to_owned(),
         )
         .await;
     }
-    let condition = Condition {
-        type_: "Valid".to_owned(),
-        status: status.to_owned(),
-        reason: reason.to_owned(),
-        message,
-        observed_generation: provider.metadata.generation,
-        last_transition_time: Time(k8s_openapi::jiff::Timestamp::now()),
-    };
-    let patch = json!({ "status": { "conditions": [condition] } });
+    let patch = json!({ "status": { "conditions": conditions } });
     if let Err(error) = api(ctx)
         .patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
         .await

@@ -7,6 +7,7 @@
 
 pub(crate) mod binding;
 pub(crate) mod claim;
+pub(crate) mod conditions;
 pub(crate) mod handle;
 pub(crate) mod json;
 pub(crate) mod lifespan;

@@ -237,16 +237,10 @@ fn conditions_report_readiness_and_problems_and_keep_their_transition_time() {
     ];
     let first = compute(&fixture, &handle_value, &plans, &[None, state("no", "no")]).status;
     let conditions = first.conditions.clone().expect("conditions");
-    let ready = conditions
-        .iter()
-        .find(|c| c.type_ == READY_CONDITION)
-        .expect("Ready");
+    let ready = conditions.iter().find(|c| c.type_ == READY).expect("Ready");
     assert_eq!(ready.status, "False");
     assert_eq!(ready.message, "a: invalid definition; b: not ready");
-    let valid = conditions
-        .iter()
-        .find(|c| c.type_ == VALID_CONDITION)
-        .expect("Valid");
+    let valid = conditions.iter().find(|c| c.type_ == VALID).expect("Valid");
     assert_eq!(valid.status, "False");
     assert_eq!(valid.message, "spec.resources[0] (a): broken");
     assert_eq!(

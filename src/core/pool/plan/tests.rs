@@ -461,3 +461,29 @@ proptest! {
         prop_assert_eq!(plan.count.ready, ready_count as i64);
     }
 }
+
+#[test]
+fn a_pool_gets_a_valid_condition_only_once_it_had_a_problem() {
+    let mut status = ResourcePoolStatus::default();
+    let change = set_pool_validity(&mut status, None, Some(1), now());
+    assert_eq!(change, Change::Unchanged);
+    assert_eq!(
+        status.conditions, None,
+        "no empty conditions list is written"
+    );
+
+    let change = set_pool_validity(&mut status, Some("spec.provider.name: a"), Some(1), now());
+    assert_eq!(change, Change::Transitioned);
+    let later = now() + TimeDelta::minutes(5);
+    let change = set_pool_validity(&mut status, Some("spec.provider.name: b"), Some(2), later);
+    assert_eq!(change, Change::Reworded);
+    let conditions = status.conditions.as_deref().expect("a Valid condition");
+    assert_eq!(conditions.len(), 1);
+    assert_eq!(conditions[0].status, "False");
+    assert_eq!(conditions[0].message, "spec.provider.name: b");
+    assert_eq!(
+        conditions[0].last_transition_time,
+        crate::core::lifespan::api_time(now()),
+        "a new message is no transition"
+    );
+}
