@@ -47,7 +47,7 @@ use crate::core::lifespan::delay_until;
 #[cfg(doc)]
 use crate::core::pool::plan::PENDING_HANDLE_TTL;
 use crate::core::pool::plan::{
-    PendingHandles, PoolInput, is_handle_of_pool, is_unbound_handle_of_pool, new_handle_name,
+    PendingHandles, PoolInput, is_handle_of_pool, is_unbound_handle_of_pool, new_handle_names,
     plan_pool, set_pool_validity,
 };
 use crate::core::pool::scaling::{
@@ -297,15 +297,7 @@ async fn pass(pool_object: &PoolObject, pctx: &PoolContext) -> Result<Option<Act
                 .map(|(h, _)| h.metadata.name.as_deref().unwrap_or_default())
                 .chain(pending.iter().map(String::as_str))
                 .collect();
-            let mut rng = rand::rng();
-            let mut names: Vec<String> = Vec::with_capacity(plan.create);
-            while names.len() < plan.create {
-                let candidate = new_handle_name(&mut rng);
-                if !known.contains(&candidate.as_str()) && !names.contains(&candidate) {
-                    names.push(candidate);
-                }
-            }
-            names
+            new_handle_names(plan.create, &known, &mut rand::rng())
         }
         _ => Vec::new(),
     };

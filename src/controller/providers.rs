@@ -17,6 +17,7 @@ use super::context::{Context, EventKind};
 use super::kinds::{Kinds, ProviderObject};
 use crate::core::conditions::{self, Change, VALID};
 use crate::core::provider::status::provider_conditions;
+use crate::core::provider::users;
 use crate::core::provider::{ProviderError, ProviderProblem};
 
 #[derive(Debug, thiserror::Error)]
@@ -135,47 +136,21 @@ async fn report(ctx: &Context, provider: &ProviderObject) {
     }
 }
 
-/// Wakes the claims, handles and pools that use provider `name`, and every unbound claim (one may
-/// have been waiting for this provider to appear or to match).
+/// Wakes the claims, handles and pools a change of provider `name` concerns
+/// ([`crate::core::provider::users`]).
 fn wake_users(ctx: &Context, name: &str) {
     for claim in ctx.stores.claims.state() {
-        let status = claim.status.as_ref();
-        let uses = claim.spec.provider.as_ref().is_some_and(|p| p.name == name)
-            || claim
-                .spec
-                .resources
-                .iter()
-                .flatten()
-                .any(|r| r.provider.as_ref().is_some_and(|p| p.name == name))
-            || status
-                .and_then(|s| s.resources.as_ref())
-                .into_iter()
-                .flatten()
-                .any(|r| r.provider.as_ref().is_some_and(|p| p.name == name));
-        let unbound = status.and_then(|s| s.resource_handle.as_ref()).is_none();
-        if uses || unbound {
+        if users::concerns_claim(&claim.spec, claim.status.as_ref(), name) {
             ctx.triggers.wake_claim(&claim, &ctx.kinds);
         }
     }
     for handle in ctx.stores.handles.state() {
-        let uses = handle
-            .spec
-            .provider
-            .as_ref()
-            .is_some_and(|p| p.name == name)
-            || handle
-                .spec
-                .resources
-                .iter()
-                .flatten()
-                .any(|r| r.provider.name == name);
-        if uses {
+        if users::concerns_handle(&handle.spec, name) {
             ctx.triggers.wake_handle(&handle, &ctx.kinds);
         }
     }
-    // A pool waiting for its provider (its handles take the provider's lifespan).
     for pool in ctx.stores.pools.state() {
-        if pool.spec.provider.as_ref().is_some_and(|p| p.name == name) {
+        if users::concerns_pool(&pool.spec, name) {
             ctx.triggers.wake_pool(&pool, &ctx.kinds);
         }
     }

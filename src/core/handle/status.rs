@@ -24,8 +24,8 @@ mod tests;
 pub(crate) struct StatusInput<'a> {
     pub handle: &'a ResourceHandle,
     pub providers: &'a HandleProviders,
-    /// The provider whose `statusSummaryTemplate` renders `status.summary`: `spec.provider`,
-    /// else the last resource's provider (Δ D10). `None` leaves the summary as it is.
+    /// The provider whose `statusSummaryTemplate` renders `status.summary`
+    /// ([`summary_provider_name`]). `None` leaves the summary as it is.
     pub summary_provider: Option<&'a CompiledProvider>,
     /// This reconcile's plan per resource. A resource without a plan keeps its `waitingFor`.
     pub plans: &'a [ResourcePlan],
@@ -41,6 +41,20 @@ pub(crate) struct StatusInput<'a> {
 pub(crate) struct DesiredStatus {
     pub status: ResourceHandleStatus,
     pub failures: Vec<String>,
+}
+
+/// The provider whose `statusSummaryTemplate` renders the handle's `status.summary` (Δ D10):
+/// `spec.provider`, else the provider of the last resource.
+pub(crate) fn summary_provider_name(handle: &ResourceHandle) -> Option<&str> {
+    match &handle.spec.provider {
+        Some(provider) => Some(&provider.name),
+        None => handle
+            .spec
+            .resources
+            .as_deref()
+            .and_then(<[_]>::last)
+            .map(|r| r.provider.name.as_str()),
+    }
 }
 
 /// Computes the whole status (§13, Δ§3.2 update_status).

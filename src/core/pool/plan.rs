@@ -35,6 +35,24 @@ pub(crate) fn new_handle_name<R: rand::Rng + ?Sized>(rng: &mut R) -> String {
     format!("{}{random}", crate::core::naming::HANDLE_GENERATE_NAME)
 }
 
+/// `count` new handle names ([`new_handle_name`]), none of them `taken` (the pool's handles
+/// and the names reserved for it) nor repeated: a client-chosen name that collides would make
+/// the create fail after the name was reserved.
+pub(crate) fn new_handle_names<R: rand::Rng + ?Sized>(
+    count: usize,
+    taken: &[&str],
+    rng: &mut R,
+) -> Vec<String> {
+    let mut names: Vec<String> = Vec::with_capacity(count);
+    while names.len() < count {
+        let candidate = new_handle_name(rng);
+        if !taken.contains(&candidate.as_str()) && !names.contains(&candidate) {
+            names.push(candidate);
+        }
+    }
+    names
+}
+
 /// Whether `handle` belongs to `pool` (`spec.resourcePool` names it; §11 step 1).
 pub(crate) fn is_handle_of_pool(handle: &ResourceHandle, pool: &ResourcePool) -> bool {
     let pool_namespace = pool.namespace().unwrap_or_default();

@@ -4,6 +4,7 @@
 
 pub(crate) mod schema;
 pub(crate) mod status;
+pub(crate) mod users;
 
 use std::collections::BTreeMap;
 use std::fmt;

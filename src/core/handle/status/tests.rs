@@ -27,20 +27,8 @@ fn compute(
     states: &[Option<Value>],
 ) -> DesiredStatus {
     let providers = fixture.providers(handle);
-    let summary_name = handle
-        .spec
-        .provider
-        .as_ref()
-        .map(|p| p.name.clone())
-        .or_else(|| {
-            handle
-                .spec
-                .resources
-                .as_ref()
-                .and_then(|r| r.last())
-                .map(|r| r.provider.name.clone())
-        });
-    let summary_provider = summary_name.and_then(|n| fixture.catalog.get(&n).ok().cloned());
+    let summary_provider =
+        summary_provider_name(handle).and_then(|n| fixture.catalog.get(n).ok().cloned());
     desired_status(
         &fixture.env(),
         &StatusInput {
@@ -211,6 +199,16 @@ fn the_summary_comes_from_spec_provider_else_the_last_resources_provider() {
     );
     let desired = compute(&fixture, &with_provider, &[], &[None, None]).status;
     assert_eq!(desired.summary, Some(json!({"size": "3"})));
+}
+
+#[test]
+fn the_summary_provider_is_spec_provider_else_the_last_resources() {
+    let mut two = handle(&[("a", "first", json!({})), ("b", "last", json!({}))]);
+    assert_eq!(summary_provider_name(&two), Some("last"));
+    two.spec.provider =
+        Some(serde_json::from_value(json!({"name": "top"})).expect("a provider reference"));
+    assert_eq!(summary_provider_name(&two), Some("top"));
+    assert_eq!(summary_provider_name(&handle(&[])), None);
 }
 
 #[test]

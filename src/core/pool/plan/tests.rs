@@ -487,3 +487,29 @@ fn a_pool_gets_a_valid_condition_only_once_it_had_a_problem() {
         "a new message is no transition"
     );
 }
+
+#[test]
+fn new_handle_names_avoid_taken_names_and_each_other() {
+    use rand::SeedableRng;
+    let seeded = || rand::rngs::StdRng::seed_from_u64(7);
+    // The names the same generator gives first: two of them are taken.
+    let first: Vec<String> = {
+        let mut rng = seeded();
+        (0..3).map(|_| new_handle_name(&mut rng)).collect()
+    };
+    let taken = [first[0].as_str(), first[2].as_str()];
+    let names = new_handle_names(3, &taken, &mut seeded());
+    assert_eq!(names.len(), 3);
+    assert_eq!(names[0], first[1], "the first free name is kept");
+    for name in &names {
+        assert!(!taken.contains(&name.as_str()), "{name} is taken");
+        assert!(
+            name.starts_with("guid-") && name.len() == "guid-".len() + 5,
+            "{name}"
+        );
+    }
+    let mut unique = names.clone();
+    unique.sort();
+    unique.dedup();
+    assert_eq!(unique.len(), names.len(), "{names:?}");
+}
