@@ -14,6 +14,7 @@ pub(crate) mod lifespan;
 pub mod naming;
 pub(crate) mod pool;
 pub(crate) mod provider;
+pub(crate) mod python;
 pub(crate) mod template;
 #[cfg(test)]
 pub(crate) mod test_fixtures;

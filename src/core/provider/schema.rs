@@ -22,7 +22,6 @@
 //! - A schema Python would only trip over while validating (unknown type, list-valued `type`
 //!   or `items`, bad regex, non-numeric bound, `$ref`) is a [`SchemaError`] up front.
 
-mod python_repr;
 #[cfg(test)]
 mod tests;
 
@@ -33,7 +32,8 @@ use std::sync::{Arc, Mutex};
 use serde_json::{Map, Number, Value};
 use thiserror::Error;
 
-use python_repr::{pformat, repr, repr_number, repr_str};
+use crate::core::python::pprint::pformat;
+use crate::core::python::repr::{repr, repr_number, repr_str};
 
 /// Schemas nest at most this deep; deeper ones are refused rather than risking the stack.
 const MAX_DEPTH: usize = 64;
