@@ -5,10 +5,10 @@
 
 use std::sync::Arc;
 
+use chrono::{DateTime, Utc};
 use futures::StreamExt;
 use json_patch::jsonptr::PointerBuf;
 use json_patch::{AddOperation, PatchOperation, TestOperation};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::controller::{self, Action, Controller};
@@ -20,15 +20,14 @@ use serde_json::{Value, json};
 use super::context::{Context, EventKind};
 use super::kinds::{Kinds, PoolObject, ScalingObject};
 use crate::api::ResourcePoolScaling;
+use crate::core::conditions::Change;
 use crate::core::lifespan::delay_until;
 use crate::core::pool::scaling::{
     desired_state, is_active, is_ignored, next_deadline, owner_references, state_patch,
+    validity_conditions,
 };
 use crate::runtime::metrics::KindLabels;
 use crate::runtime::run::Shutdown;
-
-/// The condition type that reports a scaling's problems (a missing pool, a bad `at`).
-const VALID: &str = "Valid";
 
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum ScalingControllerError {
@@ -116,7 +115,7 @@ async fn reconcile(
              create it or correct the name",
             scaling.namespace().unwrap_or_default()
         );
-        report(&ctx, &object, &scaling, Some(problem)).await?;
+        report(&ctx, &object, &scaling, Some(problem), ctx.now()).await?;
         // The pool watch wakes this scaling when the pool appears.
         return Ok(Action::await_change());
     };
@@ -161,11 +160,11 @@ async fn reconcile(
     let state = match desired_state(&scaling, now) {
         Ok(state) => state,
         Err(error) => {
-            report(&ctx, &object, &scaling, Some(error.to_string())).await?;
+            report(&ctx, &object, &scaling, Some(error.to_string()), now).await?;
             return Ok(Action::await_change());
         }
     };
-    report(&ctx, &object, &scaling, None).await?;
+    report(&ctx, &object, &scaling, None, now).await?;
 
     // Q7 fixed: the state follows the counts; written only when it differs, guarded by the
     // count it was computed from.
@@ -197,45 +196,20 @@ async fn reconcile(
     })
 }
 
-/// Sets the `Valid` condition: false with `problem` (with a Warning Event and the invalid
-/// resources metric when newly reported), true once a reported problem is gone, absent while
-/// there never was one.
+/// Writes the `Valid` condition for `problem` when it changed
+/// ([`crate::core::pool::scaling::validity_conditions`]), with a Warning Event and the invalid
+/// resources metric for a new problem.
 async fn report(
     ctx: &Context,
     object: &ScalingObject,
     scaling: &ResourcePoolScaling,
     problem: Option<String>,
+    now: DateTime<Utc>,
 ) -> Result<(), ScalingControllerError> {
-    let conditions = scaling
-        .status
-        .as_ref()
-        .and_then(|s| s.conditions.clone())
-        .unwrap_or_default();
-    let current = conditions.iter().find(|c| c.type_ == VALID);
-    let (state, reason, message) = match &problem {
-        Some(problem) => ("False", "InvalidConfiguration", problem.clone()),
-        None => ("True", "Valid", String::new()),
-    };
-    let unchanged = match current {
-        Some(c) => c.status == state && c.message == message,
-        None => problem.is_none(),
-    };
-    if unchanged {
+    let (conditions, change) = validity_conditions(scaling, problem.as_deref(), now);
+    if change == Change::Unchanged {
         return Ok(());
     }
-    let condition = Condition {
-        type_: VALID.to_owned(),
-        status: state.to_owned(),
-        reason: reason.to_owned(),
-        message,
-        observed_generation: scaling.metadata.generation,
-        last_transition_time: Time(k8s_openapi::jiff::Timestamp::now()),
-    };
-    let mut conditions: Vec<Condition> = conditions
-        .into_iter()
-        .filter(|c| c.type_ != VALID)
-        .collect();
-    conditions.push(condition);
     // Only this controller writes conditions; a merge patch leaves count and state alone.
     let patch = json!({"status": {"conditions": conditions}});
     match ctx
@@ -251,7 +225,9 @@ async fn report(
         Err(kube::Error::Api(status)) if status.code == 404 => return Ok(()),
         Err(error) => return Err(error.into()),
     }
-    if let Some(problem) = problem {
+    if change.is_news()
+        && let Some(problem) = problem
+    {
         tracing::warn!(scaling = %scaling.name_any(), %problem, "invalid ResourcePoolScaling");
         ctx.metrics
             .invalid_resources

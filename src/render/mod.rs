@@ -5,7 +5,7 @@
 pub mod input;
 
 use chrono::{DateTime, Utc};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
 use serde_json::Value;
 
 use crate::api::refs::WaitingFor;
@@ -18,6 +18,7 @@ use crate::core::handle::plan::{
     HandlePlanError, HandleProviders, PlanEnvironment, PlanInput, ResourcePlan,
     generated_resources, plan_resources_timed,
 };
+use crate::core::lifespan::api_time;
 use crate::core::provider::schema::SchemaCache;
 use crate::core::provider::{ProviderCatalog, ProviderCompiler, ProviderProblem};
 use crate::core::template::{ClockReading, TemplateEngine};
@@ -201,7 +202,7 @@ impl Renderer<'_> {
     fn name(&self, handle: &mut ResourceHandle) {
         handle.metadata.name = Some(self.options.handle_name.clone());
         handle.metadata.uid = Some("00000000-0000-0000-0000-000000000000".to_owned());
-        handle.metadata.creation_timestamp = Some(to_time(self.now()));
+        handle.metadata.creation_timestamp = Some(api_time(self.now()));
     }
 
     fn claim(
@@ -220,7 +221,7 @@ impl Renderer<'_> {
         claim
             .metadata
             .creation_timestamp
-            .get_or_insert_with(|| to_time(self.now()));
+            .get_or_insert_with(|| api_time(self.now()));
         let resolved = self.resolve(&claim)?;
         if let Some(pool_handle) = pool_handle {
             let pool_name = requested_pool(&resolved.claim.metadata, self.domain());
@@ -435,12 +436,6 @@ fn apply(
     }
     json_patch::patch(&mut document, &ops).map_err(failed)?;
     serde_json::from_value(document).map_err(failed)
-}
-
-fn to_time(t: DateTime<Utc>) -> Time {
-    let timestamp = k8s_openapi::jiff::Timestamp::from_second(t.timestamp())
-        .unwrap_or(k8s_openapi::jiff::Timestamp::UNIX_EPOCH);
-    Time(timestamp)
 }
 
 #[cfg(test)]
