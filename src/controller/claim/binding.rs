@@ -20,7 +20,8 @@ use crate::api::ResourceHandle;
 use crate::api::claim::ClaimHandleRef;
 use crate::core::binding::bind::{pointer, unbind_patch};
 use crate::core::binding::matching::{is_bind_candidate, is_free};
-use crate::core::claim::plan::{ResolvedClaim, claim_handle_name, requested_pool};
+use crate::core::claim::plan::{ResolvedClaim, requested_pool};
+use crate::core::naming::claim_handle_name;
 
 /// A handle just given to the claim, not yet recorded in its status.
 #[derive(Clone)]

@@ -3,6 +3,7 @@ use proptest::prelude::*;
 use serde_json::{Value, json};
 
 use super::*;
+use crate::core::naming::NAME_ALPHABET;
 
 fn now() -> DateTime<Utc> {
     DateTime::parse_from_rfc3339("2026-01-01T12:00:00Z")
@@ -341,7 +342,7 @@ fn handles_of_the_pool() {
 fn new_handle_names_look_like_generated_ones() {
     let mut rng = rand::rng();
     for _ in 0..100 {
-        let name = new_handle_name(&mut rng);
+        let name = random_handle_name(&mut rng);
         assert_eq!(name.len(), 10);
         assert!(name.starts_with("guid-"));
         assert!(name[5..].bytes().all(|b| NAME_ALPHABET.contains(&b)));
@@ -495,7 +496,7 @@ fn new_handle_names_avoid_taken_names_and_each_other() {
     // The names the same generator gives first: two of them are taken.
     let first: Vec<String> = {
         let mut rng = seeded();
-        (0..3).map(|_| new_handle_name(&mut rng)).collect()
+        (0..3).map(|_| random_handle_name(&mut rng)).collect()
     };
     let taken = [first[0].as_str(), first[2].as_str()];
     let names = new_handle_names(3, &taken, &mut seeded());
