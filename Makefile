@@ -1,12 +1,15 @@
 # poolboy developer entry points. `make test` is THE test command (CI runs it
 # through .ci/run).
-.PHONY: help cluster cluster-down cluster-status cluster-build test run bench
+.PHONY: help cluster cluster-down cluster-status cluster-build image deploy undeploy test run bench
 
 help:
 	@echo "make cluster         start the local control plane (kubeconfig: target/cluster/kubeconfig)"
 	@echo "make cluster-down    stop it and remove its state"
 	@echo "make cluster-status  is it up?"
-	@echo "make cluster-build   build etcd, kube-apiserver, kube-controller-manager and helm (cached)"
+	@echo "make cluster-build   build etcd, kube-apiserver, kube-controller-manager, helm, and the node (cached)"
+	@echo "make image           build the image offline (buildah) and load it into the local node"
+	@echo "make deploy          the cluster, the image, and the chart: the broker in a Pod, with the examples"
+	@echo "make undeploy        helm uninstall (CRDs and objects stay)"
 	@echo "make test            fmt check, clippy, helm lint, all tests against a fresh control plane"
 	@echo "make run             the control plane, the CRDs and examples, and the broker in the foreground"
 	@echo "make bench           200 warm and 200 cold claims against a fresh control plane (release build)"
@@ -22,6 +25,16 @@ cluster-status:
 
 cluster-build:
 	@hack/cluster/build.sh
+	@hack/cluster/build.sh --node
+
+image:
+	@hack/image/build.sh
+
+deploy:
+	@hack/deploy.sh
+
+undeploy:
+	@hack/deploy.sh uninstall
 
 test:
 	@hack/test.sh

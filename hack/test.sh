@@ -33,8 +33,12 @@ trap 'status=$?; trap - EXIT INT TERM; step "stopping the control plane"; hack/c
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-step "starting the control plane in $POOLBOY_CLUSTER_DIR"
+step "starting the control plane and its node in $POOLBOY_CLUSTER_DIR"
 hack/cluster/cluster.sh up >/dev/null
+
+# tests/deploy.rs installs the chart with this image on the node.
+step "make image (release build, buildah, loaded into the node)"
+hack/image/build.sh >/dev/null
 
 # A test that hangs fails the run instead of stalling CI (the whole suite takes minutes).
 step "cargo test --no-fail-fast (at most 30 minutes)"

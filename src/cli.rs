@@ -135,7 +135,7 @@ fn report(outcome: Result<(), String>) -> ExitCode {
 /// (an unreadable file, a bad `--at`).
 fn render(args: RenderArgs, domain: OperatorDomain) -> ExitCode {
     use crate::render::input::RenderInput;
-    use crate::render::{RenderOptions, RenderedResource, render};
+    use crate::render::{NextChange, RenderOptions, RenderedOutcome, RenderedResource, render};
 
     let at = args
         .at
@@ -186,14 +186,30 @@ fn render(args: RenderArgs, domain: OperatorDomain) -> ExitCode {
         Err(e) => return invalid(&e),
     }
     for resource in &rendered.resources {
-        match resource {
-            RenderedResource::Definition(definition) => match yaml_document(definition) {
-                Ok(yaml) => out.push_str(&yaml),
-                Err(e) => return invalid(&e),
+        let RenderedResource {
+            index,
+            name,
+            outcome,
+            next_change,
+        } = resource;
+        let next_change = match next_change {
+            NextChange::Never => String::new(),
+            NextChange::At(at) => format!(
+                "# resource {index} ({name}) changes with the clock at {}\n",
+                at.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true)
+            ),
+            NextChange::Unpredictable => format!(
+                "# resource {index} ({name}) uses the current time: rendered again every --time-template-interval\n"
+            ),
+        };
+        match outcome {
+            RenderedOutcome::Definition(definition) => match serde_saphyr::to_string(definition) {
+                Ok(yaml) => out.push_str(&format!("---\n{next_change}{yaml}")),
+                Err(e) => return invalid(&format!("cannot serialise: {e}")),
             },
-            RenderedResource::Waiting { index, name, why } => {
+            RenderedOutcome::Waiting(why) => {
                 out.push_str(&format!(
-                    "---\n# resource {index} ({name}) is not created yet: {why}\n"
+                    "---\n# resource {index} ({name}) is not created yet: {why}\n{next_change}"
                 ));
             }
         }

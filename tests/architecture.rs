@@ -292,19 +292,7 @@ fn core_and_api_import_nothing_of_the_io_shell() {
 #[test]
 fn no_module_imports_a_module_that_imports_it_back() {
     let graph = imports();
-    // core's own graph is the core half of issue 9 (core::template's filters and jmespath
-    // share Python's json.dumps until it moves to core::python); the shell is checked here.
-    let shell: BTreeMap<Module, BTreeSet<Module>> = graph
-        .into_iter()
-        .map(|(module, targets)| {
-            let targets = targets
-                .into_iter()
-                .filter(|t| !(under(&module, "core") && under(t, "core")))
-                .collect();
-            (module, targets)
-        })
-        .collect();
-    let found = cycles(&shell);
+    let found = cycles(&graph);
     assert!(found.is_empty(), "{found:#?}");
 }
 

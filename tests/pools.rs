@@ -462,6 +462,58 @@ async fn a_pool_with_a_missing_provider_reports_it_and_fills_once_it_appears() {
     env.teardown([operator]).await;
 }
 
+/// The pool's `Valid` condition, once it reports a problem that mentions `needle`.
+async fn problem_condition(env: &TestEnv, pool: &str, needle: &str) -> Value {
+    eventually(
+        &format!("pool {pool}: Valid=False mentioning {needle}"),
+        TIMEOUT,
+        || async {
+            let status = pool_status(env, pool).await;
+            status["conditions"]
+                .as_array()?
+                .iter()
+                .find(|c| {
+                    c["type"] == "Valid"
+                        && c["status"] == "False"
+                        && c["message"].as_str().is_some_and(|m| m.contains(needle))
+                })
+                .cloned()
+        },
+    )
+    .await
+}
+
+/// metav1.Condition: `lastTransitionTime` is when the status last flipped. A pool whose
+/// problem changes (another missing provider) keeps it; only the message moves.
+#[tokio::test]
+async fn a_pool_problem_that_changes_keeps_its_transition_time() {
+    let env = TestEnv::new().await;
+    let operator = TestOperator::start(env.client.clone(), &env.namespace);
+    create_pool(
+        &env,
+        "misnamed",
+        json!({"minAvailable": 1, "provider": {"name": "first-missing"}}),
+    )
+    .await;
+    let first = problem_condition(&env, "misnamed", "first-missing").await;
+    // Condition times are whole seconds: a second later, a moved time would show.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    env.api::<ResourcePool>()
+        .patch(
+            "misnamed",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"provider": {"name": "second-missing"}}})),
+        )
+        .await
+        .expect("rename the pool's provider");
+    let second = problem_condition(&env, "misnamed", "second-missing").await;
+    assert_eq!(
+        second["lastTransitionTime"], first["lastTransitionTime"],
+        "only the message changed: {first} then {second}"
+    );
+    env.teardown([operator]).await;
+}
+
 #[tokio::test]
 async fn two_operator_processes_fill_a_pool_exactly() {
     let env = TestEnv::new().await;

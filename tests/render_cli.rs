@@ -451,3 +451,45 @@ fn a_bad_at_is_a_usage_error() {
 fn no_file_is_a_usage_error() {
     usage_error(&poolboy(&["render"], None));
 }
+
+/// Issue 15: with `--at`, each resource whose rendering a comparison with the current time will
+/// change says when; the document stays valid YAML.
+#[test]
+fn render_at_shows_when_a_schedule_flips() {
+    let file = scratch(
+        "schedule.yaml",
+        r#"apiVersion: poolboy.gpte.redhat.com/v1
+kind: ResourceProvider
+metadata: {name: schedule, namespace: poolboy}
+spec:
+  match: {apiVersion: v1, kind: ConfigMap}
+  matchIgnore: ["/data(/.*)?"]
+  template: {enable: true}
+  override:
+    metadata: {namespace: managed}
+    data:
+      state: "{{ 'stopped' if timestamp(resource_template.data.stop) < timestamp.utcnow else 'started' }}"
+---
+apiVersion: poolboy.gpte.redhat.com/v1
+kind: ResourceClaim
+metadata: {name: lab, namespace: user1}
+spec:
+  resources:
+  - template:
+      apiVersion: v1
+      kind: ConfigMap
+      metadata: {name: lab}
+      data: {stop: "2026-11-21T12:45:00Z"}
+"#,
+    );
+    let rendered = Rendered::of(&render(&[&file]));
+    assert!(
+        rendered
+            .text
+            .contains("# resource 0 (schedule) changes with the clock at 2026-11-21T12:45:00Z"),
+        "{}",
+        rendered.text
+    );
+    assert_eq!(rendered.kinds(), ["ResourceHandle", "ConfigMap"]);
+    assert_eq!(rendered.documents[1]["data"]["state"], "started");
+}

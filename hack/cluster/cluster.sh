@@ -9,14 +9,28 @@
 #
 # POOLBOY_CLUSTER_DIR picks the state directory (default: <repo>/target/cluster).
 # The admin kubeconfig is written to $POOLBOY_CLUSTER_DIR/kubeconfig.
+#
+# The cluster has one node (node.sh): containerd, kubelet and kube-scheduler, with Pods on a
+# bridge of its own; POOLBOY_CLUSTER_NODE=0 starts the control plane alone.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 repo="$(cd "$here/../.." && pwd)"
 dir="${POOLBOY_CLUSTER_DIR:-$repo/target/cluster}"
 pki="$dir/pki"
-# Stop order; start order is the reverse.
-components=(kube-controller-manager kube-apiserver etcd)
+node_enabled="${POOLBOY_CLUSTER_NODE:-1}"
+node_name=poolboy-node
+# Stop order; start order is the reverse (the node's components stop first, see stop_all).
+control_plane=(kube-controller-manager kube-apiserver etcd)
+node_components=(kube-scheduler kubelet containerd)
+components=("${control_plane[@]}")
+if [[ "$node_enabled" == 1 ]]; then
+  components=("${node_components[@]}" "${control_plane[@]}")
+fi
+
+# Where build.sh puts (or has put) the binaries; cmd_up builds them.
+bin_dir="$("$here/build.sh" --bin-dir)"
+node_bin_dir="$("$here/build.sh" --node-bin-dir)"
 
 log() { echo "cluster: $*" >&2; }
 die() {
@@ -31,7 +45,7 @@ live_pid() {
   [[ -f "$dir/$name.pid" ]] || return 1
   pid="$(<"$dir/$name.pid")"
   [[ "$pid" =~ ^[0-9]+$ ]] || return 1
-  argv0="$(tr '\0' '\n' <"/proc/$pid/cmdline" 2>/dev/null | head -n 1)" || return 1
+  argv0="$(tr '\0' '\n' 2>/dev/null <"/proc/$pid/cmdline" | head -n 1)" || return 1
   [[ "$(basename -- "$argv0")" == "$name" ]] || return 1
   echo "$pid"
 }
@@ -47,7 +61,8 @@ is_up() {
   for name in "${components[@]}"; do
     live_pid "$name" >/dev/null || return 1
   done
-  [[ -f "$dir/kubeconfig" ]] && api_get /readyz >/dev/null 2>&1
+  [[ -f "$dir/kubeconfig" ]] && api_get /readyz >/dev/null 2>&1 || return 1
+  [[ "$node_enabled" != 1 ]] || node_ready
 }
 
 # A port nobody listens on. Random in 10000-31999 (below Linux's ephemeral
@@ -89,10 +104,17 @@ wait_for() {
 }
 
 start() {
-  local name="$1"
+  local name="$1" path
   shift
+  if [[ -x "$bin_dir/$name" ]]; then
+    path="$bin_dir/$name"
+  elif [[ -n "${node_bin_dir:-}" && -x "$node_bin_dir/$name" ]]; then
+    path="$node_bin_dir/$name"
+  else
+    path="$(command -v "$name")" || die "$name not found"
+  fi
   # setsid: the processes outlive `make cluster` and its terminal.
-  setsid "$bin_dir/$name" "$@" >"$dir/$name.log" 2>&1 </dev/null &
+  setsid "$path" "$@" >"$dir/$name.log" 2>&1 </dev/null &
   echo $! >"$dir/$name.pid"
 }
 
@@ -119,6 +141,9 @@ subjectAltName=IP:127.0.0.1,IP:10.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kuberne
     # Both identities are cluster-admins through the system:masters group.
     leaf admin "/O=system:masters/CN=poolboy-admin" "extendedKeyUsage=clientAuth"
     leaf controller-manager "/O=system:masters/CN=system:kube-controller-manager" \
+      "extendedKeyUsage=clientAuth"
+    leaf scheduler "/O=system:masters/CN=system:kube-scheduler" "extendedKeyUsage=clientAuth"
+    leaf kubelet "/O=system:masters/O=system:nodes/CN=system:node:$node_name" \
       "extendedKeyUsage=clientAuth"
     # Service-account token signing key pair (TokenRequest API).
     openssl genpkey -algorithm RSA -pkeyopt rsa_keygen_bits:2048 -out sa.key 2>/dev/null
@@ -181,6 +206,8 @@ start_all() {
     --service-account-issuer=https://kubernetes.default.svc.cluster.local \
     --service-account-key-file="$pki/sa.pub" \
     --service-account-signing-key-file="$pki/sa.key" \
+    --kubelet-client-certificate="$pki/admin.crt" --kubelet-client-key="$pki/admin.key" \
+    --kubelet-preferred-address-types=InternalIP \
     --profiling=false
   wait_for 60 kube-apiserver api_get /readyz || return 1
 
@@ -202,9 +229,18 @@ start_all() {
   # the serviceaccount controller has created default/default.
   wait_for 60 kube-controller-manager api_get /api/v1/namespaces/default/serviceaccounts/default ||
     return 1
+
+  if [[ "$node_enabled" == 1 ]]; then
+    start_node || return 1
+  fi
 }
 
-kcm_controllers="namespace-controller,garbage-collector-controller,serviceaccount-controller,serviceaccount-token-controller,root-ca-certificate-publisher-controller,clusterrole-aggregation-controller"
+# deployment + replicaset: Deployments get their Pods (on the node); node-lifecycle: the
+# node's not-ready taint goes once it is Ready; disruption: PDB status.
+kcm_controllers="namespace-controller,garbage-collector-controller,serviceaccount-controller,serviceaccount-token-controller,root-ca-certificate-publisher-controller,clusterrole-aggregation-controller,deployment-controller,replicaset-controller,node-lifecycle-controller,disruption-controller"
+
+# shellcheck source=node.sh
+source "$here/node.sh"
 
 usage() {
   cat <<EOF
@@ -216,13 +252,26 @@ Try:
   kubectl --kubeconfig $dir/kubeconfig get namespaces
   export KUBECONFIG=$dir/kubeconfig PATH=$dir/bin:\$PATH
 Integration tests find it on their own (override with POOLBOY_TEST_KUBECONFIG).
+$(node_usage)
 Stop it with: make cluster-down
 EOF
 }
 
+# stop_all: the scheduler and controller-manager first (nothing new is scheduled or
+# created), then the node's Pods are drained and the node stopped and cleaned up (node.sh),
+# then the API server and etcd.
 stop_all() {
+  stop_components kube-scheduler kube-controller-manager
+  if [[ "$node_enabled" == 1 || -d "$dir/node" ]]; then
+    stop_node
+  fi
+  stop_components kube-apiserver etcd
+}
+
+# stop_components <name...>: SIGTERM, then SIGKILL after 20 s.
+stop_components() {
   local name pid pids=()
-  for name in "${components[@]}"; do
+  for name in "$@"; do
     if pid="$(live_pid "$name")"; then
       kill -TERM "$pid" 2>/dev/null || true
       pids+=("$name:$pid")
@@ -253,6 +302,10 @@ cmd_up() {
 
   bin_dir="$("$here/build.sh")" || die "building the control plane failed (see above)"
   [[ -x "$bin_dir/kube-apiserver" ]] || die "no kube-apiserver in $bin_dir"
+  if [[ "$node_enabled" == 1 ]]; then
+    "$repo/hack/node-deps.sh" || die "the node's packages are missing (see above)"
+    node_bin_dir="$("$here/build.sh" --node)" || die "building the node failed (see above)"
+  fi
   local started=$SECONDS attempt
   for attempt in 1 2 3; do
     mkdir -p "$dir"

@@ -53,3 +53,23 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- printf "%s:v%s" .Values.image.repository .Chart.AppVersion -}}
 {{- end -}}
 {{- end -}}
+
+{{/* The operator's rules for claims (cluster-wide, or in the operator namespace when namespaced). */}}
+{{- define "poolboy.claimRules" -}}
+{{- $domain := include "poolboy.operatorDomain" . -}}
+- apiGroups: [{{ $domain | quote }}]
+  resources: [resourceclaims]
+  verbs: [delete, get, list, patch, watch]
+- apiGroups: [{{ $domain | quote }}]
+  resources: [resourceclaims/status]
+  verbs: [patch]
+# A claim's requester is read from the annotations of the claim's namespace.
+- apiGroups: [""]
+  resources: [namespaces]
+  verbs: [get]
+# Lifespan and binding events about claims, handles and pools.
+- apiGroups: [events.k8s.io]
+  resources: [events]
+  verbs: [create, patch]
+{{- end -}}
+

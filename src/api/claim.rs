@@ -19,6 +19,7 @@ use super::refs::{ProviderParameters, ProviderRef, ResourceReference, WaitingFor
     namespaced,
     status = "ResourceClaimStatus",
     category = "poolboy",
+    shortname = "pbclaim",
     printcolumn(
         name = "Handle",
         type_ = "string",

@@ -22,6 +22,7 @@ use super::refs::{ObjectRef, ProviderParameters, ResourceReference, WaitingFor};
     namespaced,
     status = "ResourceHandleStatus",
     category = "poolboy",
+    shortname = "pbhandle",
     printcolumn(name = "Provider", type_ = "string", json_path = ".spec.provider.name"),
     printcolumn(name = "Pool", type_ = "string", json_path = ".spec.resourcePool.name"),
     printcolumn(name = "Healthy", type_ = "boolean", json_path = ".status.healthy"),

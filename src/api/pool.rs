@@ -21,6 +21,7 @@ use super::refs::{LifespanSettings, ObjectRef, ProviderParameters};
     namespaced,
     status = "ResourcePoolStatus",
     category = "poolboy",
+    shortname = "pbpool",
     printcolumn(
         name = "ResourceProvider",
         type_ = "string",

@@ -22,6 +22,7 @@ use super::refs::LifespanSettings;
     namespaced,
     status = "ResourceProviderStatus",
     category = "poolboy",
+    shortname = "pbprovider",
     printcolumn(
         name = "Api Version",
         type_ = "string",

@@ -16,6 +16,7 @@ use serde::{Deserialize, Serialize};
     namespaced,
     status = "ResourcePoolScalingStatus",
     category = "poolboy",
+    shortname = "pbscaling",
     printcolumn(name = "Pool", type_ = "string", json_path = ".spec.resourcePool.name"),
     printcolumn(name = "At", type_ = "string", json_path = ".spec.at"),
     printcolumn(name = "Count", type_ = "integer", json_path = ".spec.count"),

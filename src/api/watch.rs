@@ -22,6 +22,7 @@ use serde::{Deserialize, Serialize};
     namespaced,
     status = "ResourceWatchStatus",
     category = "poolboy",
+    shortname = "pbwatch",
     selectable = ".spec.apiVersion",
     selectable = ".spec.kind",
     selectable = ".spec.namespace",

@@ -32,7 +32,9 @@ use crate::core::handle::plan::{
     HandlePlanError, HandleProviders, PlanEnvironment, PlanInput, ResourcePlan,
     generated_resources, plan_resources,
 };
-use crate::core::handle::status::{StatusInput, desired_status, problem_message, status_patch};
+use crate::core::handle::status::{
+    StatusInput, desired_status, problem_message, status_patch, summary_provider_name,
+};
 use crate::core::json::patch::{PatchError, to_json_patch};
 use crate::core::lifespan::{Expiry, delay_until, handle_expiry};
 use crate::core::provider::{CompiledProvider, ProviderCompiler};
@@ -257,17 +259,8 @@ async fn manage_once(mut object: HandleObject, ctx: &Context) -> Result<Pass, Ha
                 requester: requester.as_ref(),
             },
         );
-        // Δ D10: the summary comes from spec.provider, else the last resource's provider.
-        let summary_name = handle
-            .spec
-            .provider
-            .as_ref()
-            .map(|p| p.name.clone())
-            .or_else(|| {
-                let resources = handle.spec.resources.as_deref().unwrap_or(&[]);
-                resources.last().map(|r| r.provider.name.clone())
-            });
-        let summary = summary_name.and_then(|name| catalog.get(&name).ok().cloned());
+        let summary =
+            summary_provider_name(&handle).and_then(|name| catalog.get(name).ok().cloned());
         (providers, summary, plans)
     });
 

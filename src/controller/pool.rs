@@ -27,7 +27,6 @@ use std::sync::{Arc, Mutex};
 
 use futures::StreamExt;
 use futures::channel::mpsc::UnboundedReceiver;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::api::{Api, Patch, PostParams};
 use kube::runtime::controller::{self, Action, Controller};
 use kube::runtime::reflector::{ObjectRef, Store};
@@ -47,8 +46,8 @@ use crate::core::lifespan::delay_until;
 #[cfg(doc)]
 use crate::core::pool::plan::PENDING_HANDLE_TTL;
 use crate::core::pool::plan::{
-    PendingHandles, PoolInput, is_handle_of_pool, is_unbound_handle_of_pool, new_handle_name,
-    plan_pool,
+    PendingHandles, PoolInput, is_handle_of_pool, is_unbound_handle_of_pool, new_handle_names,
+    plan_pool, set_pool_validity,
 };
 use crate::core::pool::scaling::{
     active_scalings_of_pool, attributed, count_patch, created, decremented, is_active,
@@ -57,8 +56,6 @@ use crate::core::pool::scaling::{
 use crate::metrics::PoolLabels;
 use crate::shutdown::Shutdown;
 
-/// The condition type that reports a pool's configuration problems.
-const VALID: &str = "Valid";
 /// Guarded status writes that conflict are recomputed from a fresh read this many times in one
 /// reconcile before the error policy takes over.
 const STATUS_ATTEMPTS: usize = 5;
@@ -314,15 +311,7 @@ async fn pass(pool_object: &PoolObject, pctx: &PoolContext) -> Result<Option<Act
                 .map(|(h, _)| h.metadata.name.as_deref().unwrap_or_default())
                 .chain(pending.iter().map(String::as_str))
                 .collect();
-            let mut rng = rand::rng();
-            let mut names: Vec<String> = Vec::with_capacity(plan.create);
-            while names.len() < plan.create {
-                let candidate = new_handle_name(&mut rng);
-                if !known.contains(&candidate.as_str()) && !names.contains(&candidate) {
-                    names.push(candidate);
-                }
-            }
-            names
+            new_handle_names(plan.create, &known, &mut rand::rng())
         }
         _ => Vec::new(),
     };
@@ -330,7 +319,12 @@ async fn pass(pool_object: &PoolObject, pctx: &PoolContext) -> Result<Option<Act
 
     let current = pool.status.as_ref();
     let mut desired = plan.status(&new_names, current);
-    let reported = set_valid_condition(&mut desired, problem.as_deref(), &pool);
+    let validity = set_pool_validity(
+        &mut desired,
+        problem.as_deref(),
+        pool.metadata.generation,
+        now,
+    );
     if current != Some(&desired) && !write_status(&ctx.pools_api(), pool_object, &desired).await? {
         return Ok(None);
     }
@@ -360,7 +354,9 @@ async fn pass(pool_object: &PoolObject, pctx: &PoolContext) -> Result<Option<Act
         });
         return Ok(None);
     }
-    if reported && let Some(problem) = &problem {
+    if validity.is_news()
+        && let Some(problem) = &problem
+    {
         ctx.metrics.invalid("ResourcePool");
         ctx.event(
             pool_object,
@@ -575,45 +571,6 @@ async fn write_status(
             Written::Gone => false,
         },
     )
-}
-
-/// Sets the `Valid` condition: false with `problem`, true once a reported problem is gone;
-/// absent while there never was one (the status stays as Poolboy writes it). Returns whether
-/// a problem is newly reported (for the Event and the metric).
-fn set_valid_condition(
-    status: &mut ResourcePoolStatus,
-    problem: Option<&str>,
-    pool: &ResourcePool,
-) -> bool {
-    let conditions = status.conditions.get_or_insert_with(Vec::new);
-    let current = conditions.iter().position(|c| c.type_ == VALID);
-    let (state, reason, message) = match problem {
-        Some(problem) => ("False", "InvalidConfiguration", problem.to_owned()),
-        None => ("True", "Valid", String::new()),
-    };
-    let reported = match current.map(|i| &conditions[i]) {
-        Some(c) if c.status == state && c.message == message => false,
-        None if problem.is_none() => false,
-        _ => {
-            let condition = Condition {
-                type_: VALID.to_owned(),
-                status: state.to_owned(),
-                reason: reason.to_owned(),
-                message,
-                observed_generation: pool.metadata.generation,
-                last_transition_time: Time(k8s_openapi::jiff::Timestamp::now()),
-            };
-            match current {
-                Some(i) => conditions[i] = condition,
-                None => conditions.push(condition),
-            }
-            problem.is_some()
-        }
-    };
-    if conditions.is_empty() {
-        status.conditions = None;
-    }
-    reported
 }
 
 /// Pool deletion (§11 step 9, Δ§3.3): deletes every unbound handle of the pool (bound ones

@@ -7,7 +7,6 @@
 use std::sync::Arc;
 
 use futures::StreamExt;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::ResourceExt;
 use kube::api::{Api, ListParams, Patch, PatchParams};
 use kube::runtime::WatchStreamExt;
@@ -16,6 +15,10 @@ use serde_json::json;
 
 use super::context::{Context, EventKind};
 use super::kinds::{Kinds, ProviderObject};
+use crate::core::conditions::{self, Change, VALID};
+use crate::core::provider::status::provider_conditions;
+use crate::core::provider::users;
+use crate::core::provider::{ProviderError, ProviderProblem};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ProviderWatchError {
@@ -90,52 +93,36 @@ async fn changed(ctx: &Context, provider: &ProviderObject) {
     wake_users(ctx, &name);
 }
 
-/// Writes the provider's `Valid` condition when it changed, with an Event for problems.
+/// Writes the provider's `Valid` condition when it changed, with an Event for a new problem.
 async fn report(ctx: &Context, provider: &ProviderObject) {
     let name = provider.name_any();
-    let problems: Vec<String> = ctx.providers(|catalog| match catalog.get(&name) {
-        Err(crate::core::provider::ProviderError::Invalid { problems, .. }) => {
-            problems.iter().map(ToString::to_string).collect()
-        }
+    let problems: Vec<ProviderProblem> = ctx.providers(|catalog| match catalog.get(&name) {
+        Err(ProviderError::Invalid { problems, .. }) => problems,
         _ => Vec::new(),
     });
-    let (status, reason, message) = if problems.is_empty() {
-        (
-            "True",
-            "Compiled",
-            "every template, regex and schema compiles".to_owned(),
-        )
-    } else {
-        ("False", "Invalid", problems.join("; "))
-    };
-    let current = provider
-        .status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .and_then(|c| c.iter().find(|c| c.type_ == "Valid"));
-    if current.is_some_and(|c| c.status == status && c.message == message) {
+    let (conditions, change) = provider_conditions(
+        provider.status.as_ref(),
+        &problems,
+        provider.metadata.generation,
+        ctx.now(),
+    );
+    if change == Change::Unchanged {
         return;
     }
-    if !problems.is_empty() {
+    if change.is_news()
+        && let Some(problem) = conditions::problem(Some(&conditions), VALID)
+    {
         ctx.metrics.invalid("ResourceProvider");
         ctx.event(
             provider,
             &ctx.kinds.provider,
             EventKind::Warning,
             "InvalidProvider",
-            message.clone(),
+            problem.to_owned(),
         )
         .await;
     }
-    let condition = Condition {
-        type_: "Valid".to_owned(),
-        status: status.to_owned(),
-        reason: reason.to_owned(),
-        message,
-        observed_generation: provider.metadata.generation,
-        last_transition_time: Time(k8s_openapi::jiff::Timestamp::now()),
-    };
-    let patch = json!({ "status": { "conditions": [condition] } });
+    let patch = json!({ "status": { "conditions": conditions } });
     if let Err(error) = api(ctx)
         .patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
         .await
@@ -144,47 +131,21 @@ async fn report(ctx: &Context, provider: &ProviderObject) {
     }
 }
 
-/// Wakes the claims, handles and pools that use provider `name`, and every unbound claim (one may
-/// have been waiting for this provider to appear or to match).
+/// Wakes the claims, handles and pools a change of provider `name` concerns
+/// ([`crate::core::provider::users`]).
 fn wake_users(ctx: &Context, name: &str) {
     for claim in ctx.stores.claims.state() {
-        let status = claim.status.as_ref();
-        let uses = claim.spec.provider.as_ref().is_some_and(|p| p.name == name)
-            || claim
-                .spec
-                .resources
-                .iter()
-                .flatten()
-                .any(|r| r.provider.as_ref().is_some_and(|p| p.name == name))
-            || status
-                .and_then(|s| s.resources.as_ref())
-                .into_iter()
-                .flatten()
-                .any(|r| r.provider.as_ref().is_some_and(|p| p.name == name));
-        let unbound = status.and_then(|s| s.resource_handle.as_ref()).is_none();
-        if uses || unbound {
+        if users::concerns_claim(&claim.spec, claim.status.as_ref(), name) {
             ctx.triggers.wake_claim(&claim, &ctx.kinds);
         }
     }
     for handle in ctx.stores.handles.state() {
-        let uses = handle
-            .spec
-            .provider
-            .as_ref()
-            .is_some_and(|p| p.name == name)
-            || handle
-                .spec
-                .resources
-                .iter()
-                .flatten()
-                .any(|r| r.provider.name == name);
-        if uses {
+        if users::concerns_handle(&handle.spec, name) {
             ctx.triggers.wake_handle(&handle, &ctx.kinds);
         }
     }
-    // A pool waiting for its provider (its handles take the provider's lifespan).
     for pool in ctx.stores.pools.state() {
-        if pool.spec.provider.as_ref().is_some_and(|p| p.name == name) {
+        if users::concerns_pool(&pool.spec, name) {
             ctx.triggers.wake_pool(&pool, &ctx.kinds);
         }
     }

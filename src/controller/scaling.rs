@@ -5,8 +5,8 @@
 
 use std::sync::Arc;
 
+use chrono::{DateTime, Utc};
 use futures::StreamExt;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::controller::{self, Action, Controller};
@@ -20,15 +20,14 @@ use super::kinds::{Kinds, PoolObject, ScalingObject};
 use super::reconciler::Reconciler;
 use super::write::{self, Target, Written};
 use crate::api::ResourcePoolScaling;
+use crate::core::conditions::Change;
 use crate::core::json::pointer::{add, test};
 use crate::core::lifespan::delay_until;
 use crate::core::pool::scaling::{
     desired_state, is_active, is_ignored, next_deadline, owner_references, state_patch,
+    validity_conditions,
 };
 use crate::shutdown::Shutdown;
-
-/// The condition type that reports a scaling's problems (a missing pool, a bad `at`).
-const VALID: &str = "Valid";
 
 const RECONCILER: Reconciler = Reconciler::new("ResourcePoolScaling");
 
@@ -132,7 +131,7 @@ async fn manage(object: &ScalingObject, ctx: &Context) -> Result<Action, Scaling
              create it or correct the name",
             scaling.namespace().unwrap_or_default()
         );
-        report(ctx, object, &scaling, Some(problem)).await?;
+        report(ctx, object, &scaling, Some(problem), ctx.now()).await?;
         // The pool watch wakes this scaling when the pool appears.
         return Ok(Action::await_change());
     };
@@ -166,11 +165,11 @@ async fn manage(object: &ScalingObject, ctx: &Context) -> Result<Action, Scaling
     let state = match desired_state(&scaling, now) {
         Ok(state) => state,
         Err(error) => {
-            report(ctx, object, &scaling, Some(error.to_string())).await?;
+            report(ctx, object, &scaling, Some(error.to_string()), now).await?;
             return Ok(Action::await_change());
         }
     };
-    report(ctx, object, &scaling, None).await?;
+    report(ctx, object, &scaling, None, now).await?;
 
     // Q7 fixed: the state follows the counts; written only when it differs, guarded by the
     // count it was computed from.
@@ -196,45 +195,20 @@ async fn manage(object: &ScalingObject, ctx: &Context) -> Result<Action, Scaling
     })
 }
 
-/// Sets the `Valid` condition: false with `problem` (with a Warning Event and the invalid
-/// resources metric when newly reported), true once a reported problem is gone, absent while
-/// there never was one.
+/// Writes the `Valid` condition for `problem` when it changed
+/// ([`crate::core::pool::scaling::validity_conditions`]), with a Warning Event and the invalid
+/// resources metric for a new problem.
 async fn report(
     ctx: &Context,
     object: &ScalingObject,
     scaling: &ResourcePoolScaling,
     problem: Option<String>,
+    now: DateTime<Utc>,
 ) -> Result<(), ScalingControllerError> {
-    let conditions = scaling
-        .status
-        .as_ref()
-        .and_then(|s| s.conditions.clone())
-        .unwrap_or_default();
-    let current = conditions.iter().find(|c| c.type_ == VALID);
-    let (state, reason, message) = match &problem {
-        Some(problem) => ("False", "InvalidConfiguration", problem.clone()),
-        None => ("True", "Valid", String::new()),
-    };
-    let unchanged = match current {
-        Some(c) => c.status == state && c.message == message,
-        None => problem.is_none(),
-    };
-    if unchanged {
+    let (conditions, change) = validity_conditions(scaling, problem.as_deref(), now);
+    if change == Change::Unchanged {
         return Ok(());
     }
-    let condition = Condition {
-        type_: VALID.to_owned(),
-        status: state.to_owned(),
-        reason: reason.to_owned(),
-        message,
-        observed_generation: scaling.metadata.generation,
-        last_transition_time: Time(k8s_openapi::jiff::Timestamp::now()),
-    };
-    let mut conditions: Vec<Condition> = conditions
-        .into_iter()
-        .filter(|c| c.type_ != VALID)
-        .collect();
-    conditions.push(condition);
     // Only this controller writes conditions; a merge patch leaves count and state alone.
     let patch = json!({"status": {"conditions": conditions}});
     match ctx
@@ -250,7 +224,9 @@ async fn report(
         Err(error) if write::is_not_found(&error) => return Ok(()),
         Err(error) => return Err(error.into()),
     }
-    if let Some(problem) = problem {
+    if change.is_news()
+        && let Some(problem) = problem
+    {
         tracing::warn!(scaling = %scaling.name_any(), %problem, "invalid ResourcePoolScaling");
         ctx.metrics.invalid("ResourcePoolScaling");
         ctx.event(

@@ -7,12 +7,14 @@
 
 pub(crate) mod binding;
 pub(crate) mod claim;
+pub(crate) mod conditions;
 pub(crate) mod handle;
 pub(crate) mod json;
 pub(crate) mod lifespan;
 pub mod naming;
 pub(crate) mod pool;
 pub(crate) mod provider;
+pub(crate) mod python;
 pub(crate) mod template;
 #[cfg(test)]
 pub(crate) mod test_fixtures;

@@ -1,11 +1,12 @@
-//! Names Poolboy derives rather than stores: the handle "guid", the default names of managed
-//! resources, ResourceWatch object names and the shard index of an object.
+//! Names Poolboy derives rather than stores: the handle "guid", the names of the handles the
+//! broker creates, the default names of managed resources and ResourceWatch object names.
 //!
 //! Each must match Poolboy 1.17 exactly: existing handles, resources and ResourceWatch objects
-//! are adopted by name, and shard labels written by Poolboy's manager must keep their meaning.
+//! are adopted by name.
 
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE;
+use rand::RngExt;
 use sha2::{Digest, Sha256};
 
 /// The `metadata.generateName` of every ResourceHandle (Poolboy 1.12 §3.2). The CRD pins handle
@@ -47,6 +48,34 @@ pub(crate) struct ResourceName {
     pub generate_name: String,
     /// `metadata.name`: `generate_name` followed by the handle guid.
     pub name: String,
+}
+
+/// The characters the API server draws `generateName` suffixes from. Handle names the broker
+/// picks itself use them too, so that they look like Poolboy's (`guid-` and five characters).
+pub(crate) const NAME_ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+const NAME_SUFFIX_CHARS: usize = 5;
+
+/// The name of the handle created for the claim with uid `claim_uid`: `guid-` and five
+/// characters derived from the uid. Being derived, two operator processes creating a handle
+/// for one claim at the same time create the same handle: the second gets 409 and adopts it
+/// instead of making a twin.
+pub(crate) fn claim_handle_name(claim_uid: &str) -> String {
+    let digest = Sha256::digest(claim_uid.as_bytes());
+    let suffix: String = digest
+        .iter()
+        .take(NAME_SUFFIX_CHARS)
+        .map(|b| char::from(NAME_ALPHABET[usize::from(*b) % NAME_ALPHABET.len()]))
+        .collect();
+    format!("{HANDLE_GENERATE_NAME}{suffix}")
+}
+
+/// A random handle name, `guid-` and five characters, chosen before the create so that a pool
+/// can reserve it in its status first (the API server would pick it only on create).
+pub(crate) fn random_handle_name<R: rand::Rng + ?Sized>(rng: &mut R) -> String {
+    let suffix: String = (0..NAME_SUFFIX_CHARS)
+        .map(|_| char::from(NAME_ALPHABET[rng.random_range(0..NAME_ALPHABET.len())]))
+        .collect();
+    format!("{HANDLE_GENERATE_NAME}{suffix}")
 }
 
 /// Names resource `index` of a handle whose guid is `guid`, for a template without

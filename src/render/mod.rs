@@ -5,7 +5,7 @@
 pub mod input;
 
 use chrono::{DateTime, Utc};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
 use serde_json::Value;
 
 use crate::api::refs::WaitingFor;
@@ -16,11 +16,12 @@ use crate::core::claim::plan::{
 use crate::core::handle::new::handle_for_pool;
 use crate::core::handle::plan::{
     HandlePlanError, HandleProviders, PlanEnvironment, PlanInput, ResourcePlan,
-    generated_resources, plan_resources,
+    generated_resources, plan_resources_timed,
 };
+use crate::core::lifespan::api_time;
 use crate::core::provider::schema::SchemaCache;
 use crate::core::provider::{ProviderCatalog, ProviderCompiler, ProviderProblem};
-use crate::core::template::TemplateEngine;
+use crate::core::template::{ClockReading, TemplateEngine};
 use crate::render::input::RenderInput;
 
 /// How to render.
@@ -44,15 +45,49 @@ pub struct Rendered {
 }
 
 #[derive(Debug)]
-pub enum RenderedResource {
+pub struct RenderedResource {
+    pub index: usize,
+    /// The entry's name, or its provider's.
+    pub name: String,
+    pub outcome: RenderedOutcome,
+    /// When this resource's rendering would change with the clock alone (issue 15).
+    pub next_change: NextChange,
+}
+
+#[derive(Debug)]
+pub enum RenderedOutcome {
     /// The definition the broker would create.
     Definition(Value),
     /// Not created yet, and why.
-    Waiting {
-        index: usize,
-        name: String,
-        why: String,
-    },
+    Waiting(String),
+}
+
+/// When the clock alone would change a resource's rendering.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NextChange {
+    /// Its templates do not read the clock, or nothing they compare with it is still to come.
+    Never,
+    /// A comparison with the current time flips at this instant.
+    At(DateTime<Utc>),
+    /// A result uses the current time in a way no instant can be derived from (it prints it):
+    /// the broker renders it again every `--time-template-interval`.
+    Unpredictable,
+}
+
+impl From<ClockReading> for NextChange {
+    fn from(reading: ClockReading) -> Self {
+        match reading {
+            ClockReading {
+                next_flip: Some(at),
+                ..
+            } => NextChange::At(at),
+            ClockReading {
+                unpredictable: true,
+                ..
+            } => NextChange::Unpredictable,
+            ClockReading { .. } => NextChange::Never,
+        }
+    }
 }
 
 /// Why nothing can be rendered: each message as the broker would report it.
@@ -167,7 +202,7 @@ impl Renderer<'_> {
     fn name(&self, handle: &mut ResourceHandle) {
         handle.metadata.name = Some(self.options.handle_name.clone());
         handle.metadata.uid = Some("00000000-0000-0000-0000-000000000000".to_owned());
-        handle.metadata.creation_timestamp = Some(to_time(self.now()));
+        handle.metadata.creation_timestamp = Some(api_time(self.now()));
     }
 
     fn claim(
@@ -186,7 +221,7 @@ impl Renderer<'_> {
         claim
             .metadata
             .creation_timestamp
-            .get_or_insert_with(|| to_time(self.now()));
+            .get_or_insert_with(|| api_time(self.now()));
         let resolved = self.resolve(&claim)?;
         if let Some(pool_handle) = pool_handle {
             let pool_name = requested_pool(&resolved.claim.metadata, self.domain());
@@ -337,29 +372,31 @@ impl Renderer<'_> {
             states: &states,
             requester: None,
         };
-        let plans = plan_resources(&self.environment(), &input);
+        let plans = plan_resources_timed(&self.environment(), &input);
         let mut resources = Vec::with_capacity(plans.len());
-        for (index, (entry, plan)) in entries.iter().zip(plans).enumerate() {
+        for (index, (entry, (plan, clock))) in entries.iter().zip(plans).enumerate() {
             let name = entry
                 .name
                 .clone()
                 .unwrap_or_else(|| entry.provider.name.clone());
-            resources.push(match plan {
-                ResourcePlan::Apply { definition, .. } => RenderedResource::Definition(definition),
-                ResourcePlan::WaitingForClaim => RenderedResource::Waiting {
-                    index,
-                    name,
-                    why: waiting(WaitingFor::ResourceClaim),
-                },
-                ResourcePlan::WaitingForLink { linked_provider } => RenderedResource::Waiting {
-                    index,
-                    name,
-                    why: format!(
+            let outcome = match plan {
+                ResourcePlan::Apply { definition, .. } => RenderedOutcome::Definition(definition),
+                ResourcePlan::WaitingForClaim => {
+                    RenderedOutcome::Waiting(waiting(WaitingFor::ResourceClaim))
+                }
+                ResourcePlan::WaitingForLink { linked_provider } => {
+                    RenderedOutcome::Waiting(format!(
                         "{} ({linked_provider} has no state yet)",
                         waiting(WaitingFor::LinkedResourceProvider)
-                    ),
-                },
+                    ))
+                }
                 ResourcePlan::Invalid(message) => return Err(RenderError::Failed(message)),
+            };
+            resources.push(RenderedResource {
+                index,
+                name,
+                outcome,
+                next_change: clock.into(),
             });
         }
         Ok(Rendered {
@@ -401,18 +438,12 @@ fn apply(
     serde_json::from_value(document).map_err(failed)
 }
 
-fn to_time(t: DateTime<Utc>) -> Time {
-    let timestamp = k8s_openapi::jiff::Timestamp::from_second(t.timestamp())
-        .unwrap_or(k8s_openapi::jiff::Timestamp::UNIX_EPOCH);
-    Time(timestamp)
-}
-
 #[cfg(test)]
 mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::core::test_fixtures::now;
+    use crate::core::test_fixtures::{at, now};
 
     fn options() -> RenderOptions {
         RenderOptions {
@@ -470,11 +501,46 @@ spec:
         rendered
             .resources
             .iter()
-            .filter_map(|r| match r {
-                RenderedResource::Definition(d) => Some(d),
-                RenderedResource::Waiting { .. } => None,
+            .filter_map(|r| match &r.outcome {
+                RenderedOutcome::Definition(d) => Some(d),
+                RenderedOutcome::Waiting(_) => None,
             })
             .collect()
+    }
+
+    #[test]
+    fn each_resource_shows_when_the_clock_alone_would_change_it() {
+        // Issue 15: a stop time in the claim, compared with the current time in the override.
+        let provider = CONFIGMAP.replace(
+            "override: {metadata: {namespace: managed}}",
+            "template: {enable: true}\n  override:\n    metadata: {namespace: managed}\n    data:\n      state: \"{{ 'stopped' if timestamp(resource_template.data.stop) < timestamp.utcnow else 'started' }}\"",
+        );
+        let schedule = |stop: &str| {
+            CLAIM.replace(
+                "data: {color: blue}",
+                &format!("data: {{color: blue, stop: '{stop}'}}"),
+            )
+        };
+        let rendered = run(&[&provider, &schedule("2026-11-21T12:30:00Z")]).unwrap();
+        assert_eq!(definitions(&rendered)[0]["data"]["state"], "started");
+        assert_eq!(
+            rendered.resources[0].next_change,
+            NextChange::At(at("2026-11-21T12:30:00Z"))
+        );
+
+        let rendered = run(&[&provider, &schedule("2026-11-21T11:00:00Z")]).unwrap();
+        assert_eq!(definitions(&rendered)[0]["data"]["state"], "stopped");
+        assert_eq!(rendered.resources[0].next_change, NextChange::Never);
+
+        let rendered = run(&[CONFIGMAP, CLAIM]).unwrap();
+        assert_eq!(rendered.resources[0].next_change, NextChange::Never);
+
+        let printing = CONFIGMAP.replace(
+            "override: {metadata: {namespace: managed}}",
+            "template: {enable: true}\n  override: {metadata: {namespace: managed}, data: {seen: '{{ now() }}'}}",
+        );
+        let rendered = run(&[&printing, CLAIM]).unwrap();
+        assert_eq!(rendered.resources[0].next_change, NextChange::Unpredictable);
     }
 
     #[test]
@@ -556,7 +622,8 @@ spec:
         let rendered = run(&[&provider, POOL]).unwrap();
         assert!(matches!(
             &rendered.resources[..],
-            [RenderedResource::Waiting { index: 0, why, .. }] if why == "waiting for ResourceClaim"
+            [RenderedResource { index: 0, outcome: RenderedOutcome::Waiting(why), .. }]
+                if why == "waiting for ResourceClaim"
         ));
     }
 

@@ -11,6 +11,7 @@
 
 pub mod objects;
 pub mod operator;
+pub mod tools;
 
 use std::future::Future;
 use std::path::PathBuf;

@@ -6,19 +6,18 @@
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
-use json_patch::{Patch as JsonPatch, PatchOperation, RemoveOperation, TestOperation};
 use kube::api::{Api, Patch, PostParams};
 use kube::runtime::reflector::ObjectRef;
-use serde_json::json;
 
 use super::super::kinds::{ClaimObject, HandleObject, Kinds};
 use super::super::write::{self, Target, Written};
 use super::{ClaimContext, ClaimError};
 use crate::api::ResourceHandle;
 use crate::api::claim::ClaimHandleRef;
-use crate::core::claim::plan::{ResolvedClaim, claim_handle_name, requested_pool};
-use crate::core::handle::new::claim_reference;
-use crate::core::json::pointer::pointer;
+use crate::core::binding::bind::unbind_patch;
+use crate::core::binding::matching::{is_bind_candidate, is_free};
+use crate::core::claim::plan::{ResolvedClaim, requested_pool};
+use crate::core::naming::claim_handle_name;
 
 /// A handle just given to the claim, not yet recorded in its status.
 #[derive(Clone)]
@@ -136,9 +135,7 @@ async fn bind(
     let handles: Vec<ResourceHandle> = snapshot
         .iter()
         .filter(|h| {
-            h.spec.resource_claim.is_none()
-                && h.metadata.deletion_timestamp.is_none()
-                && h.metadata.namespace.as_deref() == Some(operator_namespace)
+            is_bind_candidate(&h.metadata, &h.spec, operator_namespace)
                 && !index.is_taken(
                     h.metadata.name.as_deref().unwrap_or_default(),
                     h.metadata.resource_version.as_deref(),
@@ -302,33 +299,15 @@ pub(crate) async fn release(
     claim: &ClaimObject,
     pending: &Pending,
 ) -> Result<(), ClaimError> {
-    let domain = ctx.domain();
     let handle = &pending.handle;
     let namespace = handle.metadata.namespace.as_deref().unwrap_or_default();
     let name = pending.name();
-    let reference = claim_reference(&Kinds::claim_of(claim), domain);
-    let mut ops = vec![
-        PatchOperation::Test(TestOperation {
-            path: pointer(&["spec", "resourceClaim"]),
-            value: json!(reference),
-        }),
-        PatchOperation::Remove(RemoveOperation {
-            path: pointer(&["spec", "resourceClaim"]),
-        }),
-    ];
-    let labels = handle.metadata.labels.as_ref();
-    for label in [
-        domain.resource_claim_name(),
-        domain.resource_claim_namespace(),
-    ] {
-        if labels.is_some_and(|l| l.contains_key(&label)) {
-            ops.push(PatchOperation::Remove(RemoveOperation {
-                path: pointer(&["metadata", "labels", &label]),
-            }));
-        }
-    }
     let api = handles_api(ctx, namespace);
-    let patch = Patch::Json::<()>(JsonPatch(ops));
+    let patch = Patch::Json::<()>(unbind_patch(
+        &Kinds::handle_of(handle),
+        &Kinds::claim_of(claim),
+        ctx.domain(),
+    ));
     let unbound = match write::send(&api, name, Target::Object, &patch).await? {
         Written::Done(unbound) => unbound,
         // No longer bound to this claim (its `test` failed): not ours to release.
@@ -344,9 +323,7 @@ pub(crate) async fn release(
 /// Deletes a released handle while it is still unbound: once unbound, another claim may bind
 /// it at any moment, and a handle found bound again is left to its new claim.
 async fn delete_unbound(api: &Api<HandleObject>, handle: HandleObject) -> Result<(), ClaimError> {
-    let unbound = |h: &HandleObject| {
-        h.spec.resource_claim.is_none() && h.metadata.deletion_timestamp.is_none()
-    };
+    let unbound = |h: &HandleObject| is_free(&h.metadata, &h.spec);
     // Bounded: a handle whose status keeps changing is left unbound (it expires with its lifespan).
     if write::delete_while(api, &handle, 10, unbound).await? == Written::Conflict {
         let name = handle.metadata.name.as_deref().unwrap_or_default();

@@ -1,6 +1,7 @@
 //! Binding a claim to an existing unbound handle (Δ§3.2): one JSON patch whose first op is
 //! `test /spec/resourceClaim == null`, so that of two binders racing for a handle, across
 //! processes too, exactly one wins; the loser gets 422 and tries its next candidate (B01).
+//! And its undoing, when the claim's status records another handle.
 
 use chrono::{DateTime, Utc};
 use json_patch::{Patch, PatchOperation, RemoveOperation, TestOperation};
@@ -123,6 +124,38 @@ pub(crate) fn bind_patch(
         patch: Patch(ops),
         rewrite_requested_end: end.filter(|e| e.rewrite_request).map(|e| e.end),
     })
+}
+
+/// The patch that undoes a bind which lost to another process (it recorded another handle in
+/// the claim's status first): `test` that the handle is still bound to `claim` (once unbound,
+/// the handle may be bound to another claim at any moment, which must not be undone), remove
+/// `spec.resourceClaim`, and remove the claim labels the handle has.
+pub(crate) fn unbind_patch(
+    handle: &ResourceHandle,
+    claim: &ResourceClaim,
+    domain: &OperatorDomain,
+) -> Patch {
+    let mut ops = vec![
+        PatchOperation::Test(TestOperation {
+            path: pointer(&["spec", "resourceClaim"]),
+            value: json!(claim_reference(claim, domain)),
+        }),
+        PatchOperation::Remove(RemoveOperation {
+            path: pointer(&["spec", "resourceClaim"]),
+        }),
+    ];
+    let labels = handle.metadata.labels.as_ref();
+    for label in [
+        domain.resource_claim_name(),
+        domain.resource_claim_namespace(),
+    ] {
+        if labels.is_some_and(|l| l.contains_key(&label)) {
+            ops.push(PatchOperation::Remove(RemoveOperation {
+                path: pointer(&["metadata", "labels", &label]),
+            }));
+        }
+    }
+    Patch(ops)
 }
 
 #[cfg(test)]
@@ -420,6 +453,41 @@ spec:
             relative_maximum: None,
         });
         assert_eq!(last_value(&plan), "2026-12-01T00:00:00Z");
+    }
+
+    #[test]
+    fn the_unbind_patch_is_guarded_by_the_claim_and_removes_its_labels() {
+        let domain = OperatorDomain::default();
+        let bound = handle(
+            r#"
+metadata:
+  name: guid-abcde
+  labels:
+    poolboy.gpte.redhat.com/resource-claim-name: c
+    poolboy.gpte.redhat.com/resource-claim-namespace: user1
+    poolboy.gpte.redhat.com/resource-pool-name: gold
+spec:
+  resourceClaim: {apiVersion: poolboy.gpte.redhat.com/v1, kind: ResourceClaim, name: c, namespace: user1}
+"#,
+        );
+        let patch = patch_json(&unbind_patch(&bound, &claim_c(), &domain));
+        assert_eq!(
+            patch,
+            json!([
+                {"op": "test", "path": "/spec/resourceClaim", "value": {
+                    "apiVersion": "poolboy.gpte.redhat.com/v1", "kind": "ResourceClaim",
+                    "name": "c", "namespace": "user1"}},
+                {"op": "remove", "path": "/spec/resourceClaim"},
+                {"op": "remove",
+                 "path": "/metadata/labels/poolboy.gpte.redhat.com~1resource-claim-name"},
+                {"op": "remove",
+                 "path": "/metadata/labels/poolboy.gpte.redhat.com~1resource-claim-namespace"},
+            ])
+        );
+        // Labels it does not have are not removed: a remove of a missing path fails the patch.
+        let unlabelled = handle("metadata: {name: guid-abcde}\nspec: {}");
+        let ops = patch_json(&unbind_patch(&unlabelled, &claim_c(), &domain));
+        assert_eq!(ops.as_array().map(Vec::len), Some(2), "{ops}");
     }
 
     #[test]

@@ -6,9 +6,11 @@ use std::collections::HashMap;
 
 use chrono::{DateTime, TimeDelta, Utc};
 use fancy_regex::Regex;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde_json::Value;
 
 use crate::api::ResourceHandle;
+use crate::api::handle::ResourceHandleSpec;
 use crate::core::json::merge::{MergeMode, deep_merge};
 use crate::core::json::patch::{OpKind, compile_anchored, diff, values_equal};
 
@@ -150,6 +152,22 @@ pub(crate) struct BindCandidate<'h> {
     pub healthy: Option<bool>,
 }
 
+/// Whether a handle is free to bind (Δ§3.2): bound to no claim and not being deleted. On the
+/// parts of a handle, so that a controller can sift its store before converting handles.
+pub(crate) fn is_free(metadata: &ObjectMeta, spec: &ResourceHandleSpec) -> bool {
+    spec.resource_claim.is_none() && metadata.deletion_timestamp.is_none()
+}
+
+/// Whether a handle is worth ranking for a claim ([`bind_candidates`]): free ([`is_free`]) and
+/// in the operator namespace, where handles live (Poolboy lists handles there only).
+pub(crate) fn is_bind_candidate(
+    metadata: &ObjectMeta,
+    spec: &ResourceHandleSpec,
+    operator_namespace: &str,
+) -> bool {
+    is_free(metadata, spec) && metadata.namespace.as_deref() == Some(operator_namespace)
+}
+
 /// Handles whose lifespan ends sooner than this are not bound (Δ§3.2, B04).
 pub(crate) const BIND_LIFESPAN_MARGIN_SECONDS: i64 = 120;
 
@@ -177,7 +195,7 @@ pub(crate) fn bind_candidates<'h>(
     let empty = Value::Object(Default::default());
     let mut candidates = Vec::new();
     'handles: for handle in handles {
-        if handle.metadata.deletion_timestamp.is_some() || handle.spec.resource_claim.is_some() {
+        if !is_free(&handle.metadata, &handle.spec) {
             continue;
         }
         let healthy = handle_is_healthy(handle);

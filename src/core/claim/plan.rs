@@ -12,7 +12,6 @@ use std::sync::Arc;
 use chrono::{DateTime, Utc};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde_json::{Map, Value, json};
-use sha2::{Digest, Sha256};
 
 use crate::api::claim::{ClaimStatusProvider, ResourceClaimStatus};
 use crate::api::refs::{ProviderParameters, ProviderRef};
@@ -494,21 +493,4 @@ pub(crate) fn provider_ref(reference: &crate::api::refs::ObjectRef) -> ProviderR
         name: reference.name.clone(),
         namespace: Some(reference.namespace.clone()),
     }
-}
-
-/// The characters the API server draws generated name suffixes from.
-const NAME_ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
-
-/// The name of the handle created for the claim with uid `claim_uid`: `guid-` and five
-/// characters derived from the uid, the same shape as the API server's `generateName`
-/// suffix. Being derived, two operator processes creating a handle for one claim at the same
-/// time create the same handle: the second gets 409 and adopts it instead of making a twin.
-pub(crate) fn claim_handle_name(claim_uid: &str) -> String {
-    let digest = Sha256::digest(claim_uid.as_bytes());
-    let suffix: String = digest
-        .iter()
-        .take(5)
-        .map(|b| char::from(NAME_ALPHABET[usize::from(*b) % NAME_ALPHABET.len()]))
-        .collect();
-    format!("{}{suffix}", crate::core::naming::HANDLE_GENERATE_NAME)
 }

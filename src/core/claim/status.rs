@@ -5,7 +5,6 @@
 
 use chrono::{DateTime, Utc};
 use json_patch::{Patch, PatchOperation, RemoveOperation, TestOperation};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use serde_json::{Map, Value, json};
 
 use crate::api::OperatorDomain;
@@ -16,15 +15,13 @@ use crate::api::claim::{
 };
 use crate::api::refs::ProviderRef;
 use crate::core::claim::plan::PlannedResource;
+use crate::core::conditions::{
+    self, BOUND, ConditionStatus, DesiredCondition, VALID, set_condition,
+};
 use crate::core::json::pointer::{add, pointer};
 
 #[cfg(test)]
 mod tests;
-
-/// `status.conditions` type: whether the claim's providers resolve and its values validate.
-pub(crate) const CONDITION_VALID: &str = "Valid";
-/// `status.conditions` type: whether the claim is bound to a handle.
-pub(crate) const CONDITION_BOUND: &str = "Bound";
 
 /// Whether the claim is valid, and if not, why (the message users read).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -123,85 +120,52 @@ pub(crate) fn desired_claim_status(
 
     let mut conditions = status.conditions.take().unwrap_or_default();
     let valid = match &input.validity {
-        Validity::Valid => ConditionValue {
-            status: true,
-            reason: "Valid",
-            message: "the claim's providers resolve and its values pass validation".to_owned(),
-        },
-        Validity::Invalid(message) => ConditionValue {
-            status: false,
-            reason: "Invalid",
-            message: message.clone(),
-        },
+        Validity::Valid => (
+            ConditionStatus::True,
+            "Valid",
+            "the claim's providers resolve and its values pass validation".to_owned(),
+        ),
+        Validity::Invalid(message) => (ConditionStatus::False, "Invalid", message.clone()),
     };
-    set_condition(&mut conditions, CONDITION_VALID, valid, input);
-    let bound_condition = match &input.binding {
-        Binding::Bound(bound) => ConditionValue {
-            status: true,
-            reason: "Bound",
-            message: format!(
+    let bound = match &input.binding {
+        Binding::Bound(bound) => (
+            ConditionStatus::True,
+            "Bound",
+            format!(
                 "bound to ResourceHandle {}",
                 bound.handle.metadata.name.as_deref().unwrap_or_default()
             ),
-        },
-        Binding::Unbound(Unbound::Invalid) => ConditionValue {
-            status: false,
-            reason: "Invalid",
-            message: "not bound: the claim is invalid".to_owned(),
-        },
-        Binding::Unbound(Unbound::WaitingForHandle) => ConditionValue {
-            status: false,
-            reason: "WaitingForHandle",
-            message: "no unbound ResourceHandle matches the claim and handle creation is \
-                      disabled (disableCreation): waiting for a matching handle"
+        ),
+        Binding::Unbound(Unbound::Invalid) => (
+            ConditionStatus::False,
+            "Invalid",
+            "not bound: the claim is invalid".to_owned(),
+        ),
+        Binding::Unbound(Unbound::WaitingForHandle) => (
+            ConditionStatus::False,
+            "WaitingForHandle",
+            "no unbound ResourceHandle matches the claim and handle creation is \
+             disabled (disableCreation): waiting for a matching handle"
                 .to_owned(),
-        },
+        ),
     };
-    set_condition(&mut conditions, CONDITION_BOUND, bound_condition, input);
+    for (type_, (status, reason, message)) in [(VALID, valid), (BOUND, bound)] {
+        let desired = DesiredCondition {
+            type_,
+            status,
+            reason,
+            message,
+            observed_generation: input.generation,
+        };
+        set_condition(&mut conditions, desired, input.now);
+    }
     status.conditions = Some(conditions);
     status
 }
 
 /// The message of the claim's `Valid` condition when it is False.
 pub(crate) fn invalid_message(status: Option<&ResourceClaimStatus>) -> Option<&str> {
-    status
-        .and_then(|s| s.conditions.as_ref())
-        .and_then(|c| c.iter().find(|c| c.type_ == CONDITION_VALID))
-        .filter(|c| c.status == "False")
-        .map(|c| c.message.as_str())
-}
-
-struct ConditionValue {
-    status: bool,
-    reason: &'static str,
-    message: String,
-}
-
-/// Sets one condition; its `lastTransitionTime` moves only when its status flips.
-fn set_condition(
-    conditions: &mut Vec<Condition>,
-    type_: &str,
-    value: ConditionValue,
-    input: &StatusInput<'_>,
-) {
-    let status = if value.status { "True" } else { "False" };
-    let existing = conditions.iter_mut().find(|c| c.type_ == type_);
-    let transition = match &existing {
-        Some(c) if c.status == status => c.last_transition_time.clone(),
-        _ => to_time(input.now),
-    };
-    let condition = Condition {
-        type_: type_.to_owned(),
-        status: status.to_owned(),
-        reason: value.reason.to_owned(),
-        message: value.message,
-        observed_generation: input.generation,
-        last_transition_time: transition,
-    };
-    match existing {
-        Some(slot) => *slot = condition,
-        None => conditions.push(condition),
-    }
+    conditions::problem(status.and_then(|s| s.conditions.as_deref()), VALID)
 }
 
 /// `status.resources` (Δ§3.1.3, B07): one entry per resource the claim or its handle has
@@ -345,15 +309,6 @@ fn fields(status: Option<&ResourceClaimStatus>) -> Map<String, Value> {
         Some(Ok(Value::Object(map))) => map,
         _ => Map::new(),
     }
-}
-
-/// A condition time: whole seconds, as the API server stores it, so that a written status
-/// reads back equal.
-fn to_time(now: DateTime<Utc>) -> Time {
-    Time(
-        k8s_openapi::jiff::Timestamp::from_second(now.timestamp())
-            .unwrap_or(k8s_openapi::jiff::Timestamp::UNIX_EPOCH),
-    )
 }
 
 /// The Event a lifespan change earns (Δ§3.1.3): its reason and note.

@@ -14,6 +14,7 @@ use crate::core::handle::definition::{DefinitionContext, HandleResources, LinkGa
 use crate::core::handle::desired::{DesiredResourcesError, Generation};
 use crate::core::handle::generated::sync_generated_resources;
 use crate::core::provider::{CompiledProvider, ProviderCatalog, ProviderCompiler, ProviderError};
+use crate::core::template::ClockReading;
 use crate::core::template::TemplateEngine;
 use crate::core::template::view::Subjects;
 
@@ -196,6 +197,19 @@ pub(crate) fn plan_resources(
     env: &PlanEnvironment<'_>,
     input: &PlanInput<'_>,
 ) -> Vec<ResourcePlan> {
+    plan_resources_timed(env, input)
+        .into_iter()
+        .map(|(plan, _)| plan)
+        .collect()
+}
+
+/// [`plan_resources`], with what each resource's rendering made of the clock: when its plan
+/// would change next (issue 15; `poolboy render --at` shows it). The readings also reach the
+/// environment's engine, as with [`plan_resources`].
+pub(crate) fn plan_resources_timed(
+    env: &PlanEnvironment<'_>,
+    input: &PlanInput<'_>,
+) -> Vec<(ResourcePlan, ClockReading)> {
     let handle = input.handle;
     let entries = handle.spec.resources.as_deref().unwrap_or(&[]);
     let providers = input.providers.all();
@@ -205,55 +219,76 @@ pub(crate) fn plan_resources(
         providers: &providers,
         states: input.states,
     };
-    let context = DefinitionContext {
-        domain: env.domain,
-        templates: env.templates,
-        subjects: &subjects,
-        requester: input.requester,
-        now: env.now,
-    };
     entries
         .iter()
         .enumerate()
         .map(|(index, entry)| {
+            let templates = env.templates.watching();
+            let context = DefinitionContext {
+                domain: env.domain,
+                templates: &templates,
+                subjects: &subjects,
+                requester: input.requester,
+                now: env.now,
+            };
             let label = match &entry.name {
                 Some(name) => format!("spec.resources[{index}] ({name})"),
                 None => format!("spec.resources[{index}]"),
             };
-            if let Some(error) = input.providers.error(index) {
-                return ResourcePlan::Invalid(format!("{label}: {error}"));
-            }
-            let Some(provider) = providers.get(index) else {
-                return ResourcePlan::Invalid(format!("{label}: no ResourceProvider"));
-            };
-            // §12.4 step 6.1: resources that need claim data wait for the bind.
-            if provider.spec().resource_requires_claim.unwrap_or(false)
-                && handle.spec.resource_claim.is_none()
-            {
-                return ResourcePlan::WaitingForClaim;
-            }
-            let gate = resources.link_gate(index, &subjects, env.templates, env.domain, env.now);
-            let linked_vars = match gate {
-                Err(error) => return ResourcePlan::Invalid(format!("{label}: {error}")),
-                Ok(LinkGate::Waiting { linked_provider }) => {
-                    return ResourcePlan::WaitingForLink { linked_provider };
-                }
-                Ok(LinkGate::Ready(vars)) => vars,
-            };
-            match resources.definition(index, &linked_vars, &context) {
-                Err(error) => ResourcePlan::Invalid(format!("{label}: {error}")),
-                Ok(definition) => match reference_of(&definition) {
-                    Some(reference) => ResourcePlan::Apply {
-                        definition,
-                        reference,
-                    },
-                    None => ResourcePlan::Invalid(format!(
-                        "{label}: the definition's metadata.name and metadata.namespace must be strings"
-                    )),
-                },
-            }
+            let plan = plan_one(index, &label, env, input, &providers, &resources, &context);
+            env.templates.absorb(&templates);
+            (plan, templates.clock_reading())
         })
         .collect()
+}
+
+fn plan_one(
+    index: usize,
+    label: &str,
+    env: &PlanEnvironment<'_>,
+    input: &PlanInput<'_>,
+    providers: &[&CompiledProvider],
+    resources: &HandleResources<'_>,
+    context: &DefinitionContext<'_>,
+) -> ResourcePlan {
+    if let Some(error) = input.providers.error(index) {
+        return ResourcePlan::Invalid(format!("{label}: {error}"));
+    }
+    let Some(provider) = providers.get(index) else {
+        return ResourcePlan::Invalid(format!("{label}: no ResourceProvider"));
+    };
+    // §12.4 step 6.1: resources that need claim data wait for the bind.
+    if provider.spec().resource_requires_claim.unwrap_or(false)
+        && input.handle.spec.resource_claim.is_none()
+    {
+        return ResourcePlan::WaitingForClaim;
+    }
+    let gate = resources.link_gate(
+        index,
+        context.subjects,
+        context.templates,
+        env.domain,
+        env.now,
+    );
+    let linked_vars = match gate {
+        Err(error) => return ResourcePlan::Invalid(format!("{label}: {error}")),
+        Ok(LinkGate::Waiting { linked_provider }) => {
+            return ResourcePlan::WaitingForLink { linked_provider };
+        }
+        Ok(LinkGate::Ready(vars)) => vars,
+    };
+    match resources.definition(index, &linked_vars, context) {
+        Err(error) => ResourcePlan::Invalid(format!("{label}: {error}")),
+        Ok(definition) => match reference_of(&definition) {
+            Some(reference) => ResourcePlan::Apply {
+                definition,
+                reference,
+            },
+            None => ResourcePlan::Invalid(format!(
+                "{label}: the definition's metadata.name and metadata.namespace must be strings"
+            )),
+        },
+    }
 }
 
 /// `{apiVersion, kind, name, namespace?}` of a definition; `None` when a field is not a string.

@@ -3,12 +3,14 @@
 //! health and readiness; the provider's status summary; and two conditions, `Ready` and
 //! `Valid`. Computed whole on every reconcile and written only where it differs.
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use serde::Serialize;
 use serde_json::{Map, Value, json};
 
 use crate::api::ResourceHandle;
 use crate::api::handle::ResourceHandleStatus;
+use crate::core::conditions::{
+    self, ConditionStatus, DesiredCondition, READY, VALID, set_condition,
+};
 use crate::core::handle::plan::{HandleProviders, PlanEnvironment, ResourcePlan};
 use crate::core::json::patch::{PatchOp, escape_pointer_segment};
 use crate::core::provider::CompiledProvider;
@@ -18,18 +20,12 @@ use crate::core::template::view::handle_view;
 #[cfg(test)]
 mod tests;
 
-/// The condition that mirrors `status.ready`, with the reason of each resource not ready.
-pub(crate) const READY_CONDITION: &str = "Ready";
-/// The condition that reports bad input: definitions that cannot be rendered, a missing
-/// provider, a broken `spec.lifespan.end`.
-pub(crate) const VALID_CONDITION: &str = "Valid";
-
 /// What the status is computed from.
 pub(crate) struct StatusInput<'a> {
     pub handle: &'a ResourceHandle,
     pub providers: &'a HandleProviders,
-    /// The provider whose `statusSummaryTemplate` renders `status.summary`: `spec.provider`,
-    /// else the last resource's provider (Δ D10). `None` leaves the summary as it is.
+    /// The provider whose `statusSummaryTemplate` renders `status.summary`
+    /// ([`summary_provider_name`]). `None` leaves the summary as it is.
     pub summary_provider: Option<&'a CompiledProvider>,
     /// This reconcile's plan per resource. A resource without a plan keeps its `waitingFor`.
     pub plans: &'a [ResourcePlan],
@@ -45,6 +41,20 @@ pub(crate) struct StatusInput<'a> {
 pub(crate) struct DesiredStatus {
     pub status: ResourceHandleStatus,
     pub failures: Vec<String>,
+}
+
+/// The provider whose `statusSummaryTemplate` renders the handle's `status.summary` (Δ D10):
+/// `spec.provider`, else the provider of the last resource.
+pub(crate) fn summary_provider_name(handle: &ResourceHandle) -> Option<&str> {
+    match &handle.spec.provider {
+        Some(provider) => Some(&provider.name),
+        None => handle
+            .spec
+            .resources
+            .as_deref()
+            .and_then(<[_]>::last)
+            .map(|r| r.provider.name.as_str()),
+    }
 }
 
 /// Computes the whole status (§13, Δ§3.2 update_status).
@@ -128,37 +138,54 @@ pub(crate) fn desired_status(env: &PlanEnvironment<'_>, input: &StatusInput<'_>)
         None => current.summary.clone(),
     };
 
-    let generation = handle.metadata.generation;
-    let previous = current.conditions.as_deref().unwrap_or(&[]);
+    // `Ready` mirrors `status.ready`, with the reason of each resource not ready; `Valid`
+    // reports bad input: definitions that cannot be rendered, a missing provider, a broken
+    // `spec.lifespan.end`.
     let ready_condition = match ready {
         Some(true) => (
-            "True",
+            ConditionStatus::True,
             "ResourcesReady",
             "every resource is ready".to_owned(),
         ),
-        Some(false) => ("False", "ResourcesNotReady", not_ready.join("; ")),
-        None if resources.is_empty() => ("Unknown", "NoResources", "no resources".to_owned()),
-        None => ("Unknown", "ReadinessUnknown", not_ready.join("; ")),
+        Some(false) => (
+            ConditionStatus::False,
+            "ResourcesNotReady",
+            not_ready.join("; "),
+        ),
+        None if resources.is_empty() => (
+            ConditionStatus::Unknown,
+            "NoResources",
+            "no resources".to_owned(),
+        ),
+        None => (
+            ConditionStatus::Unknown,
+            "ReadinessUnknown",
+            not_ready.join("; "),
+        ),
     };
     let valid_condition = if problems.is_empty() {
         (
-            "True",
+            ConditionStatus::True,
             "Rendered",
             "every resource definition renders".to_owned(),
         )
     } else {
-        ("False", "InvalidResources", problems.join("; "))
+        (
+            ConditionStatus::False,
+            "InvalidResources",
+            problems.join("; "),
+        )
     };
-    let mut conditions = previous.to_vec();
-    for (type_, (status, reason, message)) in [
-        (READY_CONDITION, ready_condition),
-        (VALID_CONDITION, valid_condition),
-    ] {
-        let condition = make_condition(type_, status, reason, message, generation, previous, env);
-        match conditions.iter_mut().find(|c| c.type_ == type_) {
-            Some(slot) => *slot = condition,
-            None => conditions.push(condition),
-        }
+    let mut conditions = current.conditions.clone().unwrap_or_default();
+    for (type_, (status, reason, message)) in [(READY, ready_condition), (VALID, valid_condition)] {
+        let desired = DesiredCondition {
+            type_,
+            status,
+            reason,
+            message,
+            observed_generation: handle.metadata.generation,
+        };
+        set_condition(&mut conditions, desired, env.now);
     }
 
     DesiredStatus {
@@ -175,11 +202,7 @@ pub(crate) fn desired_status(env: &PlanEnvironment<'_>, input: &StatusInput<'_>)
 
 /// The message of a problem condition, if the `Valid` condition of `status` reports one.
 pub(crate) fn problem_message(status: Option<&ResourceHandleStatus>) -> Option<&str> {
-    status
-        .and_then(|s| s.conditions.as_deref())
-        .and_then(|c| c.iter().find(|c| c.type_ == VALID_CONDITION))
-        .filter(|c| c.status == "False")
-        .map(|c| c.message.as_str())
+    conditions::problem(status.and_then(|s| s.conditions.as_deref()), VALID)
 }
 
 fn why_not_ready(
@@ -296,38 +319,6 @@ fn summary(
                 provider.name()
             )
         })
-}
-
-fn make_condition(
-    type_: &str,
-    status: &str,
-    reason: &str,
-    message: String,
-    generation: Option<i64>,
-    previous: &[Condition],
-    env: &PlanEnvironment<'_>,
-) -> Condition {
-    let before = previous.iter().find(|c| c.type_ == type_);
-    // The transition time moves only when the status does.
-    let last_transition_time = match before {
-        Some(before) if before.status == status => before.last_transition_time.clone(),
-        _ => time(env.now),
-    };
-    Condition {
-        type_: type_.to_owned(),
-        status: status.to_owned(),
-        reason: reason.to_owned(),
-        message,
-        observed_generation: generation,
-        last_transition_time,
-    }
-}
-
-fn time(now: chrono::DateTime<chrono::Utc>) -> Time {
-    Time(
-        k8s_openapi::jiff::Timestamp::from_second(now.timestamp())
-            .unwrap_or(k8s_openapi::jiff::Timestamp::UNIX_EPOCH),
-    )
 }
 
 /// The JSON-patch ops (on the status subresource) that turn `current` into `desired`, field by

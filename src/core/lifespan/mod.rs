@@ -81,6 +81,15 @@ pub(crate) fn format_timestamp(t: DateTime<Utc>) -> String {
     t.format(TIMESTAMP_FORMAT).to_string()
 }
 
+/// A `metav1.Time` in whole seconds, as the API server stores it, so that a written time
+/// reads back equal.
+pub(crate) fn api_time(t: DateTime<Utc>) -> Time {
+    Time(
+        k8s_openapi::jiff::Timestamp::from_second(t.timestamp())
+            .unwrap_or(k8s_openapi::jiff::Timestamp::UNIX_EPOCH),
+    )
+}
+
 /// How long from `now` until `deadline`; zero when it has passed. For requeueing.
 pub(crate) fn delay_until(deadline: DateTime<Utc>, now: DateTime<Utc>) -> Duration {
     (deadline - now).to_std().unwrap_or(Duration::ZERO)

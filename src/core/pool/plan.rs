@@ -9,29 +9,34 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use chrono::{DateTime, TimeDelta, Utc};
 use kube::ResourceExt;
-use rand::RngExt;
 
 use crate::api::pool::{PoolHandleStatus, ResourceHandleCount, ResourcePoolStatus};
 use crate::api::{OperatorDomain, ResourceHandle, ResourcePool};
 use crate::core::binding::matching::handle_is_healthy;
+use crate::core::conditions::{Change, set_configuration_validity};
+use crate::core::naming::random_handle_name;
 
 /// How long a handle name is expected before the store shows it. Past that, the reservation is
 /// taken for a create that failed or a process that died, and stops counting (a live store
 /// shows a new handle within seconds).
 pub(crate) const PENDING_HANDLE_TTL: TimeDelta = TimeDelta::seconds(60);
 
-/// The characters of the random part of a handle name: the API server's `generateName`
-/// alphabet, so that client-chosen names look like Poolboy's (`guid-` + 5 characters).
-const NAME_ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
-const NAME_RANDOM_CHARS: usize = 5;
-
-/// A new handle name, `guid-` and five random characters, chosen before the create so that
-/// it can be reserved in the pool status first (the API server would pick it only on create).
-pub(crate) fn new_handle_name<R: rand::Rng + ?Sized>(rng: &mut R) -> String {
-    let random: String = (0..NAME_RANDOM_CHARS)
-        .map(|_| char::from(NAME_ALPHABET[rng.random_range(0..NAME_ALPHABET.len())]))
-        .collect();
-    format!("{}{random}", crate::core::naming::HANDLE_GENERATE_NAME)
+/// `count` new handle names ([`random_handle_name`]), none of them `taken` (the pool's handles
+/// and the names reserved for it) nor repeated: a client-chosen name that collides would make
+/// the create fail after the name was reserved.
+pub(crate) fn new_handle_names<R: rand::Rng + ?Sized>(
+    count: usize,
+    taken: &[&str],
+    rng: &mut R,
+) -> Vec<String> {
+    let mut names: Vec<String> = Vec::with_capacity(count);
+    while names.len() < count {
+        let candidate = random_handle_name(rng);
+        if !taken.contains(&candidate.as_str()) && !names.contains(&candidate) {
+            names.push(candidate);
+        }
+    }
+    names
 }
 
 /// Whether `handle` belongs to `pool` (`spec.resourcePool` names it; §11 step 1).
@@ -104,6 +109,22 @@ impl PoolPlan {
             conditions: current.and_then(|s| s.conditions.clone()),
         }
     }
+}
+
+/// Sets the pool's `Valid` condition in `status` for its configuration `problem` (its provider
+/// missing or invalid, its lifespan unparsable; not in Poolboy, whose pool status has no
+/// conditions: absent until there is a problem). Whether a problem is news tells the caller to
+/// raise an Event.
+pub(crate) fn set_pool_validity(
+    status: &mut ResourcePoolStatus,
+    problem: Option<&str>,
+    generation: Option<i64>,
+    now: DateTime<Utc>,
+) -> Change {
+    let mut conditions = status.conditions.take().unwrap_or_default();
+    let change = set_configuration_validity(&mut conditions, problem, generation, now);
+    status.conditions = Some(conditions).filter(|c| !c.is_empty());
+    change
 }
 
 /// Plans one pass over a pool (Δ§3.3 steps 2–6):

@@ -8,12 +8,13 @@
 
 use chrono::{DateTime, Utc};
 use json_patch::{Patch, PatchOperation, TestOperation};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, OwnerReference};
 use kube::ResourceExt;
 use serde_json::{Value, json};
 
 use crate::api::scaling::ScalingState;
 use crate::api::{OperatorDomain, ResourcePool, ResourcePoolScaling};
+use crate::core::conditions::{Change, set_configuration_validity};
 use crate::core::json::pointer::{add, pointer};
 
 /// A scaling that cannot be acted on as written.
@@ -23,6 +24,23 @@ pub(crate) enum ScalingError {
         "spec.at: {value:?} is not an RFC 3339 date-time such as 2026-05-01T08:00:00Z ({reason})"
     )]
     BadAt { value: String, reason: String },
+}
+
+/// The scaling's conditions with `Valid` set for its `problem` (a missing pool, a bad `at`;
+/// absent until there is one), and what changed: written only when something did.
+pub(crate) fn validity_conditions(
+    scaling: &ResourcePoolScaling,
+    problem: Option<&str>,
+    now: DateTime<Utc>,
+) -> (Vec<Condition>, Change) {
+    let mut conditions = scaling
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.clone())
+        .unwrap_or_default();
+    let generation = scaling.metadata.generation;
+    let change = set_configuration_validity(&mut conditions, problem, generation, now);
+    (conditions, change)
 }
 
 /// When the scaling starts: `spec.at`, or `None` (now) when absent. Any RFC 3339 date-time is

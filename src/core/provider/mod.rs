@@ -3,6 +3,8 @@
 //! claims that use it get a clear message instead of a failure deep inside a reconcile.
 
 pub(crate) mod schema;
+pub(crate) mod status;
+pub(crate) mod users;
 
 use std::collections::BTreeMap;
 use std::fmt;

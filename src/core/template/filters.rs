@@ -6,6 +6,7 @@ use minijinja::{Environment, Error, ErrorKind, Value};
 use super::strgen::strgen;
 use super::time::{self, Duration};
 use crate::core::lifespan::interval::{format_simple_interval, parse_interval};
+use crate::core::python::json::dumps;
 
 fn invalid(message: impl Into<String>) -> Error {
     Error::new(ErrorKind::InvalidOperation, message.into())
@@ -34,101 +35,6 @@ pub(super) fn to_json_value(value: &Value) -> Result<serde_json::Value, Error> {
 
 pub(super) fn from_json_value(value: &serde_json::Value) -> Value {
     Value::from(Serde(value))
-}
-
-/// Python's `json.dumps` with default settings: `", "` and `": "` separators, non-ASCII escaped
-/// as `\uXXXX`, floats in Python's repr.
-pub(super) fn python_json_dumps(value: &serde_json::Value) -> String {
-    let mut out = String::new();
-    write_json(&mut out, value);
-    out
-}
-
-fn write_json(out: &mut String, value: &serde_json::Value) {
-    use serde_json::Value as J;
-    match value {
-        J::Null => out.push_str("null"),
-        J::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
-        J::Number(n) => match (n.as_i64(), n.as_u64(), n.as_f64()) {
-            (Some(i), _, _) => out.push_str(&i.to_string()),
-            (_, Some(u), _) => out.push_str(&u.to_string()),
-            (_, _, Some(f)) => out.push_str(&python_float(f)),
-            _ => out.push_str(&n.to_string()),
-        },
-        J::String(s) => write_json_string(out, s),
-        J::Array(items) => {
-            out.push('[');
-            for (i, item) in items.iter().enumerate() {
-                if i > 0 {
-                    out.push_str(", ");
-                }
-                write_json(out, item);
-            }
-            out.push(']');
-        }
-        J::Object(map) => {
-            out.push('{');
-            for (i, (key, item)) in map.iter().enumerate() {
-                if i > 0 {
-                    out.push_str(", ");
-                }
-                write_json_string(out, key);
-                out.push_str(": ");
-                write_json(out, item);
-            }
-            out.push('}');
-        }
-    }
-}
-
-fn write_json_string(out: &mut String, s: &str) {
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            '\u{8}' => out.push_str("\\b"),
-            '\u{c}' => out.push_str("\\f"),
-            c if c.is_ascii() && !c.is_ascii_control() => out.push(c),
-            c => {
-                let mut units = [0u16; 2];
-                for unit in c.encode_utf16(&mut units) {
-                    out.push_str(&format!("\\u{unit:04x}"));
-                }
-            }
-        }
-    }
-    out.push('"');
-}
-
-/// Python's `repr(float)`: shortest round-trip digits, `.0` on integral values, exponent form
-/// (`1e+16`, `1e-05`) outside `1e-4 <= |x| < 1e16`.
-fn python_float(f: f64) -> String {
-    if f.is_nan() {
-        return "NaN".to_owned();
-    }
-    if f.is_infinite() {
-        return if f > 0.0 { "Infinity" } else { "-Infinity" }.to_owned();
-    }
-    let abs = f.abs();
-    if abs != 0.0 && !(1e-4..1e16).contains(&abs) {
-        let formatted = format!("{f:e}");
-        let (mantissa, exponent) = formatted.split_once('e').unwrap_or((&formatted, "0"));
-        let (sign, digits) = match exponent.strip_prefix('-') {
-            Some(d) => ('-', d),
-            None => ('+', exponent),
-        };
-        return format!("{mantissa}e{sign}{digits:0>2}");
-    }
-    let text = f.to_string();
-    if text.contains('.') {
-        text
-    } else {
-        format!("{text}.0")
-    }
 }
 
 fn bool_filter(value: Value) -> bool {
@@ -247,7 +153,7 @@ fn merge_list_of_dicts(value: Value) -> Result<Value, Error> {
 }
 
 fn json_dumps(value: Value) -> Result<String, Error> {
-    Ok(python_json_dumps(&to_json_value(&value)?))
+    Ok(dumps(&to_json_value(&value)?))
 }
 
 fn parse_time_interval(value: Value) -> Result<Value, Error> {
@@ -286,7 +192,6 @@ pub(super) fn register(env: &mut Environment<'static>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
 
     #[test]
     fn str2bool_sets() {
@@ -299,14 +204,5 @@ mod tests {
         for other in ["on", "off", "", "2", " true"] {
             assert_eq!(str2bool(other), None, "{other}");
         }
-    }
-
-    #[test]
-    fn json_dumps_matches_python() {
-        let value = json!({"a": 1, "b": [true, null, "x\"é😀"], "c": {"d": 1.5, "e": 2.0, "f": 1e20, "g": 1.5e-7}});
-        assert_eq!(
-            python_json_dumps(&value),
-            r#"{"a": 1, "b": [true, null, "x\"\u00e9\ud83d\ude00"], "c": {"d": 1.5, "e": 2.0, "f": 1e+20, "g": 1.5e-07}}"#
-        );
     }
 }

@@ -130,7 +130,7 @@ fn sort_pairs(pairs: &mut [(Value, Value)]) -> Result<(), Error> {
 }
 
 fn to_json_text(value: &Value) -> String {
-    super::filters::python_json_dumps(&to_json(value))
+    crate::core::python::json::dumps(&to_json(value))
         .replace(", ", ",")
         .replace(": ", ":")
 }

@@ -571,3 +571,28 @@ fn candidates_report_their_differences() {
         (1, 1, 1, None)
     );
 }
+
+#[test]
+fn only_free_handles_of_the_operator_namespace_are_bind_candidates() {
+    let candidate = |h: &ResourceHandle| is_bind_candidate(&h.metadata, &h.spec, "poolboy");
+    let free = HandleBuilder::new("free").build();
+    assert!(candidate(&free));
+    let elsewhere = HandleBuilder::new("elsewhere")
+        .set("/metadata/namespace", json!("user1"))
+        .build();
+    assert!(!candidate(&elsewhere));
+    let bound = HandleBuilder::new("bound")
+        .set(
+            "/spec/resourceClaim",
+            json!({"apiVersion": "poolboy.gpte.redhat.com/v1", "kind": "ResourceClaim",
+                   "name": "c", "namespace": "user1"}),
+        )
+        .build();
+    assert!(!is_free(&bound.metadata, &bound.spec));
+    assert!(!candidate(&bound));
+    let deleting = HandleBuilder::new("deleting")
+        .set("/metadata/deletionTimestamp", json!("2026-01-01T11:00:00Z"))
+        .build();
+    assert!(!is_free(&deleting.metadata, &deleting.spec));
+    assert!(!candidate(&deleting));
+}

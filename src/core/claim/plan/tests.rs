@@ -3,6 +3,7 @@ use serde_json::{Value, json};
 
 use super::*;
 use crate::api::ResourceProvider;
+use crate::core::naming::{NAME_ALPHABET, claim_handle_name};
 use crate::core::provider::ProviderCompiler;
 use crate::core::provider::schema::SchemaCache;
 

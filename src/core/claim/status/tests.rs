@@ -213,18 +213,12 @@ fn an_unbound_claim_gets_planned_entries_and_a_waiting_condition() {
     let resources = desired.resources.as_ref().expect("resources");
     assert_eq!(resources[0].name.as_deref(), Some("config"));
     let conditions = desired.conditions.as_ref().expect("conditions");
-    let bound = conditions
-        .iter()
-        .find(|c| c.type_ == CONDITION_BOUND)
-        .expect("Bound");
+    let bound = conditions.iter().find(|c| c.type_ == BOUND).expect("Bound");
     assert_eq!(
         (bound.status.as_str(), bound.reason.as_str()),
         ("False", "WaitingForHandle")
     );
-    let valid = conditions
-        .iter()
-        .find(|c| c.type_ == CONDITION_VALID)
-        .expect("Valid");
+    let valid = conditions.iter().find(|c| c.type_ == VALID).expect("Valid");
     assert_eq!(valid.status, "True");
     assert_eq!(valid.observed_generation, Some(3));
     assert_eq!(invalid_message(Some(&desired)), None);
@@ -245,13 +239,13 @@ fn conditions_move_their_transition_time_only_when_they_flip() {
     let valid_time = |s: &ResourceClaimStatus| {
         s.conditions
             .as_ref()
-            .and_then(|c| c.iter().find(|c| c.type_ == CONDITION_VALID))
+            .and_then(|c| c.iter().find(|c| c.type_ == VALID))
             .map(|c| c.last_transition_time.clone())
     };
     let bound_time = |s: &ResourceClaimStatus| {
         s.conditions
             .as_ref()
-            .and_then(|c| c.iter().find(|c| c.type_ == CONDITION_BOUND))
+            .and_then(|c| c.iter().find(|c| c.type_ == BOUND))
             .map(|c| c.last_transition_time.clone())
     };
     assert_ne!(valid_time(&first), valid_time(&second));
@@ -259,14 +253,16 @@ fn conditions_move_their_transition_time_only_when_they_flip() {
     assert_eq!(bound_time(&first), bound_time(&second));
     // Other conditions survive.
     let mut foreign = second.clone();
-    foreign.conditions.get_or_insert_default().push(Condition {
-        type_: "Approved".to_owned(),
-        status: "True".to_owned(),
-        reason: "x".to_owned(),
-        message: String::new(),
-        observed_generation: None,
-        last_transition_time: to_time(now()),
-    });
+    foreign.conditions.get_or_insert_default().push(
+        k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition {
+            type_: "Approved".to_owned(),
+            status: "True".to_owned(),
+            reason: "x".to_owned(),
+            message: String::new(),
+            observed_generation: None,
+            last_transition_time: crate::core::lifespan::api_time(now()),
+        },
+    );
     let third = desired_claim_status(Some(&foreign), &invalid);
     assert_eq!(third.conditions.as_ref().map(Vec::len), Some(3));
 }

@@ -27,20 +27,8 @@ fn compute(
     states: &[Option<Value>],
 ) -> DesiredStatus {
     let providers = fixture.providers(handle);
-    let summary_name = handle
-        .spec
-        .provider
-        .as_ref()
-        .map(|p| p.name.clone())
-        .or_else(|| {
-            handle
-                .spec
-                .resources
-                .as_ref()
-                .and_then(|r| r.last())
-                .map(|r| r.provider.name.clone())
-        });
-    let summary_provider = summary_name.and_then(|n| fixture.catalog.get(&n).ok().cloned());
+    let summary_provider =
+        summary_provider_name(handle).and_then(|n| fixture.catalog.get(n).ok().cloned());
     desired_status(
         &fixture.env(),
         &StatusInput {
@@ -214,6 +202,16 @@ fn the_summary_comes_from_spec_provider_else_the_last_resources_provider() {
 }
 
 #[test]
+fn the_summary_provider_is_spec_provider_else_the_last_resources() {
+    let mut two = handle(&[("a", "first", json!({})), ("b", "last", json!({}))]);
+    assert_eq!(summary_provider_name(&two), Some("last"));
+    two.spec.provider =
+        Some(serde_json::from_value(json!({"name": "top"})).expect("a provider reference"));
+    assert_eq!(summary_provider_name(&two), Some("top"));
+    assert_eq!(summary_provider_name(&handle(&[])), None);
+}
+
+#[test]
 fn a_failed_summary_leaves_the_current_one() {
     let fixture = Fixture::new(vec![configmap_provider(
         "cm",
@@ -237,16 +235,10 @@ fn conditions_report_readiness_and_problems_and_keep_their_transition_time() {
     ];
     let first = compute(&fixture, &handle_value, &plans, &[None, state("no", "no")]).status;
     let conditions = first.conditions.clone().expect("conditions");
-    let ready = conditions
-        .iter()
-        .find(|c| c.type_ == READY_CONDITION)
-        .expect("Ready");
+    let ready = conditions.iter().find(|c| c.type_ == READY).expect("Ready");
     assert_eq!(ready.status, "False");
     assert_eq!(ready.message, "a: invalid definition; b: not ready");
-    let valid = conditions
-        .iter()
-        .find(|c| c.type_ == VALID_CONDITION)
-        .expect("Valid");
+    let valid = conditions.iter().find(|c| c.type_ == VALID).expect("Valid");
     assert_eq!(valid.status, "False");
     assert_eq!(valid.message, "spec.resources[0] (a): broken");
     assert_eq!(

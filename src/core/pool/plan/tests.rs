@@ -3,6 +3,7 @@ use proptest::prelude::*;
 use serde_json::{Value, json};
 
 use super::*;
+use crate::core::naming::NAME_ALPHABET;
 
 fn now() -> DateTime<Utc> {
     DateTime::parse_from_rfc3339("2026-01-01T12:00:00Z")
@@ -341,7 +342,7 @@ fn handles_of_the_pool() {
 fn new_handle_names_look_like_generated_ones() {
     let mut rng = rand::rng();
     for _ in 0..100 {
-        let name = new_handle_name(&mut rng);
+        let name = random_handle_name(&mut rng);
         assert_eq!(name.len(), 10);
         assert!(name.starts_with("guid-"));
         assert!(name[5..].bytes().all(|b| NAME_ALPHABET.contains(&b)));
@@ -460,4 +461,56 @@ proptest! {
         prop_assert_eq!(plan.count.available, available);
         prop_assert_eq!(plan.count.ready, ready_count as i64);
     }
+}
+
+#[test]
+fn a_pool_gets_a_valid_condition_only_once_it_had_a_problem() {
+    let mut status = ResourcePoolStatus::default();
+    let change = set_pool_validity(&mut status, None, Some(1), now());
+    assert_eq!(change, Change::Unchanged);
+    assert_eq!(
+        status.conditions, None,
+        "no empty conditions list is written"
+    );
+
+    let change = set_pool_validity(&mut status, Some("spec.provider.name: a"), Some(1), now());
+    assert_eq!(change, Change::Transitioned);
+    let later = now() + TimeDelta::minutes(5);
+    let change = set_pool_validity(&mut status, Some("spec.provider.name: b"), Some(2), later);
+    assert_eq!(change, Change::Reworded);
+    let conditions = status.conditions.as_deref().expect("a Valid condition");
+    assert_eq!(conditions.len(), 1);
+    assert_eq!(conditions[0].status, "False");
+    assert_eq!(conditions[0].message, "spec.provider.name: b");
+    assert_eq!(
+        conditions[0].last_transition_time,
+        crate::core::lifespan::api_time(now()),
+        "a new message is no transition"
+    );
+}
+
+#[test]
+fn new_handle_names_avoid_taken_names_and_each_other() {
+    use rand::SeedableRng;
+    let seeded = || rand::rngs::StdRng::seed_from_u64(7);
+    // The names the same generator gives first: two of them are taken.
+    let first: Vec<String> = {
+        let mut rng = seeded();
+        (0..3).map(|_| random_handle_name(&mut rng)).collect()
+    };
+    let taken = [first[0].as_str(), first[2].as_str()];
+    let names = new_handle_names(3, &taken, &mut seeded());
+    assert_eq!(names.len(), 3);
+    assert_eq!(names[0], first[1], "the first free name is kept");
+    for name in &names {
+        assert!(!taken.contains(&name.as_str()), "{name} is taken");
+        assert!(
+            name.starts_with("guid-") && name.len() == "guid-".len() + 5,
+            "{name}"
+        );
+    }
+    let mut unique = names.clone();
+    unique.sort();
+    unique.dedup();
+    assert_eq!(unique.len(), names.len(), "{names:?}");
 }

@@ -355,3 +355,28 @@ proptest! {
         prop_assert_eq!(waiting, offset > 0);
     }
 }
+
+#[test]
+fn a_scaling_reports_a_problem_and_its_end_in_its_valid_condition() {
+    let fine = scaling("s", json!({}), json!({"count": 1}));
+    let (conditions, change) = validity_conditions(&fine, None, now());
+    assert_eq!(change, crate::core::conditions::Change::Unchanged);
+    assert!(conditions.is_empty());
+
+    let (conditions, change) =
+        validity_conditions(&fine, Some("spec.at: bad"), at("2026-11-21T11:00:00Z"));
+    assert_eq!(change, crate::core::conditions::Change::Transitioned);
+    let broken = scaling(
+        "s",
+        json!({}),
+        json!({"count": 1, "conditions": conditions}),
+    );
+    let (conditions, change) = validity_conditions(&broken, None, now());
+    assert_eq!(change, crate::core::conditions::Change::Transitioned);
+    assert_eq!(conditions.len(), 1);
+    assert_eq!(conditions[0].status, "True");
+    assert_eq!(
+        conditions[0].last_transition_time,
+        crate::core::lifespan::api_time(now())
+    );
+}
