@@ -13,16 +13,14 @@ use kube::Api;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams};
 use poolboy::api::{ResourceClaim, ResourceHandle, ResourcePool, ResourceProvider};
 use serde_json::{Value, json};
+use support::apis::Apis;
 use support::objects::{self, D, handle_name, key};
 use support::operator::TestOperator;
-use support::{TestEnv, create, eventually, gone, wait_for};
+use support::{TIMEOUT, TestEnv, create, eventually, gone};
 
-const TIMEOUT: Duration = Duration::from_secs(30);
-
-/// Operator logs, when `RUST_LOG` asks for them (`RUST_LOG=poolboy=debug`).
 /// A provider whose `match` takes ConfigMap templates labelled `example.com/kind: config`,
 /// with a default, a schema, a check and a lifespan (as `examples/provider-configmap.yaml`).
-fn configmap_provider(name: &str) -> ResourceProvider {
+fn example_provider(name: &str) -> ResourceProvider {
     objects::provider(
         name,
         json!({
@@ -111,59 +109,6 @@ fn unbound_handle(
     objects::handle(metadata, spec)
 }
 
-struct Apis {
-    claims: Api<ResourceClaim>,
-    handles: Api<ResourceHandle>,
-    providers: Api<ResourceProvider>,
-}
-
-impl Apis {
-    fn new(env: &TestEnv) -> Self {
-        Self {
-            claims: env.api(),
-            handles: env.api(),
-            providers: env.api(),
-        }
-    }
-
-    async fn create_providers(&self, providers: Vec<ResourceProvider>) {
-        for provider in providers {
-            create(&self.providers, &provider).await;
-        }
-    }
-
-    async fn create_claim(&self, claim: &ResourceClaim) {
-        create(&self.claims, claim).await;
-    }
-
-    async fn create_handle(&self, handle: &ResourceHandle) {
-        create(&self.handles, handle).await;
-    }
-
-    /// Waits until claim `name` satisfies `check`, and returns it.
-    async fn claim_when(
-        &self,
-        name: &str,
-        what: &str,
-        check: impl Fn(&ResourceClaim) -> bool,
-    ) -> ResourceClaim {
-        wait_for(&self.claims, name, what, TIMEOUT, check).await
-    }
-
-    /// Waits until claim `name` is bound, and returns it with its handle.
-    async fn bound(&self, name: &str) -> (ResourceClaim, ResourceHandle) {
-        let claim = self
-            .claim_when(name, "bound", |c| handle_name(c).is_some())
-            .await;
-        let handle = self
-            .handles
-            .get(handle_name(&claim).unwrap_or_default())
-            .await
-            .expect("the bound handle exists");
-        (claim, handle)
-    }
-}
-
 fn condition<'a>(
     claim: &'a ResourceClaim,
     type_: &str,
@@ -196,7 +141,7 @@ async fn an_explicit_provider_claim_creates_a_labelled_handle_with_a_lifespan() 
     let env = TestEnv::new().await;
     let ns = env.namespace.clone();
     let apis = Apis::new(&env);
-    apis.create_providers(vec![configmap_provider("configmap")])
+    apis.create_providers(vec![example_provider("configmap")])
         .await;
     let operator = TestOperator::start(env.client.clone(), &ns);
     let started = Utc::now();
@@ -280,7 +225,7 @@ async fn a_match_claim_is_initialised_with_defaults_in_its_spec() {
     let env = TestEnv::new().await;
     let ns = env.namespace.clone();
     let apis = Apis::new(&env);
-    apis.create_providers(vec![configmap_provider("configmap")])
+    apis.create_providers(vec![example_provider("configmap")])
         .await;
     let operator = TestOperator::start(env.client.clone(), &ns);
 
@@ -356,7 +301,7 @@ async fn invalid_claims_are_reported_and_do_not_disturb_a_valid_one() {
     let ns = env.namespace.clone();
     let apis = Apis::new(&env);
     apis.create_providers(vec![
-        configmap_provider("configmap"),
+        example_provider("configmap"),
         parameter_provider("lab"),
     ])
     .await;
@@ -502,7 +447,7 @@ async fn a_claim_binds_to_a_matching_unbound_pool_handle() {
     let env = TestEnv::new().await;
     let ns = env.namespace.clone();
     let apis = Apis::new(&env);
-    apis.create_providers(vec![configmap_provider("configmap")])
+    apis.create_providers(vec![example_provider("configmap")])
         .await;
     let pools: Api<ResourcePool> = env.api();
     let pool = objects::pool(
@@ -634,7 +579,7 @@ async fn handle_status_shows_in_the_claim_status() {
     let env = TestEnv::new().await;
     let ns = env.namespace.clone();
     let apis = Apis::new(&env);
-    apis.create_providers(vec![configmap_provider("configmap")])
+    apis.create_providers(vec![example_provider("configmap")])
         .await;
     let operator = TestOperator::start(env.client.clone(), &ns);
 
@@ -718,7 +663,7 @@ async fn deleting_a_claim_deletes_its_handle() {
     let env = TestEnv::new().await;
     let ns = env.namespace.clone();
     let apis = Apis::new(&env);
-    apis.create_providers(vec![configmap_provider("configmap")])
+    apis.create_providers(vec![example_provider("configmap")])
         .await;
     let operator = TestOperator::start(env.client.clone(), &ns);
 
@@ -752,7 +697,7 @@ async fn a_claim_whose_handle_is_gone_is_deleted() {
     let env = TestEnv::new().await;
     let ns = env.namespace.clone();
     let apis = Apis::new(&env);
-    apis.create_providers(vec![configmap_provider("configmap")])
+    apis.create_providers(vec![example_provider("configmap")])
         .await;
     let operator = TestOperator::start(env.client.clone(), &ns);
 

@@ -15,7 +15,8 @@ use kube::core::ApiResource;
 use poolboy::api::OperatorDomain;
 use poolboy::controller::kinds::{ClaimObject, HandleObject, Kinds, PoolObject};
 use serde_json::{Value, json};
-use support::objects::resource_name;
+use support::apis::bound;
+use support::objects::{self, merged, resource_name};
 use support::operator::TestOperator;
 use support::{TestEnv, gone, wait_for};
 
@@ -33,7 +34,7 @@ fn claims(env: &TestEnv) -> Api<ClaimObject> {
     Api::namespaced_with(env.client.clone(), &env.namespace, &kinds().claim)
 }
 
-fn handles(env: &TestEnv) -> Api<HandleObject> {
+fn handle_objects(env: &TestEnv) -> Api<HandleObject> {
     Api::namespaced_with(env.client.clone(), &env.namespace, &kinds().handle)
 }
 
@@ -49,24 +50,20 @@ async fn create(env: &TestEnv, resource: &ApiResource, object: Value) {
         .unwrap_or_else(|e| panic!("creating {resource:?}: {e}"));
 }
 
-/// A provider of ConfigMaps in the test namespace, matched by the label `e2e/kind: config`.
-fn configmap_provider(env: &TestEnv, name: &str, extra: Value) -> Value {
-    let mut spec = json!({
+/// A provider of ConfigMaps in the test namespace, matched by the label `e2e/kind: <name>`,
+/// with `extra` merged into its spec.
+fn labelled_provider(env: &TestEnv, name: &str, extra: Value) -> Value {
+    let spec = json!({
         "match": {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"labels": {"e2e/kind": name}}},
         "matchIgnore": ["/data(/.*)?"],
-        "override": {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"namespace": env.namespace}},
         "readinessCheck": "metadata.uid is defined",
         "updateFilters": [{"pathMatch": "/data/.*"}],
     });
-    if let (Value::Object(spec), Value::Object(extra)) = (&mut spec, extra) {
-        spec.extend(extra);
-    }
-    json!({
-        "apiVersion": "poolboy.gpte.redhat.com/v1",
-        "kind": "ResourceProvider",
-        "metadata": {"name": name, "namespace": env.namespace},
-        "spec": spec,
-    })
+    json!(objects::configmap_provider(
+        &env.namespace,
+        name,
+        merged(spec, extra)
+    ))
 }
 
 fn claim(env: &TestEnv, name: &str, provider_label: &str, data: Value) -> Value {
@@ -84,19 +81,6 @@ fn claim(env: &TestEnv, name: &str, provider_label: &str, data: Value) -> Value 
             },
         }]},
     })
-}
-
-fn handle_of(claim: &ClaimObject) -> Option<&str> {
-    let handle = claim.status.as_ref()?.resource_handle.as_ref()?;
-    Some(handle.name.as_str())
-}
-
-async fn bound_handle(env: &TestEnv, claim: &str) -> String {
-    let claim = wait_for(&claims(env), claim, "bound", WAIT, |c| {
-        handle_of(c).is_some()
-    })
-    .await;
-    handle_of(&claim).unwrap_or_default().to_owned()
 }
 
 async fn claim_status(
@@ -124,14 +108,14 @@ async fn an_explicit_provider_claim_creates_its_resource_syncs_status_and_cascad
     create(
         &env,
         &k.provider,
-        configmap_provider(&env, "config", json!({})),
+        labelled_provider(&env, "config", json!({})),
     )
     .await;
     let mut claim_object = claim(&env, "explicit", "other", json!({"color": "blue"}));
     claim_object["spec"]["resources"][0]["provider"] = json!({"name": "config"});
     create(&env, &k.claim, claim_object).await;
 
-    let handle = bound_handle(&env, "explicit").await;
+    let handle = bound(&env, "explicit").await;
     let configmaps: Api<ConfigMap> = env.api();
     let name = resource_name(&handle, 0);
     let configmap = wait_for(&configmaps, &name, "exists", WAIT, |_| true).await;
@@ -160,7 +144,7 @@ async fn an_explicit_provider_claim_creates_its_resource_syncs_status_and_cascad
         .delete("explicit", &DeleteParams::default())
         .await
         .expect("delete claim");
-    gone(&handles(&env), &handle, WAIT).await;
+    gone(&handle_objects(&env), &handle, WAIT).await;
     gone(&configmaps, &name, WAIT).await;
     env.teardown([operator]).await;
 }
@@ -174,7 +158,7 @@ async fn a_match_claim_gets_the_provider_defaults() {
     create(
         &env,
         &k.provider,
-        configmap_provider(&env, "defaults", extra),
+        labelled_provider(&env, "defaults", extra),
     )
     .await;
     create(
@@ -184,7 +168,7 @@ async fn a_match_claim_gets_the_provider_defaults() {
     )
     .await;
 
-    let handle = bound_handle(&env, "matched").await;
+    let handle = bound(&env, "matched").await;
     let claim = claims(&env).get("matched").await.expect("claim");
     let template = &claim.spec.resources.as_ref().expect("resources")[0].template;
     let data = &template.as_ref().expect("template")["data"];
@@ -218,12 +202,7 @@ async fn an_invalid_claim_gets_a_clear_message_and_does_not_disturb_others() {
     let operator = TestOperator::start(env.client.clone(), &env.namespace);
     let k = kinds();
     let extra = json!({"validation": {"checks": [{"name": "color is known", "check": "data.color in ['red', 'blue']"}]}});
-    create(
-        &env,
-        &k.provider,
-        configmap_provider(&env, "checked", extra),
-    )
-    .await;
+    create(&env, &k.provider, labelled_provider(&env, "checked", extra)).await;
     create(
         &env,
         &k.claim,
@@ -249,7 +228,7 @@ async fn an_invalid_claim_gets_a_clear_message_and_does_not_disturb_others() {
         status["resourceHandle"].is_null(),
         "an invalid claim is not bound"
     );
-    bound_handle(&env, "good").await;
+    bound(&env, "good").await;
     env.teardown([operator]).await;
 }
 
@@ -279,7 +258,7 @@ fn pool(env: &TestEnv, name: &str, provider: &str, min_available: i64) -> Value 
 
 async fn unbound_pool_handles(env: &TestEnv, pool: &str) -> Vec<HandleObject> {
     let selector = format!("poolboy.gpte.redhat.com/resource-pool-name={pool}");
-    let list = handles(env)
+    let list = handle_objects(env)
         .list(&ListParams::default().labels(&selector))
         .await
         .expect("list handles");
@@ -306,7 +285,7 @@ async fn a_pool_fills_binds_refills_and_is_deleted_cleanly() {
     create(
         &env,
         &k.provider,
-        configmap_provider(&env, "pooled", json!({})),
+        labelled_provider(&env, "pooled", json!({})),
     )
     .await;
     create(&env, &k.pool, pool(&env, "pool", "pooled", 2)).await;
@@ -323,7 +302,7 @@ async fn a_pool_fills_binds_refills_and_is_deleted_cleanly() {
         claim(&env, "from-pool", "pooled", json!({"color": "red"})),
     )
     .await;
-    let handle = bound_handle(&env, "from-pool").await;
+    let handle = bound(&env, "from-pool").await;
     assert!(before.contains(&handle), "the claim binds a pooled handle");
     pool_has_unbound(&env, "pool", 2).await;
 
@@ -333,7 +312,7 @@ async fn a_pool_fills_binds_refills_and_is_deleted_cleanly() {
         .expect("delete pool");
     gone(&pools(&env), "pool", WAIT).await;
     pool_has_unbound(&env, "pool", 0).await;
-    let bound = handles(&env)
+    let bound = handle_objects(&env)
         .get(&handle)
         .await
         .expect("the bound handle stays");
@@ -347,19 +326,19 @@ async fn a_lifespan_end_deletes_claim_handle_and_resource() {
     let operator = TestOperator::start(env.client.clone(), &env.namespace);
     let k = kinds();
     let extra = json!({"lifespan": {"default": "8s"}});
-    create(&env, &k.provider, configmap_provider(&env, "short", extra)).await;
+    create(&env, &k.provider, labelled_provider(&env, "short", extra)).await;
     create(
         &env,
         &k.claim,
         claim(&env, "short-lived", "short", json!({})),
     )
     .await;
-    let handle = bound_handle(&env, "short-lived").await;
+    let handle = bound(&env, "short-lived").await;
     let configmaps: Api<ConfigMap> = env.api();
     let name = resource_name(&handle, 0);
     wait_for(&configmaps, &name, "exists", WAIT, |_| true).await;
     gone(&claims(&env), "short-lived", WAIT).await;
-    gone(&handles(&env), &handle, WAIT).await;
+    gone(&handle_objects(&env), &handle, WAIT).await;
     gone(&configmaps, &name, WAIT).await;
     env.teardown([operator]).await;
 }
@@ -373,12 +352,12 @@ async fn an_update_filter_lets_one_field_through_and_blocks_another() {
     create(
         &env,
         &k.provider,
-        configmap_provider(&env, "filtered", extra),
+        labelled_provider(&env, "filtered", extra),
     )
     .await;
     let data = json!({"allowed": "1", "blocked": "1"});
     create(&env, &k.claim, claim(&env, "edited", "filtered", data)).await;
-    let handle = bound_handle(&env, "edited").await;
+    let handle = bound(&env, "edited").await;
     let configmaps: Api<ConfigMap> = env.api();
     let name = resource_name(&handle, 0);
     wait_for(&configmaps, &name, "exists", WAIT, |_| true).await;
@@ -420,7 +399,7 @@ async fn a_change_to_a_managed_configmap_shows_in_the_claim_status() {
     create(
         &env,
         &k.provider,
-        configmap_provider(&env, "watched", json!({})),
+        labelled_provider(&env, "watched", json!({})),
     )
     .await;
     create(
@@ -429,7 +408,7 @@ async fn a_change_to_a_managed_configmap_shows_in_the_claim_status() {
         claim(&env, "watching", "watched", json!({"phase": "new"})),
     )
     .await;
-    let handle = bound_handle(&env, "watching").await;
+    let handle = bound(&env, "watching").await;
     claim_status(&env, "watching", "the first state", |s| {
         s["resources"][0]["state"]["data"]["phase"] == json!("new")
     })
@@ -469,7 +448,7 @@ async fn two_hundred_claims_two_operators_one_pool_of_a_hundred() {
     create(
         &env,
         &k.provider,
-        configmap_provider(&env, "race", json!({})),
+        labelled_provider(&env, "race", json!({})),
     )
     .await;
     create(&env, &k.pool, pool(&env, "race", "race", 100)).await;
@@ -520,7 +499,7 @@ async fn two_hundred_claims_two_operators_one_pool_of_a_hundred() {
     let from_pool = bound.values().filter(|h| pooled.contains(*h)).count();
     assert_eq!(from_pool, 100, "the pool's hundred handles are all used");
 
-    let all = handles(&env)
+    let all = handle_objects(&env)
         .list(&ListParams::default())
         .await
         .expect("handles");

@@ -1,87 +1,64 @@
 //! The ResourceHandle controller and the managed-resource watches on the real control plane
-//! (§12, §13, §14; Δ§3.2). Handles are created directly; ConfigMaps are the managed kind.
+//! (§12, §13, §14; Δ§3.2): creating, updating and deleting a handle's resources, lifespan end,
+//! linked resources and summaries, and the handle fixes of Δ§8 (an expired or orphaned handle
+//! deletes itself and stops, B10; deletion tolerates a resource already gone, B11; an existing
+//! resource is taken over, B13; finalizers without shards, B14/B15). Handles are created
+//! directly; ConfigMaps are the managed kind.
 
 mod support;
 
 use std::time::{Duration, Instant};
 
+use chrono::{TimeDelta, Utc};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{DeleteParams, Patch, PatchParams};
 use kube::{Api, ResourceExt};
-use poolboy::api::{ResourceClaim, ResourceHandle, ResourceProvider};
+use poolboy::api::{ResourceClaim, ResourceHandle};
 use serde_json::{Value, json};
 
-use support::objects::{self, D, key, merged, resource_name};
+use support::apis::{Apis, bound};
+use support::config::{
+    config_resources, create_config_claim, create_config_provider, ready_handle,
+};
+use support::fixtures::{
+    await_object, configmap, create_handle, create_named_handle, guid_name, handle_status,
+    record_configmaps, rfc3339,
+};
+use support::objects::{self, D, configmap_provider, key, merged, resource_name};
 use support::operator::TestOperator;
-use support::{TestEnv, create, eventually, gone};
-
-const TIMEOUT: Duration = Duration::from_secs(30);
-
-/// A provider of ConfigMaps in the test namespace; `extra` is merged into its spec.
-fn configmap_provider(env: &TestEnv, name: &str, extra: Value) -> ResourceProvider {
-    let spec = json!({
-        "override": {
-            "apiVersion": "v1",
-            "kind": "ConfigMap",
-            "metadata": {"namespace": env.namespace},
-        },
-    });
-    objects::provider(name, merged(spec, extra))
-}
-
-async fn create_providers(env: &TestEnv, providers: Vec<ResourceProvider>) {
-    for provider in providers {
-        env.create(&provider).await;
-    }
-}
+use support::{TIMEOUT, TestEnv, create, eventually, from_json, gone};
 
 /// A handle (`generateName: guid-`) with one entry per `(name, provider, template)`, and
 /// `extra` merged into its spec.
-async fn create_handle(
+async fn create_handle_of(
     env: &TestEnv,
     resources: &[(&str, &str, Value)],
     extra: Value,
 ) -> ResourceHandle {
-    let resources: Vec<Value> = resources
-        .iter()
-        .map(|(name, provider, template)| {
-            json!({
-                "name": name,
-                "provider": objects::provider_ref(provider, &env.namespace),
-                "template": template,
-            })
-        })
-        .collect();
-    let spec = merged(json!({"resources": resources}), extra);
-    env.create(&objects::handle(json!({}), spec)).await
-}
-
-async fn handle_status(env: &TestEnv, name: &str) -> Option<Value> {
-    let handle = env.api::<ResourceHandle>().get_opt(name).await.ok()??;
-    serde_json::to_value(handle.status?).ok()
-}
-
-async fn configmap(env: &TestEnv, name: &str) -> Option<ConfigMap> {
-    env.api::<ConfigMap>().get_opt(name).await.ok()?
+    let resources = objects::resources(&env.namespace, resources);
+    create_handle(
+        env,
+        json!({}),
+        merged(json!({"resources": resources}), extra),
+    )
+    .await
 }
 
 #[tokio::test]
 async fn a_handle_creates_its_configmap_and_follows_its_readiness() {
     let env = TestEnv::new().await;
-    create_providers(
-        &env,
-        vec![configmap_provider(
-            &env,
+    Apis::new(&env)
+        .create_providers(vec![configmap_provider(
+            &env.namespace,
             "config",
             json!({
                 "healthCheck": "metadata.labels.broken | default('no') != 'yes'",
                 "readinessCheck": "metadata.labels.ready | default('no') == 'yes'",
             }),
-        )],
-    )
-    .await;
+        )])
+        .await;
     let operator = TestOperator::start(env.client.clone(), &env.namespace);
-    let handle = create_handle(
+    let handle = create_handle_of(
         &env,
         &[("cm", "config", json!({"data": {"a": "b"}}))],
         json!({}),
@@ -165,18 +142,16 @@ async fn a_handle_creates_its_configmap_and_follows_its_readiness() {
 #[tokio::test]
 async fn an_update_filter_lets_one_field_through_and_blocks_another() {
     let env = TestEnv::new().await;
-    create_providers(
-        &env,
-        vec![configmap_provider(
-            &env,
+    Apis::new(&env)
+        .create_providers(vec![configmap_provider(
+            &env.namespace,
             "filtered",
             json!({"updateFilters": [{"pathMatch": "/data/allowed"}]}),
-        )],
-    )
-    .await;
+        )])
+        .await;
     let operator = TestOperator::start(env.client.clone(), &env.namespace);
     let template = json!({"data": {"allowed": "one", "blocked": "one"}});
-    let handle = create_handle(&env, &[("cm", "filtered", template)], json!({})).await;
+    let handle = create_handle_of(&env, &[("cm", "filtered", template)], json!({})).await;
     let cm_name = resource_name(&handle.name_any(), 0);
     eventually("the ConfigMap", TIMEOUT, || configmap(&env, &cm_name)).await;
 
@@ -207,14 +182,20 @@ async fn an_update_filter_lets_one_field_through_and_blocks_another() {
 #[tokio::test]
 async fn a_handle_is_deleted_at_its_lifespan_end_with_its_resources_annotated_first() {
     let env = TestEnv::new().await;
-    create_providers(&env, vec![configmap_provider(&env, "config", json!({}))]).await;
+    Apis::new(&env)
+        .create_providers(vec![configmap_provider(
+            &env.namespace,
+            "config",
+            json!({}),
+        )])
+        .await;
     let operator = TestOperator::start(env.client.clone(), &env.namespace);
     // Whole seconds, as the field holds them.
     let end = chrono::DateTime::from_timestamp(chrono::Utc::now().timestamp() + 5, 0)
         .expect("a valid time");
     // A finalizer of the test's own holds the ConfigMap, so its last state can be seen.
     let template = json!({"metadata": {"finalizers": ["tests.poolboy.dev/hold"]}});
-    let handle = create_handle(
+    let handle = create_handle_of(
         &env,
         &[("cm", "config", template)],
         json!({"lifespan": {"end": end.format("%Y-%m-%dT%H:%M:%SZ").to_string()}}),
@@ -260,7 +241,7 @@ async fn a_handle_is_deleted_at_its_lifespan_end_with_its_resources_annotated_fi
 }
 
 /// A bare claim pointing at nothing; labelled ignore so that no claim controller acts on it.
-async fn create_claim(env: &TestEnv, name: &str, detached: bool) -> ResourceClaim {
+async fn create_ignored_claim(env: &TestEnv, name: &str, detached: bool) -> ResourceClaim {
     let mut claim = objects::claim(name, json!({"resources": []}));
     claim.metadata.labels = Some([(key("ignore"), "true".to_owned())].into());
     let claims: Api<ResourceClaim> = env.api();
@@ -284,17 +265,23 @@ fn claim_ref(env: &TestEnv, name: &str) -> Value {
 #[tokio::test]
 async fn deleting_a_handle_deletes_its_resources_and_its_claim_unless_detached() {
     let env = TestEnv::new().await;
-    create_providers(&env, vec![configmap_provider(&env, "config", json!({}))]).await;
+    Apis::new(&env)
+        .create_providers(vec![configmap_provider(
+            &env.namespace,
+            "config",
+            json!({}),
+        )])
+        .await;
     let operator = TestOperator::start(env.client.clone(), &env.namespace);
-    create_claim(&env, "bound", false).await;
-    create_claim(&env, "detached", true).await;
-    let bound = create_handle(
+    create_ignored_claim(&env, "bound", false).await;
+    create_ignored_claim(&env, "detached", true).await;
+    let bound = create_handle_of(
         &env,
         &[("cm", "config", json!({}))],
         claim_ref(&env, "bound"),
     )
     .await;
-    let detached = create_handle(
+    let detached = create_handle_of(
         &env,
         &[("cm", "config", json!({}))],
         claim_ref(&env, "detached"),
@@ -332,9 +319,15 @@ async fn deleting_a_handle_deletes_its_resources_and_its_claim_unless_detached()
 #[tokio::test]
 async fn a_handle_whose_claim_is_gone_deletes_itself() {
     let env = TestEnv::new().await;
-    create_providers(&env, vec![configmap_provider(&env, "config", json!({}))]).await;
+    Apis::new(&env)
+        .create_providers(vec![configmap_provider(
+            &env.namespace,
+            "config",
+            json!({}),
+        )])
+        .await;
     let operator = TestOperator::start(env.client.clone(), &env.namespace);
-    let handle = create_handle(
+    let handle = create_handle_of(
         &env,
         &[("cm", "config", json!({}))],
         claim_ref(&env, "never-was"),
@@ -354,10 +347,9 @@ async fn a_handle_whose_claim_is_gone_deletes_itself() {
 #[tokio::test]
 async fn a_bad_template_is_reported_and_does_not_disturb_other_handles() {
     let env = TestEnv::new().await;
-    create_providers(
-        &env,
-        vec![
-            configmap_provider(&env, "good", json!({})),
+    Apis::new(&env)
+        .create_providers(vec![
+            configmap_provider(&env.namespace, "good", json!({})),
             objects::provider(
                 "bad",
                 json!({
@@ -370,17 +362,16 @@ async fn a_bad_template_is_reported_and_does_not_disturb_other_handles() {
                     },
                 }),
             ),
-        ],
-    )
-    .await;
+        ])
+        .await;
     let operator = TestOperator::start(env.client.clone(), &env.namespace);
-    let bad = create_handle(
+    let bad = create_handle_of(
         &env,
         &[("broken", "bad", json!({})), ("fine", "good", json!({}))],
         json!({}),
     )
     .await;
-    let other = create_handle(&env, &[("cm", "good", json!({}))], json!({})).await;
+    let other = create_handle_of(&env, &[("cm", "good", json!({}))], json!({})).await;
 
     let bad_name = bad.name_any();
     let status = eventually(
@@ -423,10 +414,9 @@ async fn a_bad_template_is_reported_and_does_not_disturb_other_handles() {
 #[tokio::test]
 async fn a_linked_resource_waits_for_its_link_then_uses_its_template_vars() {
     let env = TestEnv::new().await;
-    create_providers(
-        &env,
+    Apis::new(&env).create_providers(
         vec![
-            configmap_provider(&env, "base", json!({})),
+            configmap_provider(&env.namespace, "base", json!({})),
             objects::provider(
                 "app",
                 json!({
@@ -448,7 +438,7 @@ async fn a_linked_resource_waits_for_its_link_then_uses_its_template_vars() {
     )
     .await;
     let operator = TestOperator::start(env.client.clone(), &env.namespace);
-    let handle = create_handle(
+    let handle = create_handle_of(
         &env,
         &[("base", "base", json!({})), ("app", "app", json!({}))],
         json!({}),
@@ -485,17 +475,15 @@ async fn a_linked_resource_waits_for_its_link_then_uses_its_template_vars() {
 #[tokio::test]
 async fn a_deleted_managed_resource_is_seen_and_recreated() {
     let env = TestEnv::new().await;
-    create_providers(
-        &env,
-        vec![configmap_provider(
-            &env,
+    Apis::new(&env)
+        .create_providers(vec![configmap_provider(
+            &env.namespace,
             "config",
             json!({"readinessCheck": "metadata.uid is defined"}),
-        )],
-    )
-    .await;
+        )])
+        .await;
     let operator = TestOperator::start(env.client.clone(), &env.namespace);
-    let handle = create_handle(&env, &[("cm", "config", json!({}))], json!({})).await;
+    let handle = create_handle_of(&env, &[("cm", "config", json!({}))], json!({})).await;
     let name = handle.name_any();
     let cm_name = resource_name(&handle.name_any(), 0);
     let first = eventually("the ConfigMap", TIMEOUT, || configmap(&env, &cm_name)).await;
@@ -533,10 +521,9 @@ async fn a_deleted_managed_resource_is_seen_and_recreated() {
 #[tokio::test]
 async fn a_provider_handle_generates_its_resources_and_a_summary() {
     let env = TestEnv::new().await;
-    create_providers(
-        &env,
-        vec![configmap_provider(
-            &env,
+    Apis::new(&env)
+        .create_providers(vec![configmap_provider(
+            &env.namespace,
             "sized",
             json!({
                 "parameters": [{"name": "size", "default": {"value": "small"}}],
@@ -547,11 +534,10 @@ async fn a_provider_handle_generates_its_resources_and_a_summary() {
                     "configMap": "{{ resources[0].state.metadata.name | default('none') }}",
                 },
             }),
-        )],
-    )
-    .await;
+        )])
+        .await;
     let operator = TestOperator::start(env.client.clone(), &env.namespace);
-    let handle = create_handle(
+    let handle = create_handle_of(
         &env,
         &[],
         json!({"provider": {"name": "sized", "parameterValues": {"size": "large"}}}),
@@ -593,6 +579,174 @@ async fn a_provider_handle_generates_its_resources_and_a_summary() {
     let resources = handle.spec.resources.expect("generated spec.resources");
     assert_eq!(resources.len(), 1);
     assert_eq!(resources[0].name.as_deref(), Some("sized"));
+
+    env.teardown([operator]).await;
+}
+
+/// Δ B10: a handle past its lifespan end, or whose claim is gone, deletes itself and does
+/// nothing else in that pass: its resources are never created.
+#[tokio::test]
+async fn b10_an_expired_or_orphaned_handle_deletes_itself_without_creating_anything() {
+    let env = TestEnv::new().await;
+    create_config_provider(&env, false).await;
+    let seen = record_configmaps(&env).await;
+    let operator = TestOperator::start(env.client.clone(), &env.namespace);
+    let resources = config_resources(&env, &[("config", json!({}))]);
+    let expired = guid_name("expired");
+    let end = rfc3339(Utc::now() - TimeDelta::seconds(30));
+    create_named_handle(
+        &env,
+        &expired,
+        json!({}),
+        json!({"lifespan": {"end": end}, "resources": resources}),
+    )
+    .await;
+    let orphan = guid_name("orphan");
+    let spec = json!({"resourceClaim": objects::reference("ResourceClaim", "never-existed", &env.namespace), "resources": resources});
+    create_named_handle(&env, &orphan, json!({}), spec).await;
+    let handles_api: Api<ResourceHandle> = env.api();
+    gone(&handles_api, &expired, TIMEOUT).await;
+    gone(&handles_api, &orphan, TIMEOUT).await;
+
+    // A ConfigMap of the test's own, once seen, proves the watch has caught up.
+    let barrier: ConfigMap = from_json(json!({"metadata": {"name": "barrier"}}));
+    env.create(&barrier).await;
+    eventually("the watch sees the barrier", TIMEOUT, || async {
+        seen.lock().ok()?.contains("barrier").then_some(())
+    })
+    .await;
+    let seen = seen.lock().expect("the record").clone();
+    for handle in [&expired, &orphan] {
+        assert!(
+            !seen.contains(&resource_name(handle, 0)),
+            "{handle} created a resource: {seen:?}"
+        );
+    }
+
+    env.teardown([operator]).await;
+}
+
+/// Δ B11: deletion works from `status.resources[].reference` and ignores a resource that is
+/// already gone (404): the other resource is still deleted and the handle released.
+#[tokio::test]
+async fn b11_deleting_a_handle_whose_resource_is_already_gone_completes() {
+    let env = TestEnv::new().await;
+    create_config_provider(&env, false).await;
+    let operator = TestOperator::start(env.client.clone(), &env.namespace);
+    let name = guid_name("partial");
+    let resources = config_resources(&env, &[("a", json!({})), ("b", json!({}))]);
+    create_named_handle(&env, &name, json!({}), json!({"resources": resources})).await;
+    ready_handle(&env, &name).await;
+    operator.stop().await;
+
+    let configmaps: Api<ConfigMap> = env.api();
+    configmaps
+        .delete(&resource_name(&name, 0), &DeleteParams::default())
+        .await
+        .expect("deleting one resource behind the handle's back");
+    let handles_api: Api<ResourceHandle> = env.api();
+    handles_api
+        .delete(&name, &DeleteParams::default())
+        .await
+        .expect("deleting the handle");
+    let operator = TestOperator::start(env.client.clone(), &env.namespace);
+    gone(&handles_api, &name, TIMEOUT).await;
+    gone(&configmaps, &resource_name(&name, 1), TIMEOUT).await;
+    assert!(
+        configmap(&env, &resource_name(&name, 0)).await.is_none(),
+        "not recreated"
+    );
+
+    env.teardown([operator]).await;
+}
+
+/// Δ B13: a resource that already exists under the name the handle generates is taken over
+/// (patched through the update filters), not an error: the handle is valid and ready, and the
+/// ConfigMap keeps its uid.
+#[tokio::test]
+async fn b13_an_existing_resource_is_taken_over_not_an_error() {
+    let env = TestEnv::new().await;
+    create_config_provider(&env, false).await;
+    let name = guid_name("existing");
+    let cm: ConfigMap = from_json(json!({
+        "metadata": {"name": resource_name(&name, 0)},
+        "data": {"v": "before"},
+    }));
+    let before = env.create(&cm).await;
+    let operator = TestOperator::start(env.client.clone(), &env.namespace);
+    create_named_handle(
+        &env,
+        &name,
+        json!({}),
+        json!({"resources": config_resources(&env, &[("config", json!({"v": "after"}))])}),
+    )
+    .await;
+    let status = ready_handle(&env, &name).await;
+    let valid = status["status"]["conditions"].as_array().is_some_and(|c| {
+        c.iter()
+            .any(|c| c["type"] == "Valid" && c["status"] == "True")
+    });
+    assert!(valid, "{status}");
+    let cm = eventually("the ConfigMap takes the template", TIMEOUT, || async {
+        let cm = configmap(&env, &resource_name(&name, 0)).await?;
+        (cm.data.as_ref()?.get("v")? == "after").then_some(cm)
+    })
+    .await;
+    assert_eq!(cm.uid(), before.uid(), "patched, not recreated");
+
+    env.teardown([operator]).await;
+}
+
+/// Δ B14/B15 (#145): no shards here. The finalizer is the bare domain on claims and handles
+/// (no shard index in it, no shard label anywhere), and objects carrying finalizers of other
+/// Poolboy modes or versions (`D/handler`, `D/handler-<n>`, `D/resource-handler-<n>`) are
+/// released on deletion all the same.
+#[tokio::test]
+async fn b15_finalizers_carry_no_shard_and_legacy_ones_are_released() {
+    let env = TestEnv::new().await;
+    create_config_provider(&env, false).await;
+    let operator = TestOperator::start(env.client.clone(), &env.namespace);
+    create_config_claim(&env, "plain", json!({}), json!({}), json!({})).await;
+    let handle = bound(&env, "plain").await;
+    let claims: Api<ResourceClaim> = env.api();
+    let handles_api: Api<ResourceHandle> = env.api();
+    let claim = claims.get("plain").await.expect("claim");
+    assert_eq!(claim.finalizers(), [D.to_owned()]);
+    let bound_handle = handles_api.get(&handle).await.expect("handle");
+    assert_eq!(bound_handle.finalizers(), [D.to_owned()]);
+    for (kind, labels) in [("claim", claim.labels()), ("handle", bound_handle.labels())] {
+        assert!(
+            !labels.keys().any(|k| k.contains("shard")),
+            "{kind} labels {labels:?}"
+        );
+    }
+
+    // Legacy finalizers: the operator adds its own, and on deletion removes them all.
+    let legacy = guid_name("legacy");
+    let metadata = json!({"finalizers": [key("handler-2"), key("resource-handler-0")]});
+    let resources = config_resources(&env, &[("config", json!({}))]);
+    create_named_handle(&env, &legacy, metadata, json!({"resources": resources})).await;
+    await_object(&handles_api, &legacy, "managed", |h| {
+        h["metadata"]["finalizers"]
+            .as_array()
+            .is_some_and(|f| f.contains(&json!(D)))
+    })
+    .await;
+    handles_api
+        .delete(&legacy, &DeleteParams::default())
+        .await
+        .expect("delete");
+    gone(&handles_api, &legacy, TIMEOUT).await;
+
+    let metadata = json!({"finalizers": [key("handler")]});
+    create_config_claim(&env, "legacy", metadata, json!({}), json!({})).await;
+    let legacy_handle = bound(&env, "legacy").await;
+    claims
+        .delete("legacy", &DeleteParams::default())
+        .await
+        .expect("delete");
+    gone(&claims, "legacy", TIMEOUT).await;
+    gone(&handles_api, &legacy_handle, TIMEOUT).await;
 
     env.teardown([operator]).await;
 }

@@ -1,7 +1,8 @@
 //! The ResourcePool controller on the real control plane (§11, Δ§3.3): a pool fills to exactly
 //! `minAvailable` and stays there, refills after a bind, throttles by `maxUnready`, replaces
-//! unhealthy handles when asked, never scales down, and on deletion deletes its unbound
-//! handles only.
+//! unhealthy handles when asked, never scales down, on deletion deletes its unbound handles
+//! only, and passes its `resourceLabels`/`resourceAnnotations` on to handles and resources
+//! (Δ§2.4–2.5).
 //!
 //! The whole operator runs: each handle gets a ConfigMap, and a test makes a handle ready or
 //! unhealthy the way a user's resource would, by labelling its ConfigMap (the provider's
@@ -20,42 +21,29 @@ use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use poolboy::api::{ResourceClaim, ResourceHandle, ResourcePool};
 use serde_json::{Value, json};
 
+use support::apis::bound;
+use support::config::{
+    KIND_LABEL, create_config_claim, create_config_provider, ready_handle, template,
+};
+use support::fixtures::{configmap, create_pool, handles, is_unbound, json_of, unbound_of};
 use support::objects::{self, D, resource_name};
 use support::operator::TestOperator;
-use support::{TestEnv, eventually, gone, wait_for};
-
-const TIMEOUT: Duration = Duration::from_secs(30);
+use support::{TIMEOUT, TestEnv, eventually, gone, wait_for};
 
 /// A provider for ConfigMaps with a lifespan (the pools' handles take it when the pool has
 /// none of its own), ready and healthy by the labels of the ConfigMap.
-async fn create_provider(env: &TestEnv) {
+async fn create_provider_with_lifespan(env: &TestEnv) {
     let spec = json!({
-        "override": {
-            "apiVersion": "v1",
-            "kind": "ConfigMap",
-            "metadata": {"namespace": env.namespace},
-        },
         "readinessCheck": "metadata.labels['pool-test/ready'] | default('') == 'yes'",
         "healthCheck": "metadata.labels['pool-test/healthy'] | default('yes') != 'no'",
         "lifespan": {"default": "2h", "maximum": "1d", "relativeMaximum": "8h", "unclaimed": "1h"},
     });
-    env.create(&objects::provider("configmap", spec)).await;
-}
-
-async fn create_pool(env: &TestEnv, name: &str, spec: Value) -> ResourcePool {
-    env.create(&objects::pool(name, spec)).await
-}
-
-fn is_unbound(handle: &ResourceHandle) -> bool {
-    handle.spec.resource_claim.is_none() && handle.metadata.deletion_timestamp.is_none()
-}
-
-async fn unbound_of(env: &TestEnv, pool: &str) -> Vec<ResourceHandle> {
-    env.handles_of_pool(pool)
-        .await
-        .into_iter()
-        .filter(is_unbound)
-        .collect()
+    env.create(&objects::configmap_provider(
+        &env.namespace,
+        "configmap",
+        spec,
+    ))
+    .await;
 }
 
 async fn pool_status(env: &TestEnv, pool: &str) -> Value {
@@ -142,7 +130,7 @@ fn assert_near(actual: DateTime<Utc>, expected: DateTime<Utc>) {
 #[tokio::test]
 async fn a_pool_fills_to_exactly_min_available_and_stays_there() {
     let env = TestEnv::new().await;
-    create_provider(&env).await;
+    create_provider_with_lifespan(&env).await;
     let operator = TestOperator::start(env.client.clone(), &env.namespace);
     let created = Utc::now();
     create_pool(
@@ -221,7 +209,7 @@ async fn a_pool_fills_to_exactly_min_available_and_stays_there() {
 #[tokio::test]
 async fn a_bind_makes_the_pool_create_a_replacement_promptly() {
     let env = TestEnv::new().await;
-    create_provider(&env).await;
+    create_provider_with_lifespan(&env).await;
     let operator = TestOperator::start(env.client.clone(), &env.namespace);
     create_pool(
         &env,
@@ -247,7 +235,7 @@ async fn a_bind_makes_the_pool_create_a_replacement_promptly() {
 #[tokio::test]
 async fn max_unready_caps_the_handles_in_flight() {
     let env = TestEnv::new().await;
-    create_provider(&env).await;
+    create_provider_with_lifespan(&env).await;
     let operator = TestOperator::start(env.client.clone(), &env.namespace);
     let created = Utc::now();
     create_pool(
@@ -288,7 +276,7 @@ async fn max_unready_caps_the_handles_in_flight() {
 #[tokio::test]
 async fn unhealthy_unbound_handles_are_deleted_and_replaced() {
     let env = TestEnv::new().await;
-    create_provider(&env).await;
+    create_provider_with_lifespan(&env).await;
     let operator = TestOperator::start(env.client.clone(), &env.namespace);
     create_pool(
         &env,
@@ -331,7 +319,7 @@ async fn unhealthy_unbound_handles_are_deleted_and_replaced() {
 #[tokio::test]
 async fn lowering_min_available_deletes_nothing() {
     let env = TestEnv::new().await;
-    create_provider(&env).await;
+    create_provider_with_lifespan(&env).await;
     let operator = TestOperator::start(env.client.clone(), &env.namespace);
     create_pool(
         &env,
@@ -358,7 +346,7 @@ async fn lowering_min_available_deletes_nothing() {
 #[tokio::test]
 async fn deleting_a_pool_deletes_its_unbound_handles_and_keeps_bound_ones() {
     let env = TestEnv::new().await;
-    create_provider(&env).await;
+    create_provider_with_lifespan(&env).await;
     let operator = TestOperator::start(env.client.clone(), &env.namespace);
     create_pool(
         &env,
@@ -448,7 +436,7 @@ async fn a_pool_with_a_missing_provider_reports_it_and_fills_once_it_appears() {
     })
     .await;
     assert!(env.handles_of_pool("orphan").await.is_empty());
-    create_provider(&env).await;
+    create_provider_with_lifespan(&env).await;
     await_pool(&env, "orphan", 1, 0).await;
     let status = pool_status(&env, "orphan").await;
     assert!(
@@ -517,7 +505,7 @@ async fn a_pool_problem_that_changes_keeps_its_transition_time() {
 #[tokio::test]
 async fn two_operator_processes_fill_a_pool_exactly() {
     let env = TestEnv::new().await;
-    create_provider(&env).await;
+    create_provider_with_lifespan(&env).await;
     // No leader election: both reconcile every pool.
     let first = TestOperator::start_with(env.client.clone(), &env.namespace, None, "first");
     let second = TestOperator::start_with(env.client.clone(), &env.namespace, None, "second");
@@ -544,4 +532,82 @@ async fn two_operator_processes_fill_a_pool_exactly() {
         "exactly two replacements"
     );
     env.teardown([first, second]).await;
+}
+
+/// Acceptance (c), Δ§2.4–2.5: a pool's `resourceLabels` and `resourceAnnotations` go to its
+/// handles and from there onto every resource they make, and stay there once a claim binds.
+/// (Providers have no such fields, Δ§2.6: pools and handles carry them.)
+#[tokio::test]
+async fn resource_labels_and_annotations_reach_handles_and_resources() {
+    let env = TestEnv::new().await;
+    create_config_provider(&env, false).await;
+    let operator = TestOperator::start(env.client.clone(), &env.namespace);
+    let pool = objects::pool(
+        "labelled",
+        json!({
+            "minAvailable": 1,
+            "resourceLabels": {"example.com/team": "blue"},
+            "resourceAnnotations": {"example.com/note": "pooled"},
+            // Some data of its own: with none, the claim's data would be an `add /data`,
+            // which the provider's `/data/.*` update filter does not let through (§12.2).
+            "resources": [{"name": "config", "provider": objects::provider_ref("config", &env.namespace),
+                           "template": template(json!({"owner": "nobody"}))}],
+        }),
+    );
+    env.create(&pool).await;
+    let pooled = eventually("a pool handle", TIMEOUT, || async {
+        handles(&env).await.first().map(|h| h.name_any())
+    })
+    .await;
+    ready_handle(&env, &pooled).await;
+    let carries = |cm: &ConfigMap| {
+        cm.labels().get("example.com/team").map(String::as_str) == Some("blue")
+            && cm.annotations().get("example.com/note").map(String::as_str) == Some("pooled")
+            && cm.labels().get(KIND_LABEL).map(String::as_str) == Some("config")
+    };
+    let cm = configmap(&env, &resource_name(&pooled, 0))
+        .await
+        .expect("ConfigMap");
+    assert!(carries(&cm), "{:?} {:?}", cm.labels(), cm.annotations());
+
+    create_config_claim(&env, "user", json!({}), json!({}), json!({"owner": "user"})).await;
+    assert_eq!(bound(&env, "user").await, pooled);
+    let handle = json_of(&env.api::<ResourceHandle>(), &pooled)
+        .await
+        .expect("handle");
+    assert_eq!(
+        handle["spec"]["resourceLabels"],
+        json!({"example.com/team": "blue"})
+    );
+    assert_eq!(
+        handle["spec"]["resourceAnnotations"],
+        json!({"example.com/note": "pooled"})
+    );
+    let cm = eventually(
+        "the claim's data on the labelled ConfigMap",
+        TIMEOUT,
+        || async {
+            let cm = configmap(&env, &resource_name(&pooled, 0)).await?;
+            (cm.data.as_ref()?.get("owner")? == "user").then_some(cm)
+        },
+    )
+    .await;
+    assert!(carries(&cm), "{:?} {:?}", cm.labels(), cm.annotations());
+    // The pool's replacement handle carries them too.
+    let replacement = eventually("the pool's replacement", TIMEOUT, || async {
+        handles(&env)
+            .await
+            .into_iter()
+            .find(|h| h.name_any() != pooled)
+            .map(|h| h.name_any())
+    })
+    .await;
+    let replacement_cm = resource_name(&replacement, 0);
+    let cm = eventually("the replacement's ConfigMap", TIMEOUT, || {
+        configmap(&env, &replacement_cm)
+    })
+    .await;
+    assert!(carries(&cm), "{:?} {:?}", cm.labels(), cm.annotations());
+
+    env.teardown([operator]).await;
 }

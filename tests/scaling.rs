@@ -10,7 +10,6 @@
 mod support;
 
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use chrono::{DateTime, SecondsFormat, TimeDelta, Utc};
 use futures::StreamExt;
@@ -20,31 +19,32 @@ use kube::{Api, ResourceExt};
 use poolboy::api::{ResourceHandle, ResourcePool, ResourcePoolScaling};
 use serde_json::{Value, json};
 
+use support::fixtures::{create_pool, unbound_of};
 use support::objects::{self, merged};
 use support::operator::TestOperator;
-use support::{TestEnv, eventually};
+use support::{TIMEOUT, TestEnv, eventually};
 
-const TIMEOUT: Duration = Duration::from_secs(30);
 const SCALING_LABEL: &str = "poolboy.gpte.redhat.com/resource-pool-scaling-name";
 
 /// A provider of ConfigMaps whose health and readiness follow the ConfigMap's labels
 /// `broken` and `ready`.
-async fn create_provider(env: &TestEnv, checks: Value) {
-    let spec = json!({
-        "override": {
-            "apiVersion": "v1",
-            "kind": "ConfigMap",
-            "metadata": {"namespace": env.namespace},
-        },
-    });
-    env.create(&objects::provider("configmap", merged(spec, checks)))
-        .await;
+async fn create_checked_provider(env: &TestEnv, checks: Value) {
+    env.create(&objects::configmap_provider(
+        &env.namespace,
+        "configmap",
+        checks,
+    ))
+    .await;
 }
 
-async fn create_pool(env: &TestEnv, name: &str, spec: Value) -> ResourcePool {
-    let mut spec = spec;
-    spec["provider"] = json!({"name": "configmap"});
-    env.create(&objects::pool(name, spec)).await
+/// Pool `name` of the `configmap` provider, with `spec`.
+async fn create_configmap_pool(env: &TestEnv, name: &str, spec: Value) -> ResourcePool {
+    create_pool(
+        env,
+        name,
+        merged(spec, json!({"provider": {"name": "configmap"}})),
+    )
+    .await
 }
 
 async fn create_scaling(env: &TestEnv, name: &str, pool: &str, spec: Value) {
@@ -62,15 +62,6 @@ async fn scaling_status(env: &TestEnv, name: &str) -> Value {
         .await
         .and_then(|s| serde_json::to_value(s.status).ok())
         .unwrap_or(Value::Null)
-}
-
-/// Every handle of pool `pool` that is neither bound nor being deleted.
-async fn unbound_of(env: &TestEnv, pool: &str) -> Vec<ResourceHandle> {
-    env.handles_of_pool(pool)
-        .await
-        .into_iter()
-        .filter(|h| h.spec.resource_claim.is_none() && h.metadata.deletion_timestamp.is_none())
-        .collect()
 }
 
 fn scaling_of(handle: &ResourceHandle) -> Option<&str> {
@@ -134,9 +125,9 @@ fn record_counts(env: &TestEnv, name: &str) -> Arc<Mutex<Vec<i64>>> {
 #[tokio::test]
 async fn a_scaling_adds_exactly_its_count_on_top_of_min_available() {
     let env = TestEnv::new().await;
-    create_provider(&env, json!({})).await;
+    create_checked_provider(&env, json!({})).await;
     let operator = TestOperator::start(env.client.clone(), &env.namespace);
-    let pool = create_pool(&env, "burst", json!({"minAvailable": 2})).await;
+    let pool = create_configmap_pool(&env, "burst", json!({"minAvailable": 2})).await;
     eventually("the pool at minAvailable", TIMEOUT, || async {
         (unbound_of(&env, "burst").await.len() == 2).then_some(())
     })
@@ -180,9 +171,9 @@ async fn a_scaling_adds_exactly_its_count_on_top_of_min_available() {
 #[tokio::test]
 async fn a_scaling_with_at_waits_then_scales_at_that_instant() {
     let env = TestEnv::new().await;
-    create_provider(&env, json!({})).await;
+    create_checked_provider(&env, json!({})).await;
     let operator = TestOperator::start(env.client.clone(), &env.namespace);
-    create_pool(&env, "later", json!({"minAvailable": 0})).await;
+    create_configmap_pool(&env, "later", json!({"minAvailable": 0})).await;
     let at: DateTime<Utc> = Utc::now() + TimeDelta::seconds(8);
     let at_text = at.to_rfc3339_opts(SecondsFormat::Secs, true);
     let at: DateTime<Utc> = at_text.parse().expect("RFC 3339");
@@ -219,13 +210,13 @@ async fn a_scaling_with_at_waits_then_scales_at_that_instant() {
 #[tokio::test]
 async fn an_unhealthy_scaling_handle_is_replaced_with_the_count_going_down_and_up() {
     let env = TestEnv::new().await;
-    create_provider(
+    create_checked_provider(
         &env,
         json!({"healthCheck": "metadata.labels.broken | default('no') != 'yes'"}),
     )
     .await;
     let operator = TestOperator::start(env.client.clone(), &env.namespace);
-    create_pool(
+    create_configmap_pool(
         &env,
         "healing",
         json!({"minAvailable": 0, "deleteUnhealthyResourceHandles": true}),
@@ -273,13 +264,13 @@ async fn an_unhealthy_scaling_handle_is_replaced_with_the_count_going_down_and_u
 #[tokio::test]
 async fn max_unready_throttles_a_scaling() {
     let env = TestEnv::new().await;
-    create_provider(
+    create_checked_provider(
         &env,
         json!({"readinessCheck": "metadata.labels.ready | default('no') == 'yes'"}),
     )
     .await;
     let operator = TestOperator::start(env.client.clone(), &env.namespace);
-    create_pool(&env, "narrow", json!({"minAvailable": 0, "maxUnready": 1})).await;
+    create_configmap_pool(&env, "narrow", json!({"minAvailable": 0, "maxUnready": 1})).await;
     create_scaling(&env, "wave", "narrow", json!({"count": 3})).await;
 
     for step in 1..=3usize {
@@ -326,9 +317,9 @@ async fn max_unready_throttles_a_scaling() {
 #[tokio::test]
 async fn deleting_the_pool_garbage_collects_its_scalings() {
     let env = TestEnv::new().await;
-    create_provider(&env, json!({})).await;
+    create_checked_provider(&env, json!({})).await;
     let operator = TestOperator::start(env.client.clone(), &env.namespace);
-    create_pool(&env, "doomed", json!({"minAvailable": 0})).await;
+    create_configmap_pool(&env, "doomed", json!({"minAvailable": 0})).await;
     create_scaling(&env, "first", "doomed", json!({"count": 1})).await;
     create_scaling(
         &env,
@@ -366,7 +357,7 @@ async fn deleting_the_pool_garbage_collects_its_scalings() {
 #[tokio::test]
 async fn a_scaling_for_a_missing_pool_reports_it_and_goes_on_once_the_pool_exists() {
     let env = TestEnv::new().await;
-    create_provider(&env, json!({})).await;
+    create_checked_provider(&env, json!({})).await;
     let operator = TestOperator::start(env.client.clone(), &env.namespace);
     create_scaling(&env, "early", "not-yet", json!({"count": 2})).await;
     eventually("the Valid condition false", TIMEOUT, || async {
@@ -385,7 +376,7 @@ async fn a_scaling_for_a_missing_pool_reports_it_and_goes_on_once_the_pool_exist
     env.event("early", "Warning", "InvalidResourcePoolScaling", TIMEOUT)
         .await;
 
-    create_pool(&env, "not-yet", json!({"minAvailable": 1})).await;
+    create_configmap_pool(&env, "not-yet", json!({"minAvailable": 1})).await;
     await_scaled(&env, "not-yet", "early", 2, 2, 2, "done").await;
     let status = scaling_status(&env, "early").await;
     let valid = status["conditions"]
@@ -399,11 +390,11 @@ async fn a_scaling_for_a_missing_pool_reports_it_and_goes_on_once_the_pool_exist
 #[tokio::test]
 async fn two_operator_processes_fill_a_scaling_exactly() {
     let env = TestEnv::new().await;
-    create_provider(&env, json!({})).await;
+    create_checked_provider(&env, json!({})).await;
     // No leader election: both consume the scaling.
     let first = TestOperator::start_with(env.client.clone(), &env.namespace, None, "first");
     let second = TestOperator::start_with(env.client.clone(), &env.namespace, None, "second");
-    create_pool(&env, "shared", json!({"minAvailable": 1})).await;
+    create_configmap_pool(&env, "shared", json!({"minAvailable": 1})).await;
     eventually("the pool at minAvailable", TIMEOUT, || async {
         (unbound_of(&env, "shared").await.len() == 1).then_some(())
     })

@@ -5,10 +5,18 @@
 //! Each `#[tokio::test]` runs on its own runtime, and a `kube::Client` is bound to the runtime
 //! that made it. So nothing here shares a client between tests; the only process-wide state is
 //! the fact that the CRDs were installed.
+//!
+//! The fixtures more than one test file needs live in the submodules: [`objects`] (Poolboy
+//! objects as the tests write them), [`apis`] (`Apis` and [`apis::bound`]), [`fixtures`]
+//! (reads, waits and watches on handles, ConfigMaps and pools), [`config`] (the `config`
+//! ConfigMap provider and its claims and handles) and [`operator`] (the operator in-process).
 
 // Every test binary compiles its own copy of this module and uses a different part of it.
 #![allow(dead_code)]
 
+pub mod apis;
+pub mod config;
+pub mod fixtures;
 pub mod objects;
 pub mod operator;
 pub mod tools;
@@ -41,6 +49,9 @@ pub const FIELD_MANAGER: &str = "poolboy-tests";
 pub const NAMESPACE_LABEL: &str = "poolboy.test/owned";
 /// How long the harness waits for the cluster to settle (CRDs established, and so on).
 pub const SETTLE_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long a test waits for the operator to act (generous: a loaded machine runs many test
+/// binaries at once).
+pub const TIMEOUT: Duration = Duration::from_secs(40);
 
 static PROJECT_CRDS: OnceCell<()> = OnceCell::const_new();
 

@@ -90,3 +90,39 @@ pub fn handle_name(claim: &ResourceClaim) -> Option<&str> {
         .and_then(|s| s.resource_handle.as_ref())
         .map(|h| h.name.as_str())
 }
+
+/// A provider of objects of `api_version`/`kind` in `namespace` (its `override`), with `extra`
+/// merged into its spec.
+pub fn kind_provider(
+    namespace: &str,
+    name: &str,
+    api_version: &str,
+    kind: &str,
+    extra: Value,
+) -> ResourceProvider {
+    let spec = json!({
+        "override": {
+            "apiVersion": api_version,
+            "kind": kind,
+            "metadata": {"namespace": namespace},
+        },
+    });
+    provider(name, merged(spec, extra))
+}
+
+/// A provider of ConfigMaps in `namespace`, with `extra` merged into its spec.
+pub fn configmap_provider(namespace: &str, name: &str, extra: Value) -> ResourceProvider {
+    kind_provider(namespace, name, "v1", "ConfigMap", extra)
+}
+
+/// `spec.resources` of a handle: one entry per `(name, provider, template)`, the providers in
+/// `namespace`.
+pub fn resources(namespace: &str, entries: &[(&str, &str, Value)]) -> Value {
+    let entries: Vec<Value> = entries
+        .iter()
+        .map(|(name, provider, template)| {
+            json!({"name": name, "provider": provider_ref(provider, namespace), "template": template})
+        })
+        .collect();
+    json!(entries)
+}

@@ -1,33 +1,36 @@
-//! The claim controller's gates on the real API server (issue 5): approval (§6.1), the
-//! provider's `resourceClaimAnnotations`/`resourceClaimLabels` (§6.1), and `autoDelete` /
-//! `autoDetach` (§7 steps 9–10, §7.5). The whole operator runs: handles create ConfigMaps.
+//! A claim's life around its handle, on the real control plane: approval (§6.1), the
+//! lifespan start gate (Δ B19), the provider's `resourceClaimAnnotations`/
+//! `resourceClaimLabels` (§6.1), `autoDelete` / `autoDetach` (§7 steps 9–10, §7.5), and an
+//! Event when the handle's end changes. The whole operator runs: handles create ConfigMaps.
 
 mod support;
 
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::ConfigMap;
+use chrono::{DateTime, TimeDelta, Utc};
 use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
-use kube::Api;
-use kube::api::{ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use poolboy::api::{ResourceClaim, ResourceHandle, ResourceProvider};
 use serde_json::{Value, json};
-use support::objects::{self, D, handle_name, merged};
+use support::apis::{Apis, bound};
+use support::config::{
+    config_resources, create_config_claim, create_config_provider, ready_handle,
+};
+use support::fixtures::{
+    configmap, configmaps_of, create_named_handle, created, guid_name, handles, json_of, rfc3339,
+};
+use support::objects::{self, D, handle_name, merged, resource_name};
 use support::operator::TestOperator;
-use support::{TestEnv, create, from_json, gone, wait_for};
-
-const TIMEOUT: Duration = Duration::from_secs(30);
+use support::{TIMEOUT, TestEnv, eventually, from_json, gone};
 
 /// A provider of one ConfigMap, ready once labelled `ready: yes`, with `extra` merged into its
 /// spec.
 fn provider(namespace: &str, name: &str, extra: Value) -> ResourceProvider {
     let spec = json!({
-        "override": {"apiVersion": "v1", "kind": "ConfigMap",
-                     "metadata": {"namespace": namespace}},
         "template": {"definition": {"data": {"a": "b"}}},
         "readinessCheck": "metadata.labels.ready | default('no') == 'yes'",
     });
-    objects::provider(name, merged(spec, extra))
+    objects::configmap_provider(namespace, name, merged(spec, extra))
 }
 
 /// A provider claim of `provider`, with `extra` merged into its spec.
@@ -39,77 +42,22 @@ fn approval(claim: &ResourceClaim) -> Value {
     json!(claim.status.as_ref().and_then(|s| s.approval.as_ref()))
 }
 
-struct Apis {
-    claims: Api<ResourceClaim>,
-    handles: Api<ResourceHandle>,
-    configmaps: Api<ConfigMap>,
-}
-
-impl Apis {
-    async fn new(env: &TestEnv, providers: Vec<ResourceProvider>) -> Self {
-        for provider in providers {
-            env.create(&provider).await;
-        }
-        Self {
-            claims: env.api(),
-            handles: env.api(),
-            configmaps: env.api(),
-        }
-    }
-
-    async fn create_claim(&self, claim: &ResourceClaim) {
-        create(&self.claims, claim).await;
-    }
-
-    async fn claim_when(
-        &self,
-        name: &str,
-        what: &str,
-        check: impl Fn(&ResourceClaim) -> bool,
-    ) -> ResourceClaim {
-        wait_for(&self.claims, name, what, TIMEOUT, check).await
-    }
-
-    /// Once claim `name` is bound and its handle has made its ConfigMap: (handle, ConfigMap).
-    async fn provisioned(&self, env: &TestEnv, name: &str) -> (String, String) {
-        let bound = self
-            .claim_when(name, "bound", |c| handle_name(c).is_some())
-            .await;
-        let handle = handle_name(&bound).unwrap_or_default().to_owned();
-        let configmap = env.configmap_of(&handle, TIMEOUT).await;
-        (handle, configmap)
-    }
-
-    async fn patch_claim_status(&self, name: &str, status: Value) {
-        self.claims
-            .patch_status(
-                name,
-                &PatchParams::default(),
-                &Patch::Merge(json!({ "status": status })),
-            )
-            .await
-            .expect("patching claim status");
-    }
-}
-
 #[tokio::test]
 async fn approval_pending_then_approved_binds_and_rejected_never_does() {
     let env = TestEnv::new().await;
-    let apis = Apis::new(
-        &env,
-        vec![
-            provider(
-                &env.namespace,
-                "gated",
-                json!({"approval": {"required": true, "pendingMessage": "Ask an admin."}}),
-            ),
-            provider(
-                &env.namespace,
-                "gated-default",
-                json!({"approval": {"required": true}}),
-            ),
-        ],
-    )
+    let apis = Apis::new(&env);
+    apis.create_providers(vec![
+        provider(
+            &env.namespace,
+            "gated",
+            json!({"approval": {"required": true, "pendingMessage": "Ask an admin."}}),
+        ),
+        provider(
+            &env.namespace,
+            "gated-default",
+            json!({"approval": {"required": true}}),
+        ),
+    ])
     .await;
     let operator = TestOperator::start(env.client.clone(), &env.namespace);
 
@@ -167,7 +115,9 @@ async fn approval_pending_then_approved_binds_and_rejected_never_does() {
 #[tokio::test]
 async fn auto_delete_deletes_the_claim_once_its_handle_is_ready() {
     let env = TestEnv::new().await;
-    let apis = Apis::new(&env, vec![provider(&env.namespace, "plain", json!({}))]).await;
+    let apis = Apis::new(&env);
+    apis.create_providers(vec![provider(&env.namespace, "plain", json!({}))])
+        .await;
     let operator = TestOperator::start(env.client.clone(), &env.namespace);
 
     let when = json!({"autoDelete": {"when": "resource_handle.status.ready | default(false)"}});
@@ -194,7 +144,9 @@ async fn auto_delete_deletes_the_claim_once_its_handle_is_ready() {
 #[tokio::test]
 async fn auto_detach_deletes_the_handle_and_keeps_the_detached_claim() {
     let env = TestEnv::new().await;
-    let apis = Apis::new(&env, vec![provider(&env.namespace, "plain", json!({}))]).await;
+    let apis = Apis::new(&env);
+    apis.create_providers(vec![provider(&env.namespace, "plain", json!({}))])
+        .await;
     let operator = TestOperator::start(env.client.clone(), &env.namespace);
 
     let when = json!({"autoDetach": {"when": "status.ready | default(false) or resource_handle.status.ready | default(false)"}});
@@ -244,7 +196,9 @@ async fn grant(env: &TestEnv, name: &str, account: &str, rules: Value) {
 #[tokio::test]
 async fn a_detached_claim_retries_deleting_its_handle_until_it_succeeds() {
     let env = TestEnv::new().await;
-    let apis = Apis::new(&env, vec![provider(&env.namespace, "plain", json!({}))]).await;
+    let apis = Apis::new(&env);
+    apis.create_providers(vec![provider(&env.namespace, "plain", json!({}))])
+        .await;
     // The operator runs as a ServiceAccount that may do everything it needs here except
     // delete handles: the delete that follows the detach fails with 403.
     grant(
@@ -309,7 +263,9 @@ async fn a_detached_claim_retries_deleting_its_handle_until_it_succeeds() {
 #[tokio::test]
 async fn a_template_error_in_auto_delete_is_reported_and_the_claim_stays() {
     let env = TestEnv::new().await;
-    let apis = Apis::new(&env, vec![provider(&env.namespace, "plain", json!({}))]).await;
+    let apis = Apis::new(&env);
+    apis.create_providers(vec![provider(&env.namespace, "plain", json!({}))])
+        .await;
     let operator = TestOperator::start(env.client.clone(), &env.namespace);
 
     let when = json!({"autoDelete": {"when": "{{ broken"}});
@@ -347,17 +303,15 @@ async fn a_template_error_in_auto_delete_is_reported_and_the_claim_stays() {
 #[tokio::test]
 async fn provider_claim_annotations_and_labels_are_forced_onto_the_claim() {
     let env = TestEnv::new().await;
-    let apis = Apis::new(
-        &env,
-        vec![provider(
-            &env.namespace,
-            "labelling",
-            json!({
-                "resourceClaimAnnotations": {"example.com/note": "from the provider"},
-                "resourceClaimLabels": {"example.com/tier": "gold"},
-            }),
-        )],
-    )
+    let apis = Apis::new(&env);
+    apis.create_providers(vec![provider(
+        &env.namespace,
+        "labelling",
+        json!({
+            "resourceClaimAnnotations": {"example.com/note": "from the provider"},
+            "resourceClaimLabels": {"example.com/tier": "gold"},
+        }),
+    )])
     .await;
     let operator = TestOperator::start(env.client.clone(), &env.namespace);
 
@@ -395,17 +349,77 @@ async fn provider_claim_annotations_and_labels_are_forced_onto_the_claim() {
     env.teardown([operator]).await;
 }
 
+/// Δ B19, acceptance (b): before `spec.lifespan.start` nothing happens to a claim (no handle
+/// bound or created, no resource, no binding in its status); at its start it proceeds.
+#[tokio::test]
+async fn b19_a_claim_waits_for_its_lifespan_start() {
+    let env = TestEnv::new().await;
+    create_config_provider(&env, false).await;
+    // An unbound matching handle is there all along: not even binding happens early.
+    let spare = guid_name("spare");
+    let resources = config_resources(&env, &[("config", json!({}))]);
+    create_named_handle(&env, &spare, json!({}), json!({"resources": resources})).await;
+    let operator = TestOperator::start(env.client.clone(), &env.namespace);
+    ready_handle(&env, &spare).await;
+    let start_text = rfc3339(Utc::now() + TimeDelta::seconds(8));
+    let start = DateTime::parse_from_rfc3339(&start_text)
+        .expect("a timestamp")
+        .with_timezone(&Utc);
+    let spec = json!({"lifespan": {"start": start_text}});
+    create_config_claim(&env, "later", json!({}), spec.clone(), json!({})).await;
+    create_config_claim(&env, "later-too", json!({}), spec, json!({})).await;
+
+    let claims: Api<ResourceClaim> = env.api();
+    while Utc::now() < start - TimeDelta::milliseconds(1500) {
+        for claim in ["later", "later-too"] {
+            let claim = json_of(&claims, claim).await.expect("claim");
+            assert!(
+                claim["status"]["resourceHandle"].is_null(),
+                "bound early: {claim}"
+            );
+        }
+        let all = handles(&env).await;
+        assert_eq!(all.len(), 1, "a handle was created early");
+        assert!(
+            all[0].spec.resource_claim.is_none(),
+            "the spare handle was bound early"
+        );
+        assert_eq!(configmaps_of(&env, &spare).await.len(), 1);
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+
+    let first = bound(&env, "later").await;
+    let second = bound(&env, "later-too").await;
+    assert!(
+        first == spare || second == spare,
+        "one of them takes the spare handle"
+    );
+    let created = if first == spare { second } else { first };
+    let made = json_of(&env.api::<ResourceHandle>(), &created)
+        .await
+        .expect("handle");
+    assert!(
+        self::created(&made) >= start,
+        "created at or after the start: {made}"
+    );
+    let created_cm = resource_name(&created, 0);
+    eventually("the created handle's ConfigMap", TIMEOUT, || {
+        configmap(&env, &created_cm)
+    })
+    .await;
+
+    env.teardown([operator]).await;
+}
+
 #[tokio::test]
 async fn a_changed_or_cleared_handle_end_earns_the_claim_an_event() {
     let env = TestEnv::new().await;
-    let apis = Apis::new(
-        &env,
-        vec![provider(
-            &env.namespace,
-            "lasting",
-            json!({"lifespan": {"default": "2h", "maximum": "1d"}}),
-        )],
-    )
+    let apis = Apis::new(&env);
+    apis.create_providers(vec![provider(
+        &env.namespace,
+        "lasting",
+        json!({"lifespan": {"default": "2h", "maximum": "1d"}}),
+    )])
     .await;
     let operator = TestOperator::start(env.client.clone(), &env.namespace);
 
