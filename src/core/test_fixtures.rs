@@ -5,6 +5,7 @@ use chrono::{DateTime, Utc};
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value, json};
 
+use crate::api::refs::ObjectRef;
 use crate::api::{OperatorDomain, ResourceClaim, ResourceHandle, ResourcePool, ResourceProvider};
 use crate::core::provider::schema::SchemaCache;
 use crate::core::provider::{
@@ -21,6 +22,11 @@ pub(crate) fn at(timestamp: &str) -> DateTime<Utc> {
     timestamp.parse().expect("a test timestamp")
 }
 
+/// `t` as Kubernetes writes timestamps: RFC 3339, whole seconds, `Z`.
+pub(crate) fn rfc3339(t: DateTime<Utc>) -> String {
+    t.format("%Y-%m-%dT%H:%M:%SZ").to_string()
+}
+
 /// A YAML document as JSON.
 pub(crate) fn json_of(yaml: &str) -> Value {
     serde_saphyr::from_str(yaml).unwrap_or_else(|e| panic!("bad test YAML: {e}\n{yaml}"))
@@ -29,7 +35,12 @@ pub(crate) fn json_of(yaml: &str) -> Value {
 /// A YAML document as a typed object, `apiVersion`/`kind` and the namespace filled in when
 /// the test leaves them out.
 fn object<T: DeserializeOwned>(yaml: &str, kind: &str, namespace: &str) -> T {
-    let mut value = json_of(yaml);
+    object_of_json(json_of(yaml), kind, namespace)
+}
+
+/// [`object`] of a JSON value.
+fn object_of_json<T: DeserializeOwned>(mut value: Value, kind: &str, namespace: &str) -> T {
+    let what = value.to_string();
     let map = value.as_object_mut().expect("a mapping");
     map.entry("apiVersion")
         .or_insert_with(|| json!("poolboy.gpte.redhat.com/v1"));
@@ -40,11 +51,30 @@ fn object<T: DeserializeOwned>(yaml: &str, kind: &str, namespace: &str) -> T {
             .entry("namespace")
             .or_insert_with(|| json!(namespace));
     }
-    serde_json::from_value(value).unwrap_or_else(|e| panic!("bad test {kind}: {e}\n{yaml}"))
+    serde_json::from_value(value).unwrap_or_else(|e| panic!("bad test {kind}: {e}\n{what}"))
 }
 
 pub(crate) fn provider(yaml: &str) -> ResourceProvider {
     object(yaml, "ResourceProvider", "poolboy")
+}
+
+/// ResourceProvider `name` with `spec` given as JSON.
+pub(crate) fn provider_with_spec(name: &str, spec: Value) -> ResourceProvider {
+    object_of_json(
+        json!({"metadata": {"name": name}, "spec": spec}),
+        "ResourceProvider",
+        "poolboy",
+    )
+}
+
+/// A reference to ResourceProvider `name` of the operator namespace.
+pub(crate) fn provider_ref(name: &str) -> ObjectRef {
+    ObjectRef {
+        api_version: "poolboy.gpte.redhat.com/v1".into(),
+        kind: "ResourceProvider".into(),
+        name: name.into(),
+        namespace: "poolboy".into(),
+    }
 }
 
 pub(crate) fn claim(yaml: &str) -> ResourceClaim {

@@ -118,17 +118,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::api::refs::ObjectRef;
-    use crate::core::test_fixtures::{claim, handle, now, patch_json};
-
-    fn provider_ref(name: &str) -> ObjectRef {
-        ObjectRef {
-            api_version: "poolboy.gpte.redhat.com/v1".into(),
-            kind: "ResourceProvider".into(),
-            name: name.into(),
-            namespace: "poolboy".into(),
-        }
-    }
+    use crate::core::test_fixtures::{claim, handle, now, patch_json, provider_ref};
 
     fn propagate(
         claim: &ResourceClaim,

@@ -69,17 +69,7 @@ mod tests {
 
     use super::*;
     use crate::api::handle::HandleResource;
-    use crate::api::refs::ObjectRef;
-    use crate::core::test_fixtures::patch_json;
-
-    fn provider_ref(name: &str) -> ObjectRef {
-        ObjectRef {
-            api_version: "poolboy.gpte.redhat.com/v1".into(),
-            kind: "ResourceProvider".into(),
-            name: name.into(),
-            namespace: "poolboy".into(),
-        }
-    }
+    use crate::core::test_fixtures::{patch_json, provider_ref};
 
     fn generated(name: &str, provider: &str, template: Value) -> DesiredResource {
         DesiredResource {

@@ -176,19 +176,10 @@ mod tests {
 
     use super::*;
     use crate::core::lifespan::EvaluatedInterval;
-    use crate::core::test_fixtures::{claim, now, pool, provider};
+    use crate::core::test_fixtures::{claim, now, pool, provider, provider_ref};
 
     fn domain() -> OperatorDomain {
         OperatorDomain::default()
-    }
-
-    fn provider_ref(name: &str) -> ObjectRef {
-        ObjectRef {
-            api_version: "poolboy.gpte.redhat.com/v1".into(),
-            kind: "ResourceProvider".into(),
-            name: name.into(),
-            namespace: "poolboy".into(),
-        }
     }
 
     fn desired(name: &str, provider: &str, template: Value) -> DesiredResource {

@@ -5,15 +5,7 @@ use proptest::prelude::*;
 use super::*;
 use crate::api::claim::{ClaimHandleRef, ClaimLifespan, ResourceClaimSpec, ResourceClaimStatus};
 use crate::api::handle::{ResourceHandleSpec, ResourceHandleStatus};
-
-fn at(text: &str) -> DateTime<Utc> {
-    parse_timestamp("test", text).unwrap()
-}
-
-/// The pinned "now" of most tests.
-fn now() -> DateTime<Utc> {
-    at("2025-03-01T12:00:00Z")
-}
+use crate::core::test_fixtures::{at, now};
 
 fn hours(n: i64) -> TimeDelta {
     TimeDelta::hours(n)
@@ -93,12 +85,12 @@ fn limits(
 
 #[test]
 fn timestamps_round_trip_in_poolboy_format() {
-    let t = at("2025-03-01T12:00:00Z");
-    assert_eq!(format_timestamp(t), "2025-03-01T12:00:00Z");
+    let t = at("2026-11-21T12:00:00Z");
+    assert_eq!(format_timestamp(t), "2026-11-21T12:00:00Z");
     // Offsets are converted; sub-seconds are dropped on output.
     assert_eq!(
-        format_timestamp(at("2025-03-01T14:00:00.750+02:00")),
-        "2025-03-01T12:00:00Z"
+        format_timestamp(at("2026-11-21T14:00:00.750+02:00")),
+        "2026-11-21T12:00:00Z"
     );
 }
 
@@ -205,7 +197,7 @@ fn claim_handle_gets_the_default_end_and_normalised_default() {
         got.lifespan,
         Some(HandleLifespan {
             default: Some("1d2h5s".into()),
-            end: Some("2025-03-02T14:00:05Z".into()),
+            end: Some("2026-11-22T14:00:05Z".into()),
             maximum: Some("{{ 7 }}d".into()),
             relative_maximum: None,
         })
@@ -224,7 +216,7 @@ fn claim_handle_without_default_ends_at_relative_maximum_not_maximum() {
     };
     let got = new_claim_handle_lifespan(&c, &[provider], now()).unwrap();
     let lifespan = got.lifespan.unwrap();
-    assert_eq!(lifespan.end.as_deref(), Some("2025-03-02T12:00:00Z"));
+    assert_eq!(lifespan.end.as_deref(), Some("2026-11-22T12:00:00Z"));
     assert_eq!(lifespan.maximum.as_deref(), Some("7d"));
     assert_eq!(lifespan.relative_maximum.as_deref(), Some("1d"));
 }
@@ -239,7 +231,7 @@ fn claim_handle_falls_back_to_maximum() {
     let got = new_claim_handle_lifespan(&c, &[provider], now()).unwrap();
     assert_eq!(
         got.lifespan.unwrap().end.as_deref(),
-        Some("2025-03-04T12:00:00Z")
+        Some("2026-11-24T12:00:00Z")
     );
 }
 
@@ -256,7 +248,7 @@ fn claim_handle_without_any_lifespan_has_none() {
 
 #[test]
 fn claim_handle_keeps_an_in_bounds_requested_end() {
-    let c = claim(Some("2025-03-03T00:00:00Z"), None, None);
+    let c = claim(Some("2026-11-23T00:00:00Z"), None, None);
     let provider = EvaluatedLifespan {
         default: interval("1h", hours(1)),
         maximum: interval("7d", days(7)),
@@ -265,7 +257,7 @@ fn claim_handle_keeps_an_in_bounds_requested_end() {
     let got = new_claim_handle_lifespan(&c, &[provider], now()).unwrap();
     assert_eq!(
         got.lifespan.unwrap().end.as_deref(),
-        Some("2025-03-03T00:00:00Z")
+        Some("2026-11-23T00:00:00Z")
     );
     assert_eq!(got.rewrite_request, None);
 }
@@ -274,7 +266,7 @@ fn claim_handle_keeps_an_in_bounds_requested_end() {
 // written back to the claim so that it does not slide later.
 #[test]
 fn claim_handle_clamps_the_requested_end_at_creation() {
-    let c = claim(Some("2025-04-01T00:00:00Z"), None, None);
+    let c = claim(Some("2026-12-22T00:00:00Z"), None, None);
     let provider = EvaluatedLifespan {
         maximum: interval("7d", days(7)),
         relative_maximum: interval("2d", days(2)),
@@ -283,14 +275,14 @@ fn claim_handle_clamps_the_requested_end_at_creation() {
     let got = new_claim_handle_lifespan(&c, &[provider], now()).unwrap();
     assert_eq!(
         got.lifespan.unwrap().end.as_deref(),
-        Some("2025-03-03T12:00:00Z")
+        Some("2026-11-23T12:00:00Z")
     );
-    assert_eq!(got.rewrite_request, Some(at("2025-03-03T12:00:00Z")));
+    assert_eq!(got.rewrite_request, Some(at("2026-11-23T12:00:00Z")));
 }
 
 #[test]
 fn claim_handle_maximum_clamp_leaves_the_request_alone() {
-    let c = claim(Some("2025-04-01T00:00:00Z"), None, None);
+    let c = claim(Some("2026-12-22T00:00:00Z"), None, None);
     let provider = EvaluatedLifespan {
         maximum: interval("7d", days(7)),
         ..Default::default()
@@ -298,7 +290,7 @@ fn claim_handle_maximum_clamp_leaves_the_request_alone() {
     let got = new_claim_handle_lifespan(&c, &[provider], now()).unwrap();
     assert_eq!(
         got.lifespan.unwrap().end.as_deref(),
-        Some("2025-03-08T12:00:00Z")
+        Some("2026-11-28T12:00:00Z")
     );
     assert_eq!(got.rewrite_request, None);
 }
@@ -314,7 +306,7 @@ fn claim_handle_default_beyond_maximum_is_clamped() {
     let got = new_claim_handle_lifespan(&c, &[provider], now()).unwrap();
     assert_eq!(
         got.lifespan.unwrap().end.as_deref(),
-        Some("2025-03-02T12:00:00Z")
+        Some("2026-11-22T12:00:00Z")
     );
     assert_eq!(got.rewrite_request, None);
 }
@@ -337,7 +329,7 @@ fn resources_claim_handle_uses_the_minimum_across_providers() {
         got.lifespan,
         Some(HandleLifespan {
             default: Some("1h30m".into()),
-            end: Some("2025-03-01T13:30:00Z".into()),
+            end: Some("2026-11-21T13:30:00Z".into()),
             maximum: Some("{{ a_max }}".into()),
             relative_maximum: Some("{{ b_rel }}".into()),
         })
@@ -354,7 +346,7 @@ fn bind_sets_now_plus_default() {
     assert_eq!(
         got,
         Some(ClampedEnd {
-            end: at("2025-03-01T16:00:00Z"),
+            end: at("2026-11-21T16:00:00Z"),
             rewrite_request: false
         })
     );
@@ -365,9 +357,9 @@ fn bind_sets_now_plus_default() {
 fn bind_without_default_falls_back_like_creation() {
     let c = claim(None, None, None);
     let rel = handle_end_for_claim(&c, &limits(None, Some(days(7)), Some(days(1))), now()).unwrap();
-    assert_eq!(rel.map(|e| e.end), Some(at("2025-03-02T12:00:00Z")));
+    assert_eq!(rel.map(|e| e.end), Some(at("2026-11-22T12:00:00Z")));
     let max = handle_end_for_claim(&c, &limits(None, Some(days(7)), None), now()).unwrap();
-    assert_eq!(max.map(|e| e.end), Some(at("2025-03-08T12:00:00Z")));
+    assert_eq!(max.map(|e| e.end), Some(at("2026-11-28T12:00:00Z")));
     // Nothing applies: no end, i.e. the unclaimed end must be removed.
     let none = handle_end_for_claim(&c, &LifespanLimits::default(), now()).unwrap();
     assert_eq!(none, None);
@@ -376,9 +368,9 @@ fn bind_without_default_falls_back_like_creation() {
 #[test]
 fn bind_honours_and_clamps_the_claims_requested_end() {
     let c = claim(
-        Some("2025-03-05T00:00:00Z"),
+        Some("2026-11-25T00:00:00Z"),
         None,
-        Some("2025-02-01T00:00:00Z"),
+        Some("2026-10-24T00:00:00Z"),
     );
     let l = limits(Some(hours(4)), Some(days(7)), Some(days(2)));
     let got = handle_end_for_claim(&c, &l, now()).unwrap();
@@ -386,7 +378,7 @@ fn bind_honours_and_clamps_the_claims_requested_end() {
     assert_eq!(
         got,
         Some(ClampedEnd {
-            end: at("2025-03-03T12:00:00Z"),
+            end: at("2026-11-23T12:00:00Z"),
             rewrite_request: true
         })
     );
@@ -396,12 +388,12 @@ fn bind_honours_and_clamps_the_claims_requested_end() {
 
 #[test]
 fn effective_maximum_is_the_earlier_bound() {
-    let anchor = at("2025-02-27T12:00:00Z");
+    let anchor = at("2026-11-19T12:00:00Z");
     let l = limits(None, Some(days(5)), Some(days(1)));
     assert_eq!(
         effective_maximum_end(&l, anchor, now()).unwrap(),
         Some(MaximumEnd {
-            at: at("2025-03-02T12:00:00Z"),
+            at: at("2026-11-22T12:00:00Z"),
             bound: MaximumBound::RelativeMaximum
         })
     );
@@ -409,7 +401,7 @@ fn effective_maximum_is_the_earlier_bound() {
     assert_eq!(
         effective_maximum_end(&l, anchor, now()).unwrap(),
         Some(MaximumEnd {
-            at: at("2025-03-02T12:00:00Z"),
+            at: at("2026-11-22T12:00:00Z"),
             bound: MaximumBound::Maximum
         })
     );
@@ -420,8 +412,8 @@ fn effective_maximum_is_the_earlier_bound() {
 #[test]
 fn clamp_anchors_maximum_at_first_ready_then_start_then_creation() {
     let l = limits(None, Some(days(2)), None);
-    let far = Some("2026-01-01T00:00:00Z");
-    let created = Some("2025-02-20T00:00:00Z");
+    let far = Some("2027-09-23T00:00:00Z");
+    let created = Some("2026-11-12T00:00:00Z");
 
     let by_creation = claim(far, None, created);
     assert_eq!(
@@ -429,22 +421,22 @@ fn clamp_anchors_maximum_at_first_ready_then_start_then_creation() {
             .unwrap()
             .unwrap()
             .end,
-        at("2025-02-22T00:00:00Z")
+        at("2026-11-14T00:00:00Z")
     );
 
     let mut by_spec_start = claim(far, None, created);
-    by_spec_start.spec.lifespan.as_mut().unwrap().start = Some("2025-02-25T00:00:00Z".into());
+    by_spec_start.spec.lifespan.as_mut().unwrap().start = Some("2026-11-17T00:00:00Z".into());
     assert_eq!(
         clamp_requested_end(&by_spec_start, &l, now())
             .unwrap()
             .unwrap()
             .end,
-        at("2025-02-27T00:00:00Z")
+        at("2026-11-19T00:00:00Z")
     );
 
     let by_start = claim(
         far,
-        Some(status_lifespan("2025-02-26T00:00:00Z", None)),
+        Some(status_lifespan("2026-11-18T00:00:00Z", None)),
         created,
     );
     assert_eq!(
@@ -452,27 +444,27 @@ fn clamp_anchors_maximum_at_first_ready_then_start_then_creation() {
             .unwrap()
             .unwrap()
             .end,
-        at("2025-02-28T00:00:00Z")
+        at("2026-11-20T00:00:00Z")
     );
 
     let by_first_ready = claim(
         far,
         Some(status_lifespan(
-            "2025-02-26T00:00:00Z",
-            Some("2025-02-28T06:00:00Z"),
+            "2026-11-18T00:00:00Z",
+            Some("2026-11-20T06:00:00Z"),
         )),
         created,
     );
     let got = clamp_requested_end(&by_first_ready, &l, now())
         .unwrap()
         .unwrap();
-    assert_eq!(got.end, at("2025-03-02T06:00:00Z"));
+    assert_eq!(got.end, at("2026-11-22T06:00:00Z"));
     assert!(!got.rewrite_request);
 }
 
 #[test]
 fn clamp_without_request_does_nothing() {
-    let c = claim(None, None, Some("2025-02-20T00:00:00Z"));
+    let c = claim(None, None, Some("2026-11-12T00:00:00Z"));
     let l = limits(Some(hours(1)), Some(days(2)), Some(days(1)));
     assert_eq!(clamp_requested_end(&c, &l, now()).unwrap(), None);
 }
@@ -480,15 +472,15 @@ fn clamp_without_request_does_nothing() {
 #[test]
 fn clamp_keeps_an_in_bounds_request() {
     let c = claim(
-        Some("2025-03-02T00:00:00Z"),
-        Some(status_lifespan("2025-03-01T00:00:00Z", None)),
+        Some("2026-11-22T00:00:00Z"),
+        Some(status_lifespan("2026-11-21T00:00:00Z", None)),
         None,
     );
     let l = limits(None, Some(days(7)), Some(days(2)));
     assert_eq!(
         clamp_requested_end(&c, &l, now()).unwrap(),
         Some(ClampedEnd {
-            end: at("2025-03-02T00:00:00Z"),
+            end: at("2026-11-22T00:00:00Z"),
             rewrite_request: false
         })
     );
@@ -499,16 +491,16 @@ fn clamp_keeps_an_in_bounds_request() {
 fn requests_beyond_relative_maximum_do_not_slide() {
     let l = limits(None, Some(days(30)), Some(days(2)));
     let status = Some(status_lifespan(
-        "2025-03-01T00:00:00Z",
-        Some("2025-03-01T01:00:00Z"),
+        "2026-11-21T00:00:00Z",
+        Some("2026-11-21T01:00:00Z"),
     ));
-    let mut c = claim(Some("2025-12-31T00:00:00Z"), status, None);
+    let mut c = claim(Some("2027-09-22T00:00:00Z"), status, None);
 
     let first = clamp_requested_end(&c, &l, now()).unwrap().unwrap();
     assert_eq!(
         first,
         ClampedEnd {
-            end: at("2025-03-03T12:00:00Z"),
+            end: at("2026-11-23T12:00:00Z"),
             rewrite_request: true
         }
     );
@@ -516,15 +508,15 @@ fn requests_beyond_relative_maximum_do_not_slide() {
     c.spec.lifespan.as_mut().unwrap().end = Some(format_timestamp(first.end));
 
     for later_now in [
-        "2025-03-01T18:00:00Z",
-        "2025-03-02T12:00:00Z",
-        "2025-03-03T11:00:00Z",
+        "2026-11-21T18:00:00Z",
+        "2026-11-22T12:00:00Z",
+        "2026-11-23T11:00:00Z",
     ] {
         let again = clamp_requested_end(&c, &l, at(later_now)).unwrap().unwrap();
         assert_eq!(
             again,
             ClampedEnd {
-                end: at("2025-03-03T12:00:00Z"),
+                end: at("2026-11-23T12:00:00Z"),
                 rewrite_request: false
             },
             "at {later_now}"
@@ -562,7 +554,7 @@ fn pool_handle_copies_the_provider_lifespan_field_by_field() {
         got,
         Some(HandleLifespan {
             default: Some("{{ provider_default }}".into()),
-            end: Some("2025-03-03T12:00:00Z".into()),
+            end: Some("2026-11-23T12:00:00Z".into()),
             maximum: Some("14d".into()),
             relative_maximum: Some("3d".into()),
         })
@@ -588,7 +580,7 @@ fn pool_lifespan_replaces_the_providers_entirely() {
         got,
         Some(HandleLifespan {
             default: Some("4h".into()),
-            end: Some("2025-03-01T13:00:00Z".into()),
+            end: Some("2026-11-21T13:00:00Z".into()),
             maximum: None,
             relative_maximum: None,
         })
@@ -649,8 +641,8 @@ fn handle_lifespan() -> EvaluatedLifespan {
 
 #[test]
 fn bind_writes_a_new_status_lifespan() {
-    let c = claim(None, None, Some("2025-02-28T00:00:00Z"));
-    let h = handle(Some("2025-03-01T16:00:00Z"), Some(true));
+    let c = claim(None, None, Some("2026-11-20T00:00:00Z"));
+    let h = handle(Some("2026-11-21T16:00:00Z"), Some(true));
     let got = sync_claim_lifespan(&c, &h, &handle_lifespan(), now()).unwrap();
     assert_eq!(
         got,
@@ -658,9 +650,9 @@ fn bind_writes_a_new_status_lifespan() {
             // Just bound to a ready handle: its end was just set from the default.
             reset_request: None,
             status: ClaimStatusLifespan {
-                start: Some("2025-03-01T12:00:00Z".into()),
-                end: Some("2025-03-01T16:00:00Z".into()),
-                first_ready: Some("2025-03-01T12:00:00Z".into()),
+                start: Some("2026-11-21T12:00:00Z".into()),
+                end: Some("2026-11-21T16:00:00Z".into()),
+                first_ready: Some("2026-11-21T12:00:00Z".into()),
                 maximum: Some("72h".into()),
                 relative_maximum: Some("90m".into()),
             }
@@ -676,7 +668,7 @@ fn bind_to_a_handle_without_lifespan_still_records_the_start() {
     assert_eq!(
         got.status,
         ClaimStatusLifespan {
-            start: Some("2025-03-01T12:00:00Z".into()),
+            start: Some("2026-11-21T12:00:00Z".into()),
             ..Default::default()
         }
     );
@@ -686,44 +678,44 @@ fn bind_to_a_handle_without_lifespan_still_records_the_start() {
 fn first_ready_resets_an_unset_request() {
     let c = claim(
         None,
-        Some(status_lifespan("2025-03-01T08:00:00Z", None)),
+        Some(status_lifespan("2026-11-21T08:00:00Z", None)),
         None,
     );
-    let h = handle(Some("2025-03-01T12:00:00Z"), Some(true));
+    let h = handle(Some("2026-11-21T12:00:00Z"), Some(true));
     let got = sync_claim_lifespan(&c, &h, &handle_lifespan(), now()).unwrap();
-    assert_eq!(got.reset_request, Some(at("2025-03-01T16:00:00Z")));
+    assert_eq!(got.reset_request, Some(at("2026-11-21T16:00:00Z")));
     assert_eq!(
         got.status.first_ready.as_deref(),
-        Some("2025-03-01T12:00:00Z")
+        Some("2026-11-21T12:00:00Z")
     );
-    assert_eq!(got.status.start.as_deref(), Some("2025-03-01T08:00:00Z"));
+    assert_eq!(got.status.start.as_deref(), Some("2026-11-21T08:00:00Z"));
 }
 
 #[test]
 fn first_ready_resets_a_request_still_at_start_plus_default() {
     let c = claim(
-        Some("2025-03-01T12:00:00Z"),
-        Some(status_lifespan("2025-03-01T08:00:00Z", None)),
+        Some("2026-11-21T12:00:00Z"),
+        Some(status_lifespan("2026-11-21T08:00:00Z", None)),
         None,
     );
-    let h = handle(Some("2025-03-01T12:00:00Z"), Some(true));
-    let got = sync_claim_lifespan(&c, &h, &handle_lifespan(), at("2025-03-01T09:30:00Z")).unwrap();
-    assert_eq!(got.reset_request, Some(at("2025-03-01T13:30:00Z")));
+    let h = handle(Some("2026-11-21T12:00:00Z"), Some(true));
+    let got = sync_claim_lifespan(&c, &h, &handle_lifespan(), at("2026-11-21T09:30:00Z")).unwrap();
+    assert_eq!(got.reset_request, Some(at("2026-11-21T13:30:00Z")));
 }
 
 #[test]
 fn first_ready_keeps_a_user_request() {
     let c = claim(
-        Some("2025-03-05T00:00:00Z"),
-        Some(status_lifespan("2025-03-01T08:00:00Z", None)),
+        Some("2026-11-25T00:00:00Z"),
+        Some(status_lifespan("2026-11-21T08:00:00Z", None)),
         None,
     );
-    let h = handle(Some("2025-03-05T00:00:00Z"), Some(true));
+    let h = handle(Some("2026-11-25T00:00:00Z"), Some(true));
     let got = sync_claim_lifespan(&c, &h, &handle_lifespan(), now()).unwrap();
     assert_eq!(got.reset_request, None);
     assert_eq!(
         got.status.first_ready.as_deref(),
-        Some("2025-03-01T12:00:00Z")
+        Some("2026-11-21T12:00:00Z")
     );
 }
 
@@ -732,17 +724,17 @@ fn first_ready_happens_once() {
     let c = claim(
         None,
         Some(status_lifespan(
-            "2025-03-01T08:00:00Z",
-            Some("2025-03-01T09:00:00Z"),
+            "2026-11-21T08:00:00Z",
+            Some("2026-11-21T09:00:00Z"),
         )),
         None,
     );
-    let h = handle(Some("2025-03-01T13:00:00Z"), Some(true));
+    let h = handle(Some("2026-11-21T13:00:00Z"), Some(true));
     let got = sync_claim_lifespan(&c, &h, &handle_lifespan(), now()).unwrap();
     assert_eq!(got.reset_request, None);
     assert_eq!(
         got.status.first_ready.as_deref(),
-        Some("2025-03-01T09:00:00Z")
+        Some("2026-11-21T09:00:00Z")
     );
 }
 
@@ -750,10 +742,10 @@ fn first_ready_happens_once() {
 fn no_reset_without_default_or_readiness() {
     let c = claim(
         None,
-        Some(status_lifespan("2025-03-01T08:00:00Z", None)),
+        Some(status_lifespan("2026-11-21T08:00:00Z", None)),
         None,
     );
-    let ready = handle(Some("2025-03-02T00:00:00Z"), Some(true));
+    let ready = handle(Some("2026-11-22T00:00:00Z"), Some(true));
     let no_default = EvaluatedLifespan {
         default: None,
         ..handle_lifespan()
@@ -762,10 +754,10 @@ fn no_reset_without_default_or_readiness() {
     assert_eq!(got.reset_request, None);
     assert_eq!(
         got.status.first_ready.as_deref(),
-        Some("2025-03-01T12:00:00Z")
+        Some("2026-11-21T12:00:00Z")
     );
 
-    let not_ready = handle(Some("2025-03-02T00:00:00Z"), Some(false));
+    let not_ready = handle(Some("2026-11-22T00:00:00Z"), Some(false));
     let got = sync_claim_lifespan(&c, &not_ready, &handle_lifespan(), now()).unwrap();
     assert_eq!(got.reset_request, None);
     assert_eq!(got.status.first_ready, None);
@@ -774,9 +766,9 @@ fn no_reset_without_default_or_readiness() {
 #[test]
 fn status_mirrors_the_handle_end_and_current_maximums() {
     let current = ClaimStatusLifespan {
-        start: Some("2025-03-01T08:00:00Z".into()),
-        end: Some("2025-03-01T20:00:00Z".into()),
-        first_ready: Some("2025-03-01T09:00:00Z".into()),
+        start: Some("2026-11-21T08:00:00Z".into()),
+        end: Some("2026-11-21T20:00:00Z".into()),
+        first_ready: Some("2026-11-21T09:00:00Z".into()),
         maximum: Some("5d".into()),
         relative_maximum: Some("1d".into()),
     };
@@ -791,9 +783,9 @@ fn status_mirrors_the_handle_end_and_current_maximums() {
     assert_eq!(
         got.status,
         ClaimStatusLifespan {
-            start: Some("2025-03-01T08:00:00Z".into()),
+            start: Some("2026-11-21T08:00:00Z".into()),
             end: None,
-            first_ready: Some("2025-03-01T09:00:00Z".into()),
+            first_ready: Some("2026-11-21T09:00:00Z".into()),
             maximum: Some("2d".into()),
             relative_maximum: None,
         }
@@ -832,27 +824,27 @@ fn normalised_intervals_match_poolboy_timedelta_to_str() {
 
 #[test]
 fn start_gate_uses_status_then_spec_then_creation() {
-    let created_future = Some("2025-03-01T13:00:00Z");
+    let created_future = Some("2026-11-21T13:00:00Z");
     let c = claim(None, None, created_future);
     assert_eq!(
         start_gate(&c, now()).unwrap(),
-        StartGate::OpensAt(at("2025-03-01T13:00:00Z"))
+        StartGate::OpensAt(at("2026-11-21T13:00:00Z"))
     );
 
-    let mut spec_start = claim(None, None, Some("2025-02-01T00:00:00Z"));
+    let mut spec_start = claim(None, None, Some("2026-10-24T00:00:00Z"));
     spec_start.spec.lifespan = Some(ClaimLifespan {
         end: None,
-        start: Some("2025-03-02T00:00:00Z".into()),
+        start: Some("2026-11-22T00:00:00Z".into()),
     });
     assert_eq!(
         start_gate(&spec_start, now()).unwrap(),
-        StartGate::OpensAt(at("2025-03-02T00:00:00Z"))
+        StartGate::OpensAt(at("2026-11-22T00:00:00Z"))
     );
 
     // Once bound, status.lifespan.start wins over a later spec start.
     let mut bound = spec_start.clone();
     bound.status = Some(ResourceClaimStatus {
-        lifespan: Some(status_lifespan("2025-02-01T00:00:00Z", None)),
+        lifespan: Some(status_lifespan("2026-10-24T00:00:00Z", None)),
         ..Default::default()
     });
     assert_eq!(start_gate(&bound, now()).unwrap(), StartGate::Open);
@@ -860,7 +852,7 @@ fn start_gate_uses_status_then_spec_then_creation() {
 
 #[test]
 fn start_gate_opens_at_the_instant() {
-    let c = claim(None, None, Some("2025-03-01T12:00:00Z"));
+    let c = claim(None, None, Some("2026-11-21T12:00:00Z"));
     assert_eq!(start_gate(&c, now()).unwrap(), StartGate::Open);
     assert_eq!(
         start_gate(&claim(None, None, None), now()).unwrap(),
@@ -876,17 +868,17 @@ fn handle_expiry_is_scheduled_and_reached_at_the_end() {
         handle_expiry(&handle(None, None), now()).unwrap(),
         Expiry::Never
     );
-    let h = handle(Some("2025-03-01T12:00:01Z"), None);
+    let h = handle(Some("2026-11-21T12:00:01Z"), None);
     assert_eq!(
         handle_expiry(&h, now()).unwrap(),
-        Expiry::At(at("2025-03-01T12:00:01Z"))
+        Expiry::At(at("2026-11-21T12:00:01Z"))
     );
     assert_eq!(
-        handle_expiry(&h, at("2025-03-01T12:00:01Z")).unwrap(),
+        handle_expiry(&h, at("2026-11-21T12:00:01Z")).unwrap(),
         Expiry::Expired
     );
     assert_eq!(
-        handle_expiry(&h, at("2025-03-02T00:00:00Z")).unwrap(),
+        handle_expiry(&h, at("2026-11-22T00:00:00Z")).unwrap(),
         Expiry::Expired
     );
 }
@@ -909,15 +901,15 @@ fn detached(detached: Option<bool>, end: Option<&str>) -> ResourceClaim {
 
 #[test]
 fn detached_claims_expire_at_their_status_end() {
-    let past = Some("2025-03-01T00:00:00Z");
-    let future = Some("2025-03-02T00:00:00Z");
+    let past = Some("2026-11-21T00:00:00Z");
+    let future = Some("2026-11-22T00:00:00Z");
     assert_eq!(
         detached_claim_expiry(&detached(Some(true), past), now()).unwrap(),
         Expiry::Expired
     );
     assert_eq!(
         detached_claim_expiry(&detached(Some(true), future), now()).unwrap(),
-        Expiry::At(at("2025-03-02T00:00:00Z"))
+        Expiry::At(at("2026-11-22T00:00:00Z"))
     );
     assert_eq!(
         detached_claim_expiry(&detached(Some(true), None), now()).unwrap(),
@@ -934,13 +926,14 @@ fn detached_claims_expire_at_their_status_end() {
     );
 }
 
-// B04: a handle ending within 120 s is not bindable (dead code in 1.12).
 #[test]
 fn creation_timestamps_convert_exactly() {
-    let c = claim(None, None, Some("2025-03-01T11:59:59.25Z"));
+    let c = claim(None, None, Some("2026-11-21T11:59:59.25Z"));
     assert_eq!(
         effective_start(&c).unwrap(),
-        Some(Utc.with_ymd_and_hms(2025, 3, 1, 11, 59, 59).unwrap() + TimeDelta::milliseconds(250))
+        Some(
+            Utc.with_ymd_and_hms(2026, 11, 21, 11, 59, 59).unwrap() + TimeDelta::milliseconds(250)
+        )
     );
 }
 
@@ -970,7 +963,7 @@ proptest! {
     fn a_rewritten_request_is_stable(
         maximum in opt_delta(), relative in 1i64..1_000_000, ahead in 1i64..5_000_000, wait in 0i64..1_000_000,
     ) {
-        let status = Some(status_lifespan("2025-03-01T00:00:00Z", None));
+        let status = Some(status_lifespan("2026-11-21T00:00:00Z", None));
         let requested = format_timestamp(now() + TimeDelta::seconds(ahead));
         let mut c = claim(Some(&requested), status, None);
         let l = limits(None, maximum, Some(TimeDelta::seconds(relative)));

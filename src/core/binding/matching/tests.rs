@@ -1,19 +1,10 @@
 use std::collections::HashMap;
 
-use chrono::{DateTime, TimeDelta, Utc};
+use chrono::TimeDelta;
 use serde_json::{Value, json};
 
 use super::*;
-
-fn now() -> DateTime<Utc> {
-    DateTime::parse_from_rfc3339("2026-01-01T12:00:00Z")
-        .expect("valid")
-        .with_timezone(&Utc)
-}
-
-fn rfc3339(t: DateTime<Utc>) -> String {
-    t.format("%Y-%m-%dT%H:%M:%SZ").to_string()
-}
+use crate::core::test_fixtures::{now, rfc3339};
 
 /// A handle built from a JSON patch over a minimal unbound one-resource handle.
 struct HandleBuilder(Value);
@@ -26,7 +17,7 @@ impl HandleBuilder {
             "metadata": {
                 "name": name,
                 "namespace": "poolboy",
-                "creationTimestamp": "2026-01-01T10:00:00Z",
+                "creationTimestamp": "2026-11-21T10:00:00Z",
             },
             "spec": {
                 "resources": [{
@@ -257,7 +248,7 @@ fn bound_and_deleting_handles_are_never_candidates() {
         )
         .build();
     let deleting = HandleBuilder::new("deleting")
-        .set("/metadata/deletionTimestamp", json!("2026-01-01T11:00:00Z"))
+        .set("/metadata/deletionTimestamp", json!("2026-11-21T11:00:00Z"))
         .build();
     assert!(select(&[bound, deleting]).is_empty());
 }
@@ -400,7 +391,7 @@ fn fewer_extra_claim_resources_first() {
     let worse = HandleBuilder::new("worse")
         .set("/spec/preferenceScore", json!(100))
         .set("/status/ready", json!(true))
-        .set("/metadata/creationTimestamp", json!("2020-01-01T00:00:00Z"))
+        .set("/metadata/creationTimestamp", json!("2020-11-20T00:00:00Z"))
         .build();
     assert_prefers(&claim, better, worse, &[]);
 }
@@ -415,7 +406,7 @@ fn fewer_name_mismatches_second() {
     let worse = HandleBuilder::new("worse")
         .set("/spec/resources/0/name", json!("other"))
         .set("/spec/preferenceScore", json!(100))
-        .set("/metadata/creationTimestamp", json!("2020-01-01T00:00:00Z"))
+        .set("/metadata/creationTimestamp", json!("2020-11-20T00:00:00Z"))
         .build();
     assert_prefers(&claim, better, worse, &[]);
 }
@@ -463,12 +454,12 @@ fn ready_before_not_ready_fifth() {
     let claim = [resource(None, &template)];
     let better = HandleBuilder::new("better")
         .set("/status/ready", json!(true))
-        .set("/metadata/creationTimestamp", json!("2026-01-01T11:00:00Z"))
+        .set("/metadata/creationTimestamp", json!("2026-11-21T11:00:00Z"))
         .build();
     let worse = HandleBuilder::new("worse")
         .set("/status/ready", json!(false))
         .set("/spec/preferenceScore", json!(100))
-        .set("/metadata/creationTimestamp", json!("2020-01-01T00:00:00Z"))
+        .set("/metadata/creationTimestamp", json!("2020-11-20T00:00:00Z"))
         .build();
     assert_prefers(&claim, better, worse, &[]);
 }
@@ -480,10 +471,10 @@ fn unknown_readiness_gets_no_preference_over_unready() {
     let claim = [resource(None, &template)];
     let better = HandleBuilder::new("better")
         .set("/status/ready", json!(false))
-        .set("/metadata/creationTimestamp", json!("2026-01-01T09:00:00Z"))
+        .set("/metadata/creationTimestamp", json!("2026-11-21T09:00:00Z"))
         .build();
     let worse = HandleBuilder::new("worse")
-        .set("/metadata/creationTimestamp", json!("2026-01-01T11:59:00Z"))
+        .set("/metadata/creationTimestamp", json!("2026-11-21T11:59:00Z"))
         .build();
     assert_prefers(&claim, better, worse, &[]);
 }
@@ -494,17 +485,17 @@ fn higher_preference_score_sixth() {
     let claim = [resource(None, &template)];
     let better = HandleBuilder::new("better")
         .set("/spec/preferenceScore", json!(0.5))
-        .set("/metadata/creationTimestamp", json!("2026-01-01T11:00:00Z"))
+        .set("/metadata/creationTimestamp", json!("2026-11-21T11:00:00Z"))
         .build();
     let worse = HandleBuilder::new("worse")
-        .set("/metadata/creationTimestamp", json!("2020-01-01T00:00:00Z"))
+        .set("/metadata/creationTimestamp", json!("2020-11-20T00:00:00Z"))
         .build();
     assert_prefers(&claim, better, worse, &[]);
     // Absent counts as 0, so a negative score loses to it.
     let better = HandleBuilder::new("better").build();
     let worse = HandleBuilder::new("worse")
         .set("/spec/preferenceScore", json!(-1))
-        .set("/metadata/creationTimestamp", json!("2020-01-01T00:00:00Z"))
+        .set("/metadata/creationTimestamp", json!("2020-11-20T00:00:00Z"))
         .build();
     assert_prefers(&claim, better, worse, &[]);
 }
@@ -514,10 +505,10 @@ fn older_creation_timestamp_seventh() {
     let template = small();
     let claim = [resource(None, &template)];
     let better = HandleBuilder::new("zzz-better")
-        .set("/metadata/creationTimestamp", json!("2026-01-01T09:00:00Z"))
+        .set("/metadata/creationTimestamp", json!("2026-11-21T09:00:00Z"))
         .build();
     let worse = HandleBuilder::new("aaa-worse")
-        .set("/metadata/creationTimestamp", json!("2026-01-01T10:00:00Z"))
+        .set("/metadata/creationTimestamp", json!("2026-11-21T10:00:00Z"))
         .build();
     let ignore = ignores(&[]);
     for handles in [
@@ -591,7 +582,7 @@ fn only_free_handles_of_the_operator_namespace_are_bind_candidates() {
     assert!(!is_free(&bound.metadata, &bound.spec));
     assert!(!candidate(&bound));
     let deleting = HandleBuilder::new("deleting")
-        .set("/metadata/deletionTimestamp", json!("2026-01-01T11:00:00Z"))
+        .set("/metadata/deletionTimestamp", json!("2026-11-21T11:00:00Z"))
         .build();
     assert!(!is_free(&deleting.metadata, &deleting.spec));
     assert!(!candidate(&deleting));

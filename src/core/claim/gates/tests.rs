@@ -1,13 +1,7 @@
-use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 
 use super::*;
-
-fn now() -> DateTime<Utc> {
-    DateTime::parse_from_rfc3339("2026-01-01T12:00:00Z")
-        .expect("valid")
-        .with_timezone(&Utc)
-}
+use crate::core::test_fixtures::now;
 
 fn status(value: Value) -> ResourceClaimStatus {
     serde_json::from_value(value).expect("valid status")

@@ -1,4 +1,3 @@
-use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 
 use super::*;
@@ -6,29 +5,14 @@ use crate::api::ResourceProvider;
 use crate::core::naming::{NAME_ALPHABET, claim_handle_name};
 use crate::core::provider::ProviderCompiler;
 use crate::core::provider::schema::SchemaCache;
-
-fn now() -> DateTime<Utc> {
-    DateTime::parse_from_rfc3339("2026-01-01T12:00:00Z")
-        .expect("valid")
-        .with_timezone(&Utc)
-}
-
-fn provider(name: &str, spec: Value) -> ResourceProvider {
-    serde_json::from_value(json!({
-        "apiVersion": "poolboy.gpte.redhat.com/v1",
-        "kind": "ResourceProvider",
-        "metadata": {"name": name, "namespace": "poolboy"},
-        "spec": spec,
-    }))
-    .expect("valid provider")
-}
+use crate::core::test_fixtures::{now, provider_with_spec};
 
 fn claim(value: Value) -> ResourceClaim {
     let mut claim = json!({
         "apiVersion": "poolboy.gpte.redhat.com/v1",
         "kind": "ResourceClaim",
         "metadata": {"name": "c", "namespace": "user", "uid": "u-1",
-                     "creationTimestamp": "2026-01-01T11:00:00Z"},
+                     "creationTimestamp": "2026-11-21T11:00:00Z"},
     });
     if let (Some(claim), Value::Object(extra)) = (claim.as_object_mut(), value) {
         claim.extend(extra);
@@ -38,7 +22,7 @@ fn claim(value: Value) -> ResourceClaim {
 
 /// The ConfigMap provider of the examples, reduced: match, default, schema defaults, a check.
 fn configmap() -> ResourceProvider {
-    provider(
+    provider_with_spec(
         "configmap",
         json!({
             "match": {"apiVersion": "v1", "kind": "ConfigMap"},
@@ -65,7 +49,7 @@ fn configmap() -> ResourceProvider {
 
 /// A provider claim's provider: one parameter with a default, one required with a check.
 fn lab() -> ResourceProvider {
-    provider(
+    provider_with_spec(
         "lab",
         json!({
             "override": {"apiVersion": "v1", "kind": "ConfigMap"},
@@ -181,7 +165,7 @@ fn a_valid_provider_claim_gets_effective_values_resources_and_the_annotation() {
         .expect("not initialised yet");
     assert_eq!(
         init["metadata"]["annotations"][INIT],
-        "2026-01-01T12:00:00Z"
+        "2026-11-21T12:00:00Z"
     );
     assert!(init.get("spec").is_none());
 }
@@ -247,7 +231,7 @@ fn initialising_a_match_claim_writes_defaults_without_overwriting() {
     let init = resolved.initialisation.as_ref().expect("initialises");
     assert_eq!(
         init["metadata"]["annotations"][INIT],
-        "2026-01-01T12:00:00Z"
+        "2026-11-21T12:00:00Z"
     );
     let written = &init["spec"]["resources"][0];
     assert_eq!(written["name"], "config");
@@ -275,7 +259,7 @@ fn initialising_a_match_claim_writes_defaults_without_overwriting() {
 fn an_initialised_claim_is_not_defaulted_again() {
     let fixture = Fixture::new(vec![configmap()]);
     let claim = claim(json!({
-        "metadata": {"name": "c", "namespace": "user", "annotations": {INIT: "2025-01-01T00:00:00Z"}},
+        "metadata": {"name": "c", "namespace": "user", "annotations": {INIT: "2025-11-21T00:00:00Z"}},
         "spec": {"resources": [{"template": {"apiVersion": "v1", "kind": "ConfigMap", "data": {"a": "1"}}}]},
     }));
     let resolved = fixture.resolve(&claim).expect("resolves");
@@ -403,7 +387,7 @@ fn pool_handle(name: &str, pool: &str, data: Value) -> ResourceHandle {
         "apiVersion": "poolboy.gpte.redhat.com/v1",
         "kind": "ResourceHandle",
         "metadata": {"name": name, "namespace": "poolboy",
-                     "creationTimestamp": "2026-01-01T10:00:00Z"},
+                     "creationTimestamp": "2026-11-21T10:00:00Z"},
         "spec": {
             "resourcePool": {"apiVersion": "poolboy.gpte.redhat.com/v1", "kind": "ResourcePool",
                              "name": pool, "namespace": "poolboy"},
@@ -412,7 +396,7 @@ fn pool_handle(name: &str, pool: &str, data: Value) -> ResourceHandle {
                              "name": "configmap", "namespace": "poolboy"},
                 "template": {"apiVersion": "v1", "kind": "ConfigMap", "data": data},
             }],
-            "lifespan": {"default": "2h", "relativeMaximum": "{{ '3h' }}", "end": "2026-01-01T13:00:00Z"},
+            "lifespan": {"default": "2h", "relativeMaximum": "{{ '3h' }}", "end": "2026-11-21T13:00:00Z"},
         },
     }))
     .expect("valid handle")
@@ -421,7 +405,7 @@ fn pool_handle(name: &str, pool: &str, data: Value) -> ResourceHandle {
 fn configmap_claim(annotations: Value) -> ResourceClaim {
     claim(json!({
         "metadata": {"name": "c", "namespace": "user", "uid": "u-1",
-                     "creationTimestamp": "2026-01-01T11:00:00Z", "annotations": annotations},
+                     "creationTimestamp": "2026-11-21T11:00:00Z", "annotations": annotations},
         "spec": {"resources": [{"name": "config",
                                 "template": {"apiVersion": "v1", "kind": "ConfigMap",
                                              "data": {"color": "blue"}}}]},
@@ -494,7 +478,7 @@ fn the_bind_plan_and_propagation_evaluate_the_handles_lifespan_for_the_claim() {
             .as_array()
             .expect("ops")
             .iter()
-            .any(|op| op["path"] == "/spec/lifespan/end" && op["value"] == "2026-01-01T14:00:00Z"),
+            .any(|op| op["path"] == "/spec/lifespan/end" && op["value"] == "2026-11-21T14:00:00Z"),
         "{patch}"
     );
 
@@ -506,7 +490,7 @@ fn the_bind_plan_and_propagation_evaluate_the_handles_lifespan_for_the_claim() {
     ));
     let mut claim = resolved.claim.clone();
     claim.spec.lifespan =
-        Some(serde_json::from_value(json!({"end": "2026-01-02T00:00:00Z"})).expect("lifespan"));
+        Some(serde_json::from_value(json!({"end": "2026-11-22T00:00:00Z"})).expect("lifespan"));
     let propagation = resolved
         .propagation(&claim, &bound, &fixture.templates, &fixture.domain, now())
         .expect("propagates");
@@ -515,7 +499,7 @@ fn the_bind_plan_and_propagation_evaluate_the_handles_lifespan_for_the_claim() {
             .rewrite_requested_end
             .map(format_timestamp)
             .as_deref(),
-        Some("2026-01-01T15:00:00Z")
+        Some("2026-11-21T15:00:00Z")
     );
 
     // A handle lifespan template that fails is the claim's error, naming the handle.
@@ -556,7 +540,7 @@ fn a_new_handle_holds_the_claims_resources_and_its_providers_lifespan() {
         handle["spec"]["resources"][0]["template"]["data"],
         json!({"color": "blue", "owner": "unknown", "size": "small"})
     );
-    assert_eq!(handle["spec"]["lifespan"]["end"], "2026-01-01T14:00:00Z");
+    assert_eq!(handle["spec"]["lifespan"]["end"], "2026-11-21T14:00:00Z");
 
     let mut broken = self::configmap();
     broken.spec.lifespan =

@@ -2,26 +2,14 @@ use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 
 use super::*;
-
-fn now() -> DateTime<Utc> {
-    DateTime::parse_from_rfc3339("2026-01-01T12:00:00Z")
-        .expect("valid")
-        .with_timezone(&Utc)
-}
+use crate::core::test_fixtures::{at, now, provider_ref};
 
 fn later() -> DateTime<Utc> {
-    DateTime::parse_from_rfc3339("2026-01-01T13:00:00Z")
-        .expect("valid")
-        .with_timezone(&Utc)
+    at("2026-11-21T13:00:00Z")
 }
 
 fn domain() -> OperatorDomain {
     OperatorDomain::default()
-}
-
-fn provider_ref(name: &str) -> Value {
-    json!({"apiVersion": "poolboy.gpte.redhat.com/v1", "kind": "ResourceProvider",
-           "name": name, "namespace": "poolboy"})
 }
 
 fn handle(status: Value) -> ResourceHandle {
@@ -56,8 +44,8 @@ fn input<'a>(binding: Binding<'a>, domain: &'a OperatorDomain) -> StatusInput<'a
 
 fn lifespan() -> ClaimStatusLifespan {
     ClaimStatusLifespan {
-        start: Some("2026-01-01T12:00:00Z".to_owned()),
-        end: Some("2026-01-01T14:00:00Z".to_owned()),
+        start: Some("2026-11-21T12:00:00Z".to_owned()),
+        end: Some("2026-11-21T14:00:00Z".to_owned()),
         ..Default::default()
     }
 }
@@ -187,7 +175,7 @@ fn resource_entries_keep_name_validation_error_and_state() {
     // The providers say the template is fine now: the error goes.
     let planned = [PlannedResource {
         name: Some("planned".to_owned()),
-        provider: serde_json::from_value(provider_ref("a")).expect("ref"),
+        provider: serde_json::from_value(json!(provider_ref("a"))).expect("ref"),
         validation_error: None,
     }];
     let mut with_plan = input(binding, &domain);
@@ -203,7 +191,7 @@ fn an_unbound_claim_gets_planned_entries_and_a_waiting_condition() {
     let domain = domain();
     let planned = [PlannedResource {
         name: Some("config".to_owned()),
-        provider: serde_json::from_value(provider_ref("configmap")).expect("ref"),
+        provider: serde_json::from_value(json!(provider_ref("configmap"))).expect("ref"),
         validation_error: None,
     }];
     let mut input = input(Binding::Unbound(Unbound::WaitingForHandle), &domain);
@@ -322,7 +310,7 @@ fn recomputing_from_the_written_status_writes_nothing() {
 
 fn status_lifespan(end: Option<&str>) -> ClaimStatusLifespan {
     ClaimStatusLifespan {
-        start: Some("2026-01-01T11:00:00Z".to_owned()),
+        start: Some("2026-11-21T11:00:00Z".to_owned()),
         end: end.map(str::to_owned),
         ..Default::default()
     }
@@ -330,11 +318,11 @@ fn status_lifespan(end: Option<&str>) -> ClaimStatusLifespan {
 
 #[test]
 fn no_lifespan_event_at_bind_or_when_the_end_is_the_same() {
-    let end = status_lifespan(Some("2026-01-01T14:00:00Z"));
+    let end = status_lifespan(Some("2026-11-21T14:00:00Z"));
     assert_eq!(lifespan_event(None, &end), None);
     assert_eq!(lifespan_event(Some(&end), &end), None);
     // The same instant written differently is no change.
-    let same = status_lifespan(Some("2026-01-01T14:00:00+00:00"));
+    let same = status_lifespan(Some("2026-11-21T14:00:00+00:00"));
     assert_eq!(lifespan_event(Some(&end), &same), None);
     assert_eq!(
         lifespan_event(Some(&status_lifespan(None)), &status_lifespan(None)),
@@ -344,17 +332,17 @@ fn no_lifespan_event_at_bind_or_when_the_end_is_the_same() {
 
 #[test]
 fn a_changed_end_quotes_the_new_end() {
-    let old = status_lifespan(Some("2026-01-01T14:00:00Z"));
-    let new = status_lifespan(Some("2026-01-02T14:00:00Z"));
+    let old = status_lifespan(Some("2026-11-21T14:00:00Z"));
+    let new = status_lifespan(Some("2026-11-22T14:00:00Z"));
     let event = lifespan_event(Some(&old), &new).expect("an event");
     assert_eq!(event.reason, "Lifespan end changed");
     assert!(
-        event.note.contains("2026-01-02T14:00:00Z"),
+        event.note.contains("2026-11-22T14:00:00Z"),
         "{}",
         event.note
     );
     assert!(
-        !event.note.contains("2026-01-01T14:00:00Z"),
+        !event.note.contains("2026-11-21T14:00:00Z"),
         "{}",
         event.note
     );
@@ -365,7 +353,7 @@ fn a_changed_end_quotes_the_new_end() {
 
 #[test]
 fn a_removed_end_is_cleared() {
-    let old = status_lifespan(Some("2026-01-01T14:00:00Z"));
+    let old = status_lifespan(Some("2026-11-21T14:00:00Z"));
     let event = lifespan_event(Some(&old), &status_lifespan(None)).expect("an event");
     assert_eq!(event.reason, "Lifespan end cleared");
 }

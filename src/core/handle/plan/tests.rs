@@ -1,24 +1,8 @@
-use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 
 use super::*;
 use crate::core::provider::schema::SchemaCache;
-
-pub(crate) fn now() -> DateTime<Utc> {
-    DateTime::parse_from_rfc3339("2026-01-01T12:00:00Z")
-        .expect("valid")
-        .with_timezone(&Utc)
-}
-
-pub(crate) fn provider(name: &str, spec: Value) -> ResourceProvider {
-    serde_json::from_value(json!({
-        "apiVersion": "poolboy.gpte.redhat.com/v1",
-        "kind": "ResourceProvider",
-        "metadata": {"name": name, "namespace": "poolboy"},
-        "spec": spec,
-    }))
-    .expect("valid provider")
-}
+use crate::core::test_fixtures::{now, provider_with_spec};
 
 /// A ConfigMap provider: the override gives kind and namespace, `data` comes from the template.
 pub(crate) fn configmap_provider(name: &str, extra: Value) -> ResourceProvider {
@@ -32,7 +16,7 @@ pub(crate) fn configmap_provider(name: &str, extra: Value) -> ResourceProvider {
     if let (Value::Object(spec), Value::Object(extra)) = (&mut spec, extra) {
         spec.extend(extra);
     }
-    provider(name, spec)
+    provider_with_spec(name, spec)
 }
 
 pub(crate) struct Fixture {
@@ -223,7 +207,7 @@ fn resources_that_require_a_claim_wait_until_the_handle_is_bound() {
 fn linked_fixture() -> Fixture {
     Fixture::new(vec![
         configmap_provider("base", json!({})),
-        provider(
+        provider_with_spec(
             "app",
             json!({
                 "linkedResourceProviders": [{
@@ -275,7 +259,7 @@ fn a_linked_resource_waits_for_its_link_then_gets_the_template_vars() {
 fn a_bad_template_makes_only_its_resource_invalid() {
     let fixture = Fixture::new(vec![
         configmap_provider("good", json!({})),
-        provider(
+        provider_with_spec(
             "bad",
             json!({
                 "template": {"enable": true},
@@ -311,7 +295,7 @@ fn a_missing_provider_makes_only_its_resource_invalid() {
 
 #[test]
 fn a_definition_without_kind_is_invalid() {
-    let fixture = Fixture::new(vec![provider(
+    let fixture = Fixture::new(vec![provider_with_spec(
         "nokind",
         json!({"override": {"apiVersion": "v1"}}),
     )]);

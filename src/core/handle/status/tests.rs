@@ -2,7 +2,8 @@ use serde_json::{Value, json};
 
 use super::*;
 use crate::api::refs::{ResourceReference, WaitingFor};
-use crate::core::handle::plan::tests::{Fixture, configmap_provider, handle, provider};
+use crate::core::handle::plan::tests::{Fixture, configmap_provider, handle};
+use crate::core::test_fixtures::{now, provider_with_spec};
 
 fn reference(name: &str) -> ResourceReference {
     ResourceReference {
@@ -180,7 +181,7 @@ fn the_summary_comes_from_spec_provider_else_the_last_resources_provider() {
             "last",
             "{{ greeting }} last {{ resource_handle.metadata.name }}",
         ),
-        provider(
+        provider_with_spec(
             "top",
             json!({"statusSummaryTemplate": {"size": "{{ size }}"}}),
         ),
@@ -277,7 +278,7 @@ fn conditions_report_readiness_and_problems_and_keep_their_transition_time() {
 }
 
 fn now_plus_hour() -> chrono::DateTime<chrono::Utc> {
-    crate::core::handle::plan::tests::now() + chrono::TimeDelta::hours(1)
+    now() + chrono::TimeDelta::hours(1)
 }
 
 #[test]

@@ -1,15 +1,10 @@
-use chrono::{DateTime, TimeDelta, Utc};
+use chrono::TimeDelta;
 use proptest::prelude::*;
 use serde_json::{Value, json};
 
 use super::*;
 use crate::core::naming::NAME_ALPHABET;
-
-fn now() -> DateTime<Utc> {
-    DateTime::parse_from_rfc3339("2026-01-01T12:00:00Z")
-        .expect("valid")
-        .with_timezone(&Utc)
-}
+use crate::core::test_fixtures::now;
 
 fn pool(spec: Value) -> ResourcePool {
     serde_json::from_value(json!({
@@ -256,7 +251,7 @@ fn status_keeps_conditions() {
     let p = pool(json!({"minAvailable": 0}));
     let current: ResourcePoolStatus = serde_json::from_value(json!({
         "conditions": [{"type": "Valid", "status": "True", "reason": "R", "message": "",
-                         "lastTransitionTime": "2026-01-01T00:00:00Z"}],
+                         "lastTransitionTime": "2026-11-21T00:00:00Z"}],
     }))
     .expect("valid status");
     let status = plan(&p, &[], &[]).status(&[], Some(&current));

@@ -1,9 +1,9 @@
-use chrono::{DateTime, TimeDelta, Utc};
+use chrono::TimeDelta;
 use proptest::prelude::*;
 use serde_json::{Value, json};
 
 use super::*;
-use crate::core::test_fixtures::{at, now, pool};
+use crate::core::test_fixtures::{at, now, pool, rfc3339};
 
 fn domain() -> OperatorDomain {
     OperatorDomain::default()
@@ -35,10 +35,6 @@ fn with_created(mut s: ResourcePoolScaling, timestamp: &str) -> ResourcePoolScal
         timestamp.parse().expect("timestamp"),
     ));
     s
-}
-
-fn rfc3339(t: DateTime<Utc>) -> String {
-    t.to_rfc3339()
 }
 
 #[test]
