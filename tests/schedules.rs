@@ -16,6 +16,7 @@ use kube::api::{Api, Patch, PatchParams};
 use poolboy::api::{ResourceClaim, ResourceHandle};
 use serde_json::{Value, json};
 
+use support::fixtures::create_provider;
 use support::objects::{self, handle_name, resource_name};
 use support::operator::TestOperator;
 use support::{TestEnv, eventually, gone, wait_for};
@@ -42,10 +43,6 @@ where
     let timeout = (at - Utc::now()).to_std().unwrap_or_default() + SETTLE;
     eventually(what, timeout, check).await;
     (Utc::now() - at).to_std().unwrap_or_default()
-}
-
-async fn create_provider(env: &TestEnv, name: &str, spec: Value) {
-    env.create(&objects::provider(name, spec)).await;
 }
 
 /// A claim `name` of one resource from `provider`, with `extra` merged into its spec.
