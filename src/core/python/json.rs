@@ -9,11 +9,12 @@ use super::repr::repr_number;
 /// `json.dumps(value)`.
 pub(crate) fn dumps(value: &Value) -> String {
     let mut out = String::new();
-    write_json(&mut out, value);
+    super::write_nested(value, &mut out, write_leaf, key);
     out
 }
 
-fn write_json(out: &mut String, value: &Value) {
+/// The values json.dumps writes itself; lists and dicts are written as `repr()` writes them.
+fn write_leaf(value: &Value, out: &mut String) {
     match value {
         Value::Null => out.push_str("null"),
         Value::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
@@ -21,29 +22,12 @@ fn write_json(out: &mut String, value: &Value) {
         // and Infinity cannot occur).
         Value::Number(n) => out.push_str(&repr_number(n)),
         Value::String(s) => write_json_string(out, s),
-        Value::Array(items) => {
-            out.push('[');
-            for (i, item) in items.iter().enumerate() {
-                if i > 0 {
-                    out.push_str(", ");
-                }
-                write_json(out, item);
-            }
-            out.push(']');
-        }
-        Value::Object(map) => {
-            out.push('{');
-            for (i, (key, item)) in map.iter().enumerate() {
-                if i > 0 {
-                    out.push_str(", ");
-                }
-                write_json_string(out, key);
-                out.push_str(": ");
-                write_json(out, item);
-            }
-            out.push('}');
-        }
+        Value::Array(_) | Value::Object(_) => super::write_nested(value, out, write_leaf, key),
     }
+}
+
+fn key(name: &str, out: &mut String) {
+    write_json_string(out, name);
 }
 
 fn write_json_string(out: &mut String, s: &str) {

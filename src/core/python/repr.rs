@@ -7,40 +7,24 @@ use serde_json::{Number, Value};
 /// `repr(value)` of the Python object `json.loads` would give for `value`.
 pub(crate) fn repr(value: &Value) -> String {
     let mut out = String::new();
-    write_repr(value, &mut out);
+    super::write_nested(value, &mut out, write_leaf, key);
     out
 }
 
-fn write_repr(value: &Value, out: &mut String) {
+/// The values `repr()` writes itself; lists and dicts go through [`super::write_nested`].
+fn write_leaf(value: &Value, out: &mut String) {
     match value {
         Value::Null => out.push_str("None"),
         Value::Bool(true) => out.push_str("True"),
         Value::Bool(false) => out.push_str("False"),
         Value::Number(n) => out.push_str(&repr_number(n)),
         Value::String(s) => out.push_str(&repr_str(s)),
-        Value::Array(items) => {
-            out.push('[');
-            for (i, item) in items.iter().enumerate() {
-                if i > 0 {
-                    out.push_str(", ");
-                }
-                write_repr(item, out);
-            }
-            out.push(']');
-        }
-        Value::Object(map) => {
-            out.push('{');
-            for (i, (key, item)) in map.iter().enumerate() {
-                if i > 0 {
-                    out.push_str(", ");
-                }
-                out.push_str(&repr_str(key));
-                out.push_str(": ");
-                write_repr(item, out);
-            }
-            out.push('}');
-        }
+        Value::Array(_) | Value::Object(_) => super::write_nested(value, out, write_leaf, key),
     }
+}
+
+fn key(name: &str, out: &mut String) {
+    out.push_str(&repr_str(name));
 }
 
 /// `repr(n)`: integers as written, floats in Python's shortest round-trip form.
