@@ -182,6 +182,45 @@ async fn an_auto_delete_comparing_a_time_deletes_the_claim_on_time() {
     env.teardown([operator]).await;
 }
 
+/// A claim refused by a validation check that compares a time with now is looked at again
+/// when the check would pass: it binds on time, with no edit to wake it.
+#[tokio::test]
+async fn a_claim_refused_until_a_time_binds_on_time() {
+    let env = TestEnv::new().await;
+    let operator = TestOperator::start(env.client.clone(), &env.namespace);
+    let (at, text) = in_seconds(6);
+    create_provider(
+        &env,
+        "opens-at",
+        json!({
+            "override": {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"namespace": env.namespace}},
+            "validation": {"checks": [{"name": "opens", "check": format!("timestamp('{text}') < timestamp.utcnow")}]},
+        }),
+    )
+    .await;
+    create_claim(&env, "early", "opens-at", json!({})).await;
+    let claims: Api<ResourceClaim> = env.api();
+    wait_for(&claims, "early", "refused by its check", SETTLE, |c| {
+        handle_name(c).is_none()
+            && c.status
+                .as_ref()
+                .and_then(|s| s.conditions.as_ref())
+                .is_some_and(|conditions| {
+                    conditions
+                        .iter()
+                        .any(|c| c.type_ == "Valid" && c.status == "False")
+                })
+    })
+    .await;
+    let late = observed_after("the claim bound", at, || async {
+        let claim = claims.get_opt("early").await.ok()??;
+        handle_name(&claim).map(|_| ())
+    })
+    .await;
+    assert!(late <= ON_TIME, "bound {late:?} after its time");
+    env.teardown([operator]).await;
+}
+
 #[tokio::test]
 async fn a_health_check_that_turns_false_at_a_time_shows_in_the_claim_on_time() {
     let env = TestEnv::new().await;

@@ -18,6 +18,7 @@ use std::ops::Deref;
 use std::sync::Arc;
 use std::time::Duration;
 
+use chrono::{DateTime, Utc};
 use futures::StreamExt;
 use futures::channel::mpsc::UnboundedReceiver;
 use kube::Client;
@@ -329,7 +330,9 @@ async fn pass(
     // §7 step 6: an invalid claim neither binds nor changes its handle.
     if !resolved.is_valid() {
         let message = resolved.problems.join("; ");
-        return report_invalid(ctx, claim, handle.as_ref(), Some(&resolved), message).await;
+        let pass = report_invalid(ctx, claim, handle.as_ref(), Some(&resolved), message).await?;
+        // A check comparing a time with now may pass later without any change.
+        return Ok(wake_with_the_clock(ctx, &templates, now, pass));
     }
     // §6.1: nothing is provisioned before approval; a bound claim counts as approved.
     if let Some(provider) = &resolved.provider {
@@ -529,10 +532,28 @@ async fn sync_bound(
             Written::Conflict => return Ok(Pass::Conflict),
         }
     }
-    Ok(Pass::Done(match ctx.template_rerender(templates, now) {
-        Some(at) => Action::requeue(lifespan::delay_until(at, ctx.now())),
-        None => Action::await_change(),
-    }))
+    Ok(wake_with_the_clock(
+        ctx,
+        templates,
+        now,
+        Pass::Done(Action::await_change()),
+    ))
+}
+
+/// A pass that waits for a change also wakes when the clock alone changes what the templates
+/// rendered through `templates` (the pass's watching engine) gave (issue 15).
+fn wake_with_the_clock(
+    ctx: &ClaimContext,
+    templates: &TemplateEngine,
+    now: DateTime<Utc>,
+    pass: Pass,
+) -> Pass {
+    match (pass, ctx.template_rerender(templates, now)) {
+        (Pass::Done(action), Some(at)) if action == Action::await_change() => {
+            Pass::Done(Action::requeue(lifespan::delay_until(at, ctx.now())))
+        }
+        (pass, _) => pass,
+    }
 }
 
 /// Deletes `handle` (uid precondition: not a namesake); already gone is fine.
