@@ -54,6 +54,12 @@ async fn create_claim(env: &TestEnv, name: &str, provider: &str, extra: Value) {
         .await;
 }
 
+/// A provider spec whose resource is a ConfigMap in the test namespace, with `extra` merged in.
+fn configmap_spec(env: &TestEnv, extra: Value) -> Value {
+    let spec = json!({"override": {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"namespace": env.namespace}}});
+    objects::merged(spec, extra)
+}
+
 /// The name of the ConfigMap the claim `name`'s handle manages, once it exists.
 async fn configmap_of_claim(env: &TestEnv, name: &str) -> String {
     let claims: Api<ResourceClaim> = env.api();
@@ -154,12 +160,7 @@ async fn a_schedule_stops_on_time_and_starts_again_when_moved() {
 async fn an_auto_delete_comparing_a_time_deletes_the_claim_on_time() {
     let env = TestEnv::new().await;
     let operator = TestOperator::start(env.client.clone(), &env.namespace);
-    create_provider(
-        &env,
-        "plain",
-        json!({"override": {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"namespace": env.namespace}}}),
-    )
-    .await;
+    create_provider(&env, "plain", configmap_spec(&env, json!({}))).await;
     let (at, text) = in_seconds(6);
     create_claim(
         &env,
@@ -192,10 +193,10 @@ async fn a_claim_refused_until_a_time_binds_on_time() {
     create_provider(
         &env,
         "opens-at",
-        json!({
-            "override": {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"namespace": env.namespace}},
-            "validation": {"checks": [{"name": "opens", "check": format!("timestamp('{text}') < timestamp.utcnow")}]},
-        }),
+        configmap_spec(
+            &env,
+            json!({"validation": {"checks": [{"name": "opens", "check": format!("timestamp('{text}') < timestamp.utcnow")}]}}),
+        ),
     )
     .await;
     create_claim(&env, "early", "opens-at", json!({})).await;
@@ -229,10 +230,10 @@ async fn a_health_check_that_turns_false_at_a_time_shows_in_the_claim_on_time() 
     create_provider(
         &env,
         "healthy-until",
-        json!({
-            "override": {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"namespace": env.namespace}},
-            "healthCheck": format!("timestamp('{text}') > timestamp.utcnow"),
-        }),
+        configmap_spec(
+            &env,
+            json!({"healthCheck": format!("timestamp('{text}') > timestamp.utcnow")}),
+        ),
     )
     .await;
     create_claim(&env, "checked", "healthy-until", json!({})).await;
