@@ -30,7 +30,6 @@ use kube::runtime::watcher;
 use self::binding::{Outcome, Pending};
 use super::context::{Context, EventKind};
 use super::kinds::{ClaimObject, HandleObject, Kinds};
-use super::listed::reflected_watch;
 use super::reconciler::Reconciler;
 use super::write::{self, Written};
 use crate::core::claim::gates::{
@@ -81,9 +80,7 @@ pub(crate) fn controller(
         Api::<HandleObject>::namespaced_with(client.clone(), operator_namespace, &kinds.handle);
     let config = watcher::Config::default().any_semantic();
     // The store is written before the wake goes out: a woken claim reads the change.
-    let (handle_store, handle_events) =
-        reflected_watch(handles, config.clone(), kinds.handle.clone());
-    let index = ClaimIndex::new(handle_store);
+    let (index, handle_events) = ClaimIndex::watch(handles, config.clone(), kinds.handle.clone());
     let claim_kind = kinds.claim.clone();
     let waiting = index.clone();
     let wakes = move |handle: HandleObject| -> Vec<ObjectRef<ClaimObject>> {
@@ -218,6 +215,7 @@ async fn finalize(ctx: &ClaimContext, claim: &ClaimObject) -> Result<Action, Cla
             Err(e) => return Err(e.into()),
         }
     }
+    binding::delete_strays(ctx, claim, handle.map(|h| h.name.as_str())).await?;
     match writes::remove_finalizers(ctx, claim).await? {
         Written::Done(_) | Written::Gone => Ok(Action::await_change()),
         // The next version of the claim comes with its own event.
@@ -262,7 +260,7 @@ async fn pass(
     // another process that recorded a different one.
     if let (Some(bound), Some(recorded)) = (pending.as_ref(), recorded.as_ref()) {
         if bound.name() != recorded.name {
-            binding::release(ctx, &claim, bound).await?;
+            binding::release(ctx, &claim, &bound.handle, bound.disposal()).await?;
         }
         *pending = None;
     }
@@ -280,6 +278,9 @@ async fn pass(
         },
         None => None,
     };
+    if let Some(recorded) = &recorded {
+        binding::release_strays(ctx, &claim, &recorded.name).await?;
+    }
 
     let handle_view = handle.as_ref().map(Kinds::handle_of);
     // Issue 15: what this pass's templates make of the clock decides when it runs again.

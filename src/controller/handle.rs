@@ -21,6 +21,7 @@ use kube::runtime::watcher;
 use kube::{Client, ResourceExt};
 use serde_json::Value;
 
+use super::claim::ClaimIndex;
 use super::context::{Context, EventKind};
 use super::kinds::{ClaimObject, HandleObject, Kinds};
 use super::managed;
@@ -59,13 +60,16 @@ pub(crate) enum HandleError {
     Conflict(String),
 }
 
-/// The controller, watching handles of the operator namespace, and claims: a claim change wakes its handle. Its store is the index of handles
-/// every controller reads (`Context::stores`).
+/// The controller, watching handles of the operator namespace, and claims: a claim change
+/// wakes the handle its status names and every handle bound to it (`bindings`: one a process
+/// bound and died before recording must hear that its claim went, issue 10). Its store is the
+/// index of handles every controller reads (`Context::stores`).
 pub(crate) fn controller(
     client: &Client,
     kinds: &Kinds,
     operator_namespace: &str,
     claim_namespace: Option<&str>,
+    bindings: &ClaimIndex,
 ) -> Controller<HandleObject> {
     let main =
         Api::<HandleObject>::namespaced_with(client.clone(), operator_namespace, &kinds.handle);
@@ -75,17 +79,28 @@ pub(crate) fn controller(
     };
     let handle_kind = kinds.handle.clone();
     let namespace = operator_namespace.to_owned();
+    let bindings = bindings.clone();
     let config = watcher::Config::default().any_semantic();
     Controller::new_with(main, config.clone(), kinds.handle.clone()).watches_with(
         other,
         kinds.claim.clone(),
         config,
         move |claim: ClaimObject| {
-            let handle = claim
+            let recorded = claim
                 .status
                 .as_ref()
-                .and_then(|s| s.resource_handle.as_ref());
-            handle.map(|h| ObjectRef::new_with(&h.name, handle_kind.clone()).within(&namespace))
+                .and_then(|s| s.resource_handle.as_ref())
+                .map(|h| h.name.clone());
+            let (claim_namespace, claim_name) = (
+                claim.metadata.namespace.as_deref().unwrap_or_default(),
+                claim.metadata.name.as_deref().unwrap_or_default(),
+            );
+            let mut handles = bindings.bound_to(claim_namespace, claim_name);
+            handles.extend(recorded.filter(|name| !handles.contains(name)));
+            handles
+                .into_iter()
+                .map(|name| ObjectRef::new_with(&name, handle_kind.clone()).within(&namespace))
+                .collect::<Vec<_>>()
         },
     )
 }

@@ -71,11 +71,13 @@ where
 }
 
 /// Watches `api`, reflecting into a [`ListedStore`]; the stream (for a controller's
-/// `watches_stream_with`) yields each touched object after the store has it.
+/// `watches_stream_with`) yields each touched object after the store has it, and after
+/// `follow` has seen its event (an index kept beside the store).
 pub(crate) fn reflected_watch<K>(
     api: Api<K>,
     config: watcher::Config,
     dyntype: K::DynamicType,
+    follow: impl Fn(&watcher::Event<K>) + Send + 'static,
 ) -> (
     ListedStore<K>,
     impl Stream<Item = Result<K, watcher::Error>> + Send + 'static,
@@ -94,6 +96,7 @@ where
         .default_backoff()
         .reflect(writer)
         .inspect_ok(move |event| {
+            follow(event);
             if matches!(event, watcher::Event::InitDone) {
                 signal.send_replace(true);
             }

@@ -107,7 +107,8 @@ pub(crate) fn controller(
         Api::<HandleObject>::namespaced_with(client.clone(), operator_namespace, &kinds.handle);
     let pool_kind = kinds.pool.clone();
     let config = watcher::Config::default().any_semantic();
-    let (handles, handle_events) = reflected_watch(other, config.clone(), kinds.handle.clone());
+    let (handles, handle_events) =
+        reflected_watch(other, config.clone(), kinds.handle.clone(), |_| {});
     let controller = Controller::new_with(main, config, kinds.pool.clone()).watches_stream_with(
         handle_events,
         move |handle: HandleObject| {

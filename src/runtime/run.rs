@@ -55,7 +55,7 @@ pub async fn run(
 
     let claim_namespace = options.claim_namespace.as_deref();
     let (claims, claim_index) = claim::controller(&client, &kinds, &namespace, claim_namespace);
-    let handles = handle::controller(&client, &kinds, &namespace, claim_namespace);
+    let handles = handle::controller(&client, &kinds, &namespace, claim_namespace, &claim_index);
     let pools = pool::controller(&client, &kinds, &namespace);
     let scalings = scaling::controller(&client, &kinds, &namespace);
     let stores = Stores {

@@ -83,7 +83,7 @@ pub(crate) async fn bind_or_create(
     // either seen bound here (adopted) or seen unbound (its bind patch then fails, and the
     // fresh read after the failure shows it bound to this claim).
     let snapshot = ctx.index.handles().state();
-    if let Some(handle) = adoptable(ctx, claim, &snapshot).await? {
+    if let Some(handle) = adoptable(ctx, claim).await? {
         return Ok(Outcome::Bound(Box::new(Pending {
             handle,
             created: false,
@@ -105,18 +105,56 @@ pub(crate) async fn bind_or_create(
 async fn adoptable(
     ctx: &ClaimContext,
     claim: &ClaimObject,
-    snapshot: &[Arc<HandleObject>],
 ) -> Result<Option<HandleObject>, ClaimError> {
-    let stored = snapshot
-        .iter()
-        .find(|h| h.metadata.deletion_timestamp.is_none() && bound_to(h, claim));
-    let Some(stored) = stored else {
-        return Ok(None);
-    };
-    let namespace = stored.metadata.namespace.as_deref().unwrap_or_default();
-    let name = stored.metadata.name.as_deref().unwrap_or_default();
-    let fresh = handles_api(ctx, namespace).get_opt(name).await?;
-    Ok(fresh.filter(|h| h.metadata.deletion_timestamp.is_none() && bound_to(h, claim)))
+    let namespace = ctx.config.operator_namespace.as_str();
+    for name in bound_handles(ctx, claim) {
+        let stored = ctx.index.handle(namespace, &name, &ctx.kinds.handle);
+        if stored.is_none_or(|h| h.metadata.deletion_timestamp.is_some()) {
+            continue;
+        }
+        let fresh = handles_api(ctx, namespace).get_opt(&name).await?;
+        if let Some(fresh) =
+            fresh.filter(|h| h.metadata.deletion_timestamp.is_none() && bound_to(h, claim))
+        {
+            return Ok(Some(fresh));
+        }
+    }
+    Ok(None)
+}
+
+/// The names of the handles whose `spec.resourceClaim` names `claim`, as the claim
+/// controller's handle watch last saw them.
+fn bound_handles(ctx: &ClaimContext, claim: &ClaimObject) -> Vec<String> {
+    let (namespace, name) = super::writes::key(claim);
+    ctx.index.bound_to(namespace, name)
+}
+
+/// Handles bound to the claim besides `recorded`, the one its status names: a process died
+/// between binding one and recording it, or lost a race and died before releasing it (issue
+/// 10). Each is unbound (guarded by a test that it is still bound to this claim) and deleted
+/// with its resources: it may have rendered them for this claim, so it never goes back to its
+/// pool.
+pub(crate) async fn release_strays(
+    ctx: &ClaimContext,
+    claim: &ClaimObject,
+    recorded: &str,
+) -> Result<(), ClaimError> {
+    let namespace = ctx.config.operator_namespace.as_str();
+    for name in bound_handles(ctx, claim) {
+        if name == recorded {
+            continue;
+        }
+        let Some(stray) = ctx.index.handle(namespace, &name, &ctx.kinds.handle) else {
+            continue;
+        };
+        if stray.metadata.deletion_timestamp.is_some() || !bound_to(&stray, claim) {
+            continue;
+        }
+        tracing::info!(claim = %claim_key(claim), handle = %name,
+            "a handle bound to the claim is not the one it records: releasing and deleting it");
+        release(ctx, claim, &stray, Disposal::Delete).await?;
+    }
+    Ok(())
 }
 
 /// Tries the matching unbound handles, best first, each with one JSON patch whose first op
@@ -291,17 +329,61 @@ async fn create(
     })))
 }
 
-/// Undoes a bind that lost to another process (which recorded another handle in the claim's
-/// status first): the handle is unbound again, guarded by a test that it is still bound to
-/// this claim, and deleted when it was created for the claim.
+/// Deletes the handles bound to a deleted claim besides `recorded` (issue 10), each only while
+/// it is still bound to the claim. The recorded one is the finalizer's own business (§7.3: not
+/// when detached).
+pub(crate) async fn delete_strays(
+    ctx: &ClaimContext,
+    claim: &ClaimObject,
+    recorded: Option<&str>,
+) -> Result<(), ClaimError> {
+    let namespace = ctx.config.operator_namespace.as_str();
+    let api = handles_api(ctx, namespace);
+    for name in bound_handles(ctx, claim) {
+        if Some(name.as_str()) == recorded {
+            continue;
+        }
+        let Some(stray) = ctx.index.handle(namespace, &name, &ctx.kinds.handle) else {
+            continue;
+        };
+        tracing::info!(claim = %claim_key(claim), handle = %name,
+            "deleting a handle bound to the deleted claim that it never recorded");
+        write::delete_while(&api, &stray, 3, |h| bound_to(h, claim)).await?;
+    }
+    Ok(())
+}
+
+/// What becomes of a released handle.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Disposal {
+    /// Unbound, it is free again: a pooled handle this reconcile bound a moment ago.
+    Keep,
+    /// Deleted once unbound: created for the claim, or bound long enough to have rendered
+    /// its resources for it.
+    Delete,
+}
+
+impl Pending {
+    /// A bind this reconcile made that lost to another process (which recorded another handle
+    /// in the claim's status first).
+    pub(crate) fn disposal(&self) -> Disposal {
+        match self.created {
+            true => Disposal::Delete,
+            false => Disposal::Keep,
+        }
+    }
+}
+
+/// Unbinds `handle` from `claim`, guarded by a test that it is still bound to this claim (no
+/// longer bound: not ours to release), then disposes of it.
 pub(crate) async fn release(
     ctx: &ClaimContext,
     claim: &ClaimObject,
-    pending: &Pending,
+    handle: &HandleObject,
+    disposal: Disposal,
 ) -> Result<(), ClaimError> {
-    let handle = &pending.handle;
     let namespace = handle.metadata.namespace.as_deref().unwrap_or_default();
-    let name = pending.name();
+    let name = handle.metadata.name.as_deref().unwrap_or_default();
     let api = handles_api(ctx, namespace);
     let patch = Patch::Json::<()>(unbind_patch(
         &Kinds::handle_of(handle),
@@ -314,7 +396,7 @@ pub(crate) async fn release(
         Written::Conflict | Written::Gone => return Ok(()),
     };
     tracing::info!(claim = %claim_key(claim), handle = %name, "released a handle bound twice");
-    if pending.created {
+    if disposal == Disposal::Delete {
         delete_unbound(&api, unbound).await?;
     }
     Ok(())

@@ -1,6 +1,6 @@
-//! The claim controller's own indexes: the handles as its handle watch sees them, the claims
-//! waiting for a matching handle (creation disabled, B18), and the handles found taken before
-//! the handle store caught up.
+//! The claim controller's own indexes: the handles as its handle watch sees them, the handles
+//! bound to each claim, the claims waiting for a matching handle (creation disabled, B18), and
+//! the handles found taken before the handle store caught up.
 //!
 //! The handle store is fed by the same watch that wakes claims, and updated before the wake,
 //! so a claim woken by a handle change always reads that change (the handle controller's
@@ -10,13 +10,17 @@
 //! racing for the same handle while a bind of it is under way (all concurrent claims rank the
 //! same handle first: without them, each bind of a burst is fought for by every reconcile).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use futures::Stream;
+use kube::api::Api;
+use kube::core::ApiResource;
 use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::watcher::{self, Event};
 
 use super::super::kinds::HandleObject;
-use super::super::listed::ListedStore;
+use super::super::listed::{ListedStore, reflected_watch};
 
 /// Shared by the claim controller's handle watch and its reconciles. Cheap to clone.
 #[derive(Clone)]
@@ -34,14 +38,105 @@ struct Inner {
     taken: HashMap<String, String>,
     /// Handles one reconcile of this process is binding right now.
     reserved: HashSet<String>,
+    /// The handles bound to each claim, by `spec.resourceClaim`.
+    bound: BoundHandles,
+}
+
+/// Which handles name each claim in `spec.resourceClaim`: normally one, more when a process
+/// died between binding a handle and recording it in its claim (issue 10), so that such a
+/// handle is found when its claim changes or goes, without scanning every handle.
+#[derive(Debug, Default)]
+struct BoundHandles {
+    by_claim: HashMap<ClaimKey, BTreeSet<String>>,
+    claim_of: HashMap<String, ClaimKey>,
+    /// The bindings seen so far by a re-list in progress; they replace the others when it ends
+    /// (a handle deleted while the watch was down gets no delete event of its own).
+    relisting: Option<Vec<(String, ClaimKey)>>,
+}
+
+/// A claim's (namespace, name).
+type ClaimKey = (String, String);
+
+impl BoundHandles {
+    fn binding(handle: &HandleObject) -> Option<(String, ClaimKey)> {
+        let claim = handle.spec.resource_claim.as_ref()?;
+        let name = handle.metadata.name.clone()?;
+        Some((name, (claim.namespace.clone(), claim.name.clone())))
+    }
+
+    fn apply(&mut self, event: &Event<HandleObject>) {
+        match event {
+            Event::Apply(handle) => {
+                if let Some(name) = handle.metadata.name.as_deref() {
+                    self.unbind(name);
+                }
+                if let Some((name, claim)) = Self::binding(handle) {
+                    self.bind(name, claim);
+                }
+            }
+            Event::Delete(handle) => {
+                if let Some(name) = handle.metadata.name.as_deref() {
+                    self.unbind(name);
+                }
+            }
+            Event::Init => self.relisting = Some(Vec::new()),
+            Event::InitApply(handle) => {
+                if let (Some(relisting), Some(binding)) =
+                    (self.relisting.as_mut(), Self::binding(handle))
+                {
+                    relisting.push(binding);
+                }
+            }
+            Event::InitDone => {
+                if let Some(relisted) = self.relisting.take() {
+                    self.by_claim.clear();
+                    self.claim_of.clear();
+                    for (name, claim) in relisted {
+                        self.bind(name, claim);
+                    }
+                }
+            }
+        }
+    }
+
+    fn bind(&mut self, handle: String, claim: ClaimKey) {
+        self.by_claim
+            .entry(claim.clone())
+            .or_default()
+            .insert(handle.clone());
+        self.claim_of.insert(handle, claim);
+    }
+
+    fn unbind(&mut self, handle: &str) {
+        let Some(claim) = self.claim_of.remove(handle) else {
+            return;
+        };
+        if let Some(handles) = self.by_claim.get_mut(&claim) {
+            handles.remove(handle);
+            if handles.is_empty() {
+                self.by_claim.remove(&claim);
+            }
+        }
+    }
 }
 
 impl ClaimIndex {
-    pub(crate) fn new(handles: ListedStore<HandleObject>) -> Self {
-        Self {
-            handles,
-            inner: Arc::default(),
-        }
+    /// Watches the handles of `api` into the index; the stream yields each touched handle
+    /// after the index has it (for the claim controller's `watches_stream_with`).
+    pub(crate) fn watch(
+        api: Api<HandleObject>,
+        config: watcher::Config,
+        kind: ApiResource,
+    ) -> (
+        Self,
+        impl Stream<Item = Result<HandleObject, watcher::Error>> + Send + 'static,
+    ) {
+        let inner: Arc<Mutex<Inner>> = Arc::default();
+        let follower = inner.clone();
+        let (handles, events) = reflected_watch(api, config, kind, move |event| {
+            lock(&follower).bound.apply(event)
+        });
+        (Self { handles, inner }, events)
     }
 
     /// Waits until the handle watch has listed once; any number of callers at once.
@@ -67,10 +162,17 @@ impl ClaimIndex {
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
-        match self.inner.lock() {
-            Ok(inner) => inner,
-            Err(poisoned) => poisoned.into_inner(),
-        }
+        lock(&self.inner)
+    }
+
+    /// The names of the handles whose `spec.resourceClaim` names claim `name` of `namespace`.
+    pub(crate) fn bound_to(&self, namespace: &str, name: &str) -> Vec<String> {
+        self.lock()
+            .bound
+            .by_claim
+            .get(&(namespace.to_owned(), name.to_owned()))
+            .map(|handles| handles.iter().cloned().collect())
+            .unwrap_or_default()
     }
 
     /// Records that the claim waits for a matching handle.
@@ -128,6 +230,13 @@ impl ClaimIndex {
     }
 }
 
+fn lock(inner: &Mutex<Inner>) -> MutexGuard<'_, Inner> {
+    match inner.lock() {
+        Ok(inner) => inner,
+        Err(poisoned) => poisoned.into_inner(),
+    }
+}
+
 /// A handle reserved for one bind attempt (see [`ClaimIndex::reserve`]).
 pub(crate) struct Reservation {
     index: ClaimIndex,
@@ -147,7 +256,16 @@ mod tests {
     fn index() -> ClaimIndex {
         let kind = crate::controller::kinds::Kinds::new(&Default::default()).handle;
         let writer = kube::runtime::reflector::store::Writer::<HandleObject>::new(kind);
-        ClaimIndex::new(ListedStore::listed(writer.as_reader()))
+        ClaimIndex {
+            handles: ListedStore::listed(writer.as_reader()),
+            inner: Arc::default(),
+        }
+    }
+
+    impl ClaimIndex {
+        fn apply_handle_event(&self, event: &Event<HandleObject>) {
+            self.lock().bound.apply(event);
+        }
     }
 
     #[test]
@@ -168,6 +286,53 @@ mod tests {
         // Dropped once outdated, even if the old version came back.
         assert!(!index.is_taken("guid-a", Some("10")));
         assert!(!index.is_taken("guid-b", Some("1")));
+    }
+
+    fn handle(name: &str, claim: Option<&str>) -> HandleObject {
+        let mut handle: HandleObject = serde_json::from_value(serde_json::json!({
+            "apiVersion": "poolboy.gpte.redhat.com/v1",
+            "kind": "ResourceHandle",
+            "metadata": {"name": name, "namespace": "poolboy"},
+            "spec": {"resources": []},
+        }))
+        .expect("a handle");
+        handle.spec.resource_claim = claim.map(|claim| crate::api::refs::ObjectRef {
+            api_version: "poolboy.gpte.redhat.com/v1".into(),
+            kind: "ResourceClaim".into(),
+            name: claim.into(),
+            namespace: "user".into(),
+        });
+        handle
+    }
+
+    #[test]
+    fn the_handles_bound_to_a_claim_follow_the_handle_watch() {
+        let index = index();
+        index.apply_handle_event(&Event::Apply(handle("guid-a", Some("c"))));
+        index.apply_handle_event(&Event::Apply(handle("guid-b", Some("c"))));
+        index.apply_handle_event(&Event::Apply(handle("guid-c", None)));
+        assert_eq!(index.bound_to("user", "c"), vec!["guid-a", "guid-b"]);
+        // Unbound, rebound elsewhere, deleted.
+        index.apply_handle_event(&Event::Apply(handle("guid-a", None)));
+        index.apply_handle_event(&Event::Apply(handle("guid-c", Some("d"))));
+        assert_eq!(index.bound_to("user", "c"), vec!["guid-b"]);
+        index.apply_handle_event(&Event::Delete(handle("guid-b", Some("c"))));
+        assert!(index.bound_to("user", "c").is_empty());
+        assert_eq!(index.bound_to("user", "d"), vec!["guid-c"]);
+        assert!(index.bound_to("other", "d").is_empty());
+    }
+
+    #[test]
+    fn a_relist_replaces_the_bindings_when_it_ends() {
+        let index = index();
+        index.apply_handle_event(&Event::Apply(handle("guid-a", Some("c"))));
+        index.apply_handle_event(&Event::Init);
+        index.apply_handle_event(&Event::InitApply(handle("guid-b", Some("c"))));
+        // Until the re-list ends, the old bindings answer.
+        assert_eq!(index.bound_to("user", "c"), vec!["guid-a"]);
+        index.apply_handle_event(&Event::InitDone);
+        // guid-a vanished while the watch was down: no delete event came for it.
+        assert_eq!(index.bound_to("user", "c"), vec!["guid-b"]);
     }
 
     #[test]

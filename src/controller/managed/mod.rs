@@ -21,8 +21,10 @@ use kube::runtime::WatchStreamExt;
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::watcher::{self, Event};
 
+mod orphans;
 pub(super) mod resources;
 
+use self::orphans::{Suspect, Sweeper};
 pub(crate) use self::resources::WatchKey;
 use self::resources::{ManagedKind, Watch};
 use super::context::{Context, Triggers};
@@ -103,7 +105,15 @@ pub(crate) async fn ensure_watch(
     let stream = kube::runtime::watcher(api, watcher::Config::default())
         .default_backoff()
         .reflect(writer);
-    let task = tokio::spawn(follow(stream, router, key.clone(), kind.resource.clone()));
+    let sweeper = Sweeper::new(ctx.client.clone(), ctx.handles_api(), kind.resource.clone());
+    let suspects = move |suspect| sweeper.check(suspect);
+    let task = tokio::spawn(follow(
+        stream,
+        router,
+        suspects,
+        key.clone(),
+        kind.resource.clone(),
+    ));
     ctx.managed.keep_task(task);
     ctx.metrics.managed_watches.set(ctx.managed.len() as i64);
     tracing::info!(
@@ -218,6 +228,39 @@ impl Router {
         Some(name.clone())
     }
 
+    /// `object`, when the handle its annotations name is missing from the store, being
+    /// deleted, or a namesake with another uid: it may have outlived its handle (issue 10).
+    fn suspect(&self, object: &DynamicObject) -> Option<Suspect> {
+        let annotations = object.metadata.annotations.as_ref()?;
+        if annotations.contains_key(&self.domain.resource_handle_deleted())
+            || annotations
+                .get(&self.domain.resource_handle_namespace())
+                .is_some_and(|ns| *ns != self.operator_namespace)
+        {
+            return None;
+        }
+        let handle_name = annotations.get(&self.domain.resource_handle_name())?;
+        let handle_uid = annotations
+            .get(&self.domain.resource_handle_uid())
+            .filter(|uid| !uid.is_empty());
+        let handle_ref = ObjectRef::new_with(handle_name, self.kinds.handle.clone())
+            .within(&self.operator_namespace);
+        let owned = self.handles.get(&handle_ref).is_some_and(|h| {
+            h.metadata.deletion_timestamp.is_none()
+                && handle_uid.is_none_or(|uid| h.metadata.uid.as_ref() == Some(uid))
+        });
+        if owned {
+            return None;
+        }
+        Some(Suspect {
+            namespace: object.metadata.namespace.clone(),
+            name: object.metadata.name.clone()?,
+            uid: object.metadata.uid.clone()?,
+            handle_name: handle_name.clone(),
+            handle_uid: handle_uid.cloned(),
+        })
+    }
+
     fn wake(&self, handle_name: &str) {
         let handle_ref = ObjectRef::new_with(handle_name, self.kinds.handle.clone())
             .within(&self.operator_namespace);
@@ -248,8 +291,14 @@ impl Router {
 
 /// Follows one watch until the operator stops. Each applied or deleted object wakes its
 /// handle; after a re-list, the handles of objects that disappeared meanwhile are woken too.
-async fn follow<S>(stream: S, router: Router, key: WatchKey, resource: ApiResource)
-where
+/// An object whose handle seems gone goes to `suspects`.
+async fn follow<S>(
+    stream: S,
+    router: Router,
+    suspects: impl Fn(Suspect),
+    key: WatchKey,
+    resource: ApiResource,
+) where
     S: futures::Stream<Item = Result<Event<DynamicObject>, watcher::Error>>,
 {
     let mut stream = std::pin::pin!(stream);
@@ -261,6 +310,9 @@ where
             Ok(Event::Apply(object)) | Ok(Event::InitApply(object)) => {
                 let object_ref = ObjectRef::from_obj_with(&object, resource.clone());
                 relisted.insert(object_ref.clone());
+                if let Some(suspect) = router.suspect(&object) {
+                    suspects(suspect);
+                }
                 match router.route(&object) {
                     Some(handle) => known.insert(object_ref, handle),
                     None => known.remove(&object_ref),
@@ -383,6 +435,7 @@ mod tests {
         object.metadata = ObjectMeta {
             name: Some(name.into()),
             namespace: Some("managed".into()),
+            uid: Some(format!("uid-{name}")),
             annotations: Some(
                 annotations
                     .iter()
@@ -519,6 +572,52 @@ mod tests {
     }
 
     #[test]
+    fn a_resource_is_suspect_when_its_handle_is_missing_or_being_deleted() {
+        let mut deleting = handle("guid-d", json!({}), Some("c"));
+        deleting["metadata"]["deletionTimestamp"] = json!("2026-11-24T10:00:00Z");
+        let f = fixture(
+            vec![handle("guid-a", json!({}), Some("c")), deleting],
+            vec![],
+        );
+        let suspect = |annotations: &[(&str, &str)]| f.router.suspect(&named("x", annotations));
+        assert!(suspect(&[("resource-handle-name", "guid-a")]).is_none());
+        let found = suspect(&[
+            ("resource-handle-name", "guid-gone"),
+            ("resource-handle-uid", "h9"),
+        ])
+        .expect("a suspect");
+        assert_eq!(
+            (found.uid.as_str(), found.handle_uid.as_deref()),
+            ("uid-x", Some("h9"))
+        );
+        assert!(suspect(&[("resource-handle-name", "guid-d")]).is_some());
+        // A namesake of the handle it was made by.
+        assert!(
+            suspect(&[
+                ("resource-handle-name", "guid-a"),
+                ("resource-handle-uid", "h0")
+            ])
+            .is_some()
+        );
+        // Being deleted by Poolboy, another operator's, or not Poolboy's at all.
+        assert!(
+            suspect(&[
+                ("resource-handle-name", "guid-gone"),
+                ("resource-handle-deleted", "2026-11-24T10:00:00Z")
+            ])
+            .is_none()
+        );
+        assert!(
+            suspect(&[
+                ("resource-handle-name", "guid-gone"),
+                ("resource-handle-namespace", "elsewhere")
+            ])
+            .is_none()
+        );
+        assert!(suspect(&[]).is_none());
+    }
+
+    #[test]
     fn a_handle_missing_from_the_store_is_still_woken() {
         let mut f = fixture(vec![], vec![]);
         f.router
@@ -546,12 +645,17 @@ mod tests {
             kind: "ConfigMap".into(),
             namespace: Some("managed".into()),
         };
+        let suspects = std::cell::RefCell::new(Vec::new());
         futures::executor::block_on(follow(
             futures::stream::iter(events),
             f.router,
+            |suspect| suspects.borrow_mut().push(suspect),
             key,
             configmaps(),
         ));
+        // Neither handle is in the store: every applied object is a suspect.
+        let suspects: Vec<String> = suspects.into_inner().into_iter().map(|s| s.name).collect();
+        assert_eq!(suspects, ["a", "b", "a"]);
         let woken: Vec<String> = drain(&mut f.handle_wakes)
             .into_iter()
             .map(|r| r.name)
