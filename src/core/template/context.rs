@@ -17,6 +17,11 @@ use super::{Generation, render_source};
 /// Poolboy 1.17 Δ§3.4: template variables nest at most this deep (self-reference is an error).
 const MAX_DEPTH: usize = 100;
 
+/// When a nested render finds less stack than this left, it continues on a new segment of
+/// `STACK_SEGMENT` bytes.
+const STACK_RED_ZONE: usize = 256 * 1024;
+const STACK_SEGMENT: usize = 2 * 1024 * 1024;
+
 /// A guard against exponential fan-out (`a: "{{ b }}{{ b }}"`, `b: "{{ c }}{{ c }}"`, …): each
 /// nested render has its own fuel, so the number of template-variable renders is capped too.
 const MAX_EVALUATIONS: usize = 10_000;
@@ -191,11 +196,15 @@ impl RootContext {
             ));
         }
         self.depth.fetch_add(1, Ordering::SeqCst);
-        let result = render_source(
-            &self.generation,
-            &Value::from_dyn_object(self.clone()),
-            source,
-        );
+        // Each level is a whole render on this thread's stack; MAX_DEPTH of them outgrow a
+        // 2 MiB thread (tokio's workers) in a debug build, so the stack grows on the heap.
+        let result = stacker::maybe_grow(STACK_RED_ZONE, STACK_SEGMENT, || {
+            render_source(
+                &self.generation,
+                &Value::from_dyn_object(self.clone()),
+                source,
+            )
+        });
         self.depth.fetch_sub(1, Ordering::SeqCst);
         match result {
             Ok(rendered) => rendered.into_value(),

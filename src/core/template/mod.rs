@@ -13,6 +13,7 @@ mod context;
 mod filters;
 mod jmespath;
 mod nesting;
+mod size;
 mod strgen;
 mod time;
 pub(crate) mod view;
@@ -344,7 +345,14 @@ fn render_source(
         .env
         .get_template(&format!("{}{effective}", generation.prefix))
         .map_err(jinja)?;
-    let text = template.render(root.clone()).map_err(jinja)?;
+    let mut output = size::BoundedOutput::default();
+    if let Err(error) = template.render_captured_to(root.clone(), &mut output) {
+        return Err(jinja(match output.exceeded() {
+            true => size::output_too_long(),
+            false => error,
+        }));
+    }
+    let text = output.into_string();
     match typed {
         None => Ok(Rendered::Text(text)),
         Some(typed) => convert(typed, text),
@@ -467,11 +475,12 @@ impl TemplateEngine {
         });
         // Jinja2's default: no escaping, whatever the source text looks like.
         env.set_auto_escape_callback(|_| AutoEscape::None);
-        env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
+        env.set_unknown_method_callback(size::unknown_method);
         env.set_fuel(Some(FUEL));
         env.set_recursion_limit(RECURSION_LIMIT);
         minijinja_contrib::add_to_environment(&mut env);
         filters::register(&mut env);
+        size::register(&mut env);
         arithmetic::register(&mut env);
         let prefix: Arc<str> = Arc::from(format!("\u{0}poolboy-{}:", omit_placeholder()));
         let current = Mutex::new(Arc::new(Generation::new(&env, prefix.clone())));

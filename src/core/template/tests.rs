@@ -940,3 +940,44 @@ fn a_chain_that_would_overflow_the_stack_is_an_error() {
     let dates = format!("{}now()", "timedelta(hours=1) + ".repeat(5000));
     assert!(engine.check_syntax(&format!("{{{{ {dates} }}}}")).is_err());
 }
+
+/// Issue 10: what one instruction can multiply stops at 1 MiB, with the template named.
+#[test]
+fn templates_that_would_grow_past_a_mebibyte_stop() {
+    for (source, cause) in [
+        (
+            "{{ 'ab' | replace('', 'x' * 10000) | replace('x', 'y' * 10000) }}",
+            "replace",
+        ),
+        (
+            "{{ 'ab'.replace('', 'x' * 10000).replace('x', 'y' * 10000) }}",
+            "replace",
+        ),
+        (
+            "{% set s = 'x' * 10000 %}{% for i in range(10000) %}{{ s }}{% endfor %}",
+            "rendered text",
+        ),
+        ("{{ ('x\n' * 100000) | indent(100000) }}", "indent"),
+        ("{{ '%1000000000s' | format('x') }}", "format"),
+        ("{{ '{:>1000000000}'.format('x') }}", "format"),
+        ("{{ 'x' * 100000000 }}", "rendered text"),
+    ] {
+        let message = failure(source, json!({}));
+        assert!(
+            message.contains(cause)
+                && message.contains("1048576 bytes")
+                && message.contains(&format!("{source:?}")),
+            "{source}: {message}"
+        );
+    }
+}
+
+#[test]
+fn the_size_checked_filters_and_methods_render_as_before() {
+    let source = "{{ 'ab' | replace('a', 'c') }} {{ 'a\nb' | indent(2) }} {{ '%5s' | format('x') }} \
+                  {{ '{:>5}'.format('x') }} {{ 'id-%s' | format(12345678901) }} {{ 'aXb'.replace('X', '-') }}";
+    assert_eq!(
+        render(source, json!({})),
+        json!("cb a\n  b     x     x id-12345678901 a-b")
+    );
+}
