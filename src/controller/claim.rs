@@ -60,6 +60,9 @@ pub(crate) enum ClaimError {
     Kube(#[from] kube::Error),
     #[error("cannot match handles: {0}")]
     Match(#[from] crate::core::binding::matching::MatchError),
+    /// Retried with backoff: the object may shrink, or the API server's limit grow.
+    #[error("the status is too large to write: {0}")]
+    StatusTooLarge(#[source] kube::Error),
 }
 
 /// The controller, watching claims (in `claim_namespace`, or all namespaces), and handles: a

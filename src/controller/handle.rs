@@ -25,6 +25,7 @@ use super::claim::ClaimIndex;
 use super::context::{Context, EventKind};
 use super::kinds::{ClaimObject, HandleObject, Kinds};
 use super::managed;
+use super::oversized;
 use super::reconciler::Reconciler;
 use super::write::{self, Target, Written};
 use crate::api::ResourceClaim;
@@ -58,6 +59,9 @@ pub(crate) enum HandleError {
     Definition(#[from] serde_json::Error),
     #[error("ResourceHandle {0} kept changing under concurrent writes")]
     Conflict(String),
+    /// Retried with backoff: the object may shrink, or the API server's limit grow.
+    #[error("the status is too large to write: {0}")]
+    StatusTooLarge(#[source] kube::Error),
 }
 
 /// The controller, watching handles of the operator namespace, and claims: a claim change
@@ -399,7 +403,15 @@ async fn write_status(
         return Ok(Written::Done(object.clone()));
     }
     let patch = to_json_patch(&ops)?;
-    Ok(write::patch(&ctx.handles_api(), object, Target::Status, patch.0).await?)
+    let api = ctx.handles_api();
+    match write::patch(&api, object, Target::Status, patch.0).await {
+        Err(error) if oversized::is_too_large(&error) => {
+            let conditions = object.status.as_ref().and_then(|s| s.conditions.as_deref());
+            oversized::report(ctx, &api, object, &ctx.kinds.handle, conditions, &error).await;
+            Err(HandleError::StatusTooLarge(error))
+        }
+        written => Ok(written?),
+    }
 }
 
 /// A Warning Event, once per new problem (the `Valid` condition's message changed).

@@ -7,6 +7,7 @@ pub(crate) mod handle;
 pub mod kinds;
 pub(crate) mod listed;
 pub(crate) mod managed;
+pub(crate) mod oversized;
 pub(crate) mod pool;
 pub(crate) mod providers;
 pub(crate) mod reconciler;

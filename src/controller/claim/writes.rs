@@ -9,6 +9,7 @@ use serde_json::{Value, json};
 
 use super::super::context::Context;
 use super::super::kinds::{ClaimObject, Kinds};
+use super::super::oversized;
 use super::super::write::{self, Target, Written};
 use super::ClaimError;
 use crate::core::claim::status::{StatusInput, desired_claim_status, status_patch};
@@ -94,7 +95,15 @@ pub(crate) async fn status(
         return Ok(Written::Done(claim));
     };
     let patch = Patch::Json::<()>(patch);
-    Ok(write::send(&api(ctx, &claim), name(&claim), Target::Status, &patch).await?)
+    let api = api(ctx, &claim);
+    match write::send(&api, name(&claim), Target::Status, &patch).await {
+        Err(error) if oversized::is_too_large(&error) => {
+            let conditions = claim.status.as_ref().and_then(|s| s.conditions.as_deref());
+            oversized::report(ctx, &api, &claim, &ctx.kinds.claim, conditions, &error).await;
+            Err(ClaimError::StatusTooLarge(error))
+        }
+        written => Ok(written?),
+    }
 }
 
 /// §6.1: `status.approval = {state: pending, message}`, guarded by the version read.
