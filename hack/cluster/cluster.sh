@@ -177,6 +177,36 @@ EOF
 }
 
 # One attempt at starting the three components; returns 1 on failure.
+# start_apiserver: kube-apiserver on the port and etcd of this cluster ($dir/apiserver.port,
+# $dir/etcd.endpoint), until it is ready.
+start_apiserver() {
+  start kube-apiserver \
+    --etcd-servers="$(<"$dir/etcd.endpoint")" \
+    --bind-address=127.0.0.1 --secure-port="$(<"$dir/apiserver.port")" \
+    --advertise-address=127.0.0.1 --endpoint-reconciler-type=none \
+    --service-cluster-ip-range=10.0.0.0/24 \
+    --tls-cert-file="$pki/apiserver.crt" --tls-private-key-file="$pki/apiserver.key" \
+    --client-ca-file="$pki/ca.crt" \
+    --authorization-mode=RBAC \
+    --service-account-issuer=https://kubernetes.default.svc.cluster.local \
+    --service-account-key-file="$pki/sa.pub" \
+    --service-account-signing-key-file="$pki/sa.key" \
+    --kubelet-client-certificate="$pki/admin.crt" --kubelet-client-key="$pki/admin.key" \
+    --kubelet-preferred-address-types=InternalIP \
+    --profiling=false
+  wait_for 60 kube-apiserver api_get /readyz
+}
+
+# cmd_restart_apiserver [pause-seconds]: stops kube-apiserver (SIGTERM), waits, and starts it
+# again with the same flags and port: what clients see of an API-server upgrade or crash.
+cmd_restart_apiserver() {
+  is_up || die "the cluster is not up"
+  stop_components kube-apiserver
+  sleep "${1:-0}"
+  start_apiserver || die "kube-apiserver did not come back; see $dir/kube-apiserver.log"
+  log "kube-apiserver restarted"
+}
+
 start_all() {
   local etcd_port etcd_peer_port
   etcd_port="$(free_port)"
@@ -195,21 +225,7 @@ start_all() {
     --unsafe-no-fsync --log-level=warn
   wait_for 30 etcd curl --silent --fail --max-time 2 "http://127.0.0.1:$etcd_port/health" || return 1
 
-  start kube-apiserver \
-    --etcd-servers="http://127.0.0.1:$etcd_port" \
-    --bind-address=127.0.0.1 --secure-port="$api_port" \
-    --advertise-address=127.0.0.1 --endpoint-reconciler-type=none \
-    --service-cluster-ip-range=10.0.0.0/24 \
-    --tls-cert-file="$pki/apiserver.crt" --tls-private-key-file="$pki/apiserver.key" \
-    --client-ca-file="$pki/ca.crt" \
-    --authorization-mode=RBAC \
-    --service-account-issuer=https://kubernetes.default.svc.cluster.local \
-    --service-account-key-file="$pki/sa.pub" \
-    --service-account-signing-key-file="$pki/sa.key" \
-    --kubelet-client-certificate="$pki/admin.crt" --kubelet-client-key="$pki/admin.key" \
-    --kubelet-preferred-address-types=InternalIP \
-    --profiling=false
-  wait_for 60 kube-apiserver api_get /readyz || return 1
+  start_apiserver || return 1
 
   write_kubeconfig "$dir/kubeconfig" admin poolboy-admin
   write_kubeconfig "$dir/controller-manager.kubeconfig" controller-manager \
@@ -335,11 +351,12 @@ cmd_down() {
 case "${1:-}" in
 up) cmd_up ;;
 down) cmd_down ;;
+restart-apiserver) cmd_restart_apiserver "${2:-0}" ;;
 status)
   if is_up; then usage; else
     log "not running"
     exit 1
   fi
   ;;
-*) die "usage: $0 up|down|status" ;;
+*) die "usage: $0 up|down|status|restart-apiserver [pause-seconds]" ;;
 esac
