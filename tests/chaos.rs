@@ -359,7 +359,10 @@ where
             // What it waits for, every 10 s: a slow run says why.
             Err(problem) if started.elapsed() >= reported + Duration::from_secs(10) => {
                 reported = started.elapsed();
-                println!("chaos: after {:.0} s still waiting: {problem}", reported.as_secs_f64());
+                println!(
+                    "chaos: after {:.0} s still waiting: {problem}",
+                    reported.as_secs_f64()
+                );
             }
             Err(problem) if Instant::now() >= deadline => panic!(
                 "chaos (seed {}): not settled after {:?}: {what}: {problem} (namespace {})",

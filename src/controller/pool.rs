@@ -267,7 +267,7 @@ async fn pass(pool_object: &PoolObject, pctx: &PoolContext) -> Result<Option<Act
         .iter()
         .map(|e| e.name.as_str())
         .collect();
-    let pending = pctx.with_pending(&pool, |memory| {
+    let to_confirm = pctx.with_pending(&pool, |memory| {
         memory.observe(
             handles
                 .iter()
@@ -275,8 +275,16 @@ async fn pass(pool_object: &PoolObject, pctx: &PoolContext) -> Result<Option<Act
             listed.iter().copied(),
             now,
         );
-        memory.names()
+        memory.to_confirm(now)
     });
+    for name in to_confirm {
+        let exists = ctx.handles_api().get_opt(&name).await?.is_some();
+        pctx.with_pending(&pool, |memory| match exists {
+            true => memory.confirm(&name),
+            false => memory.settle(&name, now),
+        });
+    }
+    let pending = pctx.with_pending(&pool, |memory| memory.names());
     let unbound: Vec<ResourceHandle> = handles
         .iter()
         .filter(|(_, h)| is_unbound_handle_of_pool(h, &pool, ctx.domain()))

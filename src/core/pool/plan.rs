@@ -21,6 +21,12 @@ use crate::core::naming::random_handle_name;
 /// shows a new handle within seconds).
 pub(crate) const PENDING_HANDLE_TTL: TimeDelta = TimeDelta::seconds(60);
 
+/// How long a pending name waits before the API server is asked whether its handle exists:
+/// a name reserved in the status by a process that died before creating it (issue 10) would
+/// otherwise hold the pool short for the whole TTL. Past the moment a live process needs
+/// between reserving a name and creating its handle.
+pub(crate) const PENDING_HANDLE_CONFIRM_AFTER: TimeDelta = TimeDelta::seconds(5);
+
 /// `count` new handle names ([`random_handle_name`]), none of them `taken` (the pool's handles
 /// and the names reserved for it) nor repeated: a client-chosen name that collides would make
 /// the create fail after the name was reserved.
@@ -213,6 +219,9 @@ fn fresh_entry(name: &str) -> PoolHandleStatus {
 pub(crate) struct PendingHandles {
     pending: BTreeMap<String, DateTime<Utc>>,
     settled: BTreeMap<String, DateTime<Utc>>,
+    /// Pending names the API server confirmed to exist (the store lags): they wait for the
+    /// store, or the TTL.
+    confirmed: BTreeSet<String>,
 }
 
 impl PendingHandles {
@@ -231,6 +240,8 @@ impl PendingHandles {
             self.pending.remove(*name);
             self.settled.insert((*name).to_owned(), now);
         }
+        self.confirmed
+            .retain(|name| self.pending.contains_key(name));
         let expired: Vec<String> = self
             .pending
             .iter()
@@ -266,7 +277,28 @@ impl PendingHandles {
     /// listing it does not make it pending again.
     pub(crate) fn settle(&mut self, name: &str, now: DateTime<Utc>) {
         self.pending.remove(name);
+        self.confirmed.remove(name);
         self.settled.insert(name.to_owned(), now);
+    }
+
+    /// The pending names to look up on the API server: pending for
+    /// [`PENDING_HANDLE_CONFIRM_AFTER`], not confirmed yet. One that does not exist is
+    /// [`settle`](Self::settle)d, one that does is [`confirm`](Self::confirm)ed.
+    pub(crate) fn to_confirm(&self, now: DateTime<Utc>) -> Vec<String> {
+        self.pending
+            .iter()
+            .filter(|(name, since)| {
+                **since + PENDING_HANDLE_CONFIRM_AFTER <= now && !self.confirmed.contains(*name)
+            })
+            .map(|(name, _)| name.clone())
+            .collect()
+    }
+
+    /// The API server has handle `name`: it stays pending until the store shows it.
+    pub(crate) fn confirm(&mut self, name: &str) {
+        if self.pending.contains_key(name) {
+            self.confirmed.insert(name.to_owned());
+        }
     }
 
     /// The pending names.
@@ -274,19 +306,22 @@ impl PendingHandles {
         self.pending.keys().cloned().collect()
     }
 
-    /// When the oldest pending name stops counting: the reconcile looks again then, so that a
-    /// reservation whose handle never comes does not hold the pool short.
+    /// When a pending name is due for confirmation, or stops counting: the reconcile looks
+    /// again then, so that a reservation whose handle never comes does not hold the pool short.
     pub(crate) fn next_expiry(&self) -> Option<DateTime<Utc>> {
         self.pending
-            .values()
+            .iter()
+            .map(|(name, since)| match self.confirmed.contains(name) {
+                true => *since + PENDING_HANDLE_TTL,
+                false => *since + PENDING_HANDLE_CONFIRM_AFTER,
+            })
             .min()
-            .map(|since| *since + PENDING_HANDLE_TTL)
     }
 
     /// Whether nothing is remembered.
     #[cfg(test)]
     pub(crate) fn is_empty(&self) -> bool {
-        self.pending.is_empty() && self.settled.is_empty()
+        self.pending.is_empty() && self.settled.is_empty() && self.confirmed.is_empty()
     }
 }
 

@@ -376,10 +376,34 @@ fn a_name_another_process_reserved_is_pending() {
     let mut memory = PendingHandles::default();
     memory.observe(["guid-a"], ["guid-a", "guid-b"], now());
     assert_eq!(names(&memory), ["guid-b"]);
+    // Looked up on the API server after a moment; confirmed, it waits for the store.
+    assert_eq!(
+        memory.next_expiry(),
+        Some(now() + PENDING_HANDLE_CONFIRM_AFTER)
+    );
+    memory.confirm("guid-b");
     assert_eq!(memory.next_expiry(), Some(now() + PENDING_HANDLE_TTL));
     memory.observe(["guid-a", "guid-b"], ["guid-a", "guid-b"], now());
     assert!(names(&memory).is_empty());
     assert_eq!(memory.next_expiry(), None);
+}
+
+/// Issue 10: a name a process reserved in the status and died before creating stops counting
+/// as soon as the API server says its handle does not exist, not after the whole TTL.
+#[test]
+fn a_pending_name_is_confirmed_or_settled_after_a_moment() {
+    let mut memory = PendingHandles::default();
+    memory.observe([], ["guid-dead", "guid-lagging"], now());
+    assert!(memory.to_confirm(now()).is_empty(), "too early to ask");
+    let later = now() + PENDING_HANDLE_CONFIRM_AFTER;
+    assert_eq!(memory.to_confirm(later), ["guid-dead", "guid-lagging"]);
+    memory.settle("guid-dead", later);
+    memory.confirm("guid-lagging");
+    assert_eq!(names(&memory), ["guid-lagging"]);
+    assert!(memory.to_confirm(later).is_empty(), "asked once");
+    // A stale status listing the dead name does not bring it back.
+    memory.observe([], ["guid-dead", "guid-lagging"], later);
+    assert_eq!(names(&memory), ["guid-lagging"]);
 }
 
 #[test]
