@@ -118,7 +118,11 @@ impl Brokers {
             .args(["--metrics-address", "127.0.0.1:0"])
             .env("KUBECONFIG", kubeconfig_path())
             .env("HOSTNAME", format!("chaos-{slot}"))
-            .env("RUST_LOG", "poolboy=info")
+            // CHAOS_LOG (a RUST_LOG filter) for a closer look at a failed run.
+            .env(
+                "RUST_LOG",
+                std::env::var("CHAOS_LOG").unwrap_or_else(|_| "poolboy=info".to_owned()),
+            )
             .stdin(Stdio::null())
             .stdout(log)
             .stderr(err)
@@ -152,13 +156,20 @@ impl Brokers {
         }
     }
 
-    fn stop(&self) {
+    fn kill_all(&self) {
         let mut children = self.children.lock().unwrap_or_else(|e| e.into_inner());
         for child in children.iter_mut().filter_map(Option::take) {
             let mut child = child;
             let _ = child.kill();
             let _ = child.wait();
         }
+    }
+}
+
+/// A failed run must not leave its processes behind.
+impl Drop for Brokers {
+    fn drop(&mut self) {
+        self.kill_all();
     }
 }
 
@@ -191,6 +202,9 @@ async fn shake(plan: Plan) {
         tokio::spawn(async move {
             while bursting.load(Ordering::SeqCst) {
                 tokio::time::sleep(Duration::from_millis(rng.random_range(low..high))).await;
+                if !bursting.load(Ordering::SeqCst) {
+                    break;
+                }
                 let slot = rng.random_range(0..2);
                 tokio::task::block_in_place(|| brokers.restart(slot));
                 kills.fetch_add(1, Ordering::SeqCst);
@@ -263,7 +277,7 @@ async fn shake(plan: Plan) {
     .await;
     let cleanup_took = cleaned.elapsed();
     brokers.check_alive();
-    brokers.stop();
+    brokers.kill_all();
 
     println!(
         "chaos: seed {}: {} claims, {} kills, bursts {:.1} s, settled {:.1} s after the last \

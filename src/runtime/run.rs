@@ -22,6 +22,11 @@ use crate::shutdown::Shutdown;
 /// grace period is 30 s).
 const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(10);
 
+/// How long `run` waits before listing the providers again after a failure, at first and at
+/// most.
+const PROVIDERS_RETRY_FIRST: std::time::Duration = std::time::Duration::from_millis(500);
+const PROVIDERS_RETRY_MAX: std::time::Duration = std::time::Duration::from_secs(30);
+
 pub struct RunOptions {
     pub config: Config,
     /// Watch claims in this namespace only (Poolboy's `KOPF_NAMESPACED`); all namespaces when
@@ -37,8 +42,6 @@ pub struct RunOptions {
 
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
-    #[error(transparent)]
-    Providers(#[from] providers::ProviderWatchError),
     #[error("cannot serve metrics: {0}")]
     Http(#[source] std::io::Error),
 }
@@ -92,7 +95,17 @@ pub async fn run(
         None => futures::future::pending().boxed(),
     };
 
-    providers::load(&ctx).await?;
+    // An API server that is away (restarting, not reachable yet) is waited for: exiting would
+    // only turn its restart into a crash loop of every replica (issue 10).
+    let mut delay = PROVIDERS_RETRY_FIRST;
+    while let Err(error) = providers::load(&ctx).await {
+        tracing::warn!(%error, retry_in = ?delay, "cannot load the ResourceProviders yet");
+        tokio::select! {
+            () = tokio::time::sleep(delay) => {}
+            () = shutdown.clone() => return Ok(()),
+        }
+        delay = (delay * 2).min(PROVIDERS_RETRY_MAX);
+    }
 
     // Never `Store::wait_until_ready` on a controller's own store: kube-runtime 5 wakes only the
     // last of its concurrent waiters, and each controller's runner waits on it too, so a second
