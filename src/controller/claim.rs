@@ -263,7 +263,7 @@ async fn pass(
     // another process that recorded a different one.
     if let (Some(bound), Some(recorded)) = (pending.as_ref(), recorded.as_ref()) {
         if bound.name() != recorded.name {
-            binding::release(ctx, &claim, &bound.handle, bound.disposal()).await?;
+            binding::release(ctx, &claim, &bound.handle).await?;
         }
         *pending = None;
     }

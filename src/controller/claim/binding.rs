@@ -23,8 +23,6 @@ use crate::core::naming::claim_handle_name;
 #[derive(Clone)]
 pub(crate) struct Pending {
     pub(crate) handle: HandleObject,
-    /// Created for the claim (deleted if another process recorded another handle first).
-    pub(crate) created: bool,
     /// The claim's requested end, clamped (§10.4 fix), to write back.
     pub(crate) rewrite_requested_end: Option<DateTime<Utc>>,
 }
@@ -86,7 +84,6 @@ pub(crate) async fn bind_or_create(
     if let Some(handle) = adoptable(ctx, claim).await? {
         return Ok(Outcome::Bound(Box::new(Pending {
             handle,
-            created: false,
             rewrite_requested_end: None,
         })));
     }
@@ -131,9 +128,7 @@ fn bound_handles(ctx: &ClaimContext, claim: &ClaimObject) -> Vec<String> {
 
 /// Handles bound to the claim besides `recorded`, the one its status names: a process died
 /// between binding one and recording it, or lost a race and died before releasing it (issue
-/// 10). Each is unbound (guarded by a test that it is still bound to this claim) and deleted
-/// with its resources: it may have rendered them for this claim, so it never goes back to its
-/// pool.
+/// 10). Each is [`release`]d: unbound and deleted with its resources.
 pub(crate) async fn release_strays(
     ctx: &ClaimContext,
     claim: &ClaimObject,
@@ -152,7 +147,7 @@ pub(crate) async fn release_strays(
         }
         tracing::info!(claim = %claim_key(claim), handle = %name,
             "a handle bound to the claim is not the one it records: releasing and deleting it");
-        release(ctx, claim, &stray, Disposal::Delete).await?;
+        release(ctx, claim, &stray).await?;
     }
     Ok(())
 }
@@ -219,7 +214,6 @@ async fn bind(
                     tracing::info!(claim = %claim_key(claim), handle = %name, "bound claim to handle");
                     return Ok(Some(Pending {
                         handle: bound,
-                        created: false,
                         rewrite_requested_end: plan.rewrite_requested_end,
                     }));
                 }
@@ -237,7 +231,6 @@ async fn bind(
                         // Another process bound it to this very claim: take it as ours.
                         return Ok(Some(Pending {
                             handle: fresh,
-                            created: false,
                             rewrite_requested_end: None,
                         }));
                     }
@@ -306,7 +299,6 @@ async fn create(
             {
                 return Ok(Outcome::Bound(Box::new(Pending {
                     handle: existing,
-                    created: true,
                     rewrite_requested_end: created.rewrite_requested_end,
                 })));
             }
@@ -324,7 +316,6 @@ async fn create(
     );
     Ok(Outcome::Bound(Box::new(Pending {
         handle: made,
-        created: true,
         rewrite_requested_end: created.rewrite_requested_end,
     })))
 }
@@ -353,34 +344,15 @@ pub(crate) async fn delete_strays(
     Ok(())
 }
 
-/// What becomes of a released handle.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Disposal {
-    /// Unbound, it is free again: a pooled handle this reconcile bound a moment ago.
-    Keep,
-    /// Deleted once unbound: created for the claim, or bound long enough to have rendered
-    /// its resources for it.
-    Delete,
-}
-
-impl Pending {
-    /// A bind this reconcile made that lost to another process (which recorded another handle
-    /// in the claim's status first).
-    pub(crate) fn disposal(&self) -> Disposal {
-        match self.created {
-            true => Disposal::Delete,
-            false => Disposal::Keep,
-        }
-    }
-}
-
 /// Unbinds `handle` from `claim`, guarded by a test that it is still bound to this claim (no
-/// longer bound: not ours to release), then disposes of it.
+/// longer bound: not ours to release), then deletes it while it stays unbound. Never back to
+/// its pool: once bound it may have rendered its resources for the claim, and a pool that
+/// refilled meanwhile would end up with one handle too many, which it never removes (§11
+/// step 7: no scale-down). The pool refills instead.
 pub(crate) async fn release(
     ctx: &ClaimContext,
     claim: &ClaimObject,
     handle: &HandleObject,
-    disposal: Disposal,
 ) -> Result<(), ClaimError> {
     let namespace = handle.metadata.namespace.as_deref().unwrap_or_default();
     let name = handle.metadata.name.as_deref().unwrap_or_default();
@@ -396,9 +368,7 @@ pub(crate) async fn release(
         Written::Conflict | Written::Gone => return Ok(()),
     };
     tracing::info!(claim = %claim_key(claim), handle = %name, "released a handle bound twice");
-    if disposal == Disposal::Delete {
-        delete_unbound(&api, unbound).await?;
-    }
+    delete_unbound(&api, unbound).await?;
     Ok(())
 }
 
