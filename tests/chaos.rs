@@ -74,7 +74,7 @@ async fn claims_settle_while_broker_processes_are_killed() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "`make chaos`: minutes long, and restarts the API server every other test shares"]
 async fn claims_settle_while_broker_processes_are_killed_and_the_api_server_restarts() {
-    shake(Plan::new(150, 6, 30, true)).await;
+    shake(Plan::new(160, 8, 30, true)).await;
 }
 
 /// The broker processes; a killed one is started again by [`Brokers::restart`].
@@ -219,7 +219,7 @@ async fn shake(plan: Plan) {
     let mut created = 0;
     let mut restarts = Vec::new();
     for burst in 0..plan.bursts {
-        if plan.restart_api_server && burst == plan.bursts / 2 {
+        if plan.restart_api_server && burst == plan.bursts * 3 / 4 {
             // From here on no process is killed: the ones running must get over the API
             // server's restart on their own.
             bursting.store(false, Ordering::SeqCst);

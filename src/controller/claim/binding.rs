@@ -128,7 +128,7 @@ fn bound_handles(ctx: &ClaimContext, claim: &ClaimObject) -> Vec<String> {
 
 /// Handles bound to the claim besides `recorded`, the one its status names: a process died
 /// between binding one and recording it, or lost a race and died before releasing it (issue
-/// 10). Each is [`release`]d: unbound and deleted with its resources.
+/// 10). Each is [`release`]d.
 pub(crate) async fn release_strays(
     ctx: &ClaimContext,
     claim: &ClaimObject,
@@ -345,10 +345,11 @@ pub(crate) async fn delete_strays(
 }
 
 /// Unbinds `handle` from `claim`, guarded by a test that it is still bound to this claim (no
-/// longer bound: not ours to release), then deletes it while it stays unbound. Never back to
-/// its pool: once bound it may have rendered its resources for the claim, and a pool that
-/// refilled meanwhile would end up with one handle too many, which it never removes (§11
-/// step 7: no scale-down). The pool refills instead.
+/// longer bound: not ours to release). A handle of a pool, or one made for this claim, is then
+/// deleted while it stays unbound: once bound it may have rendered its resources for the claim,
+/// and a pool that refilled meanwhile would keep one handle too many for good (§11 step 7: no
+/// scale-down; seen in `make chaos`), so the pool refills instead. A spare made by hand is free
+/// again: nothing would replace it.
 pub(crate) async fn release(
     ctx: &ClaimContext,
     claim: &ClaimObject,
@@ -368,7 +369,14 @@ pub(crate) async fn release(
         Written::Conflict | Written::Gone => return Ok(()),
     };
     tracing::info!(claim = %claim_key(claim), handle = %name, "released a handle bound twice");
-    delete_unbound(&api, unbound).await?;
+    let made_for_claim = claim
+        .metadata
+        .uid
+        .as_deref()
+        .is_some_and(|uid| claim_handle_name(uid) == name);
+    if unbound.spec.resource_pool.is_some() || made_for_claim {
+        delete_unbound(&api, unbound).await?;
+    }
     Ok(())
 }
 
