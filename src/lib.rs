@@ -10,4 +10,5 @@ pub mod core;
 pub(crate) mod metrics;
 pub(crate) mod render;
 pub mod runtime;
+pub mod screening;
 pub(crate) mod shutdown;

@@ -289,6 +289,14 @@ fn core_and_api_import_nothing_of_the_io_shell() {
     assert!(found.is_empty(), "{found:#?}");
 }
 
+/// The screening of the API server's responses (issue 10) is pure: the client layer and the
+/// quarantine that use it are the runtime's.
+#[test]
+fn the_screening_imports_nothing_of_the_io_shell() {
+    let found = violations(&imports(), "screening", &["screening", "api"]);
+    assert!(found.is_empty(), "{found:#?}");
+}
+
 #[test]
 fn no_module_imports_a_module_that_imports_it_back() {
     let graph = imports();
