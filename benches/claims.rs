@@ -47,7 +47,7 @@ struct Instants {
 #[tokio::main]
 async fn main() {
     let env = TestEnv::new().await;
-    let operator = TestOperator::start(env.client.clone(), &env.namespace);
+    let operator = TestOperator::start(env.kube_config(), &env.namespace);
     let kinds = Kinds::new(&OperatorDomain::default());
     let instants = Arc::new(Mutex::new(Instants::default()));
     let watches = tokio::spawn(record(

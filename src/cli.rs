@@ -270,8 +270,6 @@ fn run(args: RunArgs, domain: OperatorDomain) -> ExitCode {
         // idle timeout), so nothing legitimate is this quiet.
         config.read_timeout = Some(API_READ_TIMEOUT);
         config.reset_reader_on_write = true;
-        let client = kube::Client::try_from(config)
-            .map_err(|e| format!("cannot connect to Kubernetes: {e}"))?;
         let options = crate::runtime::run::RunOptions {
             claim_namespace: args.namespaced.then(|| operator_namespace.clone()),
             config: crate::controller::context::Config {
@@ -284,7 +282,7 @@ fn run(args: RunArgs, domain: OperatorDomain) -> ExitCode {
             concurrency: args.concurrency.max(1),
             cluster_domain: args.cluster_domain,
         };
-        crate::runtime::run::run(client, options, shutdown_signal())
+        crate::runtime::run::run(config, options, shutdown_signal())
             .await
             .map_err(|e| e.to_string())
     });

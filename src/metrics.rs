@@ -43,6 +43,10 @@ pub struct Metrics {
     pub pool_ready: Family<PoolLabels, Gauge>,
     /// Watches of managed resource kinds running now.
     pub managed_watches: Gauge,
+    /// Objects set aside now because they cannot be decoded, by kind (issue 10).
+    pub quarantined_objects: Family<KindLabels, Gauge>,
+    /// Objects set aside, counted once per version reported (a Warning Event each), by kind.
+    pub quarantined: Family<KindLabels, Counter>,
 }
 
 impl Metrics {
@@ -94,6 +98,18 @@ impl Metrics {
             "Watches of managed resource kinds running now",
             managed_watches.clone(),
         );
+        let quarantined_objects = Family::<KindLabels, Gauge>::default();
+        registry.register(
+            "poolboy_quarantined_objects",
+            "Objects set aside because they cannot be decoded",
+            quarantined_objects.clone(),
+        );
+        let quarantined = Family::<KindLabels, Counter>::default();
+        registry.register(
+            "poolboy_quarantined",
+            "Objects reported as set aside because they cannot be decoded",
+            quarantined.clone(),
+        );
         Self {
             registry,
             cluster_domain: cluster_domain.to_owned(),
@@ -104,6 +120,8 @@ impl Metrics {
             pool_available,
             pool_ready,
             managed_watches,
+            quarantined_objects,
+            quarantined,
         }
     }
 
@@ -131,6 +149,24 @@ impl Metrics {
     /// An object of `kind` newly found invalid (reported in its status).
     pub fn invalid(&self, kind: &str) {
         self.invalid_resources
+            .get_or_create(&KindLabels {
+                kind: kind.to_owned(),
+            })
+            .inc();
+    }
+
+    /// How many objects of `kind` are set aside now.
+    pub fn set_quarantined(&self, kind: &str, count: usize) {
+        self.quarantined_objects
+            .get_or_create(&KindLabels {
+                kind: kind.to_owned(),
+            })
+            .set(i64::try_from(count).unwrap_or(i64::MAX));
+    }
+
+    /// An object version of `kind` newly set aside (and reported).
+    pub fn quarantine(&self, kind: &str) {
+        self.quarantined
             .get_or_create(&KindLabels {
                 kind: kind.to_owned(),
             })

@@ -27,7 +27,7 @@ use support::{TIMEOUT, TestEnv, eventually};
 async fn b04_handle_near_lifespan_end_is_not_bound() {
     let env = TestEnv::new().await;
     create_config_provider(&env, false).await;
-    let operator = TestOperator::start(env.client.clone(), &env.namespace);
+    let operator = TestOperator::start(env.kube_config(), &env.namespace);
     let end = rfc3339(Utc::now() + TimeDelta::seconds(100));
     let near = guid_name("near");
     create_named_handle(
@@ -74,7 +74,7 @@ async fn b04_handle_near_lifespan_end_is_not_bound() {
 async fn b05_preference_score_wins_before_age() {
     let env = TestEnv::new().await;
     create_config_provider(&env, false).await;
-    let operator = TestOperator::start(env.client.clone(), &env.namespace);
+    let operator = TestOperator::start(env.kube_config(), &env.namespace);
     let spec = |score: f64| json!({"preferenceScore": score, "resources": config_resources(&env, &[("config", json!({}))])});
     let old = guid_name("old");
     create_named_handle(&env, &old, json!({}), spec(0.0)).await;
@@ -117,7 +117,7 @@ async fn b20_binding_a_provider_claim_records_its_effective_values_on_the_handle
         }),
     );
     env.create(&provider).await;
-    let operator = TestOperator::start(env.client.clone(), &env.namespace);
+    let operator = TestOperator::start(env.kube_config(), &env.namespace);
     let pool = objects::pool(
         "sized",
         json!({"minAvailable": 1,

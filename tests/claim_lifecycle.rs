@@ -59,7 +59,7 @@ async fn approval_pending_then_approved_binds_and_rejected_never_does() {
         ),
     ])
     .await;
-    let operator = TestOperator::start(env.client.clone(), &env.namespace);
+    let operator = TestOperator::start(env.kube_config(), &env.namespace);
 
     apis.create_claim(&claim("approve-me", "gated", json!({})))
         .await;
@@ -118,7 +118,7 @@ async fn auto_delete_deletes_the_claim_once_its_handle_is_ready() {
     let apis = Apis::new(&env);
     apis.create_providers(vec![provider(&env.namespace, "plain", json!({}))])
         .await;
-    let operator = TestOperator::start(env.client.clone(), &env.namespace);
+    let operator = TestOperator::start(env.kube_config(), &env.namespace);
 
     let when = json!({"autoDelete": {"when": "resource_handle.status.ready | default(false)"}});
     apis.create_claim(&claim("short-lived", "plain", when))
@@ -147,7 +147,7 @@ async fn auto_detach_deletes_the_handle_and_keeps_the_detached_claim() {
     let apis = Apis::new(&env);
     apis.create_providers(vec![provider(&env.namespace, "plain", json!({}))])
         .await;
-    let operator = TestOperator::start(env.client.clone(), &env.namespace);
+    let operator = TestOperator::start(env.kube_config(), &env.namespace);
 
     let when = json!({"autoDetach": {"when": "status.ready | default(false) or resource_handle.status.ready | default(false)"}});
     apis.create_claim(&claim("detach-me", "plain", when)).await;
@@ -217,8 +217,8 @@ async fn a_detached_claim_retries_deleting_its_handle_until_it_succeeds() {
         ]),
     )
     .await;
-    let client = env.client_as_service_account("operator").await;
-    let operator = TestOperator::start(client, &env.namespace);
+    let config = env.config_as_service_account("operator").await;
+    let operator = TestOperator::start(config, &env.namespace);
 
     let when = json!({"autoDetach": {"when": "resource_handle.status.ready | default(false)"}});
     apis.create_claim(&claim("detach-me", "plain", when)).await;
@@ -266,7 +266,7 @@ async fn a_template_error_in_auto_delete_is_reported_and_the_claim_stays() {
     let apis = Apis::new(&env);
     apis.create_providers(vec![provider(&env.namespace, "plain", json!({}))])
         .await;
-    let operator = TestOperator::start(env.client.clone(), &env.namespace);
+    let operator = TestOperator::start(env.kube_config(), &env.namespace);
 
     let when = json!({"autoDelete": {"when": "{{ broken"}});
     apis.create_claim(&claim("broken-when", "plain", when))
@@ -313,7 +313,7 @@ async fn provider_claim_annotations_and_labels_are_forced_onto_the_claim() {
         }),
     )])
     .await;
-    let operator = TestOperator::start(env.client.clone(), &env.namespace);
+    let operator = TestOperator::start(env.kube_config(), &env.namespace);
 
     apis.create_claim(&claim("labelled", "labelling", json!({})))
         .await;
@@ -359,7 +359,7 @@ async fn b19_a_claim_waits_for_its_lifespan_start() {
     let spare = guid_name("spare");
     let resources = config_resources(&env, &[("config", json!({}))]);
     create_named_handle(&env, &spare, json!({}), json!({"resources": resources})).await;
-    let operator = TestOperator::start(env.client.clone(), &env.namespace);
+    let operator = TestOperator::start(env.kube_config(), &env.namespace);
     ready_handle(&env, &spare).await;
     let start_text = rfc3339(Utc::now() + TimeDelta::seconds(8));
     let start = DateTime::parse_from_rfc3339(&start_text)
@@ -421,7 +421,7 @@ async fn a_changed_or_cleared_handle_end_earns_the_claim_an_event() {
         json!({"lifespan": {"default": "2h", "maximum": "1d"}}),
     )])
     .await;
-    let operator = TestOperator::start(env.client.clone(), &env.namespace);
+    let operator = TestOperator::start(env.kube_config(), &env.namespace);
 
     apis.create_claim(&claim("lasting", "lasting", json!({})))
         .await;

@@ -143,7 +143,7 @@ async fn an_explicit_provider_claim_creates_a_labelled_handle_with_a_lifespan() 
     let apis = Apis::new(&env);
     apis.create_providers(vec![example_provider("configmap")])
         .await;
-    let operator = TestOperator::start(env.client.clone(), &ns);
+    let operator = TestOperator::start(env.kube_config(), &ns);
     let started = Utc::now();
 
     let template = config_template(json!({"color": "blue"}));
@@ -227,7 +227,7 @@ async fn a_match_claim_is_initialised_with_defaults_in_its_spec() {
     let apis = Apis::new(&env);
     apis.create_providers(vec![example_provider("configmap")])
         .await;
-    let operator = TestOperator::start(env.client.clone(), &ns);
+    let operator = TestOperator::start(env.kube_config(), &ns);
 
     let template = config_template(json!({"color": "green", "owner": "me"}));
     apis.create_claim(&resources_claim("matched", None, template))
@@ -305,7 +305,7 @@ async fn invalid_claims_are_reported_and_do_not_disturb_a_valid_one() {
         parameter_provider("lab"),
     ])
     .await;
-    let operator = TestOperator::start(env.client.clone(), &ns);
+    let operator = TestOperator::start(env.kube_config(), &ns);
 
     // Schema: data values must be strings.
     apis.create_claim(&resources_claim(
@@ -466,7 +466,7 @@ async fn a_claim_binds_to_a_matching_unbound_pool_handle() {
         Some("pool"),
     );
     apis.create_handle(&pooled).await;
-    let operator = TestOperator::start(env.client.clone(), &ns);
+    let operator = TestOperator::start(env.kube_config(), &ns);
 
     let mut claim = resources_claim("pooled", None, config_template(json!({"color": "blue"})));
     claim.metadata.annotations = Some([(key("resource-pool-name"), "pool".to_owned())].into());
@@ -518,7 +518,7 @@ async fn disable_creation_waits_without_error_until_a_handle_appears() {
         plain_provider("closed", true),
     ])
     .await;
-    let operator = TestOperator::start(env.client.clone(), &ns);
+    let operator = TestOperator::start(env.kube_config(), &ns);
 
     let template = json!({"apiVersion": "v1", "kind": "ConfigMap", "data": {"k": "v"}});
     let mut by_claim = resources_claim("by-claim", Some("plain"), template.clone());
@@ -581,7 +581,7 @@ async fn handle_status_shows_in_the_claim_status() {
     let apis = Apis::new(&env);
     apis.create_providers(vec![example_provider("configmap")])
         .await;
-    let operator = TestOperator::start(env.client.clone(), &ns);
+    let operator = TestOperator::start(env.kube_config(), &ns);
 
     apis.create_claim(&resources_claim(
         "mirrored",
@@ -665,7 +665,7 @@ async fn deleting_a_claim_deletes_its_handle() {
     let apis = Apis::new(&env);
     apis.create_providers(vec![example_provider("configmap")])
         .await;
-    let operator = TestOperator::start(env.client.clone(), &ns);
+    let operator = TestOperator::start(env.kube_config(), &ns);
 
     apis.create_claim(&resources_claim(
         "doomed",
@@ -699,7 +699,7 @@ async fn a_claim_whose_handle_is_gone_is_deleted() {
     let apis = Apis::new(&env);
     apis.create_providers(vec![example_provider("configmap")])
         .await;
-    let operator = TestOperator::start(env.client.clone(), &ns);
+    let operator = TestOperator::start(env.kube_config(), &ns);
 
     apis.create_claim(&resources_claim(
         "orphan",
@@ -754,8 +754,8 @@ async fn fifty_claims_two_operators_twenty_handles_no_handle_bound_twice() {
         apis.create_handle(&unbound_handle(name, &ns, "plain", template.clone(), None))
             .await;
     }
-    let first = TestOperator::start_with(env.client.clone(), &ns, None, "first");
-    let second = TestOperator::start_with(env.client.clone(), &ns, None, "second");
+    let first = TestOperator::start_with(env.kube_config(), &ns, None, "first");
+    let second = TestOperator::start_with(env.kube_config(), &ns, None, "second");
 
     let creates = (0..CLAIMS).map(|i| {
         let claim = resources_claim(&format!("claim-{i:02}"), Some("plain"), template.clone());

@@ -31,7 +31,7 @@ use support::{TIMEOUT, TestEnv, eventually, from_json};
 async fn b06_claim_status_converges_under_concurrent_edits() {
     let env = TestEnv::new().await;
     create_config_provider(&env, true).await;
-    let operator = TestOperator::start(env.client.clone(), &env.namespace);
+    let operator = TestOperator::start(env.kube_config(), &env.namespace);
     create_config_claim(&env, "busy", json!({}), json!({}), json!({"n": "0"})).await;
     let handle = bound(&env, "busy").await;
     let cm = resource_name(&handle, 0);
@@ -105,7 +105,7 @@ async fn b06_claim_status_converges_under_concurrent_edits() {
 async fn b08_handle_status_converges_under_concurrent_edits() {
     let env = TestEnv::new().await;
     create_config_provider(&env, false).await;
-    let operator = TestOperator::start(env.client.clone(), &env.namespace);
+    let operator = TestOperator::start(env.kube_config(), &env.namespace);
     let name = guid_name("busy");
     let entries = [
         ("a", json!({"v": "a"})),
@@ -167,7 +167,7 @@ async fn b08_handle_status_converges_under_concurrent_edits() {
 async fn b09_handle_status_follows_concurrent_spec_length_changes() {
     let env = TestEnv::new().await;
     create_config_provider(&env, false).await;
-    let operator = TestOperator::start(env.client.clone(), &env.namespace);
+    let operator = TestOperator::start(env.kube_config(), &env.namespace);
     let name = guid_name("resized");
     let spec_of = |count: usize| {
         let entries: Vec<(String, Value)> = (0..count)

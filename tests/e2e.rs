@@ -103,7 +103,7 @@ async fn claim_status(
 #[tokio::test]
 async fn an_explicit_provider_claim_creates_its_resource_syncs_status_and_cascades_on_delete() {
     let env = TestEnv::new().await;
-    let operator = TestOperator::start(env.client.clone(), &env.namespace);
+    let operator = TestOperator::start(env.kube_config(), &env.namespace);
     let k = kinds();
     create(
         &env,
@@ -152,7 +152,7 @@ async fn an_explicit_provider_claim_creates_its_resource_syncs_status_and_cascad
 #[tokio::test]
 async fn a_match_claim_gets_the_provider_defaults() {
     let env = TestEnv::new().await;
-    let operator = TestOperator::start(env.client.clone(), &env.namespace);
+    let operator = TestOperator::start(env.kube_config(), &env.namespace);
     let k = kinds();
     let extra = json!({"default": {"data": {"owner": "nobody", "color": "grey"}}});
     create(
@@ -199,7 +199,7 @@ async fn a_match_claim_gets_the_provider_defaults() {
 #[tokio::test]
 async fn an_invalid_claim_gets_a_clear_message_and_does_not_disturb_others() {
     let env = TestEnv::new().await;
-    let operator = TestOperator::start(env.client.clone(), &env.namespace);
+    let operator = TestOperator::start(env.kube_config(), &env.namespace);
     let k = kinds();
     let extra = json!({"validation": {"checks": [{"name": "color is known", "check": "data.color in ['red', 'blue']"}]}});
     create(&env, &k.provider, labelled_provider(&env, "checked", extra)).await;
@@ -280,7 +280,7 @@ async fn pool_has_unbound(env: &TestEnv, pool: &str, count: usize) {
 #[tokio::test]
 async fn a_pool_fills_binds_refills_and_is_deleted_cleanly() {
     let env = TestEnv::new().await;
-    let operator = TestOperator::start(env.client.clone(), &env.namespace);
+    let operator = TestOperator::start(env.kube_config(), &env.namespace);
     let k = kinds();
     create(
         &env,
@@ -323,7 +323,7 @@ async fn a_pool_fills_binds_refills_and_is_deleted_cleanly() {
 #[tokio::test]
 async fn a_lifespan_end_deletes_claim_handle_and_resource() {
     let env = TestEnv::new().await;
-    let operator = TestOperator::start(env.client.clone(), &env.namespace);
+    let operator = TestOperator::start(env.kube_config(), &env.namespace);
     let k = kinds();
     let extra = json!({"lifespan": {"default": "8s"}});
     create(&env, &k.provider, labelled_provider(&env, "short", extra)).await;
@@ -346,7 +346,7 @@ async fn a_lifespan_end_deletes_claim_handle_and_resource() {
 #[tokio::test]
 async fn an_update_filter_lets_one_field_through_and_blocks_another() {
     let env = TestEnv::new().await;
-    let operator = TestOperator::start(env.client.clone(), &env.namespace);
+    let operator = TestOperator::start(env.kube_config(), &env.namespace);
     let k = kinds();
     let extra = json!({"updateFilters": [{"pathMatch": "/data/allowed"}]});
     create(
@@ -394,7 +394,7 @@ async fn an_update_filter_lets_one_field_through_and_blocks_another() {
 #[tokio::test]
 async fn a_change_to_a_managed_configmap_shows_in_the_claim_status() {
     let env = TestEnv::new().await;
-    let operator = TestOperator::start(env.client.clone(), &env.namespace);
+    let operator = TestOperator::start(env.kube_config(), &env.namespace);
     let k = kinds();
     create(
         &env,
@@ -443,7 +443,7 @@ async fn a_change_to_a_managed_configmap_shows_in_the_claim_status() {
 #[tokio::test]
 async fn two_hundred_claims_two_operators_one_pool_of_a_hundred() {
     let env = TestEnv::new().await;
-    let first = TestOperator::start_with(env.client.clone(), &env.namespace, None, "first");
+    let first = TestOperator::start_with(env.kube_config(), &env.namespace, None, "first");
     let k = kinds();
     create(
         &env,
@@ -468,7 +468,7 @@ async fn two_hundred_claims_two_operators_one_pool_of_a_hundred() {
         )
         .await
         .expect("stop refills");
-    let second = TestOperator::start_with(env.client.clone(), &env.namespace, None, "second");
+    let second = TestOperator::start_with(env.kube_config(), &env.namespace, None, "second");
 
     let names: Vec<String> = (0..200).map(|i| format!("race-{i:03}")).collect();
     let creates = futures::stream::iter(names.clone())

@@ -57,7 +57,7 @@ async fn a_handle_creates_its_configmap_and_follows_its_readiness() {
             }),
         )])
         .await;
-    let operator = TestOperator::start(env.client.clone(), &env.namespace);
+    let operator = TestOperator::start(env.kube_config(), &env.namespace);
     let handle = create_handle_of(
         &env,
         &[("cm", "config", json!({"data": {"a": "b"}}))],
@@ -149,7 +149,7 @@ async fn an_update_filter_lets_one_field_through_and_blocks_another() {
             json!({"updateFilters": [{"pathMatch": "/data/allowed"}]}),
         )])
         .await;
-    let operator = TestOperator::start(env.client.clone(), &env.namespace);
+    let operator = TestOperator::start(env.kube_config(), &env.namespace);
     let template = json!({"data": {"allowed": "one", "blocked": "one"}});
     let handle = create_handle_of(&env, &[("cm", "filtered", template)], json!({})).await;
     let cm_name = resource_name(&handle.name_any(), 0);
@@ -189,7 +189,7 @@ async fn a_handle_is_deleted_at_its_lifespan_end_with_its_resources_annotated_fi
             json!({}),
         )])
         .await;
-    let operator = TestOperator::start(env.client.clone(), &env.namespace);
+    let operator = TestOperator::start(env.kube_config(), &env.namespace);
     // Whole seconds, as the field holds them.
     let end = chrono::DateTime::from_timestamp(chrono::Utc::now().timestamp() + 5, 0)
         .expect("a valid time");
@@ -272,7 +272,7 @@ async fn deleting_a_handle_deletes_its_resources_and_its_claim_unless_detached()
             json!({}),
         )])
         .await;
-    let operator = TestOperator::start(env.client.clone(), &env.namespace);
+    let operator = TestOperator::start(env.kube_config(), &env.namespace);
     create_ignored_claim(&env, "bound", false).await;
     create_ignored_claim(&env, "detached", true).await;
     let bound = create_handle_of(
@@ -326,7 +326,7 @@ async fn a_handle_whose_claim_is_gone_deletes_itself() {
             json!({}),
         )])
         .await;
-    let operator = TestOperator::start(env.client.clone(), &env.namespace);
+    let operator = TestOperator::start(env.kube_config(), &env.namespace);
     let handle = create_handle_of(
         &env,
         &[("cm", "config", json!({}))],
@@ -364,7 +364,7 @@ async fn a_bad_template_is_reported_and_does_not_disturb_other_handles() {
             ),
         ])
         .await;
-    let operator = TestOperator::start(env.client.clone(), &env.namespace);
+    let operator = TestOperator::start(env.kube_config(), &env.namespace);
     let bad = create_handle_of(
         &env,
         &[("broken", "bad", json!({})), ("fine", "good", json!({}))],
@@ -437,7 +437,7 @@ async fn a_linked_resource_waits_for_its_link_then_uses_its_template_vars() {
         ],
     )
     .await;
-    let operator = TestOperator::start(env.client.clone(), &env.namespace);
+    let operator = TestOperator::start(env.kube_config(), &env.namespace);
     let handle = create_handle_of(
         &env,
         &[("base", "base", json!({})), ("app", "app", json!({}))],
@@ -482,7 +482,7 @@ async fn a_deleted_managed_resource_is_seen_and_recreated() {
             json!({"readinessCheck": "metadata.uid is defined"}),
         )])
         .await;
-    let operator = TestOperator::start(env.client.clone(), &env.namespace);
+    let operator = TestOperator::start(env.kube_config(), &env.namespace);
     let handle = create_handle_of(&env, &[("cm", "config", json!({}))], json!({})).await;
     let name = handle.name_any();
     let cm_name = resource_name(&handle.name_any(), 0);
@@ -536,7 +536,7 @@ async fn a_provider_handle_generates_its_resources_and_a_summary() {
             }),
         )])
         .await;
-    let operator = TestOperator::start(env.client.clone(), &env.namespace);
+    let operator = TestOperator::start(env.kube_config(), &env.namespace);
     let handle = create_handle_of(
         &env,
         &[],
@@ -590,7 +590,7 @@ async fn b10_an_expired_or_orphaned_handle_deletes_itself_without_creating_anyth
     let env = TestEnv::new().await;
     create_config_provider(&env, false).await;
     let seen = record_configmaps(&env).await;
-    let operator = TestOperator::start(env.client.clone(), &env.namespace);
+    let operator = TestOperator::start(env.kube_config(), &env.namespace);
     let resources = config_resources(&env, &[("config", json!({}))]);
     let expired = guid_name("expired");
     let end = rfc3339(Utc::now() - TimeDelta::seconds(30));
@@ -632,7 +632,7 @@ async fn b10_an_expired_or_orphaned_handle_deletes_itself_without_creating_anyth
 async fn b11_deleting_a_handle_whose_resource_is_already_gone_completes() {
     let env = TestEnv::new().await;
     create_config_provider(&env, false).await;
-    let operator = TestOperator::start(env.client.clone(), &env.namespace);
+    let operator = TestOperator::start(env.kube_config(), &env.namespace);
     let name = guid_name("partial");
     let resources = config_resources(&env, &[("a", json!({})), ("b", json!({}))]);
     create_named_handle(&env, &name, json!({}), json!({"resources": resources})).await;
@@ -649,7 +649,7 @@ async fn b11_deleting_a_handle_whose_resource_is_already_gone_completes() {
         .delete(&name, &DeleteParams::default())
         .await
         .expect("deleting the handle");
-    let operator = TestOperator::start(env.client.clone(), &env.namespace);
+    let operator = TestOperator::start(env.kube_config(), &env.namespace);
     gone(&handles_api, &name, TIMEOUT).await;
     gone(&configmaps, &resource_name(&name, 1), TIMEOUT).await;
     assert!(
@@ -673,7 +673,7 @@ async fn b13_an_existing_resource_is_taken_over_not_an_error() {
         "data": {"v": "before"},
     }));
     let before = env.create(&cm).await;
-    let operator = TestOperator::start(env.client.clone(), &env.namespace);
+    let operator = TestOperator::start(env.kube_config(), &env.namespace);
     create_named_handle(
         &env,
         &name,
@@ -705,7 +705,7 @@ async fn b13_an_existing_resource_is_taken_over_not_an_error() {
 async fn b15_finalizers_carry_no_shard_and_legacy_ones_are_released() {
     let env = TestEnv::new().await;
     create_config_provider(&env, false).await;
-    let operator = TestOperator::start(env.client.clone(), &env.namespace);
+    let operator = TestOperator::start(env.kube_config(), &env.namespace);
     create_config_claim(&env, "plain", json!({}), json!({}), json!({})).await;
     let handle = bound(&env, "plain").await;
     let claims: Api<ResourceClaim> = env.api();

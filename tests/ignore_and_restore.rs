@@ -35,7 +35,7 @@ async fn an_ignored_handle_is_left_alone_until_the_label_is_removed() {
         }),
     )
     .await;
-    let operator = TestOperator::start(env.client.clone(), &env.namespace);
+    let operator = TestOperator::start(env.kube_config(), &env.namespace);
     let spec = |data: &str| json!({"resources": objects::resources(&env.namespace, &[("cm", "config", json!({"data": {"v": data}}))])});
     let ignore = json!({"labels": {format!("{D}/ignore"): ""}});
     let ignored = create_handle(&env, ignore, spec("one")).await;
@@ -107,7 +107,7 @@ async fn a_handle_restored_from_a_backup_adopts_its_resources() {
         }),
     )
     .await;
-    let operator = TestOperator::start(env.client.clone(), &env.namespace);
+    let operator = TestOperator::start(env.kube_config(), &env.namespace);
 
     // As a backup tool restores them: the handle with the ignore label, its finalizer and its
     // status (written through the status subresource, as it cannot come with the create),
@@ -190,7 +190,7 @@ async fn a_handle_restored_from_a_backup_adopts_its_resources() {
 async fn an_ignored_claim_is_paused_until_the_label_goes() {
     let env = TestEnv::new().await;
     create_config_provider(&env, false).await;
-    let operator = TestOperator::start(env.client.clone(), &env.namespace);
+    let operator = TestOperator::start(env.kube_config(), &env.namespace);
     let claims: Api<ResourceClaim> = env.api();
     create_config_claim(&env, "paused", json!({}), json!({}), json!({"v": "one"})).await;
     let handle = bound(&env, "paused").await;
@@ -263,7 +263,7 @@ async fn an_ignored_claim_is_paused_until_the_label_goes() {
 async fn restored_claims_are_adopted_not_duplicated() {
     let env = TestEnv::new().await;
     create_config_provider(&env, false).await;
-    let operator = TestOperator::start(env.client.clone(), &env.namespace);
+    let operator = TestOperator::start(env.kube_config(), &env.namespace);
     let claims: Api<ResourceClaim> = env.api();
     let handles_api: Api<ResourceHandle> = env.api();
     let bound_spec = |claim: &str| {

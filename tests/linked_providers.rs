@@ -83,7 +83,7 @@ async fn the_same_linked_provider_twice_each_dependent_finding_its_own() {
         }),
     )
     .await;
-    let operator = TestOperator::start(env.client.clone(), &env.namespace);
+    let operator = TestOperator::start(env.kube_config(), &env.namespace);
     let pair = create_handle(&env, json!({}), json!({"provider": {"name": "pair"}})).await;
     let name = pair.name_any();
     let g = guid(&pair);
@@ -142,7 +142,7 @@ async fn a_false_when_leaves_a_linked_provider_out_until_it_holds() {
         }),
     )
     .await;
-    let operator = TestOperator::start(env.client.clone(), &env.namespace);
+    let operator = TestOperator::start(env.kube_config(), &env.namespace);
     let bundle = create_handle(&env, json!({}), json!({"provider": {"name": "bundle"}})).await;
     let name = bundle.name_any();
     let g = guid(&bundle);

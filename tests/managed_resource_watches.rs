@@ -6,17 +6,16 @@
 mod support;
 
 use k8s_openapi::api::core::v1::Secret;
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
-use kube::runtime::wait::{await_condition, conditions};
-use kube::{Client, ResourceExt};
 use poolboy::api::{OperatorDomain, ResourceHandle, ResourceProvider};
 use poolboy::controller::kinds::{Kinds, WatchObject};
 use poolboy::core::naming::resource_watch_name;
 use serde_json::{Value, json};
 use support::fixtures::{
-    create_handle, create_kind_provider, guid, handle_status, managed_through,
+    create_handle, create_kind_provider, example, guid, handle_status, install_anarchy_subjects,
+    managed_through,
 };
 use support::objects::{self, D, resource_name};
 use support::operator::TestOperator;
@@ -47,7 +46,7 @@ async fn resource_watch_objects_are_declared_adopted_and_kept() {
         .await
         .expect("create the existing ResourceWatch");
 
-    let operator = TestOperator::start(env.client.clone(), &env.namespace);
+    let operator = TestOperator::start(env.kube_config(), &env.namespace);
     let spec = json!({"resources": objects::resources(&env.namespace, &[
         ("cm", "config", json!({})),
         ("secret", "secret", json!({})),
@@ -102,35 +101,6 @@ async fn resource_watch_objects_are_declared_adopted_and_kept() {
     env.teardown([operator]).await;
 }
 
-fn example(name: &str) -> Value {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("examples")
-        .join(name);
-    let text = std::fs::read_to_string(&path)
-        .unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
-    serde_saphyr::from_str(&text).unwrap_or_else(|e| panic!("parsing {}: {e}", path.display()))
-}
-
-/// Installs the AnarchySubject stand-in (cluster-scoped: another test may have made it).
-async fn install_anarchy_subjects(client: &Client) {
-    let crd: CustomResourceDefinition =
-        serde_json::from_value(example("anarchy-subject-crd.yaml")).expect("a CRD");
-    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    match crds.create(&PostParams::default(), &crd).await {
-        Ok(_) => {}
-        Err(kube::Error::Api(status)) if status.code == 409 => {}
-        Err(error) => panic!("creating the AnarchySubject CRD: {error}"),
-    }
-    let name = crd.name_any();
-    tokio::time::timeout(
-        support::SETTLE_TIMEOUT,
-        await_condition(crds, &name, conditions::is_crd_established()),
-    )
-    .await
-    .expect("the AnarchySubject CRD is established")
-    .expect("watching the CRD");
-}
-
 #[tokio::test]
 async fn an_anarchy_subject_status_change_flips_health_readiness_and_summary() {
     let env = TestEnv::new().await;
@@ -150,7 +120,7 @@ async fn an_anarchy_subject_status_change_flips_health_readiness_and_summary() {
         .create(&PostParams::default(), &lab)
         .await
         .expect("create the lab provider");
-    let operator = TestOperator::start(env.client.clone(), &env.namespace);
+    let operator = TestOperator::start(env.kube_config(), &env.namespace);
     // Template defaults are evaluated for claims only (§8): an unbound handle gives them.
     let values = json!({"region": "eu-west", "password": "secret"});
     let spec = json!({"provider": {"name": "lab", "parameterValues": values}});

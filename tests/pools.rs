@@ -131,7 +131,7 @@ fn assert_near(actual: DateTime<Utc>, expected: DateTime<Utc>) {
 async fn a_pool_fills_to_exactly_min_available_and_stays_there() {
     let env = TestEnv::new().await;
     create_provider_with_lifespan(&env).await;
-    let operator = TestOperator::start(env.client.clone(), &env.namespace);
+    let operator = TestOperator::start(env.kube_config(), &env.namespace);
     let created = Utc::now();
     create_pool(
         &env,
@@ -210,7 +210,7 @@ async fn a_pool_fills_to_exactly_min_available_and_stays_there() {
 async fn a_bind_makes_the_pool_create_a_replacement_promptly() {
     let env = TestEnv::new().await;
     create_provider_with_lifespan(&env).await;
-    let operator = TestOperator::start(env.client.clone(), &env.namespace);
+    let operator = TestOperator::start(env.kube_config(), &env.namespace);
     create_pool(
         &env,
         "refill",
@@ -236,7 +236,7 @@ async fn a_bind_makes_the_pool_create_a_replacement_promptly() {
 async fn max_unready_caps_the_handles_in_flight() {
     let env = TestEnv::new().await;
     create_provider_with_lifespan(&env).await;
-    let operator = TestOperator::start(env.client.clone(), &env.namespace);
+    let operator = TestOperator::start(env.kube_config(), &env.namespace);
     let created = Utc::now();
     create_pool(
         &env,
@@ -277,7 +277,7 @@ async fn max_unready_caps_the_handles_in_flight() {
 async fn unhealthy_unbound_handles_are_deleted_and_replaced() {
     let env = TestEnv::new().await;
     create_provider_with_lifespan(&env).await;
-    let operator = TestOperator::start(env.client.clone(), &env.namespace);
+    let operator = TestOperator::start(env.kube_config(), &env.namespace);
     create_pool(
         &env,
         "healing",
@@ -320,7 +320,7 @@ async fn unhealthy_unbound_handles_are_deleted_and_replaced() {
 async fn lowering_min_available_deletes_nothing() {
     let env = TestEnv::new().await;
     create_provider_with_lifespan(&env).await;
-    let operator = TestOperator::start(env.client.clone(), &env.namespace);
+    let operator = TestOperator::start(env.kube_config(), &env.namespace);
     create_pool(
         &env,
         "shrink",
@@ -347,7 +347,7 @@ async fn lowering_min_available_deletes_nothing() {
 async fn deleting_a_pool_deletes_its_unbound_handles_and_keeps_bound_ones() {
     let env = TestEnv::new().await;
     create_provider_with_lifespan(&env).await;
-    let operator = TestOperator::start(env.client.clone(), &env.namespace);
+    let operator = TestOperator::start(env.kube_config(), &env.namespace);
     create_pool(
         &env,
         "doomed",
@@ -413,7 +413,7 @@ async fn deleting_a_pool_deletes_its_unbound_handles_and_keeps_bound_ones() {
 #[tokio::test]
 async fn a_pool_with_a_missing_provider_reports_it_and_fills_once_it_appears() {
     let env = TestEnv::new().await;
-    let operator = TestOperator::start(env.client.clone(), &env.namespace);
+    let operator = TestOperator::start(env.kube_config(), &env.namespace);
     create_pool(
         &env,
         "orphan",
@@ -476,7 +476,7 @@ async fn problem_condition(env: &TestEnv, pool: &str, needle: &str) -> Value {
 #[tokio::test]
 async fn a_pool_problem_that_changes_keeps_its_transition_time() {
     let env = TestEnv::new().await;
-    let operator = TestOperator::start(env.client.clone(), &env.namespace);
+    let operator = TestOperator::start(env.kube_config(), &env.namespace);
     create_pool(
         &env,
         "misnamed",
@@ -507,8 +507,8 @@ async fn two_operator_processes_fill_a_pool_exactly() {
     let env = TestEnv::new().await;
     create_provider_with_lifespan(&env).await;
     // No leader election: both reconcile every pool.
-    let first = TestOperator::start_with(env.client.clone(), &env.namespace, None, "first");
-    let second = TestOperator::start_with(env.client.clone(), &env.namespace, None, "second");
+    let first = TestOperator::start_with(env.kube_config(), &env.namespace, None, "first");
+    let second = TestOperator::start_with(env.kube_config(), &env.namespace, None, "second");
     create_pool(
         &env,
         "shared",
@@ -541,7 +541,7 @@ async fn two_operator_processes_fill_a_pool_exactly() {
 async fn resource_labels_and_annotations_reach_handles_and_resources() {
     let env = TestEnv::new().await;
     create_config_provider(&env, false).await;
-    let operator = TestOperator::start(env.client.clone(), &env.namespace);
+    let operator = TestOperator::start(env.kube_config(), &env.namespace);
     let pool = objects::pool(
         "labelled",
         json!({

@@ -112,7 +112,7 @@ async fn annotate_requester(env: &TestEnv, user: &str) {
 #[tokio::test]
 async fn a_namespace_without_annotations_has_no_requester() {
     let env = TestEnv::new().await;
-    let operator = TestOperator::start(env.client.clone(), &env.namespace);
+    let operator = TestOperator::start(env.kube_config(), &env.namespace);
     let kinds = Kinds::new(&OperatorDomain::default());
     create(&env, &kinds.provider, true, provider(&env)).await;
     create(&env, &kinds.claim, true, claim(&env)).await;
@@ -133,7 +133,7 @@ async fn a_requester_without_a_user_object_is_poolboys_stub() {
     let env = TestEnv::new().await;
     let user = format!("test-user-{}", support::random_suffix());
     annotate_requester(&env, &user).await;
-    let operator = TestOperator::start(env.client.clone(), &env.namespace);
+    let operator = TestOperator::start(env.kube_config(), &env.namespace);
     let kinds = Kinds::new(&OperatorDomain::default());
     let mut requested = provider(&env);
     // Without `| default`: an absent requester would fail the definition.
@@ -193,7 +193,7 @@ async fn the_openshift_requester_reaches_templates_and_annotations() {
     .await;
     annotate_requester(&env, &user).await;
 
-    let operator = TestOperator::start(env.client.clone(), &env.namespace);
+    let operator = TestOperator::start(env.kube_config(), &env.namespace);
     let kinds = Kinds::new(&OperatorDomain::default());
     create(&env, &kinds.provider, true, provider(&env)).await;
     create(&env, &kinds.claim, true, claim(&env)).await;

@@ -126,7 +126,7 @@ fn record_counts(env: &TestEnv, name: &str) -> Arc<Mutex<Vec<i64>>> {
 async fn a_scaling_adds_exactly_its_count_on_top_of_min_available() {
     let env = TestEnv::new().await;
     create_checked_provider(&env, json!({})).await;
-    let operator = TestOperator::start(env.client.clone(), &env.namespace);
+    let operator = TestOperator::start(env.kube_config(), &env.namespace);
     let pool = create_configmap_pool(&env, "burst", json!({"minAvailable": 2})).await;
     eventually("the pool at minAvailable", TIMEOUT, || async {
         (unbound_of(&env, "burst").await.len() == 2).then_some(())
@@ -172,7 +172,7 @@ async fn a_scaling_adds_exactly_its_count_on_top_of_min_available() {
 async fn a_scaling_with_at_waits_then_scales_at_that_instant() {
     let env = TestEnv::new().await;
     create_checked_provider(&env, json!({})).await;
-    let operator = TestOperator::start(env.client.clone(), &env.namespace);
+    let operator = TestOperator::start(env.kube_config(), &env.namespace);
     create_configmap_pool(&env, "later", json!({"minAvailable": 0})).await;
     let at: DateTime<Utc> = Utc::now() + TimeDelta::seconds(8);
     let at_text = at.to_rfc3339_opts(SecondsFormat::Secs, true);
@@ -215,7 +215,7 @@ async fn an_unhealthy_scaling_handle_is_replaced_with_the_count_going_down_and_u
         json!({"healthCheck": "metadata.labels.broken | default('no') != 'yes'"}),
     )
     .await;
-    let operator = TestOperator::start(env.client.clone(), &env.namespace);
+    let operator = TestOperator::start(env.kube_config(), &env.namespace);
     create_configmap_pool(
         &env,
         "healing",
@@ -269,7 +269,7 @@ async fn max_unready_throttles_a_scaling() {
         json!({"readinessCheck": "metadata.labels.ready | default('no') == 'yes'"}),
     )
     .await;
-    let operator = TestOperator::start(env.client.clone(), &env.namespace);
+    let operator = TestOperator::start(env.kube_config(), &env.namespace);
     create_configmap_pool(&env, "narrow", json!({"minAvailable": 0, "maxUnready": 1})).await;
     create_scaling(&env, "wave", "narrow", json!({"count": 3})).await;
 
@@ -318,7 +318,7 @@ async fn max_unready_throttles_a_scaling() {
 async fn deleting_the_pool_garbage_collects_its_scalings() {
     let env = TestEnv::new().await;
     create_checked_provider(&env, json!({})).await;
-    let operator = TestOperator::start(env.client.clone(), &env.namespace);
+    let operator = TestOperator::start(env.kube_config(), &env.namespace);
     create_configmap_pool(&env, "doomed", json!({"minAvailable": 0})).await;
     create_scaling(&env, "first", "doomed", json!({"count": 1})).await;
     create_scaling(
@@ -358,7 +358,7 @@ async fn deleting_the_pool_garbage_collects_its_scalings() {
 async fn a_scaling_for_a_missing_pool_reports_it_and_goes_on_once_the_pool_exists() {
     let env = TestEnv::new().await;
     create_checked_provider(&env, json!({})).await;
-    let operator = TestOperator::start(env.client.clone(), &env.namespace);
+    let operator = TestOperator::start(env.kube_config(), &env.namespace);
     create_scaling(&env, "early", "not-yet", json!({"count": 2})).await;
     eventually("the Valid condition false", TIMEOUT, || async {
         let status = scaling_status(&env, "early").await;
@@ -392,8 +392,8 @@ async fn two_operator_processes_fill_a_scaling_exactly() {
     let env = TestEnv::new().await;
     create_checked_provider(&env, json!({})).await;
     // No leader election: both consume the scaling.
-    let first = TestOperator::start_with(env.client.clone(), &env.namespace, None, "first");
-    let second = TestOperator::start_with(env.client.clone(), &env.namespace, None, "second");
+    let first = TestOperator::start_with(env.kube_config(), &env.namespace, None, "first");
+    let second = TestOperator::start_with(env.kube_config(), &env.namespace, None, "second");
     create_configmap_pool(&env, "shared", json!({"minAvailable": 1})).await;
     eventually("the pool at minAvailable", TIMEOUT, || async {
         (unbound_of(&env, "shared").await.len() == 1).then_some(())

@@ -86,7 +86,7 @@ async fn data(env: &TestEnv, configmap: &str, key: &str) -> Option<String> {
 #[tokio::test]
 async fn a_schedule_stops_on_time_and_starts_again_when_moved() {
     let env = TestEnv::new().await;
-    let operator = TestOperator::start(env.client.clone(), &env.namespace);
+    let operator = TestOperator::start(env.kube_config(), &env.namespace);
     create_provider(
         &env,
         "scheduled",
@@ -159,7 +159,7 @@ async fn a_schedule_stops_on_time_and_starts_again_when_moved() {
 #[tokio::test]
 async fn an_auto_delete_comparing_a_time_deletes_the_claim_on_time() {
     let env = TestEnv::new().await;
-    let operator = TestOperator::start(env.client.clone(), &env.namespace);
+    let operator = TestOperator::start(env.kube_config(), &env.namespace);
     create_provider(&env, "plain", configmap_spec(&env, json!({}))).await;
     let (at, text) = in_seconds(6);
     create_claim(
@@ -188,7 +188,7 @@ async fn an_auto_delete_comparing_a_time_deletes_the_claim_on_time() {
 #[tokio::test]
 async fn a_claim_refused_until_a_time_binds_on_time() {
     let env = TestEnv::new().await;
-    let operator = TestOperator::start(env.client.clone(), &env.namespace);
+    let operator = TestOperator::start(env.kube_config(), &env.namespace);
     let (at, text) = in_seconds(6);
     create_provider(
         &env,
@@ -225,7 +225,7 @@ async fn a_claim_refused_until_a_time_binds_on_time() {
 #[tokio::test]
 async fn a_health_check_that_turns_false_at_a_time_shows_in_the_claim_on_time() {
     let env = TestEnv::new().await;
-    let operator = TestOperator::start(env.client.clone(), &env.namespace);
+    let operator = TestOperator::start(env.kube_config(), &env.namespace);
     let (at, text) = in_seconds(6);
     create_provider(
         &env,
@@ -258,7 +258,7 @@ async fn a_printed_now_is_refreshed_at_the_interval_and_not_more_often() {
     const INTERVAL: Duration = Duration::from_secs(3);
     let env = TestEnv::new().await;
     let operator = TestOperator::start_configured(
-        env.client.clone(),
+        env.kube_config(),
         &env.namespace,
         None,
         "operator",
@@ -319,7 +319,7 @@ async fn claims_whose_templates_do_not_read_the_clock_cause_no_writes() {
     const QUIET: Duration = Duration::from_secs(6);
     let env = TestEnv::new().await;
     let operator = TestOperator::start_configured(
-        env.client.clone(),
+        env.kube_config(),
         &env.namespace,
         None,
         "operator",

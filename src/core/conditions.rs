@@ -148,6 +148,27 @@ pub(crate) fn set_configuration_validity(
     set_condition(conditions, desired, now)
 }
 
+/// The reason of the `Valid` condition of an object the broker cannot decode.
+pub(crate) const UNDECODABLE: &str = "Undecodable";
+
+/// Issue 10: an object the broker cannot decode (nested too deep, a field of the wrong type)
+/// is set aside, and says so in `Valid`; once fixed, its controller sets `Valid` again.
+pub(crate) fn set_undecodable(
+    conditions: &mut Vec<Condition>,
+    problem: &str,
+    generation: Option<i64>,
+    now: DateTime<Utc>,
+) -> Change {
+    let desired = DesiredCondition {
+        type_: VALID,
+        status: ConditionStatus::False,
+        reason: UNDECODABLE,
+        message: problem.to_owned(),
+        observed_generation: generation,
+    };
+    set_condition(conditions, desired, now)
+}
+
 /// The condition of type `type_`.
 pub(crate) fn find<'a>(conditions: &'a [Condition], type_: &str) -> Option<&'a Condition> {
     conditions.iter().find(|c| c.type_ == type_)

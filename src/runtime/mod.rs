@@ -1,4 +1,7 @@
-//! The running operator: wiring of watches, stores and controllers, and the HTTP endpoint.
+//! The running operator: the screened client, wiring of watches, stores and controllers, the
+//! quarantine of objects that cannot be decoded, and the HTTP endpoint.
 
+pub mod client;
 pub mod http;
+pub mod quarantine;
 pub mod run;

@@ -9,9 +9,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use futures::channel::mpsc;
 use futures::future::FutureExt;
-use kube::Client;
+use kube::runtime::events::Reporter;
 
-use super::http;
+use super::client::broker_client;
+use super::quarantine::WithConditions;
+use super::{http, quarantine};
 use crate::controller::context::{Config, Context, Stores, Triggers};
 use crate::controller::kinds::Kinds;
 use crate::controller::{claim, handle, pool, providers, scaling};
@@ -42,17 +44,23 @@ pub struct RunOptions {
 
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
+    #[error("cannot connect to Kubernetes: {0}")]
+    Client(#[source] kube::Error),
     #[error("cannot serve metrics: {0}")]
     Http(#[source] std::io::Error),
 }
 
-/// Runs the operator until `shutdown` completes.
+/// Runs the operator, with the API server of `kube_config`, until `shutdown` completes.
+/// Every request goes through [`broker_client`], so no object can fail the watch of
+/// the others; the objects it sets aside are reported here.
 pub async fn run(
-    client: Client,
+    kube_config: kube::Config,
     options: RunOptions,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<(), RunError> {
     let shutdown: Shutdown = shutdown.boxed().shared();
+    let (client, quarantined) =
+        broker_client(kube_config, &options.config.domain).map_err(RunError::Client)?;
     let kinds = Kinds::new(&options.config.domain);
     let namespace = options.config.operator_namespace.clone();
 
@@ -87,7 +95,7 @@ pub async fn run(
 
     let server = match options.metrics_address {
         Some(address) => {
-            let serve = http::serve(address, metrics, ready.clone(), shutdown.clone());
+            let serve = http::serve(address, metrics.clone(), ready.clone(), shutdown.clone());
             tokio::spawn(serve)
                 .map(|r| r.ok().and_then(Result::err))
                 .boxed()
@@ -147,7 +155,17 @@ pub async fn run(
         ),
         scaling::run(scalings, ctx.clone(), concurrency, shutdown.clone()),
     );
-    let background = futures::future::join(providers::watch(ctx.clone()), readiness);
+    let reporting = quarantine::report(
+        quarantined,
+        client.clone(),
+        Reporter {
+            controller: "poolboy".to_owned(),
+            instance: Some(options.config.instance.clone()),
+        },
+        metrics.clone(),
+        WithConditions::of(&kinds),
+    );
+    let background = futures::future::join3(providers::watch(ctx.clone()), readiness, reporting);
     // kube-runtime 5 holds a controller's runner until its store has listed, and stops polling
     // the watch on shutdown: a shutdown that comes before the first list never completes. So
     // in-flight reconciles get a grace period, then are dropped.

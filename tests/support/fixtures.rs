@@ -9,9 +9,11 @@ use std::sync::{Arc, Mutex};
 use chrono::{DateTime, TimeDelta, Utc};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::{Api, ListParams, Patch, PatchParams};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use kube::runtime::wait::{await_condition, conditions};
 use kube::runtime::watcher::{self, Event, watcher};
-use kube::{Resource, ResourceExt};
+use kube::{Client, Resource, ResourceExt};
 use poolboy::api::{ResourceHandle, ResourcePool};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -296,4 +298,34 @@ where
     })
     .await;
     seen
+}
+
+/// An example of `examples/`, parsed.
+pub fn example(name: &str) -> Value {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("examples")
+        .join(name);
+    let text = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
+    serde_saphyr::from_str(&text).unwrap_or_else(|e| panic!("parsing {}: {e}", path.display()))
+}
+
+/// Installs the AnarchySubject stand-in (cluster-scoped: another test may have made it).
+pub async fn install_anarchy_subjects(client: &Client) {
+    let crd: CustomResourceDefinition =
+        serde_json::from_value(example("anarchy-subject-crd.yaml")).expect("a CRD");
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    match crds.create(&PostParams::default(), &crd).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(status)) if status.code == 409 => {}
+        Err(error) => panic!("creating the AnarchySubject CRD: {error}"),
+    }
+    let name = crd.name_any();
+    tokio::time::timeout(
+        super::SETTLE_TIMEOUT,
+        await_condition(crds, &name, conditions::is_crd_established()),
+    )
+    .await
+    .expect("the AnarchySubject CRD is established")
+    .expect("watching the CRD");
 }

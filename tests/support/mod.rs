@@ -122,10 +122,22 @@ impl TestEnv {
         Api::namespaced(self.client.clone(), &self.namespace)
     }
 
+    /// The admin client's configuration: what an in-process operator connects with (it builds
+    /// the broker's own client from it, see [`operator::TestOperator`]).
+    pub fn kube_config(&self) -> Config {
+        self.config.clone()
+    }
+
     /// A client that authenticates as ServiceAccount `name` of this test's namespace (created
     /// when missing), with a token from the TokenRequest API. It has only the permissions that
     /// RBAC grants `system:serviceaccount:<namespace>:<name>`.
     pub async fn client_as_service_account(&self, name: &str) -> Client {
+        let config = self.config_as_service_account(name).await;
+        Client::try_from(config).expect("building a ServiceAccount client")
+    }
+
+    /// The configuration of [`TestEnv::client_as_service_account`].
+    pub async fn config_as_service_account(&self, name: &str) -> Config {
         let accounts: Api<ServiceAccount> = self.api();
         let account = ServiceAccount {
             metadata: ObjectMeta {
@@ -160,7 +172,7 @@ impl TestEnv {
             token: Some(token.into()),
             ..Default::default()
         };
-        Client::try_from(config).expect("building a ServiceAccount client")
+        config
     }
 
     /// Creates `object` in this test's namespace and returns it as created. Panics when the

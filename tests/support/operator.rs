@@ -4,7 +4,6 @@
 
 use std::net::SocketAddr;
 
-use kube::Client;
 use poolboy::api::OperatorDomain;
 use poolboy::controller::context::{Config, DEFAULT_TIME_TEMPLATE_INTERVAL};
 use poolboy::runtime::run::{RunOptions, run};
@@ -18,25 +17,28 @@ pub struct TestOperator {
 }
 
 impl TestOperator {
-    /// Starts an operator for `namespace`, with metrics served on `metrics_address` if given.
-    pub fn start(client: Client, namespace: &str) -> Self {
-        Self::start_with(client, namespace, None, "operator")
+    /// Starts an operator for `namespace`. It connects with `kube_config` (usually
+    /// [`super::TestEnv::kube_config`]) through the broker's own screened client, as
+    /// `poolboy run` does.
+    pub fn start(kube_config: kube::Config, namespace: &str) -> Self {
+        Self::start_with(kube_config, namespace, None, "operator")
     }
 
-    /// Starts an operator named `instance` (two may run at once, without leader election).
+    /// Starts an operator named `instance` (two may run at once, without leader election),
+    /// with metrics served on `metrics_address` if given.
     pub fn start_with(
-        client: Client,
+        kube_config: kube::Config,
         namespace: &str,
         metrics_address: Option<SocketAddr>,
         instance: &str,
     ) -> Self {
-        Self::start_configured(client, namespace, metrics_address, instance, |_| {})
+        Self::start_configured(kube_config, namespace, metrics_address, instance, |_| {})
     }
 
     /// Starts an operator for `namespace` whose configuration `configure` adjusts (for example
     /// a short `time_template_interval`).
     pub fn start_configured(
-        client: Client,
+        kube_config: kube::Config,
         namespace: &str,
         metrics_address: Option<SocketAddr>,
         instance: &str,
@@ -66,7 +68,7 @@ impl TestOperator {
             let shutdown = async move {
                 let _ = stopped.await;
             };
-            if let Err(error) = run(client, options, shutdown).await {
+            if let Err(error) = run(kube_config, options, shutdown).await {
                 panic!("operator failed: {error}");
             }
         });

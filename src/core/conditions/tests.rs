@@ -175,3 +175,34 @@ fn a_problem_is_the_message_of_a_false_condition() {
     assert_eq!(problem(Some(&fine), VALID), None);
     assert_eq!(problem(None, VALID), None);
 }
+
+#[test]
+fn an_undecodable_object_is_invalid_once_per_problem_and_keeps_its_other_conditions() {
+    let mut conditions = set_at("2026-01-01T00:00:00Z", valid(ConditionStatus::True, ""));
+    conditions.push(Condition {
+        type_: BOUND.to_owned(),
+        status: "True".to_owned(),
+        reason: "Bound".to_owned(),
+        message: String::new(),
+        observed_generation: None,
+        last_transition_time: conditions[0].last_transition_time.clone(),
+    });
+    let problem = "JSON nested deeper than 125 levels at /spec/…";
+    let change = set_undecodable(&mut conditions, problem, Some(3), now());
+    assert_eq!(change, Change::Transitioned);
+    let valid = find(&conditions, VALID).expect("Valid");
+    assert_eq!(
+        (
+            valid.status.as_str(),
+            valid.reason.as_str(),
+            valid.message.as_str()
+        ),
+        ("False", UNDECODABLE, problem)
+    );
+    assert_eq!(valid.observed_generation, Some(3));
+    assert!(find(&conditions, BOUND).is_some());
+    assert_eq!(
+        set_undecodable(&mut conditions, problem, Some(3), now()),
+        Change::Unchanged
+    );
+}

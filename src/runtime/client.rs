@@ -1,0 +1,505 @@
+//! The broker's Kubernetes client: kube's default stack, with the screening of collection
+//! reads ([`crate::screening`]) on top, so that no object can fail the LIST or WATCH of the
+//! others (issue 10). Controllers use it as any `kube::Client` and never see an object that
+//! does not decode: it is absent from their stores, and reported by [`super::quarantine`].
+//!
+//! A LIST body is collected, screened and handed on whole (kube collects it anyway); a WATCH
+//! body is screened line by line as it streams, each complete event as soon as its newline
+//! arrives.
+
+use std::collections::{HashMap, VecDeque};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll, ready};
+
+use bytes::{Bytes, BytesMut};
+use http::{Method, Request, Response};
+use http_body::{Body, Frame, SizeHint};
+use kube::client::ClientBuilder;
+use tower::{BoxError, Layer, Service};
+
+use super::quarantine::Quarantine;
+use crate::api::OperatorDomain;
+use crate::controller::kinds::{
+    ClaimObject, HandleObject, Kinds, PoolObject, ProviderObject, ScalingObject, WatchObject,
+};
+use crate::screening::request::CollectionRead;
+use crate::screening::{Line, TypedDecode, screen_event, screen_list};
+
+/// The client every operator process uses, and the registry of what its screening set aside.
+pub fn broker_client(
+    config: kube::Config,
+    domain: &OperatorDomain,
+) -> Result<(kube::Client, Quarantine), kube::Error> {
+    let quarantine = Quarantine::default();
+    let layer = ScreeningLayer {
+        screening: Arc::new(Screening::new(domain, quarantine.clone())),
+    };
+    let client = ClientBuilder::try_from(config)?.with_layer(&layer).build();
+    Ok((client, quarantine))
+}
+
+/// What the screening of one client knows: the typed decode of each of the broker's kinds,
+/// by (group, plural), and where set-aside objects are reported.
+struct Screening {
+    typed: HashMap<(String, String), TypedDecode>,
+    quarantine: Quarantine,
+}
+
+impl Screening {
+    fn new(domain: &OperatorDomain, quarantine: Quarantine) -> Self {
+        let kinds = Kinds::new(domain);
+        let typed = [
+            (&kinds.claim, TypedDecode::of::<ClaimObject>()),
+            (&kinds.handle, TypedDecode::of::<HandleObject>()),
+            (&kinds.pool, TypedDecode::of::<PoolObject>()),
+            (&kinds.provider, TypedDecode::of::<ProviderObject>()),
+            (&kinds.scaling, TypedDecode::of::<ScalingObject>()),
+            (&kinds.watch, TypedDecode::of::<WatchObject>()),
+        ]
+        .into_iter()
+        .map(|(resource, decode)| ((resource.group.clone(), resource.plural.clone()), decode))
+        .collect();
+        Self { typed, quarantine }
+    }
+
+    fn decode_of(&self, read: &CollectionRead) -> Option<TypedDecode> {
+        self.typed
+            .get(&(read.group.clone(), read.plural.clone()))
+            .copied()
+    }
+
+    /// The LIST body `body`, without the items that do not decode.
+    fn list(&self, read: &CollectionRead, body: Bytes) -> Bytes {
+        let Ok(text) = std::str::from_utf8(&body) else {
+            return body;
+        };
+        let names = self.quarantine.holds_any_of(read);
+        let Some(screen) = screen_list(text, self.decode_of(read), names) else {
+            return body;
+        };
+        // A complete list shows every object of its scope: not narrowed by a selector, not
+        // one page of several.
+        let complete = names && !read.selective && !read.continued && !screen.paged;
+        self.quarantine.record(read, screen.seen, complete);
+        match screen.body {
+            Some(rewritten) => Bytes::from(rewritten),
+            None => body,
+        }
+    }
+
+    /// One WATCH event line (without its newline).
+    fn event(&self, read: &CollectionRead, line: &[u8]) -> Line {
+        let Ok(text) = std::str::from_utf8(line) else {
+            return Line::Keep;
+        };
+        let names = self.quarantine.holds_any_of(read);
+        let screen = screen_event(text, self.decode_of(read), names);
+        if let Some(seen) = screen.seen {
+            self.quarantine.record(read, vec![seen], false);
+        }
+        screen.line
+    }
+}
+
+/// Screens the responses of collection reads.
+#[derive(Clone)]
+pub struct ScreeningLayer {
+    screening: Arc<Screening>,
+}
+
+impl<S> Layer<S> for ScreeningLayer {
+    type Service = ScreenedService<S>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        ScreenedService {
+            inner,
+            screening: self.screening.clone(),
+        }
+    }
+}
+
+#[derive(Clone)]
+pub struct ScreenedService<S> {
+    inner: S,
+    screening: Arc<Screening>,
+}
+
+impl<S, B> Service<Request<kube::client::Body>> for ScreenedService<S>
+where
+    S: Service<Request<kube::client::Body>, Response = Response<B>>,
+    S::Future: Send + 'static,
+    B: Body<Data = Bytes> + Unpin + Send + 'static,
+    B::Error: Into<BoxError>,
+{
+    type Response = Response<ScreenedBody<B>>;
+    type Error = S::Error;
+    type Future = Pin<Box<dyn Future<Output = Result<Self::Response, S::Error>> + Send>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: Request<kube::client::Body>) -> Self::Future {
+        let read = if request.method() == Method::GET {
+            CollectionRead::of_get(request.uri().path(), request.uri().query())
+        } else {
+            None
+        };
+        let screening = self.screening.clone();
+        let response = self.inner.call(request);
+        Box::pin(async move {
+            let mut response = response.await?;
+            let read = read.filter(|_| response.status().is_success());
+            if read.is_some() {
+                // The body may change length.
+                response.headers_mut().remove(http::header::CONTENT_LENGTH);
+            }
+            Ok(response.map(|inner| {
+                let mode = match read {
+                    None => Mode::Pass,
+                    Some(read) if read.watch => Mode::Watch(WatchLines {
+                        read,
+                        screening,
+                        pending: BytesMut::new(),
+                        scanned: 0,
+                        out: VecDeque::new(),
+                        ended: false,
+                    }),
+                    Some(read) => Mode::List(ListBody {
+                        read,
+                        screening,
+                        collected: BytesMut::new(),
+                        trailers: None,
+                        done: false,
+                    }),
+                };
+                ScreenedBody { inner, mode }
+            }))
+        })
+    }
+}
+
+/// A response body: untouched, or screened as a LIST or a WATCH.
+pub struct ScreenedBody<B> {
+    inner: B,
+    mode: Mode,
+}
+
+enum Mode {
+    Pass,
+    List(ListBody),
+    Watch(WatchLines),
+}
+
+struct ListBody {
+    read: CollectionRead,
+    screening: Arc<Screening>,
+    collected: BytesMut,
+    trailers: Option<Frame<Bytes>>,
+    done: bool,
+}
+
+struct WatchLines {
+    read: CollectionRead,
+    screening: Arc<Screening>,
+    /// Bytes after the last complete line.
+    pending: BytesMut,
+    /// How much of `pending` is known to hold no newline.
+    scanned: usize,
+    /// What is ready to hand on.
+    out: VecDeque<Bytes>,
+    ended: bool,
+}
+
+impl<B> Body for ScreenedBody<B>
+where
+    B: Body<Data = Bytes> + Unpin,
+    B::Error: Into<BoxError>,
+{
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        let this = self.get_mut();
+        match &mut this.mode {
+            Mode::Pass => Pin::new(&mut this.inner).poll_frame(cx).map_err(Into::into),
+            Mode::List(list) => list.poll(&mut this.inner, cx),
+            Mode::Watch(watch) => watch.poll(&mut this.inner, cx),
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        match &self.mode {
+            Mode::Pass => self.inner.is_end_stream(),
+            Mode::List(list) => list.done && list.trailers.is_none(),
+            Mode::Watch(watch) => watch.ended && watch.out.is_empty(),
+        }
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match &self.mode {
+            Mode::Pass => self.inner.size_hint(),
+            Mode::List(_) | Mode::Watch(_) => SizeHint::default(),
+        }
+    }
+}
+
+impl ListBody {
+    fn poll<B>(
+        &mut self,
+        inner: &mut B,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>>
+    where
+        B: Body<Data = Bytes> + Unpin,
+        B::Error: Into<BoxError>,
+    {
+        loop {
+            if self.done {
+                return Poll::Ready(self.trailers.take().map(Ok));
+            }
+            match ready!(Pin::new(&mut *inner).poll_frame(cx)) {
+                Some(Ok(frame)) => match frame.into_data() {
+                    Ok(data) => self.collected.extend_from_slice(&data),
+                    Err(trailers) => self.trailers = Some(trailers),
+                },
+                Some(Err(error)) => return Poll::Ready(Some(Err(error.into()))),
+                None => {
+                    self.done = true;
+                    let body = self.collected.split().freeze();
+                    if body.is_empty() {
+                        continue;
+                    }
+                    let body = self.screening.list(&self.read, body);
+                    return Poll::Ready(Some(Ok(Frame::data(body))));
+                }
+            }
+        }
+    }
+}
+
+impl WatchLines {
+    fn poll<B>(
+        &mut self,
+        inner: &mut B,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>>
+    where
+        B: Body<Data = Bytes> + Unpin,
+        B::Error: Into<BoxError>,
+    {
+        loop {
+            if let Some(chunk) = self.out.pop_front() {
+                return Poll::Ready(Some(Ok(Frame::data(chunk))));
+            }
+            if self.ended {
+                return Poll::Ready(None);
+            }
+            match ready!(Pin::new(&mut *inner).poll_frame(cx)) {
+                Some(Ok(frame)) => match frame.into_data() {
+                    Ok(data) => self.push(&data),
+                    Err(trailers) => return Poll::Ready(Some(Ok(trailers))),
+                },
+                Some(Err(error)) => return Poll::Ready(Some(Err(error.into()))),
+                None => {
+                    self.ended = true;
+                    // A last event without its newline (kube decodes it at EOF too).
+                    if !self.pending.is_empty() {
+                        let rest = self.pending.split().freeze();
+                        match self.screening.event(&self.read, &rest) {
+                            Line::Keep => self.out.push_back(rest),
+                            Line::Replace(line) => self.out.push_back(Bytes::from(line)),
+                            Line::Drop => {}
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Takes `data` in; every line it completes is screened, and the lines that pass are
+    /// handed on as they came, in runs.
+    fn push(&mut self, data: &[u8]) {
+        self.pending.extend_from_slice(data);
+        let mut pieces = Vec::new();
+        let mut run_start = 0;
+        let mut line_start = 0;
+        let mut from = self.scanned;
+        while let Some(newline) = self.pending[from..]
+            .iter()
+            .position(|b| *b == b'\n')
+            .map(|at| from + at)
+        {
+            let line = &self.pending[line_start..newline];
+            match self.screening.event(&self.read, line) {
+                Line::Keep => {}
+                changed => {
+                    if line_start > run_start {
+                        pieces.push(Piece::Kept(run_start..line_start));
+                    }
+                    if let Line::Replace(line) = changed {
+                        pieces.push(Piece::Replaced(Bytes::from(line)));
+                    }
+                    run_start = newline + 1;
+                }
+            }
+            line_start = newline + 1;
+            from = line_start;
+        }
+        if line_start > run_start {
+            pieces.push(Piece::Kept(run_start..line_start));
+        }
+        let complete = self.pending.split_to(line_start).freeze();
+        self.scanned = self.pending.len();
+        for piece in pieces {
+            self.out.push_back(match piece {
+                Piece::Kept(range) => complete.slice(range),
+                Piece::Replaced(line) => line,
+            });
+        }
+    }
+}
+
+enum Piece {
+    Kept(std::ops::Range<usize>),
+    Replaced(Bytes),
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::VecDeque;
+
+    use futures::executor::block_on;
+    use futures::future::poll_fn;
+    use proptest::prelude::*;
+
+    use super::*;
+
+    /// A body that hands out `chunks` one per frame.
+    struct Chunks(VecDeque<Bytes>);
+
+    impl Body for Chunks {
+        type Data = Bytes;
+        type Error = std::convert::Infallible;
+
+        fn poll_frame(
+            mut self: Pin<&mut Self>,
+            _: &mut Context<'_>,
+        ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+            Poll::Ready(self.0.pop_front().map(|chunk| Ok(Frame::data(chunk))))
+        }
+    }
+
+    fn screened(path: &str, query: &str, chunks: Vec<Bytes>) -> (Vec<Bytes>, Quarantine) {
+        let quarantine = Quarantine::default();
+        let screening = Arc::new(Screening::new(
+            &OperatorDomain::default(),
+            quarantine.clone(),
+        ));
+        let read = CollectionRead::of_get(path, Some(query)).expect("a collection read");
+        let mode = if read.watch {
+            Mode::Watch(WatchLines {
+                read,
+                screening,
+                pending: BytesMut::new(),
+                scanned: 0,
+                out: VecDeque::new(),
+                ended: false,
+            })
+        } else {
+            Mode::List(ListBody {
+                read,
+                screening,
+                collected: BytesMut::new(),
+                trailers: None,
+                done: false,
+            })
+        };
+        let mut body = ScreenedBody {
+            inner: Chunks(chunks.into()),
+            mode,
+        };
+        let mut frames = Vec::new();
+        while let Some(frame) = block_on(poll_fn(|cx| Pin::new(&mut body).poll_frame(cx))) {
+            let data = frame.expect("no error").into_data().expect("data");
+            frames.push(data);
+        }
+        (frames, quarantine)
+    }
+
+    const CLAIMS: &str = "/apis/poolboy.gpte.redhat.com/v1/namespaces/ns/resourceclaims";
+
+    fn claim(name: &str, depth: usize) -> String {
+        let template = format!("{}1{}", r#"{"a":"#.repeat(depth), "}".repeat(depth));
+        format!(
+            r#"{{"apiVersion":"poolboy.gpte.redhat.com/v1","kind":"ResourceClaim","metadata":{{"name":"{name}","namespace":"ns","resourceVersion":"1"}},"spec":{{"resources":[{{"template":{template}}}]}}}}"#
+        )
+    }
+
+    fn event(type_: &str, object: &str) -> String {
+        format!(r#"{{"type":"{type_}","object":{object}}}"#) + "\n"
+    }
+
+    fn split(text: &str, cuts: &[usize]) -> Vec<Bytes> {
+        let mut cuts: Vec<usize> = cuts.iter().map(|c| c % (text.len() + 1)).collect();
+        cuts.sort_unstable();
+        let mut chunks = Vec::new();
+        let mut start = 0;
+        for cut in cuts.into_iter().chain([text.len()]) {
+            chunks.push(Bytes::copy_from_slice(&text.as_bytes()[start..cut]));
+            start = cut;
+        }
+        chunks
+    }
+
+    proptest! {
+        /// However the stream is cut into chunks, the events that decode come out byte for
+        /// byte, and the one that does not comes out as a deletion, in its place.
+        #[test]
+        fn a_watch_stream_is_screened_line_by_line(cuts in prop::collection::vec(0usize..4000, 0..12)) {
+            let before = event("ADDED", &claim("a", 3));
+            let deep = event("MODIFIED", &claim("deep", 300));
+            let after = event("MODIFIED", &claim("b", 3));
+            let bookmark = r#"{"type":"BOOKMARK","object":{"metadata":{"resourceVersion":"9"}}}"#;
+            let stream = format!("{before}{deep}{after}{bookmark}");
+            let (frames, quarantine) = screened(CLAIMS, "watch=true", split(&stream, &cuts));
+            let output = String::from_utf8(frames.concat()).expect("UTF-8");
+            let lines: Vec<&str> = output.split_inclusive('\n').collect();
+            prop_assert_eq!(lines.len(), 4);
+            prop_assert_eq!(lines[0], before.as_str());
+            prop_assert!(lines[1].starts_with(r#"{"type":"DELETED","object":{"apiVersion":"poolboy.gpte.redhat.com/v1","kind":"ResourceClaim","metadata":{"name":"deep""#), "{}", lines[1]);
+            prop_assert_eq!(lines[2], after.as_str());
+            prop_assert_eq!(lines[3], bookmark);
+            let set_aside: Vec<String> = quarantine.objects().into_iter().map(|s| s.object.name).collect();
+            prop_assert_eq!(set_aside, ["deep"]);
+        }
+    }
+
+    #[test]
+    fn a_list_loses_its_undecodable_items_and_the_quarantine_follows_the_lists() {
+        let list = |items: &[String]| {
+            format!(
+                r#"{{"apiVersion":"poolboy.gpte.redhat.com/v1","items":[{}],"kind":"ResourceClaimList","metadata":{{"resourceVersion":"5"}}}}"#,
+                items.join(",")
+            )
+        };
+        let body = list(&[claim("a", 3), claim("deep", 300)]);
+        let (frames, quarantine) = screened(CLAIMS, "limit=500", split(&body, &[100, 2000]));
+        assert_eq!(frames.len(), 1);
+        let text = String::from_utf8(frames.concat()).expect("UTF-8");
+        assert_eq!(text, list(&[claim("a", 3)]));
+        assert_eq!(quarantine.objects().len(), 1);
+
+        // A complete list without the deep claim (deleted or fixed) empties the quarantine.
+        let screening = Screening::new(&OperatorDomain::default(), quarantine.clone());
+        let read = CollectionRead::of_get(CLAIMS, None).expect("a collection read");
+        let untouched = Bytes::from(list(&[claim("a", 3)]));
+        assert_eq!(screening.list(&read, untouched.clone()), untouched);
+        assert!(quarantine.objects().is_empty());
+    }
+}
