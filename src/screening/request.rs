@@ -19,6 +19,9 @@ pub struct CollectionRead {
     pub selective: bool,
     /// A LIST page after the first (`continue=`).
     pub continued: bool,
+    /// Metadata only (`Accept: …;as=PartialObjectMetadataList`): items have no spec to
+    /// decode. Set from the request's headers, not its path.
+    pub metadata_only: bool,
 }
 
 impl CollectionRead {
@@ -61,6 +64,7 @@ impl CollectionRead {
             watch,
             selective,
             continued,
+            metadata_only: false,
         })
     }
 }

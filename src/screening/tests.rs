@@ -349,6 +349,7 @@ fn collection_reads_are_recognised_by_their_path() {
             watch: true,
             selective: false,
             continued: false,
+            metadata_only: false,
         }
     );
     let all = read("/api/v1/configmaps", Some("labelSelector=a%3Db")).expect("a collection");
