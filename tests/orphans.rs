@@ -55,7 +55,7 @@ async fn bind_by_hand(env: &TestEnv, handle: &str, claim: &str) {
 async fn a_handle_bound_by_a_process_that_died_before_recording_it_is_deleted() {
     let env = TestEnv::new().await;
     create_config_provider(&env, false).await;
-    let operator = TestOperator::start(env.client.clone(), &env.namespace);
+    let operator = TestOperator::start(env.kube_config(), &env.namespace);
     let first = ready_spare(&env, "first").await;
     create_config_claim(&env, "claim", json!({}), json!({}), json!({})).await;
     assert_eq!(bound(&env, "claim").await, first);
@@ -91,7 +91,7 @@ async fn a_handle_bound_by_a_process_that_died_before_recording_it_is_deleted() 
 async fn a_claim_deleted_while_the_broker_was_down_takes_every_handle_bound_to_it() {
     let env = TestEnv::new().await;
     create_config_provider(&env, false).await;
-    let operator = TestOperator::start(env.client.clone(), &env.namespace);
+    let operator = TestOperator::start(env.kube_config(), &env.namespace);
     let first = ready_spare(&env, "first").await;
     let stray = ready_spare(&env, "stray").await;
     create_config_claim(&env, "claim", json!({}), json!({}), json!({})).await;
@@ -107,7 +107,7 @@ async fn a_claim_deleted_while_the_broker_was_down_takes_every_handle_bound_to_i
         .delete("claim", &DeleteParams::default())
         .await
         .expect("deleting the claim");
-    let operator = TestOperator::start(env.client.clone(), &env.namespace);
+    let operator = TestOperator::start(env.kube_config(), &env.namespace);
 
     gone(&env.api::<ResourceClaim>(), "claim", TIMEOUT).await;
     for name in [&recorded, &stray] {
@@ -127,7 +127,7 @@ async fn a_claim_deleted_while_the_broker_was_down_takes_every_handle_bound_to_i
 async fn a_managed_resource_whose_handle_is_gone_is_deleted() {
     let env = TestEnv::new().await;
     create_config_provider(&env, false).await;
-    let operator = TestOperator::start(env.client.clone(), &env.namespace);
+    let operator = TestOperator::start(env.kube_config(), &env.namespace);
     // A live handle: the broker now watches ConfigMaps of the test namespace.
     let live = ready_spare(&env, "live").await;
     let live_uid = handle(&env, &live)

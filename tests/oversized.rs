@@ -17,7 +17,7 @@ use support::{SETTLE_TIMEOUT, TIMEOUT, TestEnv, eventually};
 async fn a_claim_whose_status_is_too_large_to_write_says_so() {
     let env = TestEnv::new().await;
     create_config_provider(&env, false).await;
-    let operator = TestOperator::start(env.client.clone(), &env.namespace);
+    let operator = TestOperator::start(env.kube_config(), &env.namespace);
     let big = "x".repeat(900_000);
     create_config_claim(&env, "big", json!({}), json!({}), json!({ "big": big })).await;
 
