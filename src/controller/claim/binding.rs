@@ -23,6 +23,8 @@ use crate::core::naming::claim_handle_name;
 #[derive(Clone)]
 pub(crate) struct Pending {
     pub(crate) handle: HandleObject,
+    /// Created for the claim (deleted if another process recorded another handle first).
+    pub(crate) created: bool,
     /// The claim's requested end, clamped (§10.4 fix), to write back.
     pub(crate) rewrite_requested_end: Option<DateTime<Utc>>,
 }
@@ -84,6 +86,7 @@ pub(crate) async fn bind_or_create(
     if let Some(handle) = adoptable(ctx, claim).await? {
         return Ok(Outcome::Bound(Box::new(Pending {
             handle,
+            created: false,
             rewrite_requested_end: None,
         })));
     }
@@ -147,7 +150,7 @@ pub(crate) async fn release_strays(
         }
         tracing::info!(claim = %claim_key(claim), handle = %name,
             "a handle bound to the claim is not the one it records: releasing and deleting it");
-        release(ctx, claim, &stray).await?;
+        release(ctx, claim, &stray, Disposal::Stray).await?;
     }
     Ok(())
 }
@@ -214,6 +217,7 @@ async fn bind(
                     tracing::info!(claim = %claim_key(claim), handle = %name, "bound claim to handle");
                     return Ok(Some(Pending {
                         handle: bound,
+                        created: false,
                         rewrite_requested_end: plan.rewrite_requested_end,
                     }));
                 }
@@ -231,6 +235,7 @@ async fn bind(
                         // Another process bound it to this very claim: take it as ours.
                         return Ok(Some(Pending {
                             handle: fresh,
+                            created: false,
                             rewrite_requested_end: None,
                         }));
                     }
@@ -299,6 +304,7 @@ async fn create(
             {
                 return Ok(Outcome::Bound(Box::new(Pending {
                     handle: existing,
+                    created: true,
                     rewrite_requested_end: created.rewrite_requested_end,
                 })));
             }
@@ -316,6 +322,7 @@ async fn create(
     );
     Ok(Outcome::Bound(Box::new(Pending {
         handle: made,
+        created: true,
         rewrite_requested_end: created.rewrite_requested_end,
     })))
 }
@@ -344,16 +351,26 @@ pub(crate) async fn delete_strays(
     Ok(())
 }
 
+/// What becomes of a handle once [`release`] has unbound it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Disposal {
+    /// Bound a moment ago by this reconcile, which lost to another process: deleted when it
+    /// was made for the claim, or when its pool has replaced it already (a pool never removes
+    /// surplus handles, §11 step 7, so keeping it would leave the pool one over for good, as
+    /// `make chaos` showed); otherwise free again.
+    LostRace { created: bool },
+    /// Found bound to a claim that records another handle (issue 10): bound for an unknown
+    /// time, it may have rendered its resources for the claim, so it is deleted.
+    Stray,
+}
+
 /// Unbinds `handle` from `claim`, guarded by a test that it is still bound to this claim (no
-/// longer bound: not ours to release). A handle of a pool, or one made for this claim, is then
-/// deleted while it stays unbound: once bound it may have rendered its resources for the claim,
-/// and a pool that refilled meanwhile would keep one handle too many for good (§11 step 7: no
-/// scale-down; seen in `make chaos`), so the pool refills instead. A spare made by hand is free
-/// again: nothing would replace it.
+/// longer bound: not ours to release), then disposes of it.
 pub(crate) async fn release(
     ctx: &ClaimContext,
     claim: &ClaimObject,
     handle: &HandleObject,
+    disposal: Disposal,
 ) -> Result<(), ClaimError> {
     let namespace = handle.metadata.namespace.as_deref().unwrap_or_default();
     let name = handle.metadata.name.as_deref().unwrap_or_default();
@@ -369,15 +386,47 @@ pub(crate) async fn release(
         Written::Conflict | Written::Gone => return Ok(()),
     };
     tracing::info!(claim = %claim_key(claim), handle = %name, "released a handle bound twice");
-    let made_for_claim = claim
-        .metadata
-        .uid
-        .as_deref()
-        .is_some_and(|uid| claim_handle_name(uid) == name);
-    if unbound.spec.resource_pool.is_some() || made_for_claim {
+    let delete = match disposal {
+        Disposal::Stray | Disposal::LostRace { created: true } => true,
+        Disposal::LostRace { created: false } => pool_replaced(ctx, &unbound),
+    };
+    if delete {
         delete_unbound(&api, unbound).await?;
     }
     Ok(())
+}
+
+/// Whether the pool of `handle` has refilled without it: it asks for unbound handles
+/// (`minAvailable` above 0) and has that many others already.
+fn pool_replaced(ctx: &ClaimContext, handle: &HandleObject) -> bool {
+    let Some(pool) = &handle.spec.resource_pool else {
+        return false;
+    };
+    let pool_ref = ObjectRef::new_with(&pool.name, ctx.kinds.pool.clone()).within(&pool.namespace);
+    let Some(min_available) = ctx
+        .stores
+        .pools
+        .get(&pool_ref)
+        .and_then(|p| p.spec.min_available)
+        .filter(|min| *min > 0)
+    else {
+        return false;
+    };
+    let others = ctx
+        .index
+        .handles()
+        .state()
+        .iter()
+        .filter(|h| {
+            h.metadata.name != handle.metadata.name
+                && is_free(&h.metadata, &h.spec)
+                && h.spec
+                    .resource_pool
+                    .as_ref()
+                    .is_some_and(|p| p.name == pool.name && p.namespace == pool.namespace)
+        })
+        .count();
+    i64::try_from(others).is_ok_and(|others| others >= min_available)
 }
 
 /// Deletes a released handle while it is still unbound: once unbound, another claim may bind
