@@ -73,8 +73,9 @@ fn positive_interval(text: &str) -> Result<std::time::Duration, String> {
 const SERVICE_ACCOUNT_NAMESPACE: &str = "/var/run/secrets/kubernetes.io/serviceaccount/namespace";
 
 /// How long a response from the API server may stay silent before the request fails (and is
-/// retried): longer than any request or watch the server keeps open.
-const API_READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(300);
+/// retried): longer than any request (60 s) or watch (`controller::listed::WATCH_TIMEOUT_SECS`)
+/// the server keeps open.
+const API_READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(90);
 
 #[derive(clap::Args, Debug)]
 struct RenderArgs {
@@ -266,8 +267,7 @@ fn run(args: RunArgs, domain: OperatorDomain) -> ExitCode {
             .map_err(|e| format!("cannot connect to Kubernetes: {e}"))?;
         // kube sets no read timeout, so a response lost on the way would stall its reconcile (or
         // a watch's initial list) for good. The API server ends every request within 60 s and
-        // every watch within 290 s (kube-runtime's default; watch streams also have their own
-        // idle timeout), so nothing legitimate is this quiet.
+        // every watch of the broker within 60 s, so nothing legitimate is this quiet.
         config.read_timeout = Some(API_READ_TIMEOUT);
         config.reset_reader_on_write = true;
         let options = crate::runtime::run::RunOptions {

@@ -25,7 +25,6 @@ use kube::Client;
 use kube::api::Api;
 use kube::runtime::controller::{self, Action, Controller};
 use kube::runtime::reflector::ObjectRef;
-use kube::runtime::watcher;
 
 use self::binding::{Outcome, Pending};
 use super::context::{Context, EventKind};
@@ -81,7 +80,7 @@ pub(crate) fn controller(
     };
     let handles =
         Api::<HandleObject>::namespaced_with(client.clone(), operator_namespace, &kinds.handle);
-    let config = watcher::Config::default().any_semantic();
+    let config = super::listed::watch_config().any_semantic();
     // The store is written before the wake goes out: a woken claim reads the change.
     let (index, handle_events) = ClaimIndex::watch(handles, config.clone(), kinds.handle.clone());
     let claim_kind = kinds.claim.clone();

@@ -17,7 +17,6 @@ use futures::channel::mpsc::UnboundedReceiver;
 use kube::api::Api;
 use kube::runtime::controller::{self, Action, Controller};
 use kube::runtime::reflector::ObjectRef;
-use kube::runtime::watcher;
 use kube::{Client, ResourceExt};
 use serde_json::Value;
 
@@ -84,7 +83,7 @@ pub(crate) fn controller(
     let handle_kind = kinds.handle.clone();
     let namespace = operator_namespace.to_owned();
     let bindings = bindings.clone();
-    let config = watcher::Config::default().any_semantic();
+    let config = super::listed::watch_config().any_semantic();
     Controller::new_with(main, config.clone(), kinds.handle.clone()).watches_with(
         other,
         kinds.claim.clone(),

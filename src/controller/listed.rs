@@ -35,6 +35,19 @@ use kube::runtime::{WatchStreamExt, watcher};
 use serde::de::DeserializeOwned;
 use tokio::sync::watch;
 
+/// How long the API server keeps one watch request open (kube-runtime's default is 290 s).
+/// A watch made while kube-apiserver was going down can stay open but silent, so no event
+/// reaches its controller until the request ends: `make chaos` saw handles created after an
+/// API-server restart go unnoticed for almost four minutes. Ending every watch after a minute
+/// (and failing a read silent for longer, `poolboy run`'s read timeout) bounds that; an idle
+/// broker pays one watch request per minute per watch, and no list.
+pub(crate) const WATCH_TIMEOUT_SECS: u32 = 60;
+
+/// The watch configuration every watch of the broker starts from.
+pub(crate) fn watch_config() -> watcher::Config {
+    watcher::Config::default().timeout(WATCH_TIMEOUT_SECS)
+}
+
 /// A store and whether its watch has listed once. Cheap to clone.
 #[derive(Clone)]
 pub(crate) struct ListedStore<K: Resource + 'static>

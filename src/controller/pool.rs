@@ -30,7 +30,6 @@ use futures::channel::mpsc::UnboundedReceiver;
 use kube::api::{Api, Patch, PostParams};
 use kube::runtime::controller::{self, Action, Controller};
 use kube::runtime::reflector::{ObjectRef, Store};
-use kube::runtime::watcher;
 use kube::{Client, ResourceExt};
 use serde_json::json;
 
@@ -106,7 +105,7 @@ pub(crate) fn controller(
     let other =
         Api::<HandleObject>::namespaced_with(client.clone(), operator_namespace, &kinds.handle);
     let pool_kind = kinds.pool.clone();
-    let config = watcher::Config::default().any_semantic();
+    let config = super::listed::watch_config().any_semantic();
     let (handles, handle_events) =
         reflected_watch(other, config.clone(), kinds.handle.clone(), |_| {});
     let controller = Controller::new_with(main, config, kinds.pool.clone()).watches_stream_with(

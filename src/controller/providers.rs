@@ -10,7 +10,7 @@ use futures::StreamExt;
 use kube::ResourceExt;
 use kube::api::{Api, ListParams, Patch, PatchParams};
 use kube::runtime::WatchStreamExt;
-use kube::runtime::watcher::{self, Event};
+use kube::runtime::watcher::Event;
 use serde_json::json;
 
 use super::context::{Context, EventKind};
@@ -54,7 +54,7 @@ pub(crate) async fn load(ctx: &Context) -> Result<(), ProviderWatchError> {
 
 /// Follows provider changes until the stream ends (never, short of shutdown).
 pub(crate) async fn watch(ctx: Arc<Context>) {
-    let stream = kube::runtime::watcher(api(&ctx), watcher::Config::default()).default_backoff();
+    let stream = kube::runtime::watcher(api(&ctx), super::listed::watch_config()).default_backoff();
     let mut stream = std::pin::pin!(stream);
     while let Some(event) = stream.next().await {
         match event {

@@ -11,7 +11,6 @@ use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::controller::{self, Action, Controller};
 use kube::runtime::reflector::ObjectRef;
-use kube::runtime::watcher;
 use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
 
@@ -49,13 +48,13 @@ pub(crate) fn controller(
     let main =
         Api::<ScalingObject>::namespaced_with(client.clone(), operator_namespace, &kinds.scaling);
     let pools = Api::<PoolObject>::namespaced_with(client.clone(), operator_namespace, &kinds.pool);
-    let config = watcher::Config::default().any_semantic();
+    let config = super::listed::watch_config().any_semantic();
     let controller = Controller::new_with(main, config.clone(), kinds.scaling.clone());
     let scalings = controller.store();
     let scaling_kind = kinds.scaling.clone();
     // Only a pool's appearance matters here (the predicate cache is keyed by uid): its spec
     // and status changes would wake every scaling for nothing.
-    let appeared = watcher(pools, config)
+    let appeared = kube::runtime::watcher(pools, config)
         .default_backoff()
         .touched_objects()
         .predicate_filter(|_: &PoolObject| Some(0), Default::default());

@@ -102,7 +102,7 @@ pub(crate) async fn ensure_watch(
         domain: ctx.domain().clone(),
         operator_namespace: ctx.config.operator_namespace.clone(),
     };
-    let stream = kube::runtime::watcher(api, watcher::Config::default())
+    let stream = kube::runtime::watcher(api, super::listed::watch_config())
         .default_backoff()
         .reflect(writer);
     let sweeper = Sweeper::new(ctx.client.clone(), ctx.handles_api(), kind.resource.clone());
