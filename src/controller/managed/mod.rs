@@ -32,6 +32,7 @@ use super::kinds::{ClaimObject, HandleObject, Kinds, WatchObject};
 use crate::api::OperatorDomain;
 use crate::api::refs::ResourceReference;
 use crate::api::watch::ResourceWatchSpec;
+use crate::core::handle::definition::status_references;
 use crate::core::naming::resource_watch_name;
 
 /// The kind `api_version`/`kind` as the API server serves it, discovered once per process.
@@ -261,6 +262,19 @@ impl Router {
         })
     }
 
+    /// Wakes every handle whose status references a resource that the watch `key` covers.
+    fn wake_handles_watching(&self, key: &WatchKey) {
+        for handle in self.handles.state() {
+            let covered = status_references(&Kinds::handle_of(&handle))
+                .iter()
+                .flatten()
+                .any(|reference| WatchKey::of(reference) == *key);
+            if covered && let Some(name) = handle.metadata.name.as_deref() {
+                self.wake(name);
+            }
+        }
+    }
+
     fn wake(&self, handle_name: &str) {
         let handle_ref = ObjectRef::new_with(handle_name, self.kinds.handle.clone())
             .within(&self.operator_namespace);
@@ -305,6 +319,7 @@ async fn follow<S>(
     // Object → handle, for every routed object currently known.
     let mut known: HashMap<ObjectRef<DynamicObject>, String> = HashMap::new();
     let mut relisted: HashSet<ObjectRef<DynamicObject>> = HashSet::new();
+    let mut listed_once = false;
     while let Some(event) = stream.next().await {
         match event {
             Ok(Event::Apply(object)) | Ok(Event::InitApply(object)) => {
@@ -325,6 +340,12 @@ async fn follow<S>(
             }
             Ok(Event::Init) => relisted.clear(),
             Ok(Event::InitDone) => {
+                // A resource deleted between its handle creating it and this watch's first
+                // list never shows up here: its handle is told to look (a busy API server
+                // made that gap long enough for a test to fall in).
+                if !std::mem::replace(&mut listed_once, true) {
+                    router.wake_handles_watching(&key);
+                }
                 let gone: Vec<_> = known
                     .keys()
                     .filter(|k| !relisted.contains(*k))
