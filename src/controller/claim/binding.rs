@@ -6,6 +6,7 @@
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
+use kube::ResourceExt;
 use kube::api::{Api, Patch, PostParams};
 use kube::runtime::reflector::ObjectRef;
 
@@ -18,6 +19,7 @@ use crate::core::binding::bind::unbind_patch;
 use crate::core::binding::matching::{is_bind_candidate, is_free};
 use crate::core::claim::plan::{ResolvedClaim, requested_pool};
 use crate::core::naming::claim_handle_name;
+use crate::core::pool::plan::{has_refilled, is_unbound_handle_of_pool};
 
 /// A handle just given to the claim, not yet recorded in its status.
 #[derive(Clone)]
@@ -129,26 +131,33 @@ fn bound_handles(ctx: &ClaimContext, claim: &ClaimObject) -> Vec<String> {
     ctx.index.bound_to(namespace, name)
 }
 
-/// Handles bound to the claim besides `recorded`, the one its status names: a process died
-/// between binding one and recording it, or lost a race and died before releasing it (issue
-/// 10). Each is [`release`]d.
+/// The stored handles bound to the claim besides `recorded`, the one its status names: a
+/// process died between binding one and recording it, or lost a race and died before
+/// releasing it (issue 10).
+fn strays(
+    ctx: &ClaimContext,
+    claim: &ClaimObject,
+    recorded: Option<&str>,
+) -> Vec<Arc<HandleObject>> {
+    let namespace = ctx.config.operator_namespace.as_str();
+    bound_handles(ctx, claim)
+        .into_iter()
+        .filter(|name| Some(name.as_str()) != recorded)
+        .filter_map(|name| ctx.index.handle(namespace, &name, &ctx.kinds.handle))
+        .collect()
+}
+
+/// [`release`]s each of the claim's [`strays`].
 pub(crate) async fn release_strays(
     ctx: &ClaimContext,
     claim: &ClaimObject,
     recorded: &str,
 ) -> Result<(), ClaimError> {
-    let namespace = ctx.config.operator_namespace.as_str();
-    for name in bound_handles(ctx, claim) {
-        if name == recorded {
-            continue;
-        }
-        let Some(stray) = ctx.index.handle(namespace, &name, &ctx.kinds.handle) else {
-            continue;
-        };
+    for stray in strays(ctx, claim, Some(recorded)) {
         if stray.metadata.deletion_timestamp.is_some() || !bound_to(&stray, claim) {
             continue;
         }
-        tracing::info!(claim = %claim_key(claim), handle = %name,
+        tracing::info!(claim = %claim_key(claim), handle = %stray.name_any(),
             "a handle bound to the claim is not the one it records: releasing and deleting it");
         release(ctx, claim, &stray, Disposal::Stray).await?;
     }
@@ -335,16 +344,9 @@ pub(crate) async fn delete_strays(
     claim: &ClaimObject,
     recorded: Option<&str>,
 ) -> Result<(), ClaimError> {
-    let namespace = ctx.config.operator_namespace.as_str();
-    let api = handles_api(ctx, namespace);
-    for name in bound_handles(ctx, claim) {
-        if Some(name.as_str()) == recorded {
-            continue;
-        }
-        let Some(stray) = ctx.index.handle(namespace, &name, &ctx.kinds.handle) else {
-            continue;
-        };
-        tracing::info!(claim = %claim_key(claim), handle = %name,
+    let api = handles_api(ctx, &ctx.config.operator_namespace);
+    for stray in strays(ctx, claim, recorded) {
+        tracing::info!(claim = %claim_key(claim), handle = %stray.name_any(),
             "deleting a handle bound to the deleted claim that it never recorded");
         write::delete_while(&api, &stray, 3, |h| bound_to(h, claim)).await?;
     }
@@ -399,17 +401,12 @@ pub(crate) async fn release(
 /// Whether the pool of `handle` has refilled without it: it asks for unbound handles
 /// (`minAvailable` above 0) and has that many others already.
 fn pool_replaced(ctx: &ClaimContext, handle: &HandleObject) -> bool {
-    let Some(pool) = &handle.spec.resource_pool else {
+    let Some(reference) = &handle.spec.resource_pool else {
         return false;
     };
-    let pool_ref = ObjectRef::new_with(&pool.name, ctx.kinds.pool.clone()).within(&pool.namespace);
-    let Some(min_available) = ctx
-        .stores
-        .pools
-        .get(&pool_ref)
-        .and_then(|p| p.spec.min_available)
-        .filter(|min| *min > 0)
-    else {
+    let pool_ref =
+        ObjectRef::new_with(&reference.name, ctx.kinds.pool.clone()).within(&reference.namespace);
+    let Some(pool) = ctx.stores.pools.get(&pool_ref).map(|p| Kinds::pool_of(&p)) else {
         return false;
     };
     let others = ctx
@@ -417,16 +414,10 @@ fn pool_replaced(ctx: &ClaimContext, handle: &HandleObject) -> bool {
         .handles()
         .state()
         .iter()
-        .filter(|h| {
-            h.metadata.name != handle.metadata.name
-                && is_free(&h.metadata, &h.spec)
-                && h.spec
-                    .resource_pool
-                    .as_ref()
-                    .is_some_and(|p| p.name == pool.name && p.namespace == pool.namespace)
-        })
+        .filter(|h| h.metadata.name != handle.metadata.name)
+        .filter(|h| is_unbound_handle_of_pool(&Kinds::handle_of(h), &pool, ctx.domain()))
         .count();
-    i64::try_from(others).is_ok_and(|others| others >= min_available)
+    has_refilled(&pool, others)
 }
 
 /// Deletes a released handle while it is still unbound: once unbound, another claim may bind

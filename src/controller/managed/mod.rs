@@ -199,6 +199,13 @@ pub(crate) async fn fetch(
     Ok(object.and_then(|o| serde_json::to_value(o).ok()))
 }
 
+/// The handle a managed resource names in its annotations.
+struct HandleAnnotations<'a> {
+    name: &'a str,
+    /// Absent on resources made before handles recorded their uid.
+    uid: Option<&'a str>,
+}
+
 /// Routes events of managed resources to their handles and claims.
 struct Router {
     triggers: Triggers,
@@ -214,24 +221,15 @@ impl Router {
     /// returns the handle's name. Objects without the annotation, or that Poolboy is deleting
     /// (`D/resource-handle-deleted`), are skipped (B12).
     fn route(&self, object: &DynamicObject) -> Option<String> {
-        let annotations = object.metadata.annotations.as_ref()?;
-        if annotations.contains_key(&self.domain.resource_handle_deleted()) {
-            return None;
-        }
-        let name = annotations.get(&self.domain.resource_handle_name())?;
-        if annotations
-            .get(&self.domain.resource_handle_namespace())
-            .is_some_and(|ns| *ns != self.operator_namespace)
-        {
-            return None;
-        }
+        let name = self.handle_annotations(object)?.name;
         self.wake(name);
-        Some(name.clone())
+        Some(name.to_owned())
     }
 
-    /// `object`, when the handle its annotations name is missing from the store, being
-    /// deleted, or a namesake with another uid: it may have outlived its handle (issue 10).
-    fn suspect(&self, object: &DynamicObject) -> Option<Suspect> {
+    /// The handle `object`'s annotations name (B12): none when it has no such annotation, is
+    /// being deleted by Poolboy (`D/resource-handle-deleted`), or names another operator
+    /// namespace.
+    fn handle_annotations<'a>(&self, object: &'a DynamicObject) -> Option<HandleAnnotations<'a>> {
         let annotations = object.metadata.annotations.as_ref()?;
         if annotations.contains_key(&self.domain.resource_handle_deleted())
             || annotations
@@ -240,15 +238,26 @@ impl Router {
         {
             return None;
         }
-        let handle_name = annotations.get(&self.domain.resource_handle_name())?;
-        let handle_uid = annotations
-            .get(&self.domain.resource_handle_uid())
-            .filter(|uid| !uid.is_empty());
-        let handle_ref = ObjectRef::new_with(handle_name, self.kinds.handle.clone())
+        Some(HandleAnnotations {
+            name: annotations.get(&self.domain.resource_handle_name())?,
+            uid: annotations
+                .get(&self.domain.resource_handle_uid())
+                .map(String::as_str)
+                .filter(|uid| !uid.is_empty()),
+        })
+    }
+
+    /// `object`, when the handle its annotations name is missing from the store, being
+    /// deleted, or a namesake with another uid: it may have outlived its handle (issue 10).
+    fn suspect(&self, object: &DynamicObject) -> Option<Suspect> {
+        let handle = self.handle_annotations(object)?;
+        let handle_ref = ObjectRef::new_with(handle.name, self.kinds.handle.clone())
             .within(&self.operator_namespace);
         let owned = self.handles.get(&handle_ref).is_some_and(|h| {
             h.metadata.deletion_timestamp.is_none()
-                && handle_uid.is_none_or(|uid| h.metadata.uid.as_ref() == Some(uid))
+                && handle
+                    .uid
+                    .is_none_or(|uid| h.metadata.uid.as_deref() == Some(uid))
         });
         if owned {
             return None;
@@ -257,8 +266,8 @@ impl Router {
             namespace: object.metadata.namespace.clone(),
             name: object.metadata.name.clone()?,
             uid: object.metadata.uid.clone()?,
-            handle_name: handle_name.clone(),
-            handle_uid: handle_uid.cloned(),
+            handle_name: handle.name.to_owned(),
+            handle_uid: handle.uid.map(str::to_owned),
         })
     }
 

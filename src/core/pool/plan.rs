@@ -53,6 +53,17 @@ pub(crate) fn is_handle_of_pool(handle: &ResourceHandle, pool: &ResourcePool) ->
     })
 }
 
+/// Whether `pool`, with `unbound` unbound handles besides one a claim just released, has
+/// refilled without it: it asks for unbound handles and has that many. Keeping the released
+/// one would leave the pool over `minAvailable` for good, since a pool never removes surplus
+/// handles (§11 step 7).
+pub(crate) fn has_refilled(pool: &ResourcePool, unbound: usize) -> bool {
+    pool.spec
+        .min_available
+        .filter(|min| *min > 0)
+        .is_some_and(|min| i64::try_from(unbound).is_ok_and(|unbound| unbound >= min))
+}
+
 /// Whether `handle` is one of `pool`'s unbound handles: the pool's, without a claim, not
 /// being deleted, and not labelled `D/ignore` (§7.6: Poolboy's handle cache and its label
 /// selectors leave ignored handles out, so the pool neither counts nor deletes them).
