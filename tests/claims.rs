@@ -738,7 +738,8 @@ async fn a_claim_whose_handle_is_gone_is_deleted() {
 
 /// Δ B01 across processes: two operators without leader election, 50 claims against 20
 /// matching unbound handles. Every claim is bound, no handle to two claims, no handle
-/// created twice for a claim.
+/// created twice for a claim. A handle bound by a process that then lost the claim to the
+/// other is released and deleted (issue 10): no pre-created handle is left unbound.
 #[tokio::test]
 async fn fifty_claims_two_operators_twenty_handles_no_handle_bound_twice() {
     const CLAIMS: usize = 50;
@@ -764,27 +765,20 @@ async fn fifty_claims_two_operators_twenty_handles_no_handle_bound_twice() {
     });
     futures::future::join_all(creates).await;
 
-    let claims = eventually("every claim bound", Duration::from_secs(120), || async {
-        let claims = apis
-            .claims
-            .list(&ListParams::default())
-            .await
-            .expect("claims");
-        claims
-            .items
-            .iter()
-            .all(|c| handle_name(c).is_some())
-            .then_some(claims.items)
-    })
+    let (claims, handles) = eventually(
+        "every claim bound, no unbound handle left",
+        Duration::from_secs(120),
+        || async {
+            let claims = apis.claims.list(&ListParams::default()).await.ok()?.items;
+            let handles = apis.handles.list(&ListParams::default()).await.ok()?.items;
+            let settled = claims.iter().all(|c| handle_name(c).is_some())
+                && handles.iter().all(|h| h.spec.resource_claim.is_some());
+            settled.then_some((claims, handles))
+        },
+    )
     .await;
     assert_eq!(claims.len(), CLAIMS);
-    let handles = apis
-        .handles
-        .list(&ListParams::default())
-        .await
-        .expect("handles");
     let live: Vec<&ResourceHandle> = handles
-        .items
         .iter()
         .filter(|h| h.metadata.deletion_timestamp.is_none())
         .collect();
@@ -820,11 +814,19 @@ async fn fifty_claims_two_operators_twenty_handles_no_handle_bound_twice() {
         .iter()
         .filter(|c| handle_name(c).is_some_and(|h| precreated.contains(h)))
         .count();
-    assert_eq!(reused, HANDLES, "every pre-created handle was bound");
+    let left: Vec<&str> = handles
+        .iter()
+        .filter_map(|h| h.metadata.name.as_deref())
+        .filter(|name| precreated.contains(*name))
+        .collect();
     assert_eq!(
-        CLAIMS - reused,
-        CLAIMS - HANDLES,
-        "the rest got new handles"
+        reused,
+        left.len(),
+        "every pre-created handle left is bound: {left:?}"
+    );
+    assert!(
+        reused >= HANDLES / 2,
+        "most pre-created handles were bound, not lost to races: {reused} of {HANDLES}"
     );
 
     env.teardown([first, second]).await;

@@ -107,6 +107,10 @@ impl OperatorDomain {
     pub fn resource_handle_deleted(&self) -> String {
         self.key("resource-handle-deleted")
     }
+    /// Marks a handle a claim let go of (not in Poolboy): never bound again, deleted.
+    pub fn released_from_claim(&self) -> String {
+        self.key("released-from-claim")
+    }
     pub fn resource_index(&self) -> String {
         self.key("resource-index")
     }

@@ -262,15 +262,7 @@ async fn pass(
     // another process that recorded a different one.
     if let (Some(bound), Some(recorded)) = (pending.as_ref(), recorded.as_ref()) {
         if bound.name() != recorded.name {
-            binding::release(
-                ctx,
-                &claim,
-                &bound.handle,
-                binding::Disposal::LostRace {
-                    created: bound.created,
-                },
-            )
-            .await?;
+            binding::release(ctx, &claim, &bound.handle).await?;
         }
         *pending = None;
     }

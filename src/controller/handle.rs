@@ -28,6 +28,7 @@ use super::oversized;
 use super::reconciler::Reconciler;
 use super::write::{self, Target, Written};
 use crate::api::ResourceClaim;
+use crate::core::binding::matching::{is_free, is_released};
 use crate::core::handle::definition::status_references;
 use crate::core::handle::plan::{
     HandlePlanError, HandleProviders, PlanEnvironment, PlanInput, ResourcePlan,
@@ -171,6 +172,18 @@ async fn manage(handle: &HandleObject, ctx: &Context) -> Result<Action, HandleEr
 
 /// One pass of Δ§3.2 Manage over `object`.
 async fn manage_once(mut object: HandleObject, ctx: &Context) -> Result<Pass, HandleError> {
+    // Issue 10: a handle a claim let go of may hold resources rendered for that claim; it is
+    // deleted, as long as it is still unbound and released (a binder with a stale copy may have
+    // bound it since: then it is that claim's).
+    let released =
+        |h: &HandleObject| is_free(&h.metadata, &h.spec) && is_released(&h.metadata, ctx.domain());
+    if released(&object) {
+        tracing::info!(handle = %object.name_any(), "deleting a handle released by a claim");
+        return match write::delete_while(&ctx.handles_api(), &object, 3, released).await? {
+            Written::Conflict => Err(HandleError::Conflict(object.name_any())),
+            Written::Done(()) | Written::Gone => Ok(Pass::Done(Action::await_change())),
+        };
+    }
     let original_problem = problem_message(object.status.as_ref()).map(str::to_owned);
     let finalizer = ctx.domain().finalizer();
     object = match write::add_finalizer(&ctx.handles_api(), object, &finalizer).await? {

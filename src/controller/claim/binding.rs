@@ -16,17 +16,14 @@ use super::{ClaimContext, ClaimError};
 use crate::api::ResourceHandle;
 use crate::api::claim::ClaimHandleRef;
 use crate::core::binding::bind::unbind_patch;
-use crate::core::binding::matching::{is_bind_candidate, is_free};
+use crate::core::binding::matching::is_bind_candidate;
 use crate::core::claim::plan::{ResolvedClaim, requested_pool};
 use crate::core::naming::claim_handle_name;
-use crate::core::pool::plan::{has_refilled, is_unbound_handle_of_pool};
 
 /// A handle just given to the claim, not yet recorded in its status.
 #[derive(Clone)]
 pub(crate) struct Pending {
     pub(crate) handle: HandleObject,
-    /// Created for the claim (deleted if another process recorded another handle first).
-    pub(crate) created: bool,
     /// The claim's requested end, clamped (§10.4 fix), to write back.
     pub(crate) rewrite_requested_end: Option<DateTime<Utc>>,
 }
@@ -88,7 +85,6 @@ pub(crate) async fn bind_or_create(
     if let Some(handle) = adoptable(ctx, claim).await? {
         return Ok(Outcome::Bound(Box::new(Pending {
             handle,
-            created: false,
             rewrite_requested_end: None,
         })));
     }
@@ -158,8 +154,8 @@ pub(crate) async fn release_strays(
             continue;
         }
         tracing::info!(claim = %claim_key(claim), handle = %stray.name_any(),
-            "a handle bound to the claim is not the one it records: releasing and deleting it");
-        release(ctx, claim, &stray, Disposal::Stray).await?;
+            "a handle bound to the claim is not the one it records: releasing it");
+        release(ctx, claim, &stray).await?;
     }
     Ok(())
 }
@@ -180,7 +176,7 @@ async fn bind(
     let handles: Vec<ResourceHandle> = snapshot
         .iter()
         .filter(|h| {
-            is_bind_candidate(&h.metadata, &h.spec, operator_namespace)
+            is_bind_candidate(&h.metadata, &h.spec, ctx.domain(), operator_namespace)
                 && !index.is_taken(
                     h.metadata.name.as_deref().unwrap_or_default(),
                     h.metadata.resource_version.as_deref(),
@@ -226,7 +222,6 @@ async fn bind(
                     tracing::info!(claim = %claim_key(claim), handle = %name, "bound claim to handle");
                     return Ok(Some(Pending {
                         handle: bound,
-                        created: false,
                         rewrite_requested_end: plan.rewrite_requested_end,
                     }));
                 }
@@ -244,7 +239,6 @@ async fn bind(
                         // Another process bound it to this very claim: take it as ours.
                         return Ok(Some(Pending {
                             handle: fresh,
-                            created: false,
                             rewrite_requested_end: None,
                         }));
                     }
@@ -313,7 +307,6 @@ async fn create(
             {
                 return Ok(Outcome::Bound(Box::new(Pending {
                     handle: existing,
-                    created: true,
                     rewrite_requested_end: created.rewrite_requested_end,
                 })));
             }
@@ -331,7 +324,6 @@ async fn create(
     );
     Ok(Outcome::Bound(Box::new(Pending {
         handle: made,
-        created: true,
         rewrite_requested_end: created.rewrite_requested_end,
     })))
 }
@@ -353,26 +345,14 @@ pub(crate) async fn delete_strays(
     Ok(())
 }
 
-/// What becomes of a handle once [`release`] has unbound it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Disposal {
-    /// Bound a moment ago by this reconcile, which lost to another process: deleted when it
-    /// was made for the claim, or when its pool has replaced it already (a pool never removes
-    /// surplus handles, §11 step 7, so keeping it would leave the pool one over for good, as
-    /// `make chaos` showed); otherwise free again.
-    LostRace { created: bool },
-    /// Found bound to a claim that records another handle (issue 10): bound for an unknown
-    /// time, it may have rendered its resources for the claim, so it is deleted.
-    Stray,
-}
-
-/// Unbinds `handle` from `claim`, guarded by a test that it is still bound to this claim (no
-/// longer bound: not ours to release), then disposes of it.
+/// Lets go of `handle`, which `claim` does not record: unbinds it, guarded by a test that it
+/// is still bound to this claim (no longer bound: not ours to release), and marks it released
+/// ([`unbind_patch`]). Bound for an unknown time, it may have rendered its resources for the
+/// claim: it is never bound again, its pool replaces it, and the handle controller deletes it.
 pub(crate) async fn release(
     ctx: &ClaimContext,
     claim: &ClaimObject,
     handle: &HandleObject,
-    disposal: Disposal,
 ) -> Result<(), ClaimError> {
     let namespace = handle.metadata.namespace.as_deref().unwrap_or_default();
     let name = handle.metadata.name.as_deref().unwrap_or_default();
@@ -382,52 +362,14 @@ pub(crate) async fn release(
         &Kinds::claim_of(claim),
         ctx.domain(),
     ));
-    let unbound = match write::send(&api, name, Target::Object, &patch).await? {
-        Written::Done(unbound) => unbound,
-        // No longer bound to this claim (its `test` failed): not ours to release.
-        Written::Conflict | Written::Gone => return Ok(()),
-    };
-    tracing::info!(claim = %claim_key(claim), handle = %name, "released a handle bound twice");
-    let delete = match disposal {
-        Disposal::Stray | Disposal::LostRace { created: true } => true,
-        Disposal::LostRace { created: false } => pool_replaced(ctx, &unbound),
-    };
-    if delete {
-        delete_unbound(&api, unbound).await?;
-    }
-    Ok(())
-}
-
-/// Whether the pool of `handle` has refilled without it: it asks for unbound handles
-/// (`minAvailable` above 0) and has that many others already.
-fn pool_replaced(ctx: &ClaimContext, handle: &HandleObject) -> bool {
-    let Some(reference) = &handle.spec.resource_pool else {
-        return false;
-    };
-    let pool_ref =
-        ObjectRef::new_with(&reference.name, ctx.kinds.pool.clone()).within(&reference.namespace);
-    let Some(pool) = ctx.stores.pools.get(&pool_ref).map(|p| Kinds::pool_of(&p)) else {
-        return false;
-    };
-    let others = ctx
-        .index
-        .handles()
-        .state()
-        .iter()
-        .filter(|h| h.metadata.name != handle.metadata.name)
-        .filter(|h| is_unbound_handle_of_pool(&Kinds::handle_of(h), &pool, ctx.domain()))
-        .count();
-    has_refilled(&pool, others)
-}
-
-/// Deletes a released handle while it is still unbound: once unbound, another claim may bind
-/// it at any moment, and a handle found bound again is left to its new claim.
-async fn delete_unbound(api: &Api<HandleObject>, handle: HandleObject) -> Result<(), ClaimError> {
-    let unbound = |h: &HandleObject| is_free(&h.metadata, &h.spec);
-    // Bounded: a handle whose status keeps changing is left unbound (it expires with its lifespan).
-    if write::delete_while(api, &handle, 10, unbound).await? == Written::Conflict {
-        let name = handle.metadata.name.as_deref().unwrap_or_default();
-        tracing::warn!(handle = %name, "released handle keeps changing: left unbound");
+    match write::send(&api, name, Target::Object, &patch).await? {
+        Written::Done(_) => {
+            tracing::info!(claim = %claim_key(claim), handle = %name, "released a handle the claim does not record");
+        }
+        // No longer bound to this claim (a `test` failed), or gone: not ours to release. A
+        // stale copy (annotations it does not show) fails too; the claim's next pass, on a
+        // fresher store, finds the handle among its strays.
+        Written::Conflict | Written::Gone => {}
     }
     Ok(())
 }

@@ -126,10 +126,14 @@ pub(crate) fn bind_patch(
     })
 }
 
-/// The patch that undoes a bind which lost to another process (it recorded another handle in
-/// the claim's status first): `test` that the handle is still bound to `claim` (once unbound,
-/// the handle may be bound to another claim at any moment, which must not be undone), remove
-/// `spec.resourceClaim`, and remove the claim labels the handle has.
+/// The patch with which a claim lets go of a handle it does not record (a bind that lost to
+/// another process, or a stray, issue 10): `test` that the handle is still bound to `claim`
+/// (once let go, it is not this claim's to touch), remove `spec.resourceClaim` and the claim
+/// labels the handle has, and mark it [`OperatorDomain::released_from_claim`] with the
+/// claim's `namespace/name`, so that nobody binds it again and it is deleted
+/// ([`crate::core::binding::matching::is_released`]). A copy without annotations adds the
+/// whole map behind a `test` that the live handle has none: adding it blindly would drop
+/// annotations the copy does not show.
 pub(crate) fn unbind_patch(
     handle: &ResourceHandle,
     claim: &ResourceClaim,
@@ -154,6 +158,27 @@ pub(crate) fn unbind_patch(
                 path: pointer(&["metadata", "labels", &label]),
             }));
         }
+    }
+    let key = domain.released_from_claim();
+    let released_from = format!(
+        "{}/{}",
+        claim.metadata.namespace.as_deref().unwrap_or_default(),
+        claim.metadata.name.as_deref().unwrap_or_default()
+    );
+    if handle.metadata.annotations.is_some() {
+        ops.push(add(
+            &["metadata", "annotations", &key],
+            json!(released_from),
+        ));
+    } else {
+        ops.push(PatchOperation::Test(TestOperation {
+            path: pointer(&["metadata", "annotations"]),
+            value: Value::Null,
+        }));
+        ops.push(add(
+            &["metadata", "annotations"],
+            json!({ key: released_from }),
+        ));
     }
     Patch(ops)
 }
@@ -446,7 +471,7 @@ spec:
     }
 
     #[test]
-    fn the_unbind_patch_is_guarded_by_the_claim_and_removes_its_labels() {
+    fn the_unbind_patch_is_guarded_by_the_claim_removes_its_labels_and_marks_the_handle() {
         let domain = OperatorDomain::default();
         let bound = handle(
             r#"
@@ -472,12 +497,26 @@ spec:
                  "path": "/metadata/labels/poolboy.gpte.redhat.com~1resource-claim-name"},
                 {"op": "remove",
                  "path": "/metadata/labels/poolboy.gpte.redhat.com~1resource-claim-namespace"},
+                {"op": "test", "path": "/metadata/annotations", "value": null},
+                {"op": "add", "path": "/metadata/annotations",
+                 "value": {"poolboy.gpte.redhat.com/released-from-claim": "user1/c"}},
             ])
         );
         // Labels it does not have are not removed: a remove of a missing path fails the patch.
-        let unlabelled = handle("metadata: {name: guid-abcde}\nspec: {}");
+        // An annotations map it has gets one more key.
+        let unlabelled =
+            handle("metadata: {name: guid-abcde, annotations: {note: kept}}\nspec: {}");
         let ops = patch_json(&unbind_patch(&unlabelled, &claim_c(), &domain));
-        assert_eq!(ops.as_array().map(Vec::len), Some(2), "{ops}");
+        assert_eq!(
+            ops.as_array()
+                .map(|ops| ops.iter().map(|op| op["op"].clone()).collect()),
+            Some(vec![json!("test"), json!("remove"), json!("add")]),
+            "{ops}"
+        );
+        assert_eq!(
+            ops[2]["path"],
+            "/metadata/annotations/poolboy.gpte.redhat.com~1released-from-claim"
+        );
     }
 
     #[test]

@@ -9,8 +9,8 @@ use fancy_regex::Regex;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde_json::Value;
 
-use crate::api::ResourceHandle;
 use crate::api::handle::ResourceHandleSpec;
+use crate::api::{OperatorDomain, ResourceHandle};
 use crate::core::json::merge::{MergeMode, deep_merge};
 use crate::core::json::patch::{OpKind, compile_anchored, diff, values_equal};
 
@@ -158,14 +158,30 @@ pub(crate) fn is_free(metadata: &ObjectMeta, spec: &ResourceHandleSpec) -> bool 
     spec.resource_claim.is_none() && metadata.deletion_timestamp.is_none()
 }
 
-/// Whether a handle is worth ranking for a claim ([`bind_candidates`]): free ([`is_free`]) and
-/// in the operator namespace, where handles live (Poolboy lists handles there only).
+/// Whether a claim let go of the handle ([`OperatorDomain::released_from_claim`]): a claim that
+/// lost a bind race to another process, or found a handle bound to it that it never recorded,
+/// unbinds it with this mark (issue 10). Bound for an unknown time, it may have rendered its
+/// resources for that claim, so it is never bound again, its pool does not count it, and the
+/// handle controller deletes it.
+pub(crate) fn is_released(metadata: &ObjectMeta, domain: &OperatorDomain) -> bool {
+    metadata
+        .annotations
+        .as_ref()
+        .is_some_and(|a| a.contains_key(&domain.released_from_claim()))
+}
+
+/// Whether a handle is worth ranking for a claim ([`bind_candidates`]): free ([`is_free`]), not
+/// [`is_released`], and in the operator namespace, where handles live (Poolboy lists handles
+/// there only).
 pub(crate) fn is_bind_candidate(
     metadata: &ObjectMeta,
     spec: &ResourceHandleSpec,
+    domain: &OperatorDomain,
     operator_namespace: &str,
 ) -> bool {
-    is_free(metadata, spec) && metadata.namespace.as_deref() == Some(operator_namespace)
+    is_free(metadata, spec)
+        && !is_released(metadata, domain)
+        && metadata.namespace.as_deref() == Some(operator_namespace)
 }
 
 /// Handles whose lifespan ends sooner than this are not bound (Δ§3.2, B04).

@@ -12,7 +12,7 @@ use kube::ResourceExt;
 
 use crate::api::pool::{PoolHandleStatus, ResourceHandleCount, ResourcePoolStatus};
 use crate::api::{OperatorDomain, ResourceHandle, ResourcePool};
-use crate::core::binding::matching::handle_is_healthy;
+use crate::core::binding::matching::{handle_is_healthy, is_released};
 use crate::core::conditions::{Change, set_configuration_validity};
 use crate::core::naming::random_handle_name;
 
@@ -53,20 +53,10 @@ pub(crate) fn is_handle_of_pool(handle: &ResourceHandle, pool: &ResourcePool) ->
     })
 }
 
-/// Whether `pool`, with `unbound` unbound handles besides one a claim just released, has
-/// refilled without it: it asks for unbound handles and has that many. Keeping the released
-/// one would leave the pool over `minAvailable` for good, since a pool never removes surplus
-/// handles (§11 step 7).
-pub(crate) fn has_refilled(pool: &ResourcePool, unbound: usize) -> bool {
-    pool.spec
-        .min_available
-        .filter(|min| *min > 0)
-        .is_some_and(|min| i64::try_from(unbound).is_ok_and(|unbound| unbound >= min))
-}
-
 /// Whether `handle` is one of `pool`'s unbound handles: the pool's, without a claim, not
-/// being deleted, and not labelled `D/ignore` (§7.6: Poolboy's handle cache and its label
-/// selectors leave ignored handles out, so the pool neither counts nor deletes them).
+/// being deleted, not labelled `D/ignore` (§7.6: Poolboy's handle cache and its label
+/// selectors leave ignored handles out, so the pool neither counts nor deletes them), and not
+/// released by a claim ([`is_released`]: on its way out, so the pool replaces it).
 pub(crate) fn is_unbound_handle_of_pool(
     handle: &ResourceHandle,
     pool: &ResourcePool,
@@ -76,6 +66,7 @@ pub(crate) fn is_unbound_handle_of_pool(
         && handle.spec.resource_claim.is_none()
         && handle.metadata.deletion_timestamp.is_none()
         && !handle.labels().contains_key(&domain.ignore_label())
+        && !is_released(&handle.metadata, domain)
 }
 
 /// What the pool reconcile observed.

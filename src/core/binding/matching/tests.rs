@@ -565,7 +565,9 @@ fn candidates_report_their_differences() {
 
 #[test]
 fn only_free_handles_of_the_operator_namespace_are_bind_candidates() {
-    let candidate = |h: &ResourceHandle| is_bind_candidate(&h.metadata, &h.spec, "poolboy");
+    let domain = OperatorDomain::default();
+    let candidate =
+        |h: &ResourceHandle| is_bind_candidate(&h.metadata, &h.spec, &domain, "poolboy");
     let free = HandleBuilder::new("free").build();
     assert!(candidate(&free));
     let elsewhere = HandleBuilder::new("elsewhere")
@@ -586,4 +588,14 @@ fn only_free_handles_of_the_operator_namespace_are_bind_candidates() {
         .build();
     assert!(!is_free(&deleting.metadata, &deleting.spec));
     assert!(!candidate(&deleting));
+    // A handle a claim let go of is free but never bound again.
+    let released = HandleBuilder::new("released")
+        .set(
+            "/metadata/annotations",
+            json!({"poolboy.gpte.redhat.com/released-from-claim": "user1/c"}),
+        )
+        .build();
+    assert!(is_free(&released.metadata, &released.spec));
+    assert!(is_released(&released.metadata, &domain));
+    assert!(!candidate(&released));
 }

@@ -323,6 +323,12 @@ fn handles_of_the_pool() {
             k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
         ));
     assert!(!is_unbound_handle_of_pool(&deleting, &p, &domain));
+    // Released by a claim: on its way out, so the pool replaces it.
+    let mut released = ready("guid-r");
+    released.metadata.annotations =
+        Some([(domain.released_from_claim(), "user1/c".to_owned())].into());
+    assert!(is_handle_of_pool(&released, &p));
+    assert!(!is_unbound_handle_of_pool(&released, &p, &domain));
     let mut other = ready("guid-d");
     if let Some(reference) = other.spec.resource_pool.as_mut() {
         reference.namespace = "elsewhere".to_owned();
@@ -532,24 +538,4 @@ fn new_handle_names_avoid_taken_names_and_each_other() {
     unique.sort();
     unique.dedup();
     assert_eq!(unique.len(), names.len(), "{names:?}");
-}
-
-#[test]
-fn a_pool_has_refilled_when_it_has_min_available_others() {
-    let pool_with = |min: Option<i64>| -> ResourcePool {
-        let mut pool: ResourcePool = serde_json::from_value(json!({
-            "apiVersion": "poolboy.gpte.redhat.com/v1", "kind": "ResourcePool",
-            "metadata": {"name": "p", "namespace": "poolboy"},
-            "spec": {},
-        }))
-        .expect("a pool");
-        pool.spec.min_available = min;
-        pool
-    };
-    assert!(has_refilled(&pool_with(Some(3)), 3));
-    assert!(has_refilled(&pool_with(Some(3)), 4));
-    assert!(!has_refilled(&pool_with(Some(3)), 2));
-    // A pool that asks for none never replaces a handle: the released one is kept.
-    assert!(!has_refilled(&pool_with(Some(0)), 5));
-    assert!(!has_refilled(&pool_with(None), 5));
 }
