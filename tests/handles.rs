@@ -660,6 +660,54 @@ async fn b11_deleting_a_handle_whose_resource_is_already_gone_completes() {
     env.teardown([operator]).await;
 }
 
+/// Issue 10: a handle's finalizer deletes only resources of this very handle. A process
+/// finalizing from a stale copy, after a namesake (the same claim-derived name) had made the
+/// resource again, took the namesake's resource, and its deletion, marked as Poolboy's, went
+/// unseen: the namesake stayed without its ConfigMap for good.
+#[tokio::test]
+async fn a_deleted_handle_leaves_the_resource_of_a_namesake_alone() {
+    let env = TestEnv::new().await;
+    create_config_provider(&env, false).await;
+    let operator = TestOperator::start(env.kube_config(), &env.namespace);
+    let name = guid_name("namesake");
+    let resources = config_resources(&env, &[("a", json!({})), ("b", json!({}))]);
+    create_named_handle(&env, &name, json!({}), json!({"resources": resources})).await;
+    ready_handle(&env, &name).await;
+    operator.stop().await;
+
+    // The first ConfigMap now belongs to another handle of the same name.
+    let configmaps: Api<ConfigMap> = env.api();
+    let namesakes = resource_name(&name, 0);
+    configmaps
+        .patch(
+            &namesakes,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"annotations": {
+                key("resource-handle-uid"): "00000000-0000-0000-0000-00000000beef"}}})),
+        )
+        .await
+        .expect("handing the ConfigMap to a namesake");
+    let handles_api: Api<ResourceHandle> = env.api();
+    handles_api
+        .delete(&name, &DeleteParams::default())
+        .await
+        .expect("deleting the handle");
+    let operator = TestOperator::start(env.kube_config(), &env.namespace);
+    gone(&handles_api, &name, TIMEOUT).await;
+    gone(&configmaps, &resource_name(&name, 1), TIMEOUT).await;
+    let kept = configmap(&env, &namesakes)
+        .await
+        .expect("the namesake's ConfigMap is kept");
+    assert!(
+        !kept
+            .annotations()
+            .contains_key(&key("resource-handle-deleted")),
+        "and not marked as being deleted"
+    );
+
+    env.teardown([operator]).await;
+}
+
 /// Δ B13: a resource that already exists under the name the handle generates is taken over
 /// (patched through the update filters), not an error: the handle is valid and ready, and the
 /// ConfigMap keeps its uid.

@@ -2,8 +2,9 @@
 //! made, delete its claim unless detached, wake its pool, then release every Poolboy
 //! finalizer (Δ§4.7).
 
+use json_patch::{PatchOperation, TestOperation};
 use kube::ResourceExt;
-use kube::api::{DeleteParams, Patch, PatchParams};
+use kube::api::{DeleteParams, Patch, PatchParams, Preconditions};
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
 use serde_json::{Value, json};
@@ -15,7 +16,7 @@ use crate::controller::kinds::{HandleObject, Kinds};
 use crate::controller::managed;
 use crate::controller::write::{self, Written};
 use crate::core::handle::definition::status_references;
-use crate::core::json::pointer::add;
+use crate::core::json::pointer::{add, pointer};
 
 pub(super) async fn finalize(object: &HandleObject, ctx: &Context) -> Result<Pass, HandleError> {
     let domain = ctx.domain();
@@ -30,8 +31,9 @@ pub(super) async fn finalize(object: &HandleObject, ctx: &Context) -> Result<Pas
     // Poolboy's timestamp format for the deleted annotation (Δ§2.7).
     let stamp = ctx.now().format("%FT%TZ").to_string();
     // B11: the status references (the legacy spec copy for handles that predate them).
+    let uid = object.metadata.uid.as_deref();
     for reference in status_references(&handle).into_iter().flatten() {
-        delete_resource(ctx, &reference, &stamp).await?;
+        delete_resource(ctx, &reference, uid, &stamp).await?;
     }
 
     if let Some(reference) = &handle.spec.resource_claim
@@ -74,10 +76,15 @@ pub(super) async fn finalize(object: &HandleObject, ctx: &Context) -> Result<Pas
 }
 
 /// Marks the resource as being deleted by Poolboy (its watch events are then ignored, B12) and
-/// deletes it. A resource, or a kind, that no longer exists is done.
+/// deletes it. A resource, or a kind, that no longer exists is done. So is one that another
+/// handle of the same name made (its `D/resource-handle-uid` is not `handle_uid`): a process
+/// finalizing from a stale copy, after the handle was gone and a namesake made for the same
+/// claim had created the resource again, must not take it away (its deletion would go unseen,
+/// B12). Both writes carry the resource's uid, so that they reach the object checked.
 async fn delete_resource(
     ctx: &Context,
     reference: &ResourceReference,
+    handle_uid: Option<&str>,
     stamp: &str,
 ) -> Result<(), HandleError> {
     let api = match managed::api_for(ctx, reference).await {
@@ -88,31 +95,60 @@ async fn delete_resource(
     let Some(live) = managed::live_state(ctx, reference).await? else {
         return Ok(());
     };
-    let key = ctx.domain().resource_handle_deleted();
-    let op = if live
+    let owner = live
         .pointer("/metadata/annotations")
-        .is_some_and(Value::is_object)
+        .and_then(|a| a.get(ctx.domain().resource_handle_uid()))
+        .and_then(Value::as_str);
+    if let (Some(owner), Some(ours)) = (owner, handle_uid)
+        && owner != ours
     {
-        add(&["metadata", "annotations", &key], json!(stamp))
-    } else {
-        add(&["metadata", "annotations"], json!({ key: stamp }))
-    };
+        tracing::info!(kind = %reference.kind, name = %reference.name,
+            "not deleting a managed resource of another handle of the same name");
+        return Ok(());
+    }
+    let resource_uid = live.pointer("/metadata/uid").and_then(Value::as_str);
+    let key = ctx.domain().resource_handle_deleted();
+    let mut ops = Vec::new();
+    if let Some(uid) = resource_uid {
+        ops.push(PatchOperation::Test(TestOperation {
+            path: pointer(&["metadata", "uid"]),
+            value: json!(uid),
+        }));
+    }
+    ops.push(
+        if live
+            .pointer("/metadata/annotations")
+            .is_some_and(Value::is_object)
+        {
+            add(&["metadata", "annotations", &key], json!(stamp))
+        } else {
+            add(&["metadata", "annotations"], json!({ key: stamp }))
+        },
+    );
     let annotated = api
         .patch(
             &reference.name,
             &PatchParams::default(),
-            &Patch::Json::<()>(json_patch::Patch(vec![op])),
+            &Patch::Json::<()>(json_patch::Patch(ops)),
         )
         .await;
     match annotated {
         Ok(_) => {}
-        Err(error) if write::is_not_found(&error) => return Ok(()),
+        // Gone, or (the uid test failed) replaced since it was read: not the one to delete.
+        Err(error) if write::is_not_found(&error) || write::is_conflict(&error) => return Ok(()),
         Err(error) => return Err(error.into()),
     }
     tracing::info!(kind = %reference.kind, name = %reference.name, "deleting managed resource");
-    match api.delete(&reference.name, &DeleteParams::default()).await {
+    let params = DeleteParams {
+        preconditions: resource_uid.map(|uid| Preconditions {
+            uid: Some(uid.to_owned()),
+            resource_version: None,
+        }),
+        ..DeleteParams::default()
+    };
+    match api.delete(&reference.name, &params).await {
         Ok(_) => Ok(()),
-        Err(error) if write::is_not_found(&error) => Ok(()),
+        Err(error) if write::is_not_found(&error) || write::is_conflict(&error) => Ok(()),
         Err(error) => Err(error.into()),
     }
 }
