@@ -98,8 +98,9 @@ impl ManagedResources {
         }
     }
 
-    /// The live object `reference` points to, from its watch's store. `None` when no watch
-    /// runs for it or the object does not exist (or was not listed yet).
+    /// The live object `reference` points to, from its watch's store, with its `apiVersion`
+    /// and `kind` ([`typed_state`]). `None` when no watch runs for it or the object does not
+    /// exist (or was not listed yet).
     pub(crate) fn state(&self, reference: &ResourceReference) -> Option<serde_json::Value> {
         let watch = self.watch(&WatchKey::of(reference))?;
         let mut object_ref =
@@ -108,7 +109,7 @@ impl ManagedResources {
             object_ref = object_ref.within(namespace);
         }
         let object = watch.store.get(&object_ref)?;
-        serde_json::to_value(object.as_ref()).ok()
+        typed_state(&object, &watch.resource)
     }
 
     /// Whether the ResourceWatch object of `key` still has to be made sure of in this process.
@@ -148,5 +149,57 @@ impl ManagedResources {
             Ok(mut tasks) => tasks.push(task),
             Err(poisoned) => poisoned.into_inner().push(task),
         }
+    }
+}
+
+/// `object` as a JSON state with its `apiVersion` and `kind` from `resource` when it lacks
+/// them: the API server leaves them out of the items of a LIST and sends them in WATCH
+/// events, and a state copied into handle and claim status must not depend on how the
+/// object arrived (issue 13: the status flipped after every restart, and two processes, one
+/// holding a listed copy and one a watched copy, rewrote it forever). Poolboy's state always
+/// has them: it reads the object with a GET.
+fn typed_state(object: &DynamicObject, resource: &ApiResource) -> Option<serde_json::Value> {
+    let mut state = serde_json::to_value(object).ok()?;
+    if let Some(fields) = state.as_object_mut() {
+        for (field, value) in [
+            ("apiVersion", &resource.api_version),
+            ("kind", &resource.kind),
+        ] {
+            fields
+                .entry(field)
+                .or_insert_with(|| serde_json::Value::String(value.clone()));
+        }
+    }
+    Some(state)
+}
+
+#[cfg(test)]
+mod tests {
+    use kube::api::GroupVersionKind;
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn a_listed_object_gets_the_api_version_and_kind_a_watched_one_has() {
+        let resource = ApiResource::from_gvk(&GroupVersionKind::gvk("", "v1", "ConfigMap"));
+        let watched: DynamicObject = serde_json::from_value(json!({
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "cm", "namespace": "user1"}, "data": {"k": "v"},
+        }))
+        .expect("a watched object");
+        let mut listed = watched.clone();
+        listed.types = None;
+        assert!(serde_json::to_value(&listed).is_ok_and(|v| v.get("kind").is_none()));
+        let from_list = typed_state(&listed, &resource);
+        assert_eq!(from_list, typed_state(&watched, &resource));
+        assert_eq!(
+            from_list.as_ref().map(|s| &s["kind"]),
+            Some(&json!("ConfigMap"))
+        );
+        assert_eq!(
+            from_list.as_ref().map(|s| &s["apiVersion"]),
+            Some(&json!("v1"))
+        );
     }
 }
