@@ -504,6 +504,33 @@ async fn a_claim_binds_to_a_matching_unbound_pool_handle() {
         .await
         .expect("handles");
     assert_eq!(handles.items.len(), 1);
+    // The broker's writes are the field manager `poolboy`'s (issue 13).
+    let managers = |fields: &Option<
+        Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry>,
+    >,
+                    subresource: &str| {
+        fields
+            .iter()
+            .flatten()
+            .filter(|f| f.subresource.as_deref().unwrap_or_default() == subresource)
+            .filter_map(|f| f.manager.clone())
+            .collect::<Vec<_>>()
+    };
+    let claim = apis.claims.get("pooled").await.expect("the claim");
+    assert_eq!(
+        managers(&claim.metadata.managed_fields, "status"),
+        ["poolboy"]
+    );
+    let handle = apis.handles.get("guid-pooled").await.expect("the handle");
+    assert_eq!(
+        managers(&handle.metadata.managed_fields, "status"),
+        ["poolboy"]
+    );
+    assert!(
+        managers(&handle.metadata.managed_fields, "").contains(&"poolboy".to_owned()),
+        "the bind is poolboy's: {:?}",
+        handle.metadata.managed_fields
+    );
 
     env.teardown([operator]).await;
 }

@@ -29,9 +29,19 @@ use crate::screening::{Line, TypedDecode, screen_event, screen_list};
 
 /// The client every operator process uses, and the registry of what its screening set aside.
 pub fn broker_client(
-    config: kube::Config,
+    mut config: kube::Config,
     domain: &OperatorDomain,
 ) -> Result<(kube::Client, Quarantine), kube::Error> {
+    // The API server names the field manager of a write without `fieldManager` after the
+    // client's User-Agent up to its first `/`: `poolboy` in every object's managedFields
+    // (issue 13), where kube's client, which sends none, leaves `unknown`.
+    config
+        .headers
+        .retain(|(name, _)| *name != http::header::USER_AGENT);
+    config.headers.push((
+        http::header::USER_AGENT,
+        http::HeaderValue::from_static(USER_AGENT),
+    ));
     let quarantine = Quarantine::default();
     let layer = ScreeningLayer {
         screening: Arc::new(Screening::new(domain, quarantine.clone())),
@@ -39,6 +49,9 @@ pub fn broker_client(
     let client = ClientBuilder::try_from(config)?.with_layer(&layer).build();
     Ok((client, quarantine))
 }
+
+/// `poolboy/<version>`: the field manager of every write is `poolboy`.
+const USER_AGENT: &str = concat!("poolboy/", env!("CARGO_PKG_VERSION"));
 
 /// What the screening of one client knows: the typed decode of each of the broker's kinds,
 /// by (group, plural), and where set-aside objects are reported.
