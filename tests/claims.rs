@@ -858,3 +858,57 @@ async fn fifty_claims_two_operators_twenty_handles_no_handle_bound_twice() {
 
     env.teardown([first, second]).await;
 }
+
+/// Issue 13: a claim has a `Ready` condition that `kubectl wait` waits for, and `kubectl get`
+/// shows why a claim is not ready yet.
+#[tokio::test]
+async fn kubectl_waits_for_a_claim_to_be_ready() {
+    use support::config::{create_config_claim, create_config_provider};
+    use support::tools::{run, run_ok};
+
+    let env = TestEnv::new().await;
+    let ns = env.namespace.clone();
+    create_config_provider(&env, true).await;
+    let operator = TestOperator::start(env.kube_config(), &ns);
+    create_config_claim(&env, "waited", json!({}), json!({}), json!({})).await;
+    let (_, handle) = Apis::new(&env).bound("waited").await;
+    let claim = format!("resourceclaim.{D}/waited");
+    // kubectl runs on a blocking thread: the broker runs on this test's runtime.
+    let wait = |timeout: &'static str| {
+        let (ns, claim) = (ns.clone(), claim.clone());
+        tokio::task::spawn_blocking(move || {
+            let args = [
+                "wait",
+                "-n",
+                &ns,
+                "--for=condition=Ready",
+                &claim,
+                "--timeout",
+                timeout,
+            ];
+            run("kubectl", &args, None, Duration::from_secs(90))
+        })
+    };
+    let early = wait("2s").await.expect("kubectl wait");
+    assert!(!early.success, "not ready before its ConfigMap is");
+    let shown = eventually("the reason in kubectl get", TIMEOUT, || async {
+        let table = run_ok(
+            "kubectl",
+            &["get", "-n", &ns, &claim, "--no-headers", "-o", "wide"],
+            None,
+            Duration::from_secs(30),
+        );
+        table.contains("ResourcesNotReady").then_some(table)
+    })
+    .await;
+    assert!(shown.contains("is not ready"), "{shown}");
+
+    let configmap = env
+        .configmap_of(&handle.metadata.name.unwrap_or_default(), TIMEOUT)
+        .await;
+    env.label_configmap(&configmap, "ready", "yes").await;
+    let waited = wait("60s").await.expect("kubectl wait");
+    assert!(waited.success, "{waited:?}");
+
+    env.teardown([operator]).await;
+}

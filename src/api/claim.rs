@@ -29,6 +29,18 @@ use super::refs::{ProviderParameters, ProviderRef, ResourceReference, WaitingFor
     printcolumn(name = "Healthy", type_ = "boolean", json_path = ".status.healthy"),
     printcolumn(name = "Ready", type_ = "boolean", json_path = ".status.ready"),
     printcolumn(
+        name = "Status",
+        type_ = "string",
+        description = "Why the claim is or is not ready: the reason of its Ready condition",
+        json_path = ".status.conditions[?(@.type==\"Ready\")].reason"
+    ),
+    printcolumn(
+        name = "Message",
+        type_ = "string",
+        priority = "1",
+        json_path = ".status.conditions[?(@.type==\"Ready\")].message"
+    ),
+    printcolumn(
         name = "Age",
         type_ = "date",
         json_path = ".metadata.creationTimestamp"

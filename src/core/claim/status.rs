@@ -16,7 +16,7 @@ use crate::api::claim::{
 use crate::api::refs::ProviderRef;
 use crate::core::claim::plan::PlannedResource;
 use crate::core::conditions::{
-    self, BOUND, ConditionStatus, DesiredCondition, VALID, set_condition,
+    self, BOUND, ConditionStatus, DesiredCondition, READY, VALID, set_condition,
 };
 use crate::core::json::pointer::{add, pointer};
 
@@ -149,7 +149,8 @@ pub(crate) fn desired_claim_status(
                 .to_owned(),
         ),
     };
-    for (type_, (status, reason, message)) in [(VALID, valid), (BOUND, bound)] {
+    let ready = ready_condition(&input.binding, &input.validity);
+    for (type_, (status, reason, message)) in [(VALID, valid), (BOUND, bound), (READY, ready)] {
         let desired = DesiredCondition {
             type_,
             status,
@@ -161,6 +162,62 @@ pub(crate) fn desired_claim_status(
     }
     status.conditions = Some(conditions);
     status
+}
+
+/// The claim's `Ready` condition (issue 13: what `kubectl wait --for=condition=Ready` waits
+/// for): True once its handle's resources are all ready; else why not, with the handle's own
+/// `Ready` message when it has one, or the claim's own problem.
+fn ready_condition(
+    binding: &Binding<'_>,
+    validity: &Validity,
+) -> (ConditionStatus, &'static str, String) {
+    let bound = match binding {
+        Binding::Bound(bound) => bound,
+        Binding::Unbound(Unbound::Invalid) => {
+            let message = match validity {
+                Validity::Invalid(problem) => problem.clone(),
+                Validity::Valid => "not ready: the claim is invalid".to_owned(),
+            };
+            return (ConditionStatus::False, "Invalid", message);
+        }
+        Binding::Unbound(Unbound::WaitingForHandle) => {
+            return (
+                ConditionStatus::False,
+                "WaitingForHandle",
+                "not ready: waiting for a matching ResourceHandle".to_owned(),
+            );
+        }
+    };
+    let name = bound.handle.metadata.name.as_deref().unwrap_or_default();
+    let status = bound.handle.status.as_ref();
+    let detail = status
+        .and_then(|s| s.conditions.as_deref())
+        .and_then(|c| conditions::find(c, READY))
+        .map(|c| c.message.as_str())
+        .filter(|m| !m.is_empty());
+    let with_detail = |summary: String| match detail {
+        Some(detail) => format!("{summary}: {detail}"),
+        None => summary,
+    };
+    match status.and_then(|s| s.ready) {
+        Some(true) => (
+            ConditionStatus::True,
+            "Ready",
+            format!("the resources of ResourceHandle {name} are ready"),
+        ),
+        Some(false) => (
+            ConditionStatus::False,
+            "ResourcesNotReady",
+            with_detail(format!("ResourceHandle {name} is not ready")),
+        ),
+        None => (
+            ConditionStatus::Unknown,
+            "ReadinessUnknown",
+            with_detail(format!(
+                "the readiness of ResourceHandle {name} is not known yet"
+            )),
+        ),
+    }
 }
 
 /// The message of the claim's `Valid` condition when it is False.

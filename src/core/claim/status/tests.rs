@@ -252,7 +252,7 @@ fn conditions_move_their_transition_time_only_when_they_flip() {
         },
     );
     let third = desired_claim_status(Some(&foreign), &invalid);
-    assert_eq!(third.conditions.as_ref().map(Vec::len), Some(3));
+    assert_eq!(third.conditions.as_ref().map(Vec::len), Some(4));
 }
 
 #[test]
@@ -356,4 +356,62 @@ fn a_removed_end_is_cleared() {
     let old = status_lifespan(Some("2026-11-21T14:00:00Z"));
     let event = lifespan_event(Some(&old), &status_lifespan(None)).expect("an event");
     assert_eq!(event.reason, "Lifespan end cleared");
+}
+
+#[test]
+fn the_ready_condition_follows_the_handle_and_says_why_not() {
+    let domain = domain();
+    let ready_of = |status: &ResourceClaimStatus| {
+        status
+            .conditions
+            .as_ref()
+            .and_then(|c| c.iter().find(|c| c.type_ == READY))
+            .map(|c| (c.status.clone(), c.reason.clone(), c.message.clone()))
+            .expect("a Ready condition")
+    };
+    let bound_to = |handle: &ResourceHandle| {
+        let binding = Binding::Bound(BoundHandle {
+            handle,
+            states: &[],
+            lifespan: None,
+        });
+        ready_of(&desired_claim_status(None, &input(binding, &domain)))
+    };
+    let ready = handle(json!({"ready": true}));
+    assert_eq!(
+        bound_to(&ready),
+        (
+            "True".to_owned(),
+            "Ready".to_owned(),
+            "the resources of ResourceHandle guid-abcde are ready".to_owned()
+        )
+    );
+    let waiting = handle(json!({"ready": false, "conditions": [{
+        "type": "Ready", "status": "False", "reason": "ResourcesNotReady",
+        "message": "config: not ready", "lastTransitionTime": "2026-11-24T10:00:00Z"}]}));
+    assert_eq!(
+        bound_to(&waiting),
+        (
+            "False".to_owned(),
+            "ResourcesNotReady".to_owned(),
+            "ResourceHandle guid-abcde is not ready: config: not ready".to_owned()
+        )
+    );
+    assert_eq!(bound_to(&handle(json!({}))).1, "ReadinessUnknown");
+    let unbound = desired_claim_status(
+        None,
+        &input(Binding::Unbound(Unbound::WaitingForHandle), &domain),
+    );
+    assert_eq!(ready_of(&unbound).1, "WaitingForHandle");
+    let mut invalid = input(Binding::Unbound(Unbound::Invalid), &domain);
+    invalid.validity = Validity::Invalid("spec.resources[0]: bad".to_owned());
+    let invalid = desired_claim_status(None, &invalid);
+    assert_eq!(
+        ready_of(&invalid),
+        (
+            "False".to_owned(),
+            "Invalid".to_owned(),
+            "spec.resources[0]: bad".to_owned()
+        )
+    );
 }
