@@ -260,6 +260,82 @@ async fn a_detached_claim_retries_deleting_its_handle_until_it_succeeds() {
     env.teardown([operator]).await;
 }
 
+/// Issue 13: a broker without rights on a managed kind says so where users look: the handle
+/// and the claim get a Warning Event `Forbidden` and a `Ready` condition with that reason,
+/// where the 403 used to go only to the log. Once allowed, the ConfigMap is made.
+#[tokio::test]
+async fn a_kind_the_broker_may_not_create_is_reported_on_handle_and_claim() {
+    let env = TestEnv::new().await;
+    let apis = Apis::new(&env);
+    apis.create_providers(vec![provider(&env.namespace, "plain", json!({}))])
+        .await;
+    grant(
+        &env,
+        "operator",
+        "operator",
+        json!([
+            {"apiGroups": [D], "resources": ["*"], "verbs": ["*"]},
+            {"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["*"]},
+        ]),
+    )
+    .await;
+    let config = env.config_as_service_account("operator").await;
+    let operator = TestOperator::start(config, &env.namespace);
+
+    apis.create_claim(&claim("denied", "plain", json!({})))
+        .await;
+    let (claim, handle) = apis.bound("denied").await;
+    let handle = handle.metadata.name.unwrap_or_default();
+    let ready_reason =
+        |conditions: Option<&Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition>>| {
+            conditions
+                .and_then(|c| c.iter().find(|c| c.type_ == "Ready"))
+                .map(|c| (c.reason.clone(), c.message.clone()))
+        };
+    let (reason, message) = eventually("the handle's Ready condition", TIMEOUT, || async {
+        let handle = apis.handles.get(&handle).await.ok()?;
+        ready_reason(handle.status.as_ref().and_then(|s| s.conditions.as_ref()))
+            .filter(|(reason, _)| reason == "Forbidden")
+    })
+    .await;
+    assert!(message.contains("forbidden"), "{message}");
+    eventually("the claim's Ready condition", TIMEOUT, || async {
+        let claim = apis.claims.get("denied").await.ok()?;
+        ready_reason(claim.status.as_ref().and_then(|s| s.conditions.as_ref()))
+            .filter(|(reason, message)| reason == "Forbidden" && message.contains("forbidden"))
+    })
+    .await;
+    let on_handle = env.event(&handle, "Warning", &reason, TIMEOUT).await;
+    assert!(on_handle.note.is_some_and(|n| n.contains("forbidden")));
+    env.event(
+        &claim.metadata.name.unwrap_or_default(),
+        "Warning",
+        "Forbidden",
+        TIMEOUT,
+    )
+    .await;
+
+    grant(
+        &env,
+        "operator-configmaps",
+        "operator",
+        json!([{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["*"]}]),
+    )
+    .await;
+    eventually(
+        "the ConfigMap once allowed",
+        Duration::from_secs(60),
+        || async {
+            let handle = apis.handles.get(&handle).await.ok()?;
+            let reason = ready_reason(handle.status.as_ref().and_then(|s| s.conditions.as_ref()))?;
+            (reason.0 == "ResourcesNotReady").then_some(())
+        },
+    )
+    .await;
+
+    env.teardown([operator]).await;
+}
+
 #[tokio::test]
 async fn a_template_error_in_auto_delete_is_reported_and_the_claim_stays() {
     let env = TestEnv::new().await;

@@ -29,13 +29,15 @@ use super::reconciler::Reconciler;
 use super::write::{self, Target, Written};
 use crate::api::ResourceClaim;
 use crate::core::binding::matching::{is_free, is_released};
+use crate::core::conditions;
 use crate::core::handle::definition::status_references;
 use crate::core::handle::plan::{
     HandlePlanError, HandleProviders, PlanEnvironment, PlanInput, ResourcePlan,
     generated_resources, plan_resources,
 };
 use crate::core::handle::status::{
-    StatusInput, desired_status, problem_message, status_patch, summary_provider_name,
+    ApplyFailure, ApplyFailureReason, StatusInput, desired_status, has_references_to_record,
+    problem_message, status_patch, summary_provider_name,
 };
 use crate::core::json::patch::{PatchError, to_json_patch};
 use crate::core::lifespan::{Expiry, delay_until, handle_expiry};
@@ -296,19 +298,24 @@ async fn manage_once(mut object: HandleObject, ctx: &Context) -> Result<Pass, Ha
     });
 
     // The references go into the status before anything is created, so that a deletion
-    // always finds what this handle made (§12.4 step 7 before step 9).
-    let status = Status {
+    // always finds what this handle made (§12.4 step 7 before step 9). Only new ones: a write
+    // here that recomputed the rest would also drop, and the write below bring back, a
+    // failure to apply (issue 13), on every retry.
+    let mut status = Status {
         templates: &templates,
         providers: &providers,
         summary_provider: summary_provider.as_deref(),
         plans: &plans,
         problems: &problems,
+        apply_failures: Vec::new(),
         now,
     };
-    match write_status(ctx, &object, &status, &states).await? {
-        Written::Done(written) => object = written,
-        Written::Conflict => return Ok(Pass::Conflict),
-        Written::Gone => return Ok(Pass::Done(Action::await_change())),
+    if has_references_to_record(&handle, &plans) {
+        match write_status(ctx, &object, &status, &states).await? {
+            Written::Done(written) => object = written,
+            Written::Conflict => return Ok(Pass::Conflict),
+            Written::Gone => return Ok(Pass::Done(Action::await_change())),
+        }
     }
 
     let mut first_error = None;
@@ -338,17 +345,20 @@ async fn manage_once(mut object: HandleObject, ctx: &Context) -> Result<Pass, Ha
                     resource = index,
                     "cannot create or update a managed resource"
                 );
+                status.apply_failures.push(apply_failure(index, &error));
                 first_error.get_or_insert(error);
             }
         }
     }
 
+    let before = object.status.clone();
     match write_status(ctx, &object, &status, &states).await? {
         Written::Done(written) => object = written,
         Written::Conflict => return Ok(Pass::Conflict),
         Written::Gone => return Ok(Pass::Done(Action::await_change())),
     }
     report_problem(ctx, &object, original_problem.as_deref()).await;
+    report_apply_failure(ctx, &object, before.as_ref(), claim.as_ref()).await;
     if let Some(error) = first_error {
         return Err(error);
     }
@@ -382,6 +392,8 @@ struct Status<'a> {
     summary_provider: Option<&'a CompiledProvider>,
     plans: &'a [ResourcePlan],
     problems: &'a [String],
+    /// The resources this pass could not create or update.
+    apply_failures: Vec<ApplyFailure>,
     now: chrono::DateTime<chrono::Utc>,
 }
 
@@ -404,6 +416,7 @@ async fn write_status(
                 plans: status.plans,
                 states,
                 problems: status.problems,
+                apply_failures: &status.apply_failures,
             },
         )
     });
@@ -423,6 +436,61 @@ async fn write_status(
             Err(HandleError::StatusTooLarge(error))
         }
         written => Ok(written?),
+    }
+}
+
+/// What the API server said when resource `index` could not be created or updated.
+fn apply_failure(index: usize, error: &HandleError) -> ApplyFailure {
+    let (reason, message) = match error {
+        HandleError::Kube(kube::Error::Api(status)) => (
+            ApplyFailureReason::of_status(status.code),
+            status.message.clone(),
+        ),
+        HandleError::Definition(error) => (ApplyFailureReason::Refused, error.to_string()),
+        other => (ApplyFailureReason::Failed, other.to_string()),
+    };
+    ApplyFailure {
+        index,
+        reason,
+        message,
+    }
+}
+
+/// A Warning Event on the handle and its claim when a resource could not be applied and the
+/// `Ready` condition says something new about it (issue 13: a 403 went only to the log). Only
+/// the process whose status write made the change reports it.
+async fn report_apply_failure(
+    ctx: &Context,
+    object: &HandleObject,
+    before: Option<&crate::api::handle::ResourceHandleStatus>,
+    claim: Option<&ResourceClaim>,
+) {
+    let ready = |status: Option<&crate::api::handle::ResourceHandleStatus>| {
+        status
+            .and_then(|s| s.conditions.as_deref())
+            .and_then(|c| conditions::find(c, conditions::READY))
+            .map(|c| (c.reason.clone(), c.message.clone()))
+    };
+    let Some((reason, message)) = ready(object.status.as_ref()) else {
+        return;
+    };
+    let failed = ApplyFailureReason::parse(&reason).is_some();
+    if !failed || ready(before) == Some((reason.clone(), message.clone())) {
+        return;
+    }
+    ctx.event(
+        object,
+        &ctx.kinds.handle,
+        EventKind::Warning,
+        &reason,
+        message.clone(),
+    )
+    .await;
+    if let Some(claim) = claim {
+        let claim = ctx.kinds.claim_object(claim.clone());
+        let note = format!("ResourceHandle {}: {message}", object.name_any());
+        ctx.event(&claim, &ctx.kinds.claim, EventKind::Warning, &reason, note)
+            .await;
     }
 }
 

@@ -18,6 +18,7 @@ use crate::core::claim::plan::PlannedResource;
 use crate::core::conditions::{
     self, BOUND, ConditionStatus, DesiredCondition, READY, VALID, set_condition,
 };
+use crate::core::handle::status::ApplyFailureReason;
 use crate::core::json::pointer::{add, pointer};
 
 #[cfg(test)]
@@ -190,14 +191,22 @@ fn ready_condition(
     };
     let name = bound.handle.metadata.name.as_deref().unwrap_or_default();
     let status = bound.handle.status.as_ref();
-    let detail = status
+    let handle_ready = status
         .and_then(|s| s.conditions.as_deref())
-        .and_then(|c| conditions::find(c, READY))
+        .and_then(|c| conditions::find(c, READY));
+    let detail = handle_ready
         .map(|c| c.message.as_str())
         .filter(|m| !m.is_empty());
     let with_detail = |summary: String| match detail {
         Some(detail) => format!("{summary}: {detail}"),
         None => summary,
+    };
+    // A resource the API server refused keeps the handle's reason (`Forbidden`, …), so that
+    // scripts read the same reason on the claim.
+    let reason = |default: &'static str| {
+        handle_ready
+            .and_then(|c| ApplyFailureReason::parse(&c.reason))
+            .map_or(default, ApplyFailureReason::as_str)
     };
     match status.and_then(|s| s.ready) {
         Some(true) => (
@@ -207,12 +216,12 @@ fn ready_condition(
         ),
         Some(false) => (
             ConditionStatus::False,
-            "ResourcesNotReady",
+            reason("ResourcesNotReady"),
             with_detail(format!("ResourceHandle {name} is not ready")),
         ),
         None => (
             ConditionStatus::Unknown,
-            "ReadinessUnknown",
+            reason("ReadinessUnknown"),
             with_detail(format!(
                 "the readiness of ResourceHandle {name} is not known yet"
             )),

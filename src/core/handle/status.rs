@@ -33,6 +33,56 @@ pub(crate) struct StatusInput<'a> {
     pub states: &'a [Option<Value>],
     /// Problems of the handle as a whole (besides the invalid resources of `plans`).
     pub problems: &'a [String],
+    /// The resources this reconcile could not create or update, and why.
+    pub apply_failures: &'a [ApplyFailure],
+}
+
+/// A resource the API server would not let the broker create or update (issue 13): its
+/// `Ready` condition says so with a stable reason, and the handle and claim get an Event.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct ApplyFailure {
+    /// The resource's index in `spec.resources`.
+    pub index: usize,
+    pub reason: ApplyFailureReason,
+    /// What the API server said.
+    pub message: String,
+}
+
+/// Why a resource could not be created or updated, as a condition's and an Event's reason.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum ApplyFailureReason {
+    /// 401/403: the broker's RBAC does not cover the kind or namespace.
+    Forbidden,
+    /// 4xx: the API server (or an admission webhook) refused the object as rendered.
+    Refused,
+    /// Anything else: the API server was unavailable or failed.
+    Failed,
+}
+
+impl ApplyFailureReason {
+    /// From an HTTP status code of the API server.
+    pub(crate) fn of_status(code: u16) -> Self {
+        match code {
+            401 | 403 => Self::Forbidden,
+            400..=499 => Self::Refused,
+            _ => Self::Failed,
+        }
+    }
+
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            Self::Forbidden => "Forbidden",
+            Self::Refused => "ResourceRefused",
+            Self::Failed => "ResourceFailed",
+        }
+    }
+
+    /// The failure a `Ready` condition's reason names, if it names one.
+    pub(crate) fn parse(reason: &str) -> Option<Self> {
+        [Self::Forbidden, Self::Refused, Self::Failed]
+            .into_iter()
+            .find(|r| r.as_str() == reason)
+    }
 }
 
 /// The status to have, and the template failures met on the way (Poolboy logs them; a failed
@@ -55,6 +105,21 @@ pub(crate) fn summary_provider_name(handle: &ResourceHandle) -> Option<&str> {
             .and_then(<[_]>::last)
             .map(|r| r.provider.name.as_str()),
     }
+}
+
+/// Whether `plans` create a resource whose reference the handle's status does not have yet:
+/// the status must be written before the create, so that a deletion always finds what the
+/// handle made (§12.4 step 7 before step 9). Otherwise the one write after applying suffices.
+pub(crate) fn has_references_to_record(handle: &ResourceHandle, plans: &[ResourcePlan]) -> bool {
+    let recorded = handle
+        .status
+        .as_ref()
+        .and_then(|s| s.resources.as_deref())
+        .unwrap_or_default();
+    plans.iter().enumerate().any(|(index, plan)| {
+        matches!(plan, ResourcePlan::Apply { .. })
+            && recorded.get(index).is_none_or(|r| r.reference.is_none())
+    })
 }
 
 /// Computes the whole status (§13, Δ§3.2 update_status).
@@ -115,7 +180,10 @@ pub(crate) fn desired_status(env: &PlanEnvironment<'_>, input: &StatusInput<'_>)
         };
         resource.healthy = healthy;
         resource.ready = ready;
-        if ready != Some(true) {
+        let failure = input.apply_failures.iter().find(|f| f.index == index);
+        if let Some(failure) = failure {
+            not_ready.push(format!("{label}: {}", failure.message));
+        } else if ready != Some(true) {
             not_ready.push(format!(
                 "{label}: {}",
                 why_not_ready(plan, state.is_some(), healthy, ready)
@@ -141,23 +209,32 @@ pub(crate) fn desired_status(env: &PlanEnvironment<'_>, input: &StatusInput<'_>)
     // `Ready` mirrors `status.ready`, with the reason of each resource not ready; `Valid`
     // reports bad input: definitions that cannot be rendered, a missing provider, a broken
     // `spec.lifespan.end`.
-    let ready_condition = match ready {
-        Some(true) => (
+    let ready_condition = match (input.apply_failures.first(), ready) {
+        (Some(failure), _) => (
+            if ready == Some(true) {
+                ConditionStatus::True
+            } else {
+                ConditionStatus::False
+            },
+            failure.reason.as_str(),
+            not_ready.join("; "),
+        ),
+        (None, Some(true)) => (
             ConditionStatus::True,
             "ResourcesReady",
             "every resource is ready".to_owned(),
         ),
-        Some(false) => (
+        (None, Some(false)) => (
             ConditionStatus::False,
             "ResourcesNotReady",
             not_ready.join("; "),
         ),
-        None if resources.is_empty() => (
+        (None, None) if resources.is_empty() => (
             ConditionStatus::Unknown,
             "NoResources",
             "no resources".to_owned(),
         ),
-        None => (
+        (None, None) => (
             ConditionStatus::Unknown,
             "ReadinessUnknown",
             not_ready.join("; "),

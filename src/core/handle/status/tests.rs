@@ -39,6 +39,7 @@ fn compute(
             plans,
             states,
             problems: &[],
+            apply_failures: &[],
         },
     )
 }
@@ -269,6 +270,7 @@ fn conditions_report_readiness_and_problems_and_keep_their_transition_time() {
                 plans: &plans,
                 states: &[None, state("no", "no")],
                 problems: &[],
+                apply_failures: &[],
             },
         )
         .status
@@ -306,4 +308,57 @@ fn the_status_patch_touches_only_fields_that_differ() {
     assert_eq!(ops[0]["op"], "add");
     assert_eq!(ops[0]["path"], "/status");
     assert_eq!(ops[0]["value"]["ready"], true);
+}
+
+#[test]
+fn a_resource_the_api_server_refuses_sets_the_ready_reason_and_says_why() {
+    let fixture = Fixture::new(vec![checked_provider()]);
+    let handle = handle(&[("a", "cm", json!({})), ("b", "cm", json!({}))]);
+    let providers = fixture.providers(&handle);
+    let failures = [ApplyFailure {
+        index: 0,
+        reason: ApplyFailureReason::of_status(403),
+        message: "configmaps is forbidden".to_owned(),
+    }];
+    let desired = desired_status(
+        &fixture.env(),
+        &StatusInput {
+            handle: &handle,
+            providers: &providers,
+            summary_provider: None,
+            plans: &[apply("a"), apply("b")],
+            states: &[None, state("no", "no")],
+            problems: &[],
+            apply_failures: &failures,
+        },
+    );
+    let conditions = desired.status.conditions.expect("conditions");
+    let ready = conditions.iter().find(|c| c.type_ == READY).expect("Ready");
+    assert_eq!(
+        (ready.status.as_str(), ready.reason.as_str()),
+        ("False", "Forbidden")
+    );
+    assert_eq!(ready.message, "a: configmaps is forbidden; b: not ready");
+    // Bad input it is not: Valid stays True.
+    let valid = conditions.iter().find(|c| c.type_ == VALID).expect("Valid");
+    assert_eq!(valid.status, "True");
+    assert_eq!(
+        ApplyFailureReason::of_status(422).as_str(),
+        "ResourceRefused"
+    );
+    assert_eq!(
+        ApplyFailureReason::of_status(503).as_str(),
+        "ResourceFailed"
+    );
+}
+
+#[test]
+fn references_are_recorded_before_a_create_only_when_new() {
+    let fixture = Fixture::new(vec![checked_provider()]);
+    let mut handle = handle(&[("a", "cm", json!({})), ("b", "cm", json!({}))]);
+    let plans = [apply("a"), ResourcePlan::WaitingForClaim];
+    assert!(has_references_to_record(&handle, &plans));
+    handle.status = Some(compute(&fixture, &handle, &plans, &[None, None]).status);
+    assert!(!has_references_to_record(&handle, &plans));
+    assert!(has_references_to_record(&handle, &[apply("a"), apply("b")]));
 }
