@@ -38,9 +38,11 @@ use crate::core::claim::plan::{ClaimPlanInput, ResolvedClaim, resolve_claim};
 use crate::core::claim::status::{
     Binding, BoundHandle, StatusInput, Unbound, Validity, invalid_message, lifespan_event,
 };
+use crate::core::conditions;
 use crate::core::handle::definition::status_references;
 use crate::core::lifespan::values::handle_lifespan;
 use crate::core::lifespan::{self, Expiry, StartGate};
+use crate::core::naming::claim_handle_name;
 use crate::core::template::TemplateEngine;
 use crate::core::template::view::Subjects;
 use crate::shutdown::Shutdown;
@@ -212,7 +214,23 @@ async fn finalize(ctx: &ClaimContext, claim: &ClaimObject) -> Result<Action, Cla
             &ctx.kinds.handle,
         );
         match api.delete(&handle.name, &Default::default()).await {
-            Ok(_) => {}
+            Ok(deleted) => {
+                // Being deleted now (its finalizer runs): it says why (issue 13).
+                if let Some(deleted) = deleted.left() {
+                    let note = format!(
+                        "ResourceClaim {namespace}/{name} was deleted: deleting the handle and \
+                         its resources"
+                    );
+                    ctx.event(
+                        &deleted,
+                        &ctx.kinds.handle,
+                        EventKind::Normal,
+                        "ClaimDeleted",
+                        note,
+                    )
+                    .await;
+                }
+            }
             Err(e) if write::is_not_found(&e) => {}
             Err(e) => return Err(e.into()),
         }
@@ -457,6 +475,7 @@ async fn sync_bound(
         &sync.status,
     );
     let states = live_states(ctx, &handle_view);
+    let conditions_before = claim.status.as_ref().and_then(|s| s.conditions.clone());
     let input = StatusInput {
         validity: validity.clone(),
         provider: resolved.status_provider.as_ref(),
@@ -475,6 +494,7 @@ async fn sync_bound(
         Written::Conflict => return Ok(Pass::Conflict),
         Written::Gone => return Ok(Pass::Done(Action::await_change())),
     };
+    announce_milestones(ctx, &claim, conditions_before.as_deref(), &handle_view).await;
     if let Some(event) = end_event {
         ctx.event_with_action(
             &claim,
@@ -541,6 +561,40 @@ async fn sync_bound(
         now,
         Pass::Done(Action::await_change()),
     ))
+}
+
+/// Normal Events for the claim's milestones (issue 13), from the process whose status write
+/// reached them: `Bound` (saying where the handle came from) and `Ready`.
+async fn announce_milestones(
+    ctx: &ClaimContext,
+    claim: &ClaimObject,
+    before: Option<&[k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition]>,
+    handle: &crate::api::ResourceHandle,
+) {
+    let after = claim.status.as_ref().and_then(|s| s.conditions.as_deref());
+    let name = handle.metadata.name.as_deref().unwrap_or_default();
+    if conditions::became_true(before, after, conditions::BOUND) {
+        let made_for_claim = claim
+            .metadata
+            .uid
+            .as_deref()
+            .is_some_and(|uid| claim_handle_name(uid) == name);
+        let note = match (&handle.spec.resource_pool, made_for_claim) {
+            (Some(pool), _) => format!(
+                "bound to ResourceHandle {name} from ResourcePool {}",
+                pool.name
+            ),
+            (None, true) => format!("bound to ResourceHandle {name}, created for the claim"),
+            (None, false) => format!("bound to ResourceHandle {name}"),
+        };
+        ctx.event(claim, &ctx.kinds.claim, EventKind::Normal, "Bound", note)
+            .await;
+    }
+    if conditions::became_true(before, after, conditions::READY) {
+        let note = format!("the resources of ResourceHandle {name} are ready");
+        ctx.event(claim, &ctx.kinds.claim, EventKind::Normal, "Ready", note)
+            .await;
+    }
 }
 
 /// A pass that waits for a change also wakes when the clock alone changes what the templates

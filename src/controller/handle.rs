@@ -203,6 +203,8 @@ async fn manage_once(mut object: HandleObject, ctx: &Context) -> Result<Pass, Ha
     let expiry = match handle_expiry(&handle, now) {
         Ok(Expiry::Expired) => {
             tracing::info!(handle = %object.name_any(), "lifespan ended; deleting the handle");
+            let note = "the lifespan ended: deleting the handle, its resources and its claim";
+            announce_deletion(ctx, &object, "LifespanEnded", note).await;
             delete_handle(ctx, &object).await?;
             return Ok(Pass::Done(Action::await_change()));
         }
@@ -223,6 +225,11 @@ async fn manage_once(mut object: HandleObject, ctx: &Context) -> Result<Pass, Ha
                     claim = %reference.name,
                     "bound ResourceClaim is gone; deleting the handle"
                 );
+                let note = format!(
+                    "ResourceClaim {} is gone: deleting the handle and its resources",
+                    qualified_name(Some(&reference.namespace), &reference.name)
+                );
+                announce_deletion(ctx, &object, "ClaimDeleted", &note).await;
                 delete_handle(ctx, &object).await?;
                 return Ok(Pass::Done(Action::await_change()));
             }
@@ -333,9 +340,24 @@ async fn manage_once(mut object: HandleObject, ctx: &Context) -> Result<Pass, Ha
         let known = states.get(index).cloned().flatten();
         let applied = resources::apply(ctx, provider, reference, definition, known).await;
         match applied {
-            Ok(state) => {
+            Ok(applied) => {
+                if applied.created {
+                    let note = format!(
+                        "created {} {}",
+                        reference.kind,
+                        qualified_name(reference.namespace.as_deref(), &reference.name)
+                    );
+                    ctx.event(
+                        &object,
+                        &ctx.kinds.handle,
+                        EventKind::Normal,
+                        "ResourceCreated",
+                        note,
+                    )
+                    .await;
+                }
                 if let Some(slot) = states.get_mut(index) {
-                    *slot = Some(state);
+                    *slot = Some(applied.state);
                 }
             }
             Err(error) => {
@@ -511,6 +533,27 @@ async fn report_problem(ctx: &Context, object: &HandleObject, before: Option<&st
         problem.to_owned(),
     )
     .await;
+}
+
+/// A Normal Event on the handle about to be deleted (issue 13), announced by the process that
+/// decided to delete it; its finalizer tells the claim when it takes the claim along.
+async fn announce_deletion(ctx: &Context, object: &HandleObject, reason: &str, note: &str) {
+    ctx.event(
+        object,
+        &ctx.kinds.handle,
+        EventKind::Normal,
+        reason,
+        note.to_owned(),
+    )
+    .await;
+}
+
+/// `namespace/name`, or `name` for a cluster-scoped object.
+fn qualified_name(namespace: Option<&str>, name: &str) -> String {
+    match namespace.filter(|ns| !ns.is_empty()) {
+        Some(namespace) => format!("{namespace}/{name}"),
+        None => name.to_owned(),
+    }
 }
 
 /// Deletes the handle (this very one: uid precondition); its finalizer does the rest.

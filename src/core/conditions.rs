@@ -180,3 +180,18 @@ pub(crate) fn problem<'a>(conditions: Option<&'a [Condition]>, type_: &str) -> O
         .filter(|c| c.status == ConditionStatus::False.as_str())
         .map(|c| c.message.as_str())
 }
+
+/// Whether condition `type_` is True in `after` and was not in `before`: a milestone that
+/// earns a Normal Event from the writer that made it so (issue 13).
+pub(crate) fn became_true(
+    before: Option<&[Condition]>,
+    after: Option<&[Condition]>,
+    type_: &str,
+) -> bool {
+    let is_true = |conditions: Option<&[Condition]>| {
+        conditions
+            .and_then(|c| find(c, type_))
+            .is_some_and(|c| c.status == ConditionStatus::True.as_str())
+    };
+    is_true(after) && !is_true(before)
+}

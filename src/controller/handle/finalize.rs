@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 
 use super::{HandleError, Pass, get_claim};
 use crate::api::refs::ResourceReference;
-use crate::controller::context::Context;
+use crate::controller::context::{Context, EventKind};
 use crate::controller::kinds::{HandleObject, Kinds};
 use crate::controller::managed;
 use crate::controller::write::{self, Written};
@@ -47,6 +47,19 @@ pub(super) async fn finalize(object: &HandleObject, ctx: &Context) -> Result<Pas
             == Some(true);
         if !detached {
             tracing::info!(handle = %object.name_any(), claim = %reference.name, "deleting the bound ResourceClaim");
+            let note = format!(
+                "ResourceHandle {} was deleted: deleting the claim",
+                object.name_any()
+            );
+            let claim_object = ctx.kinds.claim_object(claim.clone());
+            ctx.event(
+                &claim_object,
+                &ctx.kinds.claim,
+                EventKind::Normal,
+                "HandleDeleted",
+                note,
+            )
+            .await;
             match ctx
                 .claims_api(&reference.namespace)
                 .delete(&reference.name, &DeleteParams::default())

@@ -18,15 +18,27 @@ use crate::core::provider::CompiledProvider;
 /// fresh read.
 const ATTEMPTS: usize = 3;
 
+/// A resource brought in line with its definition.
+pub(super) struct Applied {
+    /// Its live object afterwards.
+    pub(super) state: Value,
+    /// Whether this call created it.
+    pub(super) created: bool,
+}
+
 /// Brings the resource `reference` in line with `definition`, starting from `known` (its live
-/// object as last seen, if any), and returns its live object afterwards.
+/// object as last seen, if any).
 pub(super) async fn apply(
     ctx: &Context,
     provider: &CompiledProvider,
     reference: &ResourceReference,
     definition: &Value,
     known: Option<Value>,
-) -> Result<Value, HandleError> {
+) -> Result<Applied, HandleError> {
+    let existing = |state: Value| Applied {
+        state,
+        created: false,
+    };
     managed::ensure_watch(ctx, reference).await?;
     managed::declare_watch(ctx, &managed::WatchKey::of(reference)).await;
     let api = managed::api_for(ctx, reference).await?;
@@ -39,7 +51,12 @@ pub(super) async fn apply(
         let Some(current) = live.take() else {
             let object: DynamicObject = serde_json::from_value(definition.clone())?;
             match api.create(&PostParams::default(), &object).await {
-                Ok(created) => return Ok(serde_json::to_value(created)?),
+                Ok(created) => {
+                    return Ok(Applied {
+                        state: serde_json::to_value(created)?,
+                        created: true,
+                    });
+                }
                 // B13: someone (a previous pass whose store had not caught up) made it.
                 Err(kube::Error::Api(status)) if status.code == 409 => {
                     live = managed::fetch(ctx, reference).await?;
@@ -51,7 +68,7 @@ pub(super) async fn apply(
         // §12.1–12.2: the live object → definition diff, through the provider's filters.
         let ops = provider.update_filters().filter(diff(&current, definition));
         if ops.is_empty() {
-            return Ok(current);
+            return Ok(existing(current));
         }
         let mut patch = to_json_patch(&ops)?;
         // The live object may come from a store: apply the diff only to what it was made from.
@@ -73,7 +90,7 @@ pub(super) async fn apply(
                     ops = ops.len(),
                     "updated managed resource"
                 );
-                return Ok(serde_json::to_value(patched)?);
+                return Ok(existing(serde_json::to_value(patched)?));
             }
             Err(error) if write::is_not_found(&error) => live = None,
             Err(error) if is_conflict(&error) => {

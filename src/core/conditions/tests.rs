@@ -206,3 +206,14 @@ fn an_undecodable_object_is_invalid_once_per_problem_and_keeps_its_other_conditi
         Change::Unchanged
     );
 }
+
+#[test]
+fn a_milestone_is_a_condition_that_became_true() {
+    let falsy = set_at("2026-11-24T10:00:00Z", valid(ConditionStatus::False, "no"));
+    let truthy = set_at("2026-11-24T10:00:00Z", valid(ConditionStatus::True, "yes"));
+    assert!(became_true(None, Some(&truthy), VALID));
+    assert!(became_true(Some(&falsy), Some(&truthy), VALID));
+    assert!(!became_true(Some(&truthy), Some(&truthy), VALID));
+    assert!(!became_true(Some(&truthy), Some(&falsy), VALID));
+    assert!(!became_true(None, Some(&truthy), READY));
+}
