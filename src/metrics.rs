@@ -29,6 +29,49 @@ pub struct KindLabels {
     pub kind: String,
 }
 
+/// One controller's reconciles: `controller` is the kind it reconciles.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ControllerLabels {
+    pub controller: String,
+}
+
+/// A reconcile's outcome.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReconcileLabels {
+    pub controller: String,
+    /// `success` or `error`.
+    pub result: String,
+}
+
+/// Why a handle was created (`pool`, `claim`) or deleted (`unhealthy`, `pool_deleted`,
+/// `lifespan_ended`, `claim_deleted`, `released`, `detached`).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReasonLabels {
+    pub reason: String,
+}
+
+/// Where a claim's handle came from: `warm` (a pool's), `cold` (made for it or by hand).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct SourceLabels {
+    pub source: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct BuildLabels {
+    pub version: String,
+}
+
+/// A pool's handles as one reconcile counted them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PoolCounts {
+    pub min_available: i64,
+    /// Unbound handles (and reserved names): what claims can bind.
+    pub available: i64,
+    pub ready: i64,
+    /// Bound handles of the pool.
+    pub taken: i64,
+}
+
 pub struct Metrics {
     registry: Registry,
     cluster_domain: String,
@@ -47,6 +90,27 @@ pub struct Metrics {
     pub quarantined_objects: Family<KindLabels, Gauge>,
     /// Objects set aside, counted once per version reported (a Warning Event each), by kind.
     pub quarantined: Family<KindLabels, Counter>,
+    reconciles: Family<ReconcileLabels, Histogram>,
+    reconcile_errors: Family<ControllerLabels, Counter>,
+    reconciles_in_flight: Family<ControllerLabels, Gauge>,
+    pool_min_available: Family<PoolLabels, Gauge>,
+    pool_unready: Family<PoolLabels, Gauge>,
+    pool_taken: Family<PoolLabels, Gauge>,
+    handles_created: Family<ReasonLabels, Counter>,
+    handles_deleted: Family<ReasonLabels, Counter>,
+    claim_bound: Family<SourceLabels, Histogram>,
+    claim_ready: Family<SourceLabels, Histogram>,
+    process: ProcessGauges,
+}
+
+/// The process's own figures, sampled from `/proc` at each scrape (Prometheus' standard
+/// `process_*` names).
+#[derive(Clone, Default)]
+struct ProcessGauges {
+    cpu_seconds: Counter<f64, std::sync::atomic::AtomicU64>,
+    resident_memory_bytes: Gauge,
+    open_fds: Gauge,
+    start_time_seconds: Gauge,
 }
 
 impl Metrics {
@@ -110,9 +174,118 @@ impl Metrics {
             "Objects reported as set aside because they cannot be decoded",
             quarantined.clone(),
         );
+        let reconciles = Family::<ReconcileLabels, Histogram>::new_with_constructor(|| {
+            Histogram::new([
+                0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+            ])
+        });
+        registry.register(
+            "poolboy_reconcile_duration_seconds",
+            "Wall time of one reconcile, by controller and result (its count: the reconciles)",
+            reconciles.clone(),
+        );
+        let reconcile_errors = Family::<ControllerLabels, Counter>::default();
+        registry.register(
+            "poolboy_reconcile_errors",
+            "Reconciles that failed and were requeued with backoff",
+            reconcile_errors.clone(),
+        );
+        let reconciles_in_flight = Family::<ControllerLabels, Gauge>::default();
+        registry.register(
+            "poolboy_reconciles_in_flight",
+            "Reconciles running now",
+            reconciles_in_flight.clone(),
+        );
+        let pool_min_available = Family::<PoolLabels, Gauge>::default();
+        registry.register(
+            "poolboy_resource_pool_min_available",
+            "The unbound handles a pool asks for (spec.minAvailable)",
+            pool_min_available.clone(),
+        );
+        let pool_unready = Family::<PoolLabels, Gauge>::default();
+        registry.register(
+            "poolboy_resource_pool_unready",
+            "Unbound handles of a pool that are not ready",
+            pool_unready.clone(),
+        );
+        let pool_taken = Family::<PoolLabels, Gauge>::default();
+        registry.register(
+            "poolboy_resource_pool_taken",
+            "Handles of a pool bound to a claim",
+            pool_taken.clone(),
+        );
+        let handles_created = Family::<ReasonLabels, Counter>::default();
+        registry.register(
+            "poolboy_resource_handles_created",
+            "Handles created, by reason (pool, claim)",
+            handles_created.clone(),
+        );
+        let handles_deleted = Family::<ReasonLabels, Counter>::default();
+        registry.register(
+            "poolboy_resource_handles_deleted",
+            "Handles deleted by the broker, by reason",
+            handles_deleted.clone(),
+        );
+        let latency = || {
+            Histogram::new([
+                0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0,
+                3600.0,
+            ])
+        };
+        let claim_bound = Family::<SourceLabels, Histogram>::new_with_constructor(latency);
+        registry.register(
+            "poolboy_claim_bind_seconds",
+            "From a claim's creation to its bind, warm (a pool's handle) or cold",
+            claim_bound.clone(),
+        );
+        let claim_ready = Family::<SourceLabels, Histogram>::new_with_constructor(latency);
+        registry.register(
+            "poolboy_claim_ready_seconds",
+            "From a claim's creation to its resources being ready, warm or cold",
+            claim_ready.clone(),
+        );
+        let build_info = Family::<BuildLabels, Gauge>::default();
+        build_info
+            .get_or_create(&BuildLabels {
+                version: env!("CARGO_PKG_VERSION").to_owned(),
+            })
+            .set(1);
+        registry.register("poolboy_build_info", "The broker's version", build_info);
+        let process = ProcessGauges::default();
+        registry.register(
+            "process_cpu_seconds",
+            "User and system CPU time spent",
+            process.cpu_seconds.clone(),
+        );
+        registry.register(
+            "process_resident_memory_bytes",
+            "Resident memory size",
+            process.resident_memory_bytes.clone(),
+        );
+        registry.register(
+            "process_open_fds",
+            "Open file descriptors",
+            process.open_fds.clone(),
+        );
+        registry.register(
+            "process_start_time_seconds",
+            "Start time of the process since the Unix epoch",
+            process.start_time_seconds.clone(),
+        );
         Self {
             registry,
             cluster_domain: cluster_domain.to_owned(),
+            reconciles,
+            reconcile_errors,
+            reconciles_in_flight,
+            pool_min_available,
+            pool_unready,
+            pool_taken,
+            handles_created,
+            handles_deleted,
+            claim_bound,
+            claim_ready,
+            process,
             process_time,
             invalid_resources,
             bind_conflicts,
@@ -134,6 +307,96 @@ impl Metrics {
                 status: if success { "success" } else { "error" }.to_owned(),
                 cluster_domain: self.cluster_domain.clone(),
             })
+            .observe(seconds);
+    }
+
+    /// One reconcile of `controller` is starting; the returned guard counts it as in flight
+    /// until dropped.
+    pub fn reconcile_started(&self, controller: &str) -> InFlight {
+        let gauge = self
+            .reconciles_in_flight
+            .get_or_create(&ControllerLabels {
+                controller: controller.to_owned(),
+            })
+            .clone();
+        gauge.inc();
+        InFlight { gauge }
+    }
+
+    /// One reconcile of `controller` ended after `seconds`.
+    pub fn reconciled(&self, controller: &str, success: bool, seconds: f64) {
+        self.reconciles
+            .get_or_create(&ReconcileLabels {
+                controller: controller.to_owned(),
+                result: if success { "success" } else { "error" }.to_owned(),
+            })
+            .observe(seconds);
+        if !success {
+            self.reconcile_errors
+                .get_or_create(&ControllerLabels {
+                    controller: controller.to_owned(),
+                })
+                .inc();
+        }
+    }
+
+    /// A pool's counts, as its reconcile found them.
+    pub fn set_pool(&self, pool: &PoolLabels, counts: PoolCounts) {
+        self.pool_min_available
+            .get_or_create(pool)
+            .set(counts.min_available);
+        self.pool_available
+            .get_or_create(pool)
+            .set(counts.available);
+        self.pool_ready.get_or_create(pool).set(counts.ready);
+        self.pool_unready
+            .get_or_create(pool)
+            .set(counts.available - counts.ready);
+        self.pool_taken.get_or_create(pool).set(counts.taken);
+    }
+
+    /// A deleted pool's gauges go.
+    pub fn forget_pool(&self, pool: &PoolLabels) {
+        for family in [
+            &self.pool_min_available,
+            &self.pool_available,
+            &self.pool_ready,
+            &self.pool_unready,
+            &self.pool_taken,
+        ] {
+            family.remove(pool);
+        }
+    }
+
+    /// A handle this process created, and why.
+    pub fn handle_created(&self, reason: &str) {
+        self.handles_created
+            .get_or_create(&ReasonLabels {
+                reason: reason.to_owned(),
+            })
+            .inc();
+    }
+
+    /// A handle this process deleted, and why.
+    pub fn handle_deleted(&self, reason: &str) {
+        self.handles_deleted
+            .get_or_create(&ReasonLabels {
+                reason: reason.to_owned(),
+            })
+            .inc();
+    }
+
+    /// A claim bound `seconds` after its creation, from a pool (`warm`) or not.
+    pub fn claim_bound(&self, warm: bool, seconds: f64) {
+        self.claim_bound
+            .get_or_create(&source(warm))
+            .observe(seconds);
+    }
+
+    /// A claim ready `seconds` after its creation.
+    pub fn claim_ready(&self, warm: bool, seconds: f64) {
+        self.claim_ready
+            .get_or_create(&source(warm))
             .observe(seconds);
     }
 
@@ -175,10 +438,79 @@ impl Metrics {
 
     /// The OpenMetrics text exposition.
     pub fn encode(&self) -> Result<String, std::fmt::Error> {
+        if let Some(sample) = process_sample() {
+            // A counter follows the sampled total by its increase.
+            let increase = sample.cpu_seconds - self.process.cpu_seconds.get();
+            if increase > 0.0 {
+                self.process.cpu_seconds.inc_by(increase);
+            }
+            self.process
+                .resident_memory_bytes
+                .set(sample.resident_memory_bytes);
+            self.process.open_fds.set(sample.open_fds);
+            self.process
+                .start_time_seconds
+                .set(sample.start_time_seconds);
+        }
         let mut out = String::new();
         prometheus_client::encoding::text::encode(&mut out, &self.registry)?;
         Ok(out)
     }
+}
+
+/// Counts a reconcile as in flight until dropped (also when the reconcile future is dropped).
+pub struct InFlight {
+    gauge: Gauge,
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.gauge.dec();
+    }
+}
+
+fn source(warm: bool) -> SourceLabels {
+    SourceLabels {
+        source: if warm { "warm" } else { "cold" }.to_owned(),
+    }
+}
+
+/// The process's figures from Linux's `/proc` (`None` elsewhere).
+struct ProcessSample {
+    cpu_seconds: f64,
+    resident_memory_bytes: i64,
+    open_fds: i64,
+    start_time_seconds: i64,
+}
+
+/// `/proc` reports times in USER_HZ, which Linux fixes at 100 for userspace.
+const USER_HZ: f64 = 100.0;
+
+fn process_sample() -> Option<ProcessSample> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // The fields after the command name, which is in parentheses and may hold spaces.
+    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+    // Fields 14, 15 (utime, stime) and 22 (starttime), counted from 1 with pid and comm.
+    let field = |n: usize| fields.get(n - 3).and_then(|f| f.parse::<f64>().ok());
+    let cpu_seconds = (field(14)? + field(15)?) / USER_HZ;
+    let started_after_boot = field(22)? / USER_HZ;
+    let boot_time = std::fs::read_to_string("/proc/stat")
+        .ok()?
+        .lines()
+        .find_map(|line| line.strip_prefix("btime "))
+        .and_then(|t| t.trim().parse::<f64>().ok())?;
+    let resident_kib = std::fs::read_to_string("/proc/self/status")
+        .ok()?
+        .lines()
+        .find_map(|line| line.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<i64>().ok())?;
+    let open_fds = std::fs::read_dir("/proc/self/fd").ok()?.count();
+    Some(ProcessSample {
+        cpu_seconds,
+        resident_memory_bytes: resident_kib.saturating_mul(1024),
+        open_fds: i64::try_from(open_fds).unwrap_or(i64::MAX),
+        start_time_seconds: (boot_time + started_after_boot) as i64,
+    })
 }
 
 #[cfg(test)]
@@ -195,5 +527,27 @@ mod tests {
         assert!(text.contains("method=\"reconcile\""));
         assert!(text.contains("status=\"success\""));
         assert!(text.contains("cluster_domain=\"example.com\""));
+    }
+
+    #[test]
+    fn a_scrape_has_the_process_build_and_reconcile_families() {
+        let metrics = Metrics::new("example.com");
+        {
+            let _in_flight = metrics.reconcile_started("ResourcePool");
+            metrics.reconciled("ResourcePool", false, 0.2);
+        }
+        metrics.claim_bound(true, 0.04);
+        let text = metrics.encode().expect("encodes");
+        for expected in [
+            "poolboy_build_info{version=",
+            "process_resident_memory_bytes ",
+            "process_cpu_seconds_total ",
+            "poolboy_reconcile_duration_seconds_count{controller=\"ResourcePool\",result=\"error\"} 1",
+            "poolboy_reconcile_errors_total{controller=\"ResourcePool\"} 1",
+            "poolboy_reconciles_in_flight{controller=\"ResourcePool\"} 0",
+            "poolboy_claim_bind_seconds_bucket{le=\"0.05\",source=\"warm\"} 1",
+        ] {
+            assert!(text.contains(expected), "{expected} in:\n{text}");
+        }
     }
 }

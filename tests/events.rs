@@ -1,5 +1,6 @@
-//! What users read with `kubectl describe` (issue 13): the Normal Events of a claim's life, in
-//! order, on the real control plane.
+//! What users and operators see (issue 13), on the real control plane: the Normal Events of a
+//! claim's life, in order, as `kubectl describe` shows them; and the metrics a pool is run
+//! with, scraped from `/metrics`.
 
 mod support;
 
@@ -86,6 +87,137 @@ async fn a_pooled_bind_tells_its_milestones_in_order() {
     assert_eq!(
         normal_reasons(&env, &pooled).await,
         ["ResourceCreated", "ClaimDeleted"]
+    );
+
+    env.teardown([operator]).await;
+}
+
+/// `GET path` from the broker's HTTP endpoint at `address`: the body. On a blocking thread:
+/// the broker runs on this test's runtime.
+async fn http_get(address: std::net::SocketAddr, path: &str) -> String {
+    use std::io::{Read, Write};
+    let request = format!("GET {path} HTTP/1.1\r\nHost: poolboy\r\nConnection: close\r\n\r\n");
+    tokio::task::spawn_blocking(move || {
+        let mut stream = std::net::TcpStream::connect(address).expect("connecting to /metrics");
+        stream
+            .write_all(request.as_bytes())
+            .expect("sending the request");
+        let mut response = String::new();
+        stream
+            .read_to_string(&mut response)
+            .expect("reading the response");
+        response
+            .split_once("\r\n\r\n")
+            .map(|(_, body)| body.to_owned())
+            .unwrap_or_default()
+    })
+    .await
+    .expect("the request thread")
+}
+
+/// A free port on the loopback.
+fn free_address() -> std::net::SocketAddr {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .expect("a free port")
+}
+
+/// The value of the sample `line_start` (metric name and labels, as exposed).
+fn sample(text: &str, line_start: &str) -> Option<f64> {
+    text.lines()
+        .find_map(|line| line.strip_prefix(line_start))
+        .and_then(|value| value.trim().parse().ok())
+}
+
+/// A pool of two fills; one claim binds warm (from the pool), one cold (it asks for another
+/// pool): the scrape shows the pool's gauges, the handles created by reason, both bind
+/// latencies, the reconciles of every controller, build and process figures.
+#[tokio::test]
+async fn a_scrape_shows_pools_binds_and_reconciles() {
+    let env = TestEnv::new().await;
+    let ns = env.namespace.clone();
+    create_config_provider(&env, false).await;
+    let pool: ResourcePool = from_json(json!({
+        "apiVersion": format!("{D}/v1"), "kind": "ResourcePool",
+        "metadata": {"name": "scraped"},
+        "spec": {
+            "minAvailable": 2,
+            "resources": objects::resources(&ns, &[("config", "config", template(json!({})))]),
+        },
+    }));
+    env.create(&pool).await;
+    let address = free_address();
+    let operator = TestOperator::start_with(env.kube_config(), &ns, Some(address), "scraped");
+    let apis = Apis::new(&env);
+    eventually("the pool full and ready", TIMEOUT, || async {
+        let handles = env.handles_of_pool("scraped").await;
+        (handles.len() == 2
+            && handles
+                .iter()
+                .all(|h| h.status.as_ref().and_then(|s| s.ready) == Some(true)))
+        .then_some(())
+    })
+    .await;
+    create_config_claim(&env, "warm", json!({}), json!({}), json!({})).await;
+    apis.bound("warm").await;
+    // Asking for another pool: no pool handle fits, one is created for it.
+    let elsewhere = json!({"annotations": {objects::key("resource-pool-name"): "elsewhere"}});
+    create_config_claim(&env, "cold", elsewhere, json!({}), json!({})).await;
+    apis.bound("cold").await;
+
+    let pool_labels = format!("{{name=\"scraped\",namespace=\"{ns}\"}}");
+    let text = eventually("the pool refilled, in the scrape", TIMEOUT, || async {
+        let text = http_get(address, "/metrics").await;
+        let full = sample(
+            &text,
+            &format!("poolboy_resource_pool_available{pool_labels}"),
+        ) == Some(2.0)
+            && sample(&text, &format!("poolboy_resource_pool_taken{pool_labels}")) == Some(1.0);
+        full.then_some(text)
+    })
+    .await;
+    for (line, value) in [
+        (
+            format!("poolboy_resource_pool_min_available{pool_labels}"),
+            2.0,
+        ),
+        (
+            "poolboy_resource_handles_created_total{reason=\"pool\"}".to_owned(),
+            3.0,
+        ),
+        (
+            "poolboy_resource_handles_created_total{reason=\"claim\"}".to_owned(),
+            1.0,
+        ),
+        (
+            "poolboy_claim_bind_seconds_count{source=\"warm\"}".to_owned(),
+            1.0,
+        ),
+        (
+            "poolboy_claim_bind_seconds_count{source=\"cold\"}".to_owned(),
+            1.0,
+        ),
+    ] {
+        assert_eq!(sample(&text, &line), Some(value), "{line} in:\n{text}");
+    }
+    for controller in ["ResourceClaim", "ResourceHandle", "ResourcePool"] {
+        let reconciles = format!(
+            "poolboy_reconcile_duration_seconds_count{{controller=\"{controller}\",result=\"success\"}}"
+        );
+        assert!(
+            sample(&text, &reconciles).is_some_and(|n| n >= 1.0),
+            "{reconciles} in:\n{text}"
+        );
+    }
+    assert!(text.contains("poolboy_build_info{version="), "{text}");
+    assert!(
+        sample(&text, "process_resident_memory_bytes").is_some_and(|b| b > 0.0),
+        "{text}"
+    );
+    // No claim name is a label.
+    assert!(
+        !text.contains("name=\"warm\"") && !text.contains("name=\"cold\""),
+        "{text}"
     );
 
     env.teardown([operator]).await;

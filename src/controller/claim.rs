@@ -217,6 +217,7 @@ async fn finalize(ctx: &ClaimContext, claim: &ClaimObject) -> Result<Action, Cla
             Ok(deleted) => {
                 // Being deleted now (its finalizer runs): it says why (issue 13).
                 if let Some(deleted) = deleted.left() {
+                    ctx.metrics.handle_deleted("claim_deleted");
                     let note = format!(
                         "ResourceClaim {namespace}/{name} was deleted: deleting the handle and \
                          its resources"
@@ -531,6 +532,7 @@ async fn sync_bound(
             }
             // Detached first: the handle controller then leaves the claim alone.
             delete_handle(ctx, &handle).await?;
+            ctx.metrics.handle_deleted("detached");
             return Ok(Pass::Done(Action::await_change()));
         }
     }
@@ -573,6 +575,12 @@ async fn announce_milestones(
 ) {
     let after = claim.status.as_ref().and_then(|s| s.conditions.as_deref());
     let name = handle.metadata.name.as_deref().unwrap_or_default();
+    let warm = handle.spec.resource_pool.is_some();
+    let age = claim
+        .metadata
+        .creation_timestamp
+        .as_ref()
+        .map(|created| lifespan::seconds_since(created, ctx.now()));
     if conditions::became_true(before, after, conditions::BOUND) {
         let made_for_claim = claim
             .metadata
@@ -589,11 +597,17 @@ async fn announce_milestones(
         };
         ctx.event(claim, &ctx.kinds.claim, EventKind::Normal, "Bound", note)
             .await;
+        if let Some(age) = age {
+            ctx.metrics.claim_bound(warm, age);
+        }
     }
     if conditions::became_true(before, after, conditions::READY) {
         let note = format!("the resources of ResourceHandle {name} are ready");
         ctx.event(claim, &ctx.kinds.claim, EventKind::Normal, "Ready", note)
             .await;
+        if let Some(age) = age {
+            ctx.metrics.claim_ready(warm, age);
+        }
     }
 }
 

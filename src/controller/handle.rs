@@ -183,7 +183,11 @@ async fn manage_once(mut object: HandleObject, ctx: &Context) -> Result<Pass, Ha
         tracing::info!(handle = %object.name_any(), "deleting a handle released by a claim");
         return match write::delete_while(&ctx.handles_api(), &object, 3, released).await? {
             Written::Conflict => Err(HandleError::Conflict(object.name_any())),
-            Written::Done(()) | Written::Gone => Ok(Pass::Done(Action::await_change())),
+            Written::Done(()) => {
+                ctx.metrics.handle_deleted("released");
+                Ok(Pass::Done(Action::await_change()))
+            }
+            Written::Gone => Ok(Pass::Done(Action::await_change())),
         };
     }
     let original_problem = problem_message(object.status.as_ref()).map(str::to_owned);
@@ -206,6 +210,7 @@ async fn manage_once(mut object: HandleObject, ctx: &Context) -> Result<Pass, Ha
             let note = "the lifespan ended: deleting the handle, its resources and its claim";
             announce_deletion(ctx, &object, "LifespanEnded", note).await;
             delete_handle(ctx, &object).await?;
+            ctx.metrics.handle_deleted("lifespan_ended");
             return Ok(Pass::Done(Action::await_change()));
         }
         Ok(Expiry::At(end)) => Some(end),
@@ -231,6 +236,7 @@ async fn manage_once(mut object: HandleObject, ctx: &Context) -> Result<Pass, Ha
                 );
                 announce_deletion(ctx, &object, "ClaimDeleted", &note).await;
                 delete_handle(ctx, &object).await?;
+                ctx.metrics.handle_deleted("claim_deleted");
                 return Ok(Pass::Done(Action::await_change()));
             }
         },

@@ -52,7 +52,7 @@ use crate::core::pool::scaling::{
     active_scalings_of_pool, attributed, count_patch, created, decremented, is_active,
     is_scaling_of_pool, remaining,
 };
-use crate::metrics::PoolLabels;
+use crate::metrics::{PoolCounts, PoolLabels};
 use crate::shutdown::Shutdown;
 
 /// Guarded status writes that conflict are recomputed from a fresh read this many times in one
@@ -302,6 +302,9 @@ async fn pass(pool_object: &PoolObject, pctx: &PoolContext) -> Result<Option<Act
         if let Some((handle, _)) = handles.iter().find(|(h, _)| h.name_any() == *doomed) {
             tracing::info!(pool = %name, handle = %doomed, "deleting unhealthy unbound ResourceHandle");
             let deleted = delete_unbound(&ctx.handles_api(), handle, &pool, ctx.domain()).await?;
+            if deleted {
+                ctx.metrics.handle_deleted("unhealthy");
+            }
             // Δ§3.3 step 2: the scaling that made it makes a replacement. Only the process
             // whose delete went through lowers the count, so it is lowered once.
             if deleted && let Some(scaling_name) = handle.labels().get(&scaling_label) {
@@ -380,14 +383,19 @@ async fn pass(pool_object: &PoolObject, pctx: &PoolContext) -> Result<Option<Act
         name: name.clone(),
         namespace: pool.namespace().unwrap_or_default(),
     };
-    ctx.metrics
-        .pool_available
-        .get_or_create(&labels)
-        .set(plan.count.available);
-    ctx.metrics
-        .pool_ready
-        .get_or_create(&labels)
-        .set(plan.count.ready);
+    let taken = handles
+        .iter()
+        .filter(|(_, h)| h.spec.resource_claim.is_some() && h.metadata.deletion_timestamp.is_none())
+        .count();
+    ctx.metrics.set_pool(
+        &labels,
+        PoolCounts {
+            min_available: pool.spec.min_available.unwrap_or(0),
+            available: plan.count.available,
+            ready: plan.count.ready,
+            taken: i64::try_from(taken).unwrap_or(i64::MAX),
+        },
+    );
 
     if let Ok(template) = &template
         && !new_names.is_empty()
@@ -462,15 +470,18 @@ async fn create_handles(
         handle.metadata.name = Some(name.clone());
         let object = ctx.kinds.handle_object(handle);
         match api.create(&PostParams::default(), &object).await {
-            Ok(_) => match for_scaling {
-                Some((scaling_name, _)) => tracing::info!(
-                    pool = %pool_name, handle = %name, scaling = %scaling_name,
-                    "created ResourceHandle for pool scaling"
-                ),
-                None => {
-                    tracing::info!(pool = %pool_name, handle = %name, "created ResourceHandle for pool");
+            Ok(_) => {
+                ctx.metrics.handle_created("pool");
+                match for_scaling {
+                    Some((scaling_name, _)) => tracing::info!(
+                        pool = %pool_name, handle = %name, scaling = %scaling_name,
+                        "created ResourceHandle for pool scaling"
+                    ),
+                    None => {
+                        tracing::info!(pool = %pool_name, handle = %name, "created ResourceHandle for pool");
+                    }
                 }
-            },
+            }
             Err(source) => {
                 pctx.with_pending(pool, |memory| memory.settle(name, ctx.now()));
                 if for_scaling.is_some() {
@@ -590,8 +601,10 @@ async fn finalize(pool_object: &PoolObject, pctx: &PoolContext) -> Result<(), Po
     let handles_api = ctx.handles_api();
     let handles = pctx.handles_of(&pool);
     for (handle, derived) in &handles {
-        if is_unbound_handle_of_pool(derived, &pool, ctx.domain()) {
-            delete_unbound(&handles_api, handle, &pool, ctx.domain()).await?;
+        if is_unbound_handle_of_pool(derived, &pool, ctx.domain())
+            && delete_unbound(&handles_api, handle, &pool, ctx.domain()).await?
+        {
+            ctx.metrics.handle_deleted("pool_deleted");
         }
     }
     // Handles created but not shown by the store yet: look them up.
@@ -600,8 +613,10 @@ async fn finalize(pool_object: &PoolObject, pctx: &PoolContext) -> Result<(), Po
         if handles.iter().any(|(h, _)| h.name_any() == pending_name) {
             continue;
         }
-        if let Some(handle) = handles_api.get_opt(&pending_name).await? {
-            delete_unbound(&handles_api, &handle, &pool, ctx.domain()).await?;
+        if let Some(handle) = handles_api.get_opt(&pending_name).await?
+            && delete_unbound(&handles_api, &handle, &pool, ctx.domain()).await?
+        {
+            ctx.metrics.handle_deleted("pool_deleted");
         }
     }
     tracing::info!(pool = %name, "deleted the unbound ResourceHandles of a deleted pool");
@@ -615,8 +630,7 @@ async fn finalize(pool_object: &PoolObject, pctx: &PoolContext) -> Result<(), Po
         name,
         namespace: pool.namespace().unwrap_or_default(),
     };
-    ctx.metrics.pool_available.remove(&labels);
-    ctx.metrics.pool_ready.remove(&labels);
+    ctx.metrics.forget_pool(&labels);
     Ok(())
 }
 

@@ -35,10 +35,13 @@ impl Reconciler {
         K: ResourceExt,
     {
         let started = Instant::now();
+        let in_flight = ctx.metrics.reconcile_started(self.kind);
         let result = reconcile.await;
+        drop(in_flight);
         let seconds = started.elapsed().as_secs_f64();
         ctx.metrics
             .observe(self.kind, "reconcile", result.is_ok(), seconds);
+        ctx.metrics.reconciled(self.kind, result.is_ok(), seconds);
         if result.is_ok() {
             ctx.succeeded(&self.key(object));
         }

@@ -322,6 +322,7 @@ async fn create(
         handle = %made.metadata.name.as_deref().unwrap_or_default(),
         "created handle for claim"
     );
+    ctx.metrics.handle_created("claim");
     Ok(Outcome::Bound(Box::new(Pending {
         handle: made,
         rewrite_requested_end: created.rewrite_requested_end,

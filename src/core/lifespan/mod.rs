@@ -90,6 +90,14 @@ pub(crate) fn api_time(t: DateTime<Utc>) -> Time {
     )
 }
 
+/// Seconds from `t` to `now` (never negative). `metav1.Time` is stored in whole seconds, so an
+/// age measured from a `creationTimestamp` may be up to a second longer than the truth.
+pub(crate) fn seconds_since(t: &Time, now: DateTime<Utc>) -> f64 {
+    let now = now.timestamp_micros() as f64 / 1e6;
+    let then = t.0.as_microsecond() as f64 / 1e6;
+    (now - then).max(0.0)
+}
+
 /// How long from `now` until `deadline`; zero when it has passed. For requeueing.
 pub(crate) fn delay_until(deadline: DateTime<Utc>, now: DateTime<Utc>) -> Duration {
     (deadline - now).to_std().unwrap_or(Duration::ZERO)
