@@ -45,17 +45,43 @@ struct RunArgs {
     /// Reconciles of one kind at once.
     #[arg(long, env = "POOLBOY_CONCURRENCY", default_value_t = 8)]
     concurrency: u16,
-    /// The `cluster_domain` label of the metrics.
-    #[arg(long, env = "CLUSTER_DOMAIN", default_value = "None")]
-    cluster_domain: String,
-    /// Log as JSON lines.
+    /// The `cluster_domain` label of `poolboy_process_time_seconds` (Poolboy's); empty when
+    /// unset.
+    #[arg(long, env = "CLUSTER_DOMAIN")]
+    cluster_domain: Option<String>,
+    /// Log as JSON lines (start-up failures included).
     #[arg(long, env = "POOLBOY_LOG_JSON")]
     log_json: bool,
+    /// The least severe level logged. `RUST_LOG`, when set, wins: it takes per-module filters
+    /// (`poolboy=debug,kube=info`).
+    #[arg(long, env = "POOLBOY_LOG_LEVEL", value_enum, default_value_t = LogLevel::Info)]
+    log_level: LogLevel,
     /// How often a template whose result depends on the clock in a way no instant can be
     /// derived from (it prints the current time) is rendered again, e.g. `60s` or `5m`.
     /// Comparisons with the current time take effect at their exact instant regardless.
     #[arg(long, env = "POOLBOY_TIME_TEMPLATE_INTERVAL", default_value = "60s", value_parser = positive_interval)]
     time_template_interval: std::time::Duration,
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+enum LogLevel {
+    Error,
+    Warn,
+    Info,
+    Debug,
+    Trace,
+}
+
+impl LogLevel {
+    fn directive(self) -> &'static str {
+        match self {
+            LogLevel::Error => "error",
+            LogLevel::Warn => "warn",
+            LogLevel::Info => "info",
+            LogLevel::Debug => "debug",
+            LogLevel::Trace => "trace",
+        }
+    }
 }
 
 /// A positive interval in Poolboy's notation (`90`, `90s`, `1m30s`, `1.5m`).
@@ -239,19 +265,26 @@ fn usage_error(message: &str) -> ExitCode {
 fn run(args: RunArgs, domain: OperatorDomain) -> ExitCode {
     use tracing_subscriber::EnvFilter;
 
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    let filter = EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| EnvFilter::new(args.log_level.directive()));
     let subscriber = tracing_subscriber::fmt().with_env_filter(filter);
     if args.log_json {
         subscriber.json().init();
     } else {
         subscriber.init();
     }
+    // From here on, a failure is logged like everything else (a JSON line with --log-json).
+    let fail = |code: u8, message: &str| {
+        tracing::error!("{message}");
+        ExitCode::from(code)
+    };
     let operator_namespace = match args.operator_namespace {
         Some(namespace) => namespace,
         None => match std::fs::read_to_string(SERVICE_ACCOUNT_NAMESPACE) {
             Ok(namespace) => namespace.trim().to_owned(),
             Err(_) => {
-                return usage_error(
+                return fail(
+                    2,
                     "no operator namespace: pass --operator-namespace or set OPERATOR_NAMESPACE",
                 );
             }
@@ -259,7 +292,7 @@ fn run(args: RunArgs, domain: OperatorDomain) -> ExitCode {
     };
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(runtime) => runtime,
-        Err(e) => return invalid(&format!("cannot start the async runtime: {e}")),
+        Err(e) => return fail(1, &format!("cannot start the async runtime: {e}")),
     };
     let outcome = runtime.block_on(async move {
         let mut config = kube::Config::infer()
@@ -280,7 +313,7 @@ fn run(args: RunArgs, domain: OperatorDomain) -> ExitCode {
             },
             metrics_address: Some(args.metrics_address),
             concurrency: args.concurrency.max(1),
-            cluster_domain: args.cluster_domain,
+            cluster_domain: args.cluster_domain.unwrap_or_default(),
         };
         crate::runtime::run::run(config, options, shutdown_signal())
             .await
@@ -288,7 +321,7 @@ fn run(args: RunArgs, domain: OperatorDomain) -> ExitCode {
     });
     match outcome {
         Ok(()) => ExitCode::SUCCESS,
-        Err(message) => invalid(&message),
+        Err(message) => fail(1, &message),
     }
 }
 

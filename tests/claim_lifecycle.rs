@@ -280,7 +280,8 @@ async fn a_kind_the_broker_may_not_create_is_reported_on_handle_and_claim() {
     )
     .await;
     let config = env.config_as_service_account("operator").await;
-    let operator = TestOperator::start(config, &env.namespace);
+    let address = support::http::free_address();
+    let operator = TestOperator::start_with(config, &env.namespace, Some(address), "denied");
 
     apis.create_claim(&claim("denied", "plain", json!({})))
         .await;
@@ -314,6 +315,13 @@ async fn a_kind_the_broker_may_not_create_is_reported_on_handle_and_claim() {
         TIMEOUT,
     )
     .await;
+    // It cannot watch ConfigMaps either: not ready, and /readyz says which watch fails.
+    let (status, why) = eventually("/readyz failing", TIMEOUT, || async {
+        let (status, body) = support::http::get(address, "/readyz").await;
+        (status == 503 && body.contains("ConfigMap")).then_some((status, body))
+    })
+    .await;
+    assert!(why.contains("forbidden"), "{status}: {why}");
 
     grant(
         &env,
@@ -331,6 +339,11 @@ async fn a_kind_the_broker_may_not_create_is_reported_on_handle_and_claim() {
             (reason.0 == "ResourcesNotReady").then_some(())
         },
     )
+    .await;
+    eventually("/readyz ready again", TIMEOUT, || async {
+        let (status, _) = support::http::get(address, "/readyz").await;
+        (status == 200).then_some(())
+    })
     .await;
 
     env.teardown([operator]).await;

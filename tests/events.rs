@@ -92,36 +92,6 @@ async fn a_pooled_bind_tells_its_milestones_in_order() {
     env.teardown([operator]).await;
 }
 
-/// `GET path` from the broker's HTTP endpoint at `address`: the body. On a blocking thread:
-/// the broker runs on this test's runtime.
-async fn http_get(address: std::net::SocketAddr, path: &str) -> String {
-    use std::io::{Read, Write};
-    let request = format!("GET {path} HTTP/1.1\r\nHost: poolboy\r\nConnection: close\r\n\r\n");
-    tokio::task::spawn_blocking(move || {
-        let mut stream = std::net::TcpStream::connect(address).expect("connecting to /metrics");
-        stream
-            .write_all(request.as_bytes())
-            .expect("sending the request");
-        let mut response = String::new();
-        stream
-            .read_to_string(&mut response)
-            .expect("reading the response");
-        response
-            .split_once("\r\n\r\n")
-            .map(|(_, body)| body.to_owned())
-            .unwrap_or_default()
-    })
-    .await
-    .expect("the request thread")
-}
-
-/// A free port on the loopback.
-fn free_address() -> std::net::SocketAddr {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|listener| listener.local_addr())
-        .expect("a free port")
-}
-
 /// The value of the sample `line_start` (metric name and labels, as exposed).
 fn sample(text: &str, line_start: &str) -> Option<f64> {
     text.lines()
@@ -146,7 +116,7 @@ async fn a_scrape_shows_pools_binds_and_reconciles() {
         },
     }));
     env.create(&pool).await;
-    let address = free_address();
+    let address = support::http::free_address();
     let operator = TestOperator::start_with(env.kube_config(), &ns, Some(address), "scraped");
     let apis = Apis::new(&env);
     eventually("the pool full and ready", TIMEOUT, || async {
@@ -167,7 +137,7 @@ async fn a_scrape_shows_pools_binds_and_reconciles() {
 
     let pool_labels = format!("{{name=\"scraped\",namespace=\"{ns}\"}}");
     let text = eventually("the pool refilled, in the scrape", TIMEOUT, || async {
-        let text = http_get(address, "/metrics").await;
+        let (_, text) = support::http::get(address, "/metrics").await;
         let full = sample(
             &text,
             &format!("poolboy_resource_pool_available{pool_labels}"),

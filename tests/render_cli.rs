@@ -493,3 +493,36 @@ spec:
     assert_eq!(rendered.kinds(), ["ResourceHandle", "ConfigMap"]);
     assert_eq!(rendered.documents[1]["data"]["state"], "started");
 }
+
+/// Issue 13: `poolboy run --help` shows no Python-style `None` default and offers
+/// `--log-level`; a start-up failure with `--log-json` is a JSON line, exit code 2 for a usage
+/// error.
+#[test]
+fn run_help_and_start_up_failures_read_well() {
+    let help = poolboy(&["run", "--help"], None);
+    let text = String::from_utf8_lossy(&help.stdout);
+    assert!(help.status.success(), "{text}");
+    assert!(!text.contains("None"), "{text}");
+    assert!(
+        text.contains("--log-level <LOG_LEVEL>")
+            && text.contains("[possible values: error, warn, info, debug, trace]"),
+        "{text}"
+    );
+
+    let failed = Command::new(env!("CARGO_BIN_EXE_poolboy"))
+        .args(["run", "--log-json"])
+        .env_remove("OPERATOR_NAMESPACE")
+        .output()
+        .expect("running poolboy");
+    assert_eq!(failed.status.code(), Some(2));
+    let line = String::from_utf8_lossy(&failed.stdout);
+    let logged: serde_json::Value = serde_json::from_str(line.trim())
+        .unwrap_or_else(|e| panic!("a JSON line, not {line:?}: {e}"));
+    assert_eq!(logged["level"], "ERROR");
+    assert!(
+        logged["fields"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("no operator namespace")),
+        "{logged}"
+    );
+}

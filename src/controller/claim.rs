@@ -132,13 +132,17 @@ pub(crate) async fn run(
     concurrency: u16,
     shutdown: Shutdown,
 ) {
+    let health = ctx.health.clone();
     let ctx = Arc::new(ClaimContext { ctx, index });
     controller
         .reconcile_on(triggers)
         .with_config(controller::Config::default().concurrency(concurrency))
         .graceful_shutdown_on(shutdown)
         .run(reconcile, error_policy, ctx)
-        .for_each(|_| async {})
+        .for_each(|result| {
+            health.observe_controller(RECONCILER.kind(), &result);
+            async {}
+        })
         .await;
 }
 

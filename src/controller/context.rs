@@ -96,6 +96,8 @@ pub(crate) struct Context {
     pub(crate) managed: ManagedResources,
     /// Who asked for claims, per namespace (§12.3 step 7).
     pub(crate) requesters: RequesterLookup,
+    /// Which watches fail now (`/readyz`).
+    pub(crate) health: super::health::WatchHealth,
     providers: RwLock<ProviderCatalog>,
     recorder: Recorder,
     failures: Mutex<HashMap<String, u32>>,
@@ -125,6 +127,7 @@ impl Context {
             metrics,
             managed: ManagedResources::default(),
             requesters: RequesterLookup::default(),
+            health: super::health::WatchHealth::default(),
             providers: RwLock::new(ProviderCatalog::default()),
             failures: Mutex::new(HashMap::new()),
         }

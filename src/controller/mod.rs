@@ -4,6 +4,7 @@
 pub(crate) mod claim;
 pub mod context;
 pub(crate) mod handle;
+pub mod health;
 pub mod kinds;
 pub(crate) mod listed;
 pub(crate) mod managed;

@@ -187,6 +187,7 @@ pub(crate) async fn run(
         controller,
         handles,
     } = controller;
+    let health = ctx.health.clone();
     let pool_ctx = Arc::new(PoolContext {
         ctx,
         handles,
@@ -197,7 +198,10 @@ pub(crate) async fn run(
         .with_config(controller::Config::default().concurrency(concurrency))
         .graceful_shutdown_on(shutdown)
         .run(reconcile, error_policy, pool_ctx)
-        .for_each(|_| async {})
+        .for_each(|result| {
+            health.observe_controller(RECONCILER.kind(), &result);
+            async {}
+        })
         .await;
 }
 

@@ -24,6 +24,11 @@ impl Reconciler {
         Self { kind }
     }
 
+    /// The kind this controller reconciles.
+    pub(crate) const fn kind(&self) -> &'static str {
+        self.kind
+    }
+
     /// Runs `reconcile` for `object`, timed and counted; a success forgets its failures.
     pub(crate) async fn observe<K, E>(
         &self,

@@ -1,5 +1,5 @@
 //! The operator's HTTP endpoint: `/metrics` (Prometheus), `/healthz` (the process serves) and
-//! `/readyz` (providers are loaded and the watches have listed once).
+//! `/readyz` (providers are loaded, the watches have listed once, and none keeps failing).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -11,12 +11,14 @@ use axum::http::{StatusCode, header};
 use axum::response::IntoResponse;
 use axum::routing::get;
 
+use crate::controller::health::WatchHealth;
 use crate::metrics::Metrics;
 
 #[derive(Clone)]
 struct Shared {
     metrics: Arc<Metrics>,
     ready: Arc<AtomicBool>,
+    health: WatchHealth,
 }
 
 /// Serves until `shutdown` completes.
@@ -24,13 +26,18 @@ pub async fn serve(
     address: SocketAddr,
     metrics: Arc<Metrics>,
     ready: Arc<AtomicBool>,
+    health: WatchHealth,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let app = Router::new()
         .route("/metrics", get(metrics_text))
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(readiness))
-        .with_state(Shared { metrics, ready });
+        .with_state(Shared {
+            metrics,
+            ready,
+            health,
+        });
     let listener = tokio::net::TcpListener::bind(address).await?;
     tracing::info!(%address, "serving /metrics, /healthz and /readyz");
     axum::serve(listener, app)
@@ -54,9 +61,16 @@ async fn metrics_text(State(shared): State<Shared>) -> impl IntoResponse {
 }
 
 async fn readiness(State(shared): State<Shared>) -> impl IntoResponse {
-    if shared.ready.load(Ordering::Relaxed) {
-        (StatusCode::OK, "ready")
-    } else {
-        (StatusCode::SERVICE_UNAVAILABLE, "starting")
+    if !shared.ready.load(Ordering::Relaxed) {
+        return (StatusCode::SERVICE_UNAVAILABLE, "starting".to_owned());
     }
+    let failing = shared.health.failing();
+    if failing.is_empty() {
+        return (StatusCode::OK, "ready".to_owned());
+    }
+    let report: Vec<String> = failing
+        .iter()
+        .map(|(watch, error)| format!("watch {watch} failing: {error}"))
+        .collect();
+    (StatusCode::SERVICE_UNAVAILABLE, report.join("\n"))
 }

@@ -95,7 +95,13 @@ pub async fn run(
 
     let server = match options.metrics_address {
         Some(address) => {
-            let serve = http::serve(address, metrics.clone(), ready.clone(), shutdown.clone());
+            let serve = http::serve(
+                address,
+                metrics.clone(),
+                ready.clone(),
+                ctx.health.clone(),
+                shutdown.clone(),
+            );
             tokio::spawn(serve)
                 .map(|r| r.ok().and_then(Result::err))
                 .boxed()

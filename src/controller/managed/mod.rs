@@ -102,6 +102,7 @@ pub(crate) async fn ensure_watch(
         claims: ctx.stores.claims.clone(),
         domain: ctx.domain().clone(),
         operator_namespace: ctx.config.operator_namespace.clone(),
+        health: ctx.health.clone(),
     };
     let stream = kube::runtime::watcher(api, super::listed::watch_config())
         .default_backoff()
@@ -214,6 +215,7 @@ struct Router {
     claims: Store<ClaimObject>,
     domain: OperatorDomain,
     operator_namespace: String,
+    health: crate::controller::health::WatchHealth,
 }
 
 impl Router {
@@ -329,7 +331,15 @@ async fn follow<S>(
     let mut known: HashMap<ObjectRef<DynamicObject>, String> = HashMap::new();
     let mut relisted: HashSet<ObjectRef<DynamicObject>> = HashSet::new();
     let mut listed_once = false;
+    let watch_name = match &key.namespace {
+        Some(namespace) => format!("{} {} in {namespace}", key.api_version, key.kind),
+        None => format!("{} {}", key.api_version, key.kind),
+    };
     while let Some(event) = stream.next().await {
+        match &event {
+            Ok(_) => router.health.recovered(&watch_name),
+            Err(error) => router.health.failed(&watch_name, error),
+        }
         match event {
             Ok(Event::Apply(object)) | Ok(Event::InitApply(object)) => {
                 let object_ref = ObjectRef::from_obj_with(&object, resource.clone());
@@ -421,6 +431,7 @@ mod tests {
                 claims: claim_writer.as_reader(),
                 domain,
                 operator_namespace: "poolboy".into(),
+                health: Default::default(),
             },
             handle_wakes,
             claim_wakes,

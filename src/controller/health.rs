@@ -1,0 +1,89 @@
+//! Whether the broker's watches work (issue 13): `/readyz` turns not-ready while a watch keeps
+//! failing, e.g. when the broker lost its rights to list a kind or cannot reach the API
+//! server, instead of reporting ready on stale stores.
+
+use std::collections::HashMap;
+use std::fmt::Display;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// A failure older than this, with none since, is over: a watch retries with a backoff of at
+/// most 30 s, so one that keeps failing reports again well within it, and an idle watch that
+/// recovered may have no event to show for it.
+const FAILURE_MEMORY: Duration = Duration::from_secs(60);
+
+/// The last failure of each watch that has not recovered since, by name.
+#[derive(Clone, Default)]
+pub struct WatchHealth {
+    failures: Arc<Mutex<HashMap<String, (Instant, String)>>>,
+}
+
+impl WatchHealth {
+    /// Watch `name` failed with `error`.
+    pub(crate) fn failed(&self, name: &str, error: &impl Display) {
+        let mut failures = match self.failures.lock() {
+            Ok(failures) => failures,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        failures.insert(name.to_owned(), (Instant::now(), error.to_string()));
+    }
+
+    /// Watch `name` delivered something: it works.
+    pub(crate) fn recovered(&self, name: &str) {
+        let mut failures = match self.failures.lock() {
+            Ok(failures) => failures,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        failures.remove(name);
+    }
+
+    /// The watches failing now and their last error, sorted by name.
+    pub fn failing(&self) -> Vec<(String, String)> {
+        let failures = match self.failures.lock() {
+            Ok(failures) => failures,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        let mut failing: Vec<(String, String)> = failures
+            .iter()
+            .filter(|(_, (at, _))| at.elapsed() < FAILURE_MEMORY)
+            .map(|(name, (_, error))| (name.clone(), error.clone()))
+            .collect();
+        failing.sort();
+        failing
+    }
+
+    /// Notes what one controller's stream yielded: a watch error (kube-runtime reports the
+    /// errors of every watch feeding the controller as queue errors), or a reconcile, which
+    /// shows its watches work.
+    pub(crate) fn observe_controller<T, E: std::error::Error, Q: std::error::Error>(
+        &self,
+        controller: &str,
+        result: &Result<T, kube::runtime::controller::Error<E, Q>>,
+    ) {
+        match result {
+            Err(kube::runtime::controller::Error::QueueError(error)) => {
+                self.failed(controller, error);
+            }
+            Ok(_) => self.recovered(controller),
+            Err(_) => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_watch_fails_until_it_recovers() {
+        let health = WatchHealth::default();
+        assert!(health.failing().is_empty());
+        health.failed("ResourceClaim", &"403 Forbidden");
+        assert_eq!(
+            health.failing(),
+            [("ResourceClaim".to_owned(), "403 Forbidden".to_owned())]
+        );
+        health.recovered("ResourceClaim");
+        assert!(health.failing().is_empty());
+    }
+}
