@@ -74,7 +74,10 @@ async fn claims_settle_while_broker_processes_are_killed() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "`make chaos`: minutes long, and restarts the API server every other test shares"]
 async fn claims_settle_while_broker_processes_are_killed_and_the_api_server_restarts() {
-    shake(Plan::new(160, 8, 30, true)).await;
+    let mut plan = Plan::new(160, 8, 30, true);
+    // More kills in the bursts before the API server goes.
+    plan.kill_every_ms = (1_000, 3_000);
+    shake(plan).await;
 }
 
 /// The broker processes; a killed one is started again by [`Brokers::restart`].

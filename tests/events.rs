@@ -1,6 +1,6 @@
 //! What users and operators see (issue 13), on the real control plane: the Normal Events of a
-//! claim's life, in order, as `kubectl describe` shows them; and the metrics a pool is run
-//! with, scraped from `/metrics`.
+//! claim's life, in order, as `kubectl describe` shows them; the metrics a pool is run with,
+//! scraped from `/metrics`; and a status that does not flip between two brokers.
 
 mod support;
 
@@ -191,4 +191,80 @@ async fn a_scrape_shows_pools_binds_and_reconciles() {
     );
 
     env.teardown([operator]).await;
+}
+
+/// The resourceVersions of every claim and handle of the namespace, by kind and name.
+async fn versions(env: &TestEnv) -> Vec<(String, String)> {
+    let apis = Apis::new(env);
+    let claims = apis
+        .claims
+        .list(&ListParams::default())
+        .await
+        .expect("claims");
+    let handles = apis
+        .handles
+        .list(&ListParams::default())
+        .await
+        .expect("handles");
+    let mut versions: Vec<(String, String)> = claims
+        .items
+        .iter()
+        .map(|c| (&c.metadata, "claim"))
+        .chain(handles.items.iter().map(|h| (&h.metadata, "handle")))
+        .map(|(m, kind)| {
+            (
+                format!("{kind}/{}", m.name.as_deref().unwrap_or_default()),
+                m.resource_version.clone().unwrap_or_default(),
+            )
+        })
+        .collect();
+    versions.sort();
+    versions
+}
+
+/// Issue 13, part 1: a managed resource's state carries its apiVersion and kind however the
+/// cached copy arrived. One broker saw the ConfigMaps made (WATCH events carry the kind), a
+/// second started later and listed them (LIST items do not), and was then restarted: the
+/// claims' state keeps `kind: ConfigMap`, and once quiet neither broker writes anything
+/// (before, the two rewrote each claim's status many times a second).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_brokers_and_a_restart_agree_on_the_state_and_fall_quiet() {
+    let env = TestEnv::new().await;
+    create_config_provider(&env, false).await;
+    let first = TestOperator::start_with(env.kube_config(), &env.namespace, None, "first");
+    let apis = Apis::new(&env);
+    for name in ["one", "two", "three"] {
+        create_config_claim(&env, name, json!({}), json!({}), json!({})).await;
+    }
+    for name in ["one", "two", "three"] {
+        apis.bound(name).await;
+    }
+    let second = TestOperator::start_with(env.kube_config(), &env.namespace, None, "second");
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    second.stop().await;
+    let second = TestOperator::start_with(env.kube_config(), &env.namespace, None, "second");
+
+    let kinds = eventually("every claim's state with its kind", TIMEOUT, || async {
+        let claims = apis.claims.list(&ListParams::default()).await.ok()?;
+        let kinds: Vec<String> = claims
+            .items
+            .iter()
+            .filter_map(|c| {
+                let status = serde_json::to_value(c.status.as_ref()?).ok()?;
+                status["resources"][0]["state"]["kind"]
+                    .as_str()
+                    .map(str::to_owned)
+            })
+            .collect();
+        (kinds.len() == 3).then_some(kinds)
+    })
+    .await;
+    assert_eq!(kinds, ["ConfigMap", "ConfigMap", "ConfigMap"]);
+    // Quiet: what the brokers had to do is done within seconds; then nothing changes.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let before = versions(&env).await;
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert_eq!(versions(&env).await, before, "no status writes once quiet");
+
+    env.teardown([first, second]).await;
 }
