@@ -4,6 +4,7 @@
 //! provider itself (a `Valid` condition and an Event), and wakes the claims and handles that
 //! use it.
 
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use futures::StreamExt;
@@ -52,15 +53,25 @@ pub(crate) async fn load(ctx: &Context) -> Result<(), ProviderWatchError> {
     Ok(())
 }
 
-/// Follows provider changes until the stream ends (never, short of shutdown).
+/// Follows provider changes until the stream ends (never, short of shutdown). A re-list (after
+/// the watch was down, 410 Gone) drops the providers it no longer shows: deleted meanwhile,
+/// their deletion never came as an event.
 pub(crate) async fn watch(ctx: Arc<Context>) {
+    const WATCH: &str = "ResourceProvider";
     let stream = kube::runtime::watcher(api(&ctx), super::listed::watch_config()).default_backoff();
     let mut stream = std::pin::pin!(stream);
+    let mut relisted: HashSet<String> = HashSet::new();
     while let Some(event) = stream.next().await {
+        match &event {
+            Ok(_) => ctx.health.recovered(WATCH),
+            Err(error) => ctx.health.failed(WATCH, error),
+        }
         match event {
-            Ok(Event::Apply(provider)) | Ok(Event::InitApply(provider)) => {
+            Ok(Event::InitApply(provider)) => {
+                relisted.insert(provider.name_any());
                 changed(&ctx, &provider).await;
             }
+            Ok(Event::Apply(provider)) => changed(&ctx, &provider).await,
             Ok(Event::Delete(provider)) => {
                 let name = provider.name_any();
                 ctx.update_providers(|catalog, _| {
@@ -69,7 +80,19 @@ pub(crate) async fn watch(ctx: Arc<Context>) {
                 });
                 wake_users(&ctx, &name);
             }
-            Ok(Event::Init) | Ok(Event::InitDone) => {}
+            Ok(Event::Init) => relisted.clear(),
+            Ok(Event::InitDone) => {
+                let gone = ctx.update_providers(|catalog, _| {
+                    let gone = catalog.retain(|name| relisted.contains(name));
+                    catalog.check_links();
+                    gone
+                });
+                for name in gone {
+                    tracing::info!(provider = %name, "ResourceProvider deleted while unwatched");
+                    wake_users(&ctx, &name);
+                }
+                relisted.clear();
+            }
             Err(error) => tracing::warn!(%error, "ResourceProvider watch error; retrying"),
         }
     }

@@ -363,6 +363,21 @@ impl ProviderCatalog {
         self.providers.remove(name);
     }
 
+    /// Removes every provider `keep` rejects (those a re-list no longer shows) and returns
+    /// their names.
+    pub(crate) fn retain(&mut self, keep: impl Fn(&str) -> bool) -> Vec<String> {
+        let gone: Vec<String> = self
+            .providers
+            .keys()
+            .filter(|name| !keep(name))
+            .cloned()
+            .collect();
+        for name in &gone {
+            self.providers.remove(name);
+        }
+        gone
+    }
+
     /// Marks providers whose linked providers are missing as invalid, and those whose missing
     /// links have arrived since as valid again.
     pub(crate) fn check_links(&mut self) {
@@ -693,6 +708,22 @@ spec:
             .map(|(name, p)| (name, p.len()))
             .collect();
         assert_eq!(problems, vec![("aggregate", 1)]);
+    }
+
+    #[test]
+    fn a_relist_drops_the_providers_it_no_longer_shows() {
+        let env = Env::new();
+        let mut catalog = env.catalog(&[
+            "metadata: {name: kept}\nspec: {}",
+            "metadata: {name: gone}\nspec: {}",
+        ]);
+        let gone = catalog.retain(|name| name == "kept");
+        assert_eq!(gone, ["gone"]);
+        assert!(catalog.get("kept").is_ok());
+        assert!(matches!(
+            catalog.get("gone"),
+            Err(ProviderError::NotFound(_))
+        ));
     }
 
     #[test]
