@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, TimeDelta, Utc};
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::ResourceExt;
+use kube::{Api, ResourceExt};
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use poolboy::api::{ResourceClaim, ResourceHandle, ResourcePool};
 use serde_json::{Value, json};
@@ -270,6 +270,79 @@ async fn max_unready_caps_the_handles_in_flight() {
         make_ready(&env, &handle.name_any()).await;
     }
     await_pool(&env, "throttled", 5, 4).await;
+    env.teardown([operator]).await;
+}
+
+/// Issue 14: `maxSize` caps the pool's handles, bound or not. A pool of 2 capped at 3 makes
+/// a third handle only once one is bound; a fourth claim naming the pool waits, saying why,
+/// instead of getting a handle of its own, and binds once a claim goes and the pool makes
+/// room.
+#[tokio::test]
+async fn max_size_caps_the_pool_and_its_claims_wait_for_it() {
+    let env = TestEnv::new().await;
+    let ns = env.namespace.clone();
+    create_config_provider(&env, false).await;
+    create_pool(
+        &env,
+        "capped",
+        json!({
+            "minAvailable": 2, "maxSize": 3,
+            "resources": objects::resources(&ns, &[("config", "config", template(json!({})))]),
+        }),
+    )
+    .await;
+    let operator = TestOperator::start(env.kube_config(), &ns);
+    eventually("two unbound handles", TIMEOUT, || async {
+        (unbound_of(&env, "capped").await.len() == 2).then_some(())
+    })
+    .await;
+    let naming_the_pool = json!({"annotations": {objects::key("resource-pool-name"): "capped"}});
+    for name in ["first", "second", "third"] {
+        create_config_claim(&env, name, naming_the_pool.clone(), json!({}), json!({})).await;
+        bound(&env, name).await;
+    }
+    // Three handles, all bound: the cap, though the pool wants two unbound.
+    eventually("the pool at its cap", TIMEOUT, || async {
+        let handles = env.handles_of_pool("capped").await;
+        (handles.len() == 3 && handles.iter().all(|h| !is_unbound(h))).then_some(())
+    })
+    .await;
+    create_config_claim(&env, "fourth", naming_the_pool, json!({}), json!({})).await;
+    let claims: Api<ResourceClaim> = env.api();
+    let waiting = eventually("the fourth claim waiting for the pool", TIMEOUT, || async {
+        let claim = claims.get("fourth").await.ok()?;
+        let conditions = claim.status?.conditions?;
+        conditions
+            .into_iter()
+            .find(|c| c.type_ == "Bound" && c.reason == "WaitingForPool")
+    })
+    .await;
+    assert!(waiting.message.contains("maxSize"), "{}", waiting.message);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let handles: Api<ResourceHandle> = env.api();
+    assert_eq!(
+        handles
+            .list(&Default::default())
+            .await
+            .expect("handles")
+            .items
+            .len(),
+        3,
+        "no handle of its own for the waiting claim"
+    );
+
+    claims
+        .delete("first", &DeleteParams::default())
+        .await
+        .expect("deleting a claim");
+    let fourth = bound(&env, "fourth").await;
+    assert!(
+        env.handles_of_pool("capped")
+            .await
+            .iter()
+            .any(|h| h.name_any() == fourth),
+        "the fourth claim got a handle of the pool"
+    );
     env.teardown([operator]).await;
 }
 

@@ -55,6 +55,17 @@ pub struct ResourcePoolSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 0))]
     pub max_unready: Option<i64>,
+    /// Cap on the pool's handles, bound or not (not in Poolboy 1.17). The pool creates none
+    /// beyond it, and a claim that names the pool (`resource-pool-name` annotation) and finds
+    /// none of its handles free waits for one instead of getting a handle of its own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
+    pub max_size: Option<i64>,
+    /// Cap on the pool's handles being provisioned at once, bound or not: those not ready yet
+    /// (not in Poolboy 1.17). Unset means no cap.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
+    pub max_concurrent: Option<i64>,
     /// Number of unbound handles to keep.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 0))]

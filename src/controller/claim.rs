@@ -393,7 +393,7 @@ async fn pass(
         None => binding::bind_or_create(ctx, &claim, &resolved, now).await?,
     };
     match outcome {
-        Outcome::Waiting => waiting(ctx, claim, &resolved).await,
+        Outcome::Waiting(unbound) => waiting(ctx, claim, &resolved, unbound).await,
         Outcome::Invalid(message) => {
             report_invalid(ctx, claim, None, Some(&resolved), message).await
         }
@@ -642,18 +642,20 @@ async fn delete_handle(ctx: &ClaimContext, handle: &HandleObject) -> Result<(), 
     Ok(())
 }
 
-/// B18: nothing fits and creation is disabled: the claim stays unbound, without error, until
-/// an unbound handle appears (its watch wakes the claim).
+/// B18: nothing fits and creation is disabled (or the claim's pool is capped, issue 14): the
+/// claim stays unbound, without error, until an unbound handle appears (its watch wakes the
+/// claim).
 async fn waiting(
     ctx: &ClaimContext,
     claim: ClaimObject,
     resolved: &ResolvedClaim,
+    unbound: Unbound,
 ) -> Result<Pass, ClaimError> {
     let input = StatusInput {
         validity: Validity::Valid,
         provider: resolved.status_provider.as_ref(),
         resources: resolved.status_resources.as_deref(),
-        binding: Binding::Unbound(Unbound::WaitingForHandle),
+        binding: Binding::Unbound(unbound),
         generation: claim.metadata.generation,
         domain: ctx.domain(),
         now: ctx.now(),

@@ -294,12 +294,26 @@ async fn pass(pool_object: &PoolObject, pctx: &PoolContext) -> Result<Option<Act
         .map(|(_, h)| h.clone())
         .collect();
     let scaling = consumed_scaling(ctx, &pool, now).await?;
+    let bound: Vec<&ResourceHandle> = handles
+        .iter()
+        .map(|(_, h)| h)
+        .filter(|h| h.spec.resource_claim.is_some() && h.metadata.deletion_timestamp.is_none())
+        .collect();
+    let bound_unready = bound
+        .iter()
+        .filter(|h| h.status.as_ref().and_then(|s| s.ready) != Some(true))
+        .count();
     let plan = plan_pool(&PoolInput {
         pool: &pool,
         unbound: &unbound,
         pending: &pending,
         scaling_demand: scaling.as_ref().map_or(0, remaining),
+        bound: bound.len(),
+        bound_unready,
     });
+    if let Some(cap) = plan.capped_by {
+        tracing::debug!(pool = %name, %cap, "the pool creates fewer handles than it wants");
+    }
 
     let scaling_label = ctx.domain().resource_pool_scaling_name();
     for doomed in &plan.delete {
@@ -387,10 +401,7 @@ async fn pass(pool_object: &PoolObject, pctx: &PoolContext) -> Result<Option<Act
         name: name.clone(),
         namespace: pool.namespace().unwrap_or_default(),
     };
-    let taken = handles
-        .iter()
-        .filter(|(_, h)| h.spec.resource_claim.is_some() && h.metadata.deletion_timestamp.is_none())
-        .count();
+    let taken = bound.len();
     ctx.metrics.set_pool(
         &labels,
         PoolCounts {

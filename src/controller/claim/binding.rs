@@ -18,6 +18,7 @@ use crate::api::claim::ClaimHandleRef;
 use crate::core::binding::bind::unbind_patch;
 use crate::core::binding::matching::is_bind_candidate;
 use crate::core::claim::plan::{ResolvedClaim, requested_pool};
+use crate::core::claim::status::Unbound;
 use crate::core::naming::claim_handle_name;
 
 /// A handle just given to the claim, not yet recorded in its status.
@@ -37,8 +38,8 @@ impl Pending {
 /// What binding found.
 pub(crate) enum Outcome {
     Bound(Box<Pending>),
-    /// Nothing fits and creation is disabled.
-    Waiting,
+    /// Nothing fits, and no handle may be made for the claim: why.
+    Waiting(Unbound),
     /// A lifespan or template of a provider fails for this claim.
     Invalid(String),
 }
@@ -92,9 +93,25 @@ pub(crate) async fn bind_or_create(
         return Ok(Outcome::Bound(Box::new(pending)));
     }
     if !resolved.creation_allowed() {
-        return Ok(Outcome::Waiting);
+        return Ok(Outcome::Waiting(Unbound::WaitingForHandle));
+    }
+    if let Some(waiting) = capped_pool(ctx, claim) {
+        return Ok(Outcome::Waiting(waiting));
     }
     create(ctx, claim, resolved, now).await
+}
+
+/// The pool the claim names, when a `maxSize` caps it (issue 14): such a pool is the only
+/// source of handles for the claims that name it, or they would get around the cap.
+fn capped_pool(ctx: &ClaimContext, claim: &ClaimObject) -> Option<Unbound> {
+    let pool = requested_pool(&claim.metadata, ctx.domain())?;
+    let pool_ref =
+        ObjectRef::new_with(pool, ctx.kinds.pool.clone()).within(&ctx.config.operator_namespace);
+    let max_size = ctx.stores.pools.get(&pool_ref)?.spec.max_size?;
+    Some(Unbound::WaitingForPool {
+        pool: pool.to_owned(),
+        max_size,
+    })
 }
 
 /// A handle already bound to the claim: a bind whose status write was lost, a restart, or

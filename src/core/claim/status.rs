@@ -32,12 +32,37 @@ pub(crate) enum Validity {
 }
 
 /// Why a claim has no handle.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Unbound {
     /// It is invalid: nothing is bound until it is corrected.
     Invalid,
     /// No unbound handle fits and creation is disabled: it waits for one (Δ§2.3, B18).
     WaitingForHandle,
+    /// It names a pool capped by `maxSize` (issue 14) none of whose handles is free: it waits
+    /// for one rather than get a handle of its own.
+    WaitingForPool { pool: String, max_size: i64 },
+}
+
+impl Unbound {
+    /// The reason and message of the claim's `Bound` and `Ready` conditions while it waits.
+    fn waiting(&self) -> (&'static str, String) {
+        match self {
+            Unbound::Invalid => ("Invalid", "not bound: the claim is invalid".to_owned()),
+            Unbound::WaitingForHandle => (
+                "WaitingForHandle",
+                "no unbound ResourceHandle matches the claim and handle creation is disabled \
+                 (disableCreation): waiting for a matching handle"
+                    .to_owned(),
+            ),
+            Unbound::WaitingForPool { pool, max_size } => (
+                "WaitingForPool",
+                format!(
+                    "no handle of ResourcePool {pool} is free, and the pool is capped at \
+                     {max_size} handles (maxSize): waiting for one"
+                ),
+            ),
+        }
+    }
 }
 
 /// The claim's binding.
@@ -137,18 +162,10 @@ pub(crate) fn desired_claim_status(
                 bound.handle.metadata.name.as_deref().unwrap_or_default()
             ),
         ),
-        Binding::Unbound(Unbound::Invalid) => (
-            ConditionStatus::False,
-            "Invalid",
-            "not bound: the claim is invalid".to_owned(),
-        ),
-        Binding::Unbound(Unbound::WaitingForHandle) => (
-            ConditionStatus::False,
-            "WaitingForHandle",
-            "no unbound ResourceHandle matches the claim and handle creation is \
-             disabled (disableCreation): waiting for a matching handle"
-                .to_owned(),
-        ),
+        Binding::Unbound(unbound) => {
+            let (reason, message) = unbound.waiting();
+            (ConditionStatus::False, reason, message)
+        }
     };
     let ready = ready_condition(&input.binding, &input.validity);
     for (type_, (status, reason, message)) in [(VALID, valid), (BOUND, bound), (READY, ready)] {
@@ -181,12 +198,9 @@ fn ready_condition(
             };
             return (ConditionStatus::False, "Invalid", message);
         }
-        Binding::Unbound(Unbound::WaitingForHandle) => {
-            return (
-                ConditionStatus::False,
-                "WaitingForHandle",
-                "not ready: waiting for a matching ResourceHandle".to_owned(),
-            );
+        Binding::Unbound(unbound) => {
+            let (reason, message) = unbound.waiting();
+            return (ConditionStatus::False, reason, message);
         }
     };
     let name = bound.handle.metadata.name.as_deref().unwrap_or_default();

@@ -82,6 +82,29 @@ pub(crate) struct PoolInput<'a> {
     /// it has created); 0 without one. Δ§3.3 step 5: they are created under the same
     /// `maxUnready` throttle, and they satisfy the minAvailable deficit too.
     pub scaling_demand: u64,
+    /// The pool's bound handles not being deleted: they count toward `maxSize`.
+    pub bound: usize,
+    /// Of those, the ones not ready yet: they count toward `maxConcurrent`.
+    pub bound_unready: usize,
+}
+
+/// The cap that kept a pool from creating all the handles it wants (issue 14): `maxUnready`,
+/// `maxSize` or `maxConcurrent`, with its value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum PoolCap {
+    Unready(i64),
+    Size(i64),
+    Concurrent(i64),
+}
+
+impl std::fmt::Display for PoolCap {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PoolCap::Unready(n) => write!(f, "{n} unbound handles not ready yet (maxUnready)"),
+            PoolCap::Size(n) => write!(f, "{n} handles in all (maxSize)"),
+            PoolCap::Concurrent(n) => write!(f, "{n} handles being provisioned (maxConcurrent)"),
+        }
+    }
 }
 
 /// What the pool reconcile should do.
@@ -91,6 +114,8 @@ pub(crate) struct PoolPlan {
     pub delete: Vec<String>,
     /// How many handles to create.
     pub create: usize,
+    /// The cap that held `create` below what the pool wants, if one did.
+    pub capped_by: Option<PoolCap>,
     /// `status.resourceHandleCount`, counted before the new handles (Δ§3.3 step 6).
     pub count: ResourceHandleCount,
     /// `status.resourceHandles` without the new handles, by name.
@@ -184,13 +209,34 @@ pub(crate) fn plan_pool(input: &PoolInput<'_>) -> PoolPlan {
         .max(0);
     let scaling = i64::try_from(input.scaling_demand).unwrap_or(i64::MAX);
     let wanted = deficit.max(scaling);
-    let create = match spec.max_unready {
-        Some(max_unready) => wanted.min(max_unready.saturating_sub(unready).max(0)),
-        None => wanted,
+    let bound = i64::try_from(input.bound).unwrap_or(i64::MAX);
+    let bound_unready = i64::try_from(input.bound_unready).unwrap_or(i64::MAX);
+    // Each cap leaves room for so many more handles; the tightest one decides.
+    let rooms = [
+        spec.max_unready
+            .map(|max| (PoolCap::Unready(max), max.saturating_sub(unready))),
+        spec.max_size.map(|max| {
+            let total = available.saturating_add(bound);
+            (PoolCap::Size(max), max.saturating_sub(total))
+        }),
+        spec.max_concurrent.map(|max| {
+            let provisioning = unready.saturating_add(bound_unready);
+            (PoolCap::Concurrent(max), max.saturating_sub(provisioning))
+        }),
+    ];
+    let tightest = rooms
+        .into_iter()
+        .flatten()
+        .map(|(cap, room)| (cap, room.max(0)))
+        .min_by_key(|(_, room)| *room);
+    let (create, capped_by) = match tightest {
+        Some((cap, room)) if room < wanted => (room, Some(cap)),
+        _ => (wanted, None),
     };
     PoolPlan {
         delete,
         create: usize::try_from(create).unwrap_or(0),
+        capped_by,
         count: ResourceHandleCount { available, ready },
         entries,
     }

@@ -48,6 +48,8 @@ fn plan(pool: &ResourcePool, unbound: &[ResourceHandle], pending: &[&str]) -> Po
         unbound,
         pending: &pending,
         scaling_demand: 0,
+        bound: 0,
+        bound_unready: 0,
     })
 }
 
@@ -296,6 +298,8 @@ fn scaling_demand_is_created_under_max_unready() {
             unbound: &full,
             pending: &[],
             scaling_demand: demand,
+            bound: 0,
+            bound_unready: 0,
         })
         .create
     };
@@ -470,7 +474,7 @@ proptest! {
             (0..ready_count).map(|i| ready(&format!("guid-r{i}"))).collect();
         handles.extend((0..unready_count).map(|i| handle(&format!("guid-u{i}"), Value::Null)));
         let pending: Vec<String> = (0..pending_count).map(|i| format!("guid-p{i}")).collect();
-        let plan = plan_pool(&PoolInput { pool: &p, unbound: &handles, pending: &pending, scaling_demand: 0 });
+        let plan = plan_pool(&PoolInput { pool: &p, unbound: &handles, pending: &pending, scaling_demand: 0, bound: 0, bound_unready: 0 });
         let available = (ready_count + unready_count + pending_count) as i64;
         let unready = (unready_count + pending_count) as i64;
         let create = plan.create as i64;
@@ -538,4 +542,60 @@ fn new_handle_names_avoid_taken_names_and_each_other() {
     unique.sort();
     unique.dedup();
     assert_eq!(unique.len(), names.len(), "{names:?}");
+}
+
+#[test]
+fn max_size_counts_bound_handles_and_max_concurrent_those_being_provisioned() {
+    let capped = |spec: Value, unbound: &[ResourceHandle], bound: usize, bound_unready: usize| {
+        let p = pool(spec);
+        let plan = plan_pool(&PoolInput {
+            pool: &p,
+            unbound,
+            pending: &[],
+            scaling_demand: 0,
+            bound,
+            bound_unready,
+        });
+        (plan.create, plan.capped_by)
+    };
+    // 3 bound + 1 unbound of at most 5: one more, though 3 are wanted.
+    assert_eq!(
+        capped(
+            json!({"minAvailable": 4, "maxSize": 5}),
+            &[ready("guid-a")],
+            3,
+            0
+        ),
+        (1, Some(PoolCap::Size(5)))
+    );
+    // Full: none, and the cap says why.
+    assert_eq!(
+        capped(json!({"minAvailable": 2, "maxSize": 3}), &[], 3, 0),
+        (0, Some(PoolCap::Size(3)))
+    );
+    // 2 bound handles still provisioning, 1 unbound unready, at most 4 at once: one more.
+    assert_eq!(
+        capped(
+            json!({"minAvailable": 5, "maxConcurrent": 4}),
+            &[handle("guid-u", json!({}))],
+            2,
+            2
+        ),
+        (1, Some(PoolCap::Concurrent(4)))
+    );
+    // The tightest cap decides; no cap reached, none reported.
+    assert_eq!(
+        capped(
+            json!({"minAvailable": 3, "maxSize": 10, "maxUnready": 1}),
+            &[],
+            0,
+            0
+        ),
+        (1, Some(PoolCap::Unready(1)))
+    );
+    assert_eq!(
+        capped(json!({"minAvailable": 2, "maxSize": 10}), &[], 0, 0),
+        (2, None)
+    );
+    assert_eq!(PoolCap::Size(5).to_string(), "5 handles in all (maxSize)");
 }
