@@ -84,10 +84,10 @@ async fn a_pooled_bind_tells_its_milestones_in_order() {
         .await
         .expect("deleting the claim");
     gone(&apis.handles, &pooled, TIMEOUT).await;
-    assert_eq!(
-        normal_reasons(&env, &pooled).await,
-        ["ResourceCreated", "ClaimDeleted"]
-    );
+    // The claim's finalizer says it; a handle reconcile that raced it may say it again.
+    let mut reasons = normal_reasons(&env, &pooled).await;
+    reasons.dedup();
+    assert_eq!(reasons, ["ResourceCreated", "ClaimDeleted"]);
 
     env.teardown([operator]).await;
 }
@@ -260,9 +260,14 @@ async fn two_brokers_and_a_restart_agree_on_the_state_and_fall_quiet() {
     })
     .await;
     assert_eq!(kinds, ["ConfigMap", "ConfigMap", "ConfigMap"]);
-    // Quiet: what the brokers had to do is done within seconds; then nothing changes.
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    let before = versions(&env).await;
+    // Quiet: what the brokers had to do after the restart is done (two samples 2 s apart
+    // agree; two brokers that disagree never get there), and then nothing changes.
+    let before = eventually("the brokers quiet", Duration::from_secs(60), || async {
+        let first = versions(&env).await;
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        (versions(&env).await == first).then_some(first)
+    })
+    .await;
     tokio::time::sleep(Duration::from_secs(5)).await;
     assert_eq!(versions(&env).await, before, "no status writes once quiet");
 

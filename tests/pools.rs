@@ -16,8 +16,8 @@ use std::time::Duration;
 
 use chrono::{DateTime, TimeDelta, Utc};
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::{Api, ResourceExt};
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+use kube::{Api, ResourceExt};
 use poolboy::api::{ResourceClaim, ResourceHandle, ResourcePool};
 use serde_json::{Value, json};
 
