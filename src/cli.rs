@@ -61,6 +61,27 @@ struct RunArgs {
     /// Comparisons with the current time take effect at their exact instant regardless.
     #[arg(long, env = "POOLBOY_TIME_TEMPLATE_INTERVAL", default_value = "60s", value_parser = positive_interval)]
     time_template_interval: std::time::Duration,
+    /// How long before its lifespan ends a claim is warned (a `LifespanEnding` condition and
+    /// Event), comma-separated; `none` turns the warnings off.
+    #[arg(long, env = "POOLBOY_LIFESPAN_WARNINGS", default_value = "24h,1h", value_parser = lead_times)]
+    lifespan_warnings: LeadTimes,
+}
+
+/// The lead times of `--lifespan-warnings`.
+#[derive(Clone, Debug)]
+struct LeadTimes(Vec<chrono::TimeDelta>);
+
+fn lead_times(text: &str) -> Result<LeadTimes, String> {
+    if text.trim().is_empty() || text.trim() == "none" {
+        return Ok(LeadTimes(Vec::new()));
+    }
+    text.split(',')
+        .map(|lead| {
+            let lead = positive_interval(lead.trim())?;
+            chrono::TimeDelta::from_std(lead).map_err(|e| e.to_string())
+        })
+        .collect::<Result<Vec<_>, String>>()
+        .map(LeadTimes)
 }
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -310,6 +331,7 @@ fn run(args: RunArgs, domain: OperatorDomain) -> ExitCode {
                 operator_namespace,
                 instance: std::env::var("HOSTNAME").unwrap_or_else(|_| "poolboy".to_owned()),
                 time_template_interval: args.time_template_interval,
+                lifespan_warnings: args.lifespan_warnings.0,
             },
             metrics_address: Some(args.metrics_address),
             concurrency: args.concurrency.max(1),

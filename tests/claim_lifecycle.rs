@@ -558,3 +558,61 @@ async fn a_changed_or_cleared_handle_end_earns_the_claim_an_event() {
 
     env.teardown([operator]).await;
 }
+
+/// Issue 14: a claim whose lifespan ends within a lead time (24 h and 1 h here) has a
+/// `LifespanEnding` condition saying so and a Warning Event per lead time crossed; asking for
+/// an end past the maximum earns a Warning Event naming the maximum that applies.
+#[tokio::test]
+async fn a_claim_is_warned_before_its_end_and_when_its_request_is_clamped() {
+    let env = TestEnv::new().await;
+    let apis = Apis::new(&env);
+    apis.create_providers(vec![provider(
+        &env.namespace,
+        "short",
+        json!({"lifespan": {"default": "30m", "maximum": "2h"}}),
+    )])
+    .await;
+    let operator = TestOperator::start(env.kube_config(), &env.namespace);
+    apis.create_claim(&claim("expiring", "short", json!({})))
+        .await;
+    let ending = |c: &ResourceClaim| {
+        c.status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .and_then(|cs| cs.iter().find(|c| c.type_ == "LifespanEnding"))
+            .map(|c| (c.status.clone(), c.message.clone()))
+    };
+    let within_the_hour = apis
+        .claim_when("expiring", "warned of its end within the hour", |c| {
+            ending(c).is_some_and(|(status, message)| {
+                status == "True" && message.ends_with("in less than 1h")
+            })
+        })
+        .await;
+    let warned = env
+        .event("expiring", "Warning", "LifespanEnding", TIMEOUT)
+        .await;
+    assert_eq!(warned.note, ending(&within_the_hour).map(|(_, m)| m));
+
+    // Five hours asked, two allowed: clamped, said, and now within the day only.
+    let asked = Utc::now() + TimeDelta::hours(5);
+    let patch =
+        json!({"spec": {"lifespan": {"end": asked.format("%Y-%m-%dT%H:%M:%SZ").to_string()}}});
+    apis.claims
+        .patch("expiring", &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .expect("asking for a later end");
+    let clamped = env
+        .event("expiring", "Warning", "LifespanClamped", TIMEOUT)
+        .await;
+    let note = clamped.note.unwrap_or_default();
+    assert!(note.contains("maximum 2h"), "{note}");
+    apis.claim_when("expiring", "warned of its end within the day", |c| {
+        ending(c).is_some_and(|(status, message)| {
+            status == "True" && message.ends_with("in less than 1d")
+        })
+    })
+    .await;
+
+    env.teardown([operator]).await;
+}

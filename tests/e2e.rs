@@ -438,8 +438,9 @@ async fn a_change_to_a_managed_configmap_shows_in_the_claim_status() {
 }
 
 /// 200 claims against a pool of 100 ready handles, two operator processes, no leader
-/// election: no handle is bound twice and every claim ends bound, 100 from the pool and 100
-/// on fresh handles.
+/// election: no handle is bound twice and every claim ends bound, from the pool or on fresh
+/// handles. A pool handle bound by a process that then lost the claim to the other is
+/// released and deleted (issue 10): every pool handle is bound or gone, none left unbound.
 #[tokio::test]
 async fn two_hundred_claims_two_operators_one_pool_of_a_hundred() {
     let env = TestEnv::new().await;
@@ -497,12 +498,24 @@ async fn two_hundred_claims_two_operators_one_pool_of_a_hundred() {
     let distinct: BTreeSet<&String> = bound.values().collect();
     assert_eq!(distinct.len(), 200, "no handle is bound to two claims");
     let from_pool = bound.values().filter(|h| pooled.contains(*h)).count();
-    assert_eq!(from_pool, 100, "the pool's hundred handles are all used");
-
-    let all = handle_objects(&env)
-        .list(&ListParams::default())
-        .await
-        .expect("handles");
+    assert!(
+        from_pool >= 50,
+        "most of the pool's hundred handles are used, few lost to races: {from_pool}"
+    );
+    let all = support::eventually("every pool handle bound or gone", WAIT * 2, || async {
+        let all = handle_objects(&env)
+            .list(&ListParams::default())
+            .await
+            .ok()?;
+        let left = all
+            .items
+            .iter()
+            .filter(|h| h.metadata.name.as_ref().is_some_and(|n| pooled.contains(n)))
+            .filter(|h| h.metadata.deletion_timestamp.is_none())
+            .count();
+        (left == from_pool).then_some(all)
+    })
+    .await;
     let mut claims_of_handles = BTreeMap::new();
     for handle in all.items {
         if let Some(claim) = handle.spec.resource_claim {

@@ -41,7 +41,7 @@ use crate::core::claim::status::{
 use crate::core::conditions;
 use crate::core::handle::definition::status_references;
 use crate::core::lifespan::values::handle_lifespan;
-use crate::core::lifespan::{self, Expiry, StartGate};
+use crate::core::lifespan::{self, Expiry, StartGate, warnings};
 use crate::core::naming::claim_handle_name;
 use crate::core::template::TemplateEngine;
 use crate::core::template::view::Subjects;
@@ -358,7 +358,7 @@ async fn pass(
         let message = resolved.problems.join("; ");
         let pass = report_invalid(ctx, claim, handle.as_ref(), Some(&resolved), message).await?;
         // A check comparing a time with now may pass later without any change.
-        return Ok(wake_with_the_clock(ctx, &templates, now, pass));
+        return Ok(wake_with_the_clock(ctx, &templates, now, pass, None));
     }
     // §6.1: nothing is provisioned before approval; a bound claim counts as approved.
     if let Some(provider) = &resolved.provider {
@@ -480,6 +480,8 @@ async fn sync_bound(
         &sync.status,
     );
     let states = live_states(ctx, &handle_view);
+    let ending = lifespan_ending(ctx, sync.status.end.as_deref(), now);
+    let next_crossing = ending.as_ref().and_then(|e| e.next_crossing);
     let conditions_before = claim.status.as_ref().and_then(|s| s.conditions.clone());
     let input = StatusInput {
         validity: validity.clone(),
@@ -489,6 +491,7 @@ async fn sync_bound(
             handle: &handle_view,
             states: &states,
             lifespan: Some(sync.status.clone()),
+            lifespan_ending: ending,
         }),
         generation: claim.metadata.generation,
         domain,
@@ -500,6 +503,15 @@ async fn sync_bound(
         Written::Gone => return Ok(Pass::Done(Action::await_change())),
     };
     announce_milestones(ctx, &claim, conditions_before.as_deref(), &handle_view).await;
+    warn_lifespan_ending(ctx, &claim, conditions_before.as_deref()).await;
+    // The end moved, short of what the claim asks for: the request was cut back (issue 14).
+    let requested = parse_end(claim.spec.lifespan.as_ref().and_then(|l| l.end.as_deref()));
+    if end_event.is_some()
+        && let (Some(requested), Some(end)) = (requested, parse_end(sync.status.end.as_deref()))
+        && requested > end
+    {
+        warn_clamped(ctx, &claim, requested, end, &sync.status).await;
+    }
     if let Some(event) = end_event {
         ctx.event_with_action(
             &claim,
@@ -566,7 +578,85 @@ async fn sync_bound(
         templates,
         now,
         Pass::Done(Action::await_change()),
+        next_crossing,
     ))
+}
+
+/// The claim's `LifespanEnding` condition for its lifespan end `end` (RFC 3339, as in its
+/// status), under the configured lead times.
+fn lifespan_ending(
+    ctx: &ClaimContext,
+    end: Option<&str>,
+    now: DateTime<Utc>,
+) -> Option<warnings::LifespanEnding> {
+    warnings::lifespan_ending(parse_end(end), &ctx.config.lifespan_warnings, now)
+}
+
+/// A Warning Event when the claim's `LifespanEnding` condition turns True or says a new lead
+/// time was crossed (issue 14), from the process whose write made it so.
+async fn warn_lifespan_ending(
+    ctx: &ClaimContext,
+    claim: &ClaimObject,
+    before: Option<&[k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition]>,
+) {
+    let ending =
+        |conditions: Option<&[k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition]>| {
+            conditions
+                .and_then(|c| conditions::find(c, conditions::LIFESPAN_ENDING))
+                .filter(|c| c.status == "True")
+                .map(|c| c.message.clone())
+        };
+    let after = ending(claim.status.as_ref().and_then(|s| s.conditions.as_deref()));
+    if let Some(message) = after
+        && ending(before) != Some(message.clone())
+    {
+        ctx.event(
+            claim,
+            &ctx.kinds.claim,
+            EventKind::Warning,
+            "LifespanEnding",
+            message,
+        )
+        .await;
+    }
+}
+
+/// An RFC 3339 end, as claims and their status hold it.
+fn parse_end(end: Option<&str>) -> Option<DateTime<Utc>> {
+    end.and_then(|end| DateTime::parse_from_rfc3339(end).ok())
+        .map(|end| end.with_timezone(&Utc))
+}
+
+/// A Warning Event when the end a claim asked for was cut back to the latest its lifespan
+/// allows (issue 14), naming the maximums that apply.
+async fn warn_clamped(
+    ctx: &ClaimContext,
+    claim: &ClaimObject,
+    requested: DateTime<Utc>,
+    end: DateTime<Utc>,
+    lifespan: &crate::api::claim::ClaimStatusLifespan,
+) {
+    let limits: Vec<String> = [
+        ("maximum", lifespan.maximum.as_deref()),
+        ("relativeMaximum", lifespan.relative_maximum.as_deref()),
+    ]
+    .into_iter()
+    .filter_map(|(name, value)| value.map(|value| format!("{name} {value}")))
+    .collect();
+    let note = format!(
+        "the requested end {} is past what the lifespan allows ({}): set to {}",
+        lifespan::format_timestamp(requested),
+        limits.join(", "),
+        lifespan::format_timestamp(end)
+    );
+    ctx.event(
+        claim,
+        &ctx.kinds.claim,
+        EventKind::Warning,
+        "LifespanClamped",
+        note,
+    )
+    .await;
 }
 
 /// Normal Events for the claim's milestones (issue 13), from the process whose status write
@@ -616,14 +706,21 @@ async fn announce_milestones(
 }
 
 /// A pass that waits for a change also wakes when the clock alone changes what the templates
-/// rendered through `templates` (the pass's watching engine) gave (issue 15).
+/// rendered through `templates` (the pass's watching engine) gave (issue 15), or at `also`
+/// (the next expiry warning, issue 14), whichever comes first.
 fn wake_with_the_clock(
     ctx: &ClaimContext,
     templates: &TemplateEngine,
     now: DateTime<Utc>,
     pass: Pass,
+    also: Option<DateTime<Utc>>,
 ) -> Pass {
-    match (pass, ctx.template_rerender(templates, now)) {
+    let at = ctx
+        .template_rerender(templates, now)
+        .into_iter()
+        .chain(also)
+        .min();
+    match (pass, at) {
         (Pass::Done(action), Some(at)) if action == Action::await_change() => {
             Pass::Done(Action::requeue(lifespan::delay_until(at, ctx.now())))
         }
@@ -692,6 +789,15 @@ async fn report_invalid(
             handle,
             states: &states,
             lifespan: None,
+            lifespan_ending: lifespan_ending(
+                ctx,
+                claim
+                    .status
+                    .as_ref()
+                    .and_then(|s| s.lifespan.as_ref())
+                    .and_then(|l| l.end.as_deref()),
+                ctx.now(),
+            ),
         }),
         None => Binding::Unbound(Unbound::Invalid),
     };

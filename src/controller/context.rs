@@ -42,6 +42,8 @@ pub struct Config {
     pub instance: String,
     /// How often templates that use the clock unpredictably are rendered again (issue 15).
     pub time_template_interval: Duration,
+    /// How long before its lifespan ends a claim is warned (issue 14); empty: never.
+    pub lifespan_warnings: Vec<chrono::TimeDelta>,
 }
 
 /// Wakes a controller for one object from outside its own watches (a provider changed, a

@@ -20,6 +20,8 @@ pub(crate) const VALID: &str = "Valid";
 pub(crate) const READY: &str = "Ready";
 /// A claim: whether it is bound to a handle.
 pub(crate) const BOUND: &str = "Bound";
+/// A claim: whether its lifespan ends within a configured lead time (issue 14).
+pub(crate) const LIFESPAN_ENDING: &str = "LifespanEnding";
 
 /// A condition's `status`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

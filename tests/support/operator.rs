@@ -54,6 +54,7 @@ impl TestOperator {
             operator_namespace: namespace.to_owned(),
             instance: instance.to_owned(),
             time_template_interval: DEFAULT_TIME_TEMPLATE_INTERVAL,
+            lifespan_warnings: vec![chrono::TimeDelta::hours(24), chrono::TimeDelta::hours(1)],
         };
         configure(&mut config);
         let options = RunOptions {

@@ -16,10 +16,11 @@ use crate::api::claim::{
 use crate::api::refs::ProviderRef;
 use crate::core::claim::plan::PlannedResource;
 use crate::core::conditions::{
-    self, BOUND, ConditionStatus, DesiredCondition, READY, VALID, set_condition,
+    self, BOUND, ConditionStatus, DesiredCondition, LIFESPAN_ENDING, READY, VALID, set_condition,
 };
 use crate::core::handle::status::ApplyFailureReason;
 use crate::core::json::pointer::{add, pointer};
+use crate::core::lifespan::warnings::LifespanEnding;
 
 #[cfg(test)]
 mod tests;
@@ -82,6 +83,8 @@ pub(crate) struct BoundHandle<'a> {
     /// `status.lifespan` as [`crate::core::lifespan::sync_claim_lifespan`] computed it;
     /// `None` keeps the claim's.
     pub lifespan: Option<ClaimStatusLifespan>,
+    /// The `LifespanEnding` condition (issue 14); `None` when expiry warnings are off.
+    pub lifespan_ending: Option<LifespanEnding>,
 }
 
 /// Everything the desired status is computed from, besides the current status.
@@ -168,6 +171,23 @@ pub(crate) fn desired_claim_status(
         }
     };
     let ready = ready_condition(&input.binding, &input.validity);
+    let ending = match &input.binding {
+        Binding::Bound(bound) => bound.lifespan_ending.as_ref(),
+        Binding::Unbound(_) => None,
+    };
+    match ending {
+        Some(ending) => {
+            let desired = DesiredCondition {
+                type_: LIFESPAN_ENDING,
+                status: ending.status,
+                reason: ending.reason,
+                message: ending.message.clone(),
+                observed_generation: input.generation,
+            };
+            set_condition(&mut conditions, desired, input.now);
+        }
+        None => conditions.retain(|c| c.type_ != LIFESPAN_ENDING),
+    }
     for (type_, (status, reason, message)) in [(VALID, valid), (BOUND, bound), (READY, ready)] {
         let desired = DesiredCondition {
             type_,

@@ -26,6 +26,7 @@ mod tests;
 
 pub(crate) mod interval;
 pub(crate) mod values;
+pub(crate) mod warnings;
 
 /// How Poolboy writes timestamps (Python `%FT%TZ`): UTC, whole seconds.
 pub(crate) const TIMESTAMP_FORMAT: &str = "%Y-%m-%dT%H:%M:%SZ";

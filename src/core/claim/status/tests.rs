@@ -96,6 +96,7 @@ fn a_bound_claim_mirrors_its_handle() {
         handle: &handle,
         states: &states,
         lifespan: Some(lifespan()),
+        lifespan_ending: None,
     });
     let desired = desired_claim_status(None, &input(binding, &domain));
     let handle_ref = desired.resource_handle.as_ref().expect("bound");
@@ -138,6 +139,7 @@ fn a_bound_claim_mirrors_its_handle() {
         handle: &quiet,
         states: &[],
         lifespan: None,
+        lifespan_ending: None,
     });
     let current = desired.clone();
     let desired = desired_claim_status(Some(&current), &input(binding, &domain));
@@ -163,6 +165,7 @@ fn resource_entries_keep_name_validation_error_and_state() {
         handle: &handle,
         states: &[None, None],
         lifespan: None,
+        lifespan_ending: None,
     });
     // Providers silent: validationError kept; no fresh state: state kept (B07).
     let desired = desired_claim_status(Some(&current), &input(binding.clone(), &domain));
@@ -296,6 +299,7 @@ fn recomputing_from_the_written_status_writes_nothing() {
             handle: &handle,
             states: &states,
             lifespan: Some(lifespan()),
+            lifespan_ending: None,
         })
     };
     let once = desired_claim_status(None, &input(binding(), &domain));
@@ -374,6 +378,7 @@ fn the_ready_condition_follows_the_handle_and_says_why_not() {
             handle,
             states: &[],
             lifespan: None,
+            lifespan_ending: None,
         });
         ready_of(&desired_claim_status(None, &input(binding, &domain)))
     };
