@@ -134,6 +134,16 @@ async fn a_scrape_shows_pools_binds_and_reconciles() {
     let elsewhere = json!({"annotations": {objects::key("resource-pool-name"): "elsewhere"}});
     create_config_claim(&env, "cold", elsewhere, json!({}), json!({})).await;
     apis.bound("cold").await;
+    // It is told why no handle fitted (issue 14).
+    let why = env
+        .event("cold", "Normal", "NoMatchingHandle", TIMEOUT)
+        .await
+        .note
+        .unwrap_or_default();
+    assert!(
+        why.contains("(pool scraped): of another pool than the claim asks for"),
+        "{why}"
+    );
 
     let pool_labels = format!("{{name=\"scraped\",namespace=\"{ns}\"}}");
     let text = eventually("the pool refilled, in the scrape", TIMEOUT, || async {

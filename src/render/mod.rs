@@ -10,6 +10,7 @@ use serde_json::Value;
 
 use crate::api::refs::WaitingFor;
 use crate::api::{OperatorDomain, ResourceClaim, ResourceHandle};
+use crate::core::binding::matching::explain_no_fit;
 use crate::core::claim::plan::{
     ClaimPlanError, ClaimPlanInput, ResolvedClaim, requested_pool, resolve_claim,
 };
@@ -231,8 +232,13 @@ impl Renderer<'_> {
             if !candidates.is_empty() {
                 return self.bind(&resolved, pool_handle);
             }
-            let mut notes =
-                vec!["no pooled handle fits the claim: a new handle is created".to_owned()];
+            let rejections = resolved
+                .rejections(pool_name, [&pool_handle], self.now())
+                .map_err(failed)?;
+            let mut notes = vec![format!(
+                "{}: a new handle is created",
+                explain_no_fit(&rejections)
+            )];
             let (handle, more) = self.new_claim_handle(&resolved)?;
             notes.extend(more);
             return self.finish(handle, Some(&resolved.claim), notes);
@@ -591,7 +597,8 @@ spec:
         assert_eq!(
             rendered.notes,
             [
-                "no pooled handle fits the claim: a new handle is created",
+                "no unbound ResourceHandle fits: guid-abcde (pool configmaps): resource 0's \
+                 template differs at /metadata: a new handle is created",
                 "a new handle is created for the claim",
             ]
         );

@@ -15,8 +15,9 @@ use super::super::write::{self, Target, Written};
 use super::{ClaimContext, ClaimError};
 use crate::api::ResourceHandle;
 use crate::api::claim::ClaimHandleRef;
+use crate::controller::context::EventKind;
 use crate::core::binding::bind::unbind_patch;
-use crate::core::binding::matching::is_bind_candidate;
+use crate::core::binding::matching::{explain_no_fit, is_bind_candidate};
 use crate::core::claim::plan::{ResolvedClaim, requested_pool};
 use crate::core::claim::status::Unbound;
 use crate::core::naming::claim_handle_name;
@@ -98,7 +99,40 @@ pub(crate) async fn bind_or_create(
     if let Some(waiting) = capped_pool(ctx, claim) {
         return Ok(Outcome::Waiting(waiting));
     }
-    create(ctx, claim, resolved, now).await
+    let why = why_no_handle_fits(ctx, claim, resolved, &snapshot, now);
+    let outcome = create(ctx, claim, resolved, now).await?;
+    // Issue 14: "why didn't my claim match?", once, when its own handle is made.
+    let note = format!("{why}: a ResourceHandle is created for the claim");
+    ctx.event(
+        claim,
+        &ctx.kinds.claim,
+        EventKind::Normal,
+        "NoMatchingHandle",
+        note,
+    )
+    .await;
+    Ok(outcome)
+}
+
+/// Why none of the operator namespace's handles fits the claim (issue 14), in a line.
+fn why_no_handle_fits(
+    ctx: &ClaimContext,
+    claim: &ClaimObject,
+    resolved: &ResolvedClaim,
+    snapshot: &[Arc<HandleObject>],
+    now: DateTime<Utc>,
+) -> String {
+    let namespace = ctx.config.operator_namespace.as_str();
+    let handles: Vec<ResourceHandle> = snapshot
+        .iter()
+        .filter(|h| h.metadata.namespace.as_deref() == Some(namespace))
+        .map(|h| Kinds::handle_of(h))
+        .collect();
+    let pool_name = requested_pool(&claim.metadata, ctx.domain());
+    match resolved.rejections(pool_name, &handles, now) {
+        Ok(rejections) => explain_no_fit(&rejections),
+        Err(error) => error.to_string(),
+    }
 }
 
 /// The pool the claim names, when a `maxSize` caps it (issue 14): such a pool is the only

@@ -83,26 +83,131 @@ impl MatchIgnore {
     }
 }
 
-/// Whether a handle's resource template fits a claim's (§7.1 step 3, `check_template_match`):
-/// the diff handle → claim, keeping only `add` and `replace` (keys only on the handle do not
-/// matter), must touch only paths `ignore` matches. Returns the number of ignored differences,
-/// or `None` when the templates do not match.
+/// [`template_fit`] without the why.
+#[cfg(test)]
 pub(crate) fn template_match(
     handle_template: &Value,
     claim_template: &Value,
     ignore: &MatchIgnore,
 ) -> Option<usize> {
+    template_fit(handle_template, claim_template, ignore).ok()
+}
+
+/// Whether a handle's resource template fits a claim's (§7.1 step 3, `check_template_match`):
+/// the diff handle → claim, keeping only `add` and `replace` (keys only on the handle do not
+/// matter), must touch only paths `ignore` matches. Returns the number of ignored differences,
+/// or the first path that differs and is not ignored.
+fn template_fit(
+    handle_template: &Value,
+    claim_template: &Value,
+    ignore: &MatchIgnore,
+) -> Result<usize, String> {
     let mut ignored = 0;
     for op in diff(handle_template, claim_template) {
         if op.kind() == OpKind::Remove {
             continue;
         }
         if !ignore.ignores(op.path()) {
-            return None;
+            return Err(op.path().to_owned());
         }
         ignored += 1;
     }
-    Some(ignored)
+    Ok(ignored)
+}
+
+/// Why a handle is not a bind candidate for a claim (issue 14: "why didn't my claim match?").
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Rejection {
+    Bound,
+    BeingDeleted,
+    Unhealthy,
+    /// The claim asks for another pool.
+    OtherPool,
+    /// Its lifespan ends too soon to bind (B04).
+    EndsTooSoon,
+    MoreResources {
+        handle: usize,
+        claim: usize,
+    },
+    ProviderDiffers {
+        index: usize,
+        handle: String,
+        claim: String,
+    },
+    /// The first template path that differs and the provider's `matchIgnore` does not cover.
+    TemplateDiffers {
+        index: usize,
+        path: String,
+    },
+}
+
+impl Rejection {
+    /// Whether the handle is someone else's or going: not worth explaining to a claim.
+    pub(crate) fn is_taken(&self) -> bool {
+        matches!(self, Rejection::Bound | Rejection::BeingDeleted)
+    }
+}
+
+/// How many rejected handles [`explain_no_fit`] names; the rest are counted.
+const EXPLAINED_HANDLES: usize = 5;
+
+/// Why no handle fits a claim, in a line users read (an Event, `poolboy render`): each free
+/// handle with its reason, at most `EXPLAINED_HANDLES` of them; bound and deleted ones are
+/// left out.
+pub(crate) fn explain_no_fit(rejections: &[(&ResourceHandle, Rejection)]) -> String {
+    let free: Vec<String> = rejections
+        .iter()
+        .filter(|(_, rejection)| !rejection.is_taken())
+        .map(|(handle, rejection)| {
+            let name = handle.metadata.name.as_deref().unwrap_or_default();
+            match &handle.spec.resource_pool {
+                Some(pool) => format!("{name} (pool {}): {rejection}", pool.name),
+                None => format!("{name}: {rejection}"),
+            }
+        })
+        .collect();
+    if free.is_empty() {
+        return "no unbound ResourceHandle exists".to_owned();
+    }
+    let mut text = free
+        .iter()
+        .take(EXPLAINED_HANDLES)
+        .cloned()
+        .collect::<Vec<_>>()
+        .join("; ");
+    if free.len() > EXPLAINED_HANDLES {
+        text.push_str(&format!("; and {} more", free.len() - EXPLAINED_HANDLES));
+    }
+    format!("no unbound ResourceHandle fits: {text}")
+}
+
+impl std::fmt::Display for Rejection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Rejection::Bound => write!(f, "bound to another claim"),
+            Rejection::BeingDeleted => write!(f, "being deleted"),
+            Rejection::Unhealthy => write!(f, "unhealthy"),
+            Rejection::OtherPool => write!(f, "of another pool than the claim asks for"),
+            Rejection::EndsTooSoon => write!(
+                f,
+                "its lifespan ends in less than {BIND_LIFESPAN_MARGIN_SECONDS} s"
+            ),
+            Rejection::MoreResources { handle, claim } => {
+                write!(f, "{handle} resources, the claim has {claim}")
+            }
+            Rejection::ProviderDiffers {
+                index,
+                handle,
+                claim,
+            } => write!(
+                f,
+                "resource {index} is of provider {handle}, the claim's of {claim}"
+            ),
+            Rejection::TemplateDiffers { index, path } => {
+                write!(f, "resource {index}'s template differs at {path}")
+            }
+        }
+    }
 }
 
 /// A handle's health as binding and pools see it (Δ§3.2 `is_healthy`), derived from
@@ -208,62 +313,105 @@ pub(crate) fn bind_candidates<'h>(
     match_ignores: &HashMap<String, MatchIgnore>,
     now: DateTime<Utc>,
 ) -> Result<Vec<BindCandidate<'h>>, MatchError> {
-    let empty = Value::Object(Default::default());
     let mut candidates = Vec::new();
-    'handles: for handle in handles {
-        if !is_free(&handle.metadata, &handle.spec) {
-            continue;
+    for handle in handles {
+        if let Ok(candidate) = assess(claim_resources, pool_name, handle, match_ignores, now)? {
+            candidates.push(candidate);
         }
-        let healthy = handle_is_healthy(handle);
-        if healthy == Some(false) {
-            continue;
-        }
-        if let Some(pool) = pool_name
-            && handle.spec.resource_pool.as_ref().map(|p| p.name.as_str()) != Some(pool)
-        {
-            continue;
-        }
-        if ends_too_soon(handle, now) {
-            continue;
-        }
-        let handle_resources = handle.spec.resources.as_deref().unwrap_or_default();
-        let Some(extra_claim_resources) = claim_resources.len().checked_sub(handle_resources.len())
-        else {
-            continue;
-        };
-        let mut name_mismatches = 0;
-        let mut template_differences = 0;
-        for (handle_resource, claim_resource) in handle_resources.iter().zip(claim_resources) {
-            if handle_resource.provider.name != claim_resource.provider_name {
-                continue 'handles;
-            }
-            if handle_resource.name.as_deref() != claim_resource.name {
-                name_mismatches += 1;
-            }
-            let ignore = match_ignores
-                .get(claim_resource.provider_name)
-                .ok_or_else(|| MatchError::MissingMatchIgnore {
-                    provider: claim_resource.provider_name.to_owned(),
-                })?;
-            let Some(differences) = template_match(
-                handle_resource.template.as_ref().unwrap_or(&empty),
-                claim_resource.template.unwrap_or(&empty),
-                ignore,
-            ) else {
-                continue 'handles;
-            };
-            template_differences += differences;
-        }
-        candidates.push(BindCandidate {
-            handle,
-            extra_claim_resources,
-            name_mismatches,
-            template_differences,
-            healthy,
-        });
     }
     candidates.sort_by(preference);
     Ok(candidates)
+}
+
+/// The handles among `handles` that are not bind candidates, each with why not
+/// ([`bind_candidates`]' rules, in its order: the first that fails).
+pub(crate) fn rejections<'h>(
+    claim_resources: &[DesiredResource<'_>],
+    pool_name: Option<&str>,
+    handles: impl IntoIterator<Item = &'h ResourceHandle>,
+    match_ignores: &HashMap<String, MatchIgnore>,
+    now: DateTime<Utc>,
+) -> Result<Vec<(&'h ResourceHandle, Rejection)>, MatchError> {
+    let mut rejected = Vec::new();
+    for handle in handles {
+        if let Err(rejection) = assess(claim_resources, pool_name, handle, match_ignores, now)? {
+            rejected.push((handle, rejection));
+        }
+    }
+    Ok(rejected)
+}
+
+/// One handle against the claim: a candidate with what ranks it, or why not.
+fn assess<'h>(
+    claim_resources: &[DesiredResource<'_>],
+    pool_name: Option<&str>,
+    handle: &'h ResourceHandle,
+    match_ignores: &HashMap<String, MatchIgnore>,
+    now: DateTime<Utc>,
+) -> Result<Result<BindCandidate<'h>, Rejection>, MatchError> {
+    if handle.spec.resource_claim.is_some() {
+        return Ok(Err(Rejection::Bound));
+    }
+    if handle.metadata.deletion_timestamp.is_some() {
+        return Ok(Err(Rejection::BeingDeleted));
+    }
+    let healthy = handle_is_healthy(handle);
+    if healthy == Some(false) {
+        return Ok(Err(Rejection::Unhealthy));
+    }
+    if let Some(pool) = pool_name
+        && handle.spec.resource_pool.as_ref().map(|p| p.name.as_str()) != Some(pool)
+    {
+        return Ok(Err(Rejection::OtherPool));
+    }
+    if ends_too_soon(handle, now) {
+        return Ok(Err(Rejection::EndsTooSoon));
+    }
+    let handle_resources = handle.spec.resources.as_deref().unwrap_or_default();
+    let Some(extra_claim_resources) = claim_resources.len().checked_sub(handle_resources.len())
+    else {
+        return Ok(Err(Rejection::MoreResources {
+            handle: handle_resources.len(),
+            claim: claim_resources.len(),
+        }));
+    };
+    let empty = Value::Object(Default::default());
+    let mut name_mismatches = 0;
+    let mut template_differences = 0;
+    for (index, (handle_resource, claim_resource)) in
+        handle_resources.iter().zip(claim_resources).enumerate()
+    {
+        if handle_resource.provider.name != claim_resource.provider_name {
+            return Ok(Err(Rejection::ProviderDiffers {
+                index,
+                handle: handle_resource.provider.name.clone(),
+                claim: claim_resource.provider_name.to_owned(),
+            }));
+        }
+        if handle_resource.name.as_deref() != claim_resource.name {
+            name_mismatches += 1;
+        }
+        let ignore = match_ignores
+            .get(claim_resource.provider_name)
+            .ok_or_else(|| MatchError::MissingMatchIgnore {
+                provider: claim_resource.provider_name.to_owned(),
+            })?;
+        match template_fit(
+            handle_resource.template.as_ref().unwrap_or(&empty),
+            claim_resource.template.unwrap_or(&empty),
+            ignore,
+        ) {
+            Ok(differences) => template_differences += differences,
+            Err(path) => return Ok(Err(Rejection::TemplateDiffers { index, path })),
+        }
+    }
+    Ok(Ok(BindCandidate {
+        handle,
+        extra_claim_resources,
+        name_mismatches,
+        template_differences,
+        healthy,
+    }))
 }
 
 /// Δ§3.2, B04: `spec.lifespan.end` under 120 s away (or already past). An end that is not a

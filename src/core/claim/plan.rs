@@ -133,7 +133,30 @@ impl ResolvedClaim {
         handles: impl IntoIterator<Item = &'h ResourceHandle>,
         now: DateTime<Utc>,
     ) -> Result<Vec<BindCandidate<'h>>, MatchError> {
-        let wanted: Vec<matching::DesiredResource<'_>> = self
+        let (wanted, ignores) = self.matching_input();
+        matching::bind_candidates(&wanted, pool_name, handles, &ignores, now)
+    }
+
+    /// Why each of `handles` that is not a bind candidate is not one (issue 14), by the rules
+    /// of [`ResolvedClaim::bind_candidates`]; [`matching::explain_no_fit`] words it.
+    pub(crate) fn rejections<'h>(
+        &self,
+        pool_name: Option<&str>,
+        handles: impl IntoIterator<Item = &'h ResourceHandle>,
+        now: DateTime<Utc>,
+    ) -> Result<Vec<(&'h ResourceHandle, matching::Rejection)>, MatchError> {
+        let (wanted, ignores) = self.matching_input();
+        matching::rejections(&wanted, pool_name, handles, &ignores, now)
+    }
+
+    /// The claim's resources and their providers' `matchIgnore`, as matching takes them.
+    fn matching_input(
+        &self,
+    ) -> (
+        Vec<matching::DesiredResource<'_>>,
+        HashMap<String, MatchIgnore>,
+    ) {
+        let wanted = self
             .resources
             .iter()
             .map(|r| matching::DesiredResource {
@@ -142,12 +165,12 @@ impl ResolvedClaim {
                 template: Some(&r.template),
             })
             .collect();
-        let ignores: HashMap<String, MatchIgnore> = self
+        let ignores = self
             .resource_providers
             .iter()
             .map(|p| (p.name().to_owned(), p.match_ignore().clone()))
             .collect();
-        matching::bind_candidates(&wanted, pool_name, handles, &ignores, now)
+        (wanted, ignores)
     }
 
     /// The patch that binds the unbound `handle` to the claim, with the handle's lifespan

@@ -599,3 +599,65 @@ fn only_free_handles_of_the_operator_namespace_are_bind_candidates() {
     assert!(is_released(&released.metadata, &domain));
     assert!(!candidate(&released));
 }
+
+#[test]
+fn a_handle_that_does_not_fit_says_why_and_taken_ones_are_left_out() {
+    let ignores: HashMap<String, MatchIgnore> = [("cm".to_owned(), MatchIgnore::default())].into();
+    let template = json!({"data": {"color": "blue"}});
+    let wanted = [DesiredResource {
+        provider_name: "cm",
+        name: None,
+        template: Some(&template),
+    }];
+    let with_template = |name: &str, template: Value| {
+        HandleBuilder::new(name)
+            .set(
+                "/spec/resources",
+                json!([{"provider": {"apiVersion": "poolboy.gpte.redhat.com/v1",
+                    "kind": "ResourceProvider", "name": "cm", "namespace": "poolboy"},
+                    "template": template}]),
+            )
+            .build()
+    };
+    let red = with_template("red", json!({"data": {"color": "red"}}));
+    let blue = with_template("blue", json!({"data": {"color": "blue"}}));
+    let bound = HandleBuilder::new("bound")
+        .set(
+            "/spec/resourceClaim",
+            json!({"apiVersion": "poolboy.gpte.redhat.com/v1", "kind": "ResourceClaim",
+                   "name": "c", "namespace": "user1"}),
+        )
+        .build();
+    let handles = [red, blue, bound];
+    let rejected = rejections(&wanted, None, &handles, &ignores, now()).expect("rejections");
+    let reasons: Vec<(&str, String)> = rejected
+        .iter()
+        .map(|(h, r)| {
+            (
+                h.metadata.name.as_deref().unwrap_or_default(),
+                r.to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        reasons,
+        [
+            (
+                "red",
+                "resource 0's template differs at /data/color".to_owned()
+            ),
+            ("bound", "bound to another claim".to_owned()),
+        ]
+    );
+    // The candidates are exactly the others.
+    let candidates = bind_candidates(&wanted, None, &handles, &ignores, now()).expect("ranks");
+    assert_eq!(candidates.len(), 1);
+    assert_eq!(
+        explain_no_fit(&rejected),
+        "no unbound ResourceHandle fits: red: resource 0's template differs at /data/color"
+    );
+    assert_eq!(
+        explain_no_fit(&rejected[1..]),
+        "no unbound ResourceHandle exists"
+    );
+}
