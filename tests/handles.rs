@@ -626,18 +626,25 @@ async fn b10_an_expired_or_orphaned_handle_deletes_itself_without_creating_anyth
     env.teardown([operator]).await;
 }
 
+/// A handle named after `prefix` with two ConfigMaps, ready, and no operator running: what it
+/// finds when one starts again is up to the test.
+async fn ready_handle_of_two_while_stopped(env: &TestEnv, prefix: &str) -> String {
+    create_config_provider(env, false).await;
+    let operator = TestOperator::start(env.kube_config(), &env.namespace);
+    let name = guid_name(prefix);
+    let resources = config_resources(env, &[("a", json!({})), ("b", json!({}))]);
+    create_named_handle(env, &name, json!({}), json!({"resources": resources})).await;
+    ready_handle(env, &name).await;
+    operator.stop().await;
+    name
+}
+
 /// Δ B11: deletion works from `status.resources[].reference` and ignores a resource that is
 /// already gone (404): the other resource is still deleted and the handle released.
 #[tokio::test]
 async fn b11_deleting_a_handle_whose_resource_is_already_gone_completes() {
     let env = TestEnv::new().await;
-    create_config_provider(&env, false).await;
-    let operator = TestOperator::start(env.kube_config(), &env.namespace);
-    let name = guid_name("partial");
-    let resources = config_resources(&env, &[("a", json!({})), ("b", json!({}))]);
-    create_named_handle(&env, &name, json!({}), json!({"resources": resources})).await;
-    ready_handle(&env, &name).await;
-    operator.stop().await;
+    let name = ready_handle_of_two_while_stopped(&env, "partial").await;
 
     let configmaps: Api<ConfigMap> = env.api();
     configmaps
@@ -667,13 +674,7 @@ async fn b11_deleting_a_handle_whose_resource_is_already_gone_completes() {
 #[tokio::test]
 async fn a_deleted_handle_leaves_the_resource_of_a_namesake_alone() {
     let env = TestEnv::new().await;
-    create_config_provider(&env, false).await;
-    let operator = TestOperator::start(env.kube_config(), &env.namespace);
-    let name = guid_name("namesake");
-    let resources = config_resources(&env, &[("a", json!({})), ("b", json!({}))]);
-    create_named_handle(&env, &name, json!({}), json!({"resources": resources})).await;
-    ready_handle(&env, &name).await;
-    operator.stop().await;
+    let name = ready_handle_of_two_while_stopped(&env, "namesake").await;
 
     // The first ConfigMap now belongs to another handle of the same name.
     let configmaps: Api<ConfigMap> = env.api();

@@ -19,7 +19,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use futures::StreamExt;
 use futures::channel::mpsc::UnboundedReceiver;
 use kube::Client;
 use kube::api::Api;
@@ -134,16 +133,12 @@ pub(crate) async fn run(
 ) {
     let health = ctx.health.clone();
     let ctx = Arc::new(ClaimContext { ctx, index });
-    controller
+    let reconciles = controller
         .reconcile_on(triggers)
         .with_config(controller::Config::default().concurrency(concurrency))
         .graceful_shutdown_on(shutdown)
-        .run(reconcile, error_policy, ctx)
-        .for_each(|result| {
-            health.observe_controller(RECONCILER.kind(), &result);
-            async {}
-        })
-        .await;
+        .run(reconcile, error_policy, ctx);
+    health.drive(RECONCILER.kind(), reconciles).await;
 }
 
 async fn reconcile(claim: Arc<ClaimObject>, ctx: Arc<ClaimContext>) -> Result<Action, ClaimError> {
@@ -599,32 +594,26 @@ async fn warn_lifespan_ending(
     claim: &ClaimObject,
     before: Option<&[k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition]>,
 ) {
-    let ending =
-        |conditions: Option<&[k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition]>| {
-            conditions
-                .and_then(|c| conditions::find(c, conditions::LIFESPAN_ENDING))
-                .filter(|c| c.status == "True")
-                .map(|c| c.message.clone())
-        };
-    let after = ending(claim.status.as_ref().and_then(|s| s.conditions.as_deref()));
-    if let Some(message) = after
-        && ending(before) != Some(message.clone())
+    let after = claim.status.as_ref().and_then(|s| s.conditions.as_deref());
+    if let Some(ending) = conditions::news(before, after, conditions::LIFESPAN_ENDING)
+        .filter(|c| c.status == conditions::ConditionStatus::True.as_str())
     {
+        let note = ending.message.clone();
         ctx.event(
             claim,
             &ctx.kinds.claim,
             EventKind::Warning,
             "LifespanEnding",
-            message,
+            note,
         )
         .await;
     }
 }
 
-/// An RFC 3339 end, as claims and their status hold it.
+/// An end as claims and their status hold it; one that does not parse is reported elsewhere
+/// (the lifespan rules), and counts as none here.
 fn parse_end(end: Option<&str>) -> Option<DateTime<Utc>> {
-    end.and_then(|end| DateTime::parse_from_rfc3339(end).ok())
-        .map(|end| end.with_timezone(&Utc))
+    end.and_then(|end| lifespan::parse_timestamp("end", end).ok())
 }
 
 /// A Warning Event when the end a claim asked for was cut back to the latest its lifespan

@@ -12,7 +12,6 @@ mod resources;
 
 use std::sync::Arc;
 
-use futures::StreamExt;
 use futures::channel::mpsc::UnboundedReceiver;
 use kube::api::Api;
 use kube::runtime::controller::{self, Action, Controller};
@@ -120,16 +119,12 @@ pub(crate) async fn run(
     shutdown: Shutdown,
 ) {
     let health = ctx.health.clone();
-    controller
+    let reconciles = controller
         .reconcile_on(triggers)
         .with_config(controller::Config::default().concurrency(concurrency))
         .graceful_shutdown_on(shutdown)
-        .run(reconcile, error_policy, ctx)
-        .for_each(|result| {
-            health.observe_controller(RECONCILER.kind(), &result);
-            async {}
-        })
-        .await;
+        .run(reconcile, error_policy, ctx);
+    health.drive(RECONCILER.kind(), reconciles).await;
 }
 
 async fn reconcile(handle: Arc<HandleObject>, ctx: Arc<Context>) -> Result<Action, HandleError> {
@@ -497,19 +492,15 @@ async fn report_apply_failure(
     before: Option<&crate::api::handle::ResourceHandleStatus>,
     claim: Option<&ResourceClaim>,
 ) {
-    let ready = |status: Option<&crate::api::handle::ResourceHandleStatus>| {
-        status
-            .and_then(|s| s.conditions.as_deref())
-            .and_then(|c| conditions::find(c, conditions::READY))
-            .map(|c| (c.reason.clone(), c.message.clone()))
-    };
-    let Some((reason, message)) = ready(object.status.as_ref()) else {
+    let Some(ready) = conditions::news(
+        before.and_then(|s| s.conditions.as_deref()),
+        object.status.as_ref().and_then(|s| s.conditions.as_deref()),
+        conditions::READY,
+    )
+    .filter(|c| ApplyFailureReason::parse(&c.reason).is_some()) else {
         return;
     };
-    let failed = ApplyFailureReason::parse(&reason).is_some();
-    if !failed || ready(before) == Some((reason.clone(), message.clone())) {
-        return;
-    }
+    let (reason, message) = (ready.reason.clone(), ready.message.clone());
     ctx.event(
         object,
         &ctx.kinds.handle,

@@ -52,10 +52,36 @@ impl WatchHealth {
         failing
     }
 
+    /// Notes what watch `name` yielded: an error, or anything else, which shows it works.
+    pub(crate) fn observe<T, E: Display>(&self, name: &str, event: &Result<T, E>) {
+        match event {
+            Ok(_) => self.recovered(name),
+            Err(error) => self.failed(name, error),
+        }
+    }
+
+    /// Drives one controller's stream to its end, noting what it yields (`observe_controller`).
+    pub(crate) async fn drive<T, E, Q>(
+        &self,
+        controller: &str,
+        stream: impl futures::Stream<Item = Result<T, kube::runtime::controller::Error<E, Q>>>,
+    ) where
+        E: std::error::Error + 'static,
+        Q: std::error::Error + 'static,
+    {
+        use futures::StreamExt;
+        stream
+            .for_each(|result| {
+                self.observe_controller(controller, &result);
+                async {}
+            })
+            .await;
+    }
+
     /// Notes what one controller's stream yielded: a watch error (kube-runtime reports the
     /// errors of every watch feeding the controller as queue errors), or a reconcile, which
     /// shows its watches work.
-    pub(crate) fn observe_controller<T, E: std::error::Error, Q: std::error::Error>(
+    fn observe_controller<T, E: std::error::Error + 'static, Q: std::error::Error + 'static>(
         &self,
         controller: &str,
         result: &Result<T, kube::runtime::controller::Error<E, Q>>,

@@ -25,7 +25,6 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use futures::StreamExt;
 use futures::channel::mpsc::UnboundedReceiver;
 use kube::api::{Api, Patch, PostParams};
 use kube::runtime::controller::{self, Action, Controller};
@@ -45,8 +44,8 @@ use crate::core::lifespan::delay_until;
 #[cfg(doc)]
 use crate::core::pool::plan::PENDING_HANDLE_TTL;
 use crate::core::pool::plan::{
-    PendingHandles, PoolInput, is_handle_of_pool, is_unbound_handle_of_pool, new_handle_names,
-    plan_pool, set_pool_validity,
+    BoundCounts, PendingHandles, PoolInput, is_handle_of_pool, is_unbound_handle_of_pool,
+    new_handle_names, plan_pool, set_pool_validity,
 };
 use crate::core::pool::scaling::{
     active_scalings_of_pool, attributed, count_patch, created, decremented, is_active,
@@ -193,16 +192,12 @@ pub(crate) async fn run(
         handles,
         pending: Mutex::new(HashMap::new()),
     });
-    controller
+    let reconciles = controller
         .reconcile_on(triggers)
         .with_config(controller::Config::default().concurrency(concurrency))
         .graceful_shutdown_on(shutdown)
-        .run(reconcile, error_policy, pool_ctx)
-        .for_each(|result| {
-            health.observe_controller(RECONCILER.kind(), &result);
-            async {}
-        })
-        .await;
+        .run(reconcile, error_policy, pool_ctx);
+    health.drive(RECONCILER.kind(), reconciles).await;
 }
 
 async fn reconcile(pool: Arc<PoolObject>, pctx: Arc<PoolContext>) -> Result<Action, PoolError> {
@@ -294,22 +289,14 @@ async fn pass(pool_object: &PoolObject, pctx: &PoolContext) -> Result<Option<Act
         .map(|(_, h)| h.clone())
         .collect();
     let scaling = consumed_scaling(ctx, &pool, now).await?;
-    let bound: Vec<&ResourceHandle> = handles
-        .iter()
-        .map(|(_, h)| h)
-        .filter(|h| h.spec.resource_claim.is_some() && h.metadata.deletion_timestamp.is_none())
-        .collect();
-    let bound_unready = bound
-        .iter()
-        .filter(|h| h.status.as_ref().and_then(|s| s.ready) != Some(true))
-        .count();
+    let bound = BoundCounts::of(handles.iter().map(|(_, h)| h));
     let plan = plan_pool(&PoolInput {
         pool: &pool,
         unbound: &unbound,
         pending: &pending,
         scaling_demand: scaling.as_ref().map_or(0, remaining),
-        bound: bound.len(),
-        bound_unready,
+        bound: bound.count,
+        bound_unready: bound.unready,
     });
     if let Some(cap) = plan.capped_by {
         tracing::debug!(pool = %name, %cap, "the pool creates fewer handles than it wants");
@@ -401,7 +388,7 @@ async fn pass(pool_object: &PoolObject, pctx: &PoolContext) -> Result<Option<Act
         name: name.clone(),
         namespace: pool.namespace().unwrap_or_default(),
     };
-    let taken = bound.len();
+    let taken = bound.count;
     ctx.metrics.set_pool(
         &labels,
         PoolCounts {

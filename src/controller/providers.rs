@@ -62,10 +62,7 @@ pub(crate) async fn watch(ctx: Arc<Context>) {
     let mut stream = std::pin::pin!(stream);
     let mut relisted: HashSet<String> = HashSet::new();
     while let Some(event) = stream.next().await {
-        match &event {
-            Ok(_) => ctx.health.recovered(WATCH),
-            Err(error) => ctx.health.failed(WATCH, error),
-        }
+        ctx.health.observe(WATCH, &event);
         match event {
             Ok(Event::InitApply(provider)) => {
                 relisted.insert(provider.name_any());

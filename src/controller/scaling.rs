@@ -6,7 +6,6 @@
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
-use futures::StreamExt;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::controller::{self, Action, Controller};
@@ -82,15 +81,11 @@ pub(crate) async fn run(
     shutdown: Shutdown,
 ) {
     let health = ctx.health.clone();
-    controller
+    let reconciles = controller
         .with_config(controller::Config::default().concurrency(concurrency))
         .graceful_shutdown_on(shutdown)
-        .run(reconcile, error_policy, ctx)
-        .for_each(|result| {
-            health.observe_controller(RECONCILER.kind(), &result);
-            async {}
-        })
-        .await;
+        .run(reconcile, error_policy, ctx);
+    health.drive(RECONCILER.kind(), reconciles).await;
 }
 
 async fn reconcile(

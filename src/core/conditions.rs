@@ -183,6 +183,20 @@ pub(crate) fn problem<'a>(conditions: Option<&'a [Condition]>, type_: &str) -> O
         .map(|c| c.message.as_str())
 }
 
+/// Condition `type_` of `after` when it says something `before` did not (another status,
+/// reason or message): what earns an Event from the writer that made the change.
+pub(crate) fn news<'a>(
+    before: Option<&[Condition]>,
+    after: Option<&'a [Condition]>,
+    type_: &str,
+) -> Option<&'a Condition> {
+    let said = |c: &Condition| (c.status.clone(), c.reason.clone(), c.message.clone());
+    let old = before.and_then(|c| find(c, type_)).map(said);
+    after
+        .and_then(|c| find(c, type_))
+        .filter(|new| old != Some(said(new)))
+}
+
 /// Whether condition `type_` is True in `after` and was not in `before`: a milestone that
 /// earns a Normal Event from the writer that made it so (issue 13).
 pub(crate) fn became_true(

@@ -336,10 +336,7 @@ async fn follow<S>(
         None => format!("{} {}", key.api_version, key.kind),
     };
     while let Some(event) = stream.next().await {
-        match &event {
-            Ok(_) => router.health.recovered(&watch_name),
-            Err(error) => router.health.failed(&watch_name, error),
-        }
+        router.health.observe(&watch_name, &event);
         match event {
             Ok(Event::Apply(object)) | Ok(Event::InitApply(object)) => {
                 let object_ref = ObjectRef::from_obj_with(&object, resource.clone());

@@ -69,6 +69,32 @@ pub(crate) fn is_unbound_handle_of_pool(
         && !is_released(&handle.metadata, domain)
 }
 
+/// A pool's bound handles not being deleted, which count toward `maxSize`, and how many of
+/// them are not ready yet, which count toward `maxConcurrent` (issue 14).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct BoundCounts {
+    pub count: usize,
+    pub unready: usize,
+}
+
+impl BoundCounts {
+    /// Counted among `handles`, the pool's.
+    pub(crate) fn of<'a>(handles: impl IntoIterator<Item = &'a ResourceHandle>) -> Self {
+        let mut counts = Self::default();
+        for handle in handles {
+            if handle.spec.resource_claim.is_none() || handle.metadata.deletion_timestamp.is_some()
+            {
+                continue;
+            }
+            counts.count += 1;
+            if handle.status.as_ref().and_then(|s| s.ready) != Some(true) {
+                counts.unready += 1;
+            }
+        }
+        counts
+    }
+}
+
 /// What the pool reconcile observed.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct PoolInput<'a> {

@@ -599,3 +599,24 @@ fn max_size_counts_bound_handles_and_max_concurrent_those_being_provisioned() {
     );
     assert_eq!(PoolCap::Size(5).to_string(), "5 handles in all (maxSize)");
 }
+
+#[test]
+fn bound_counts_leave_out_unbound_and_deleted_handles() {
+    let mut bound_ready = ready("guid-a");
+    bound_ready.spec.resource_claim = Some(Default::default());
+    let mut bound_unready = handle("guid-b", json!({}));
+    bound_unready.spec.resource_claim = Some(Default::default());
+    let mut deleting = bound_unready.clone();
+    deleting.metadata.deletion_timestamp =
+        Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+            k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
+        ));
+    let unbound = ready("guid-c");
+    assert_eq!(
+        BoundCounts::of([&bound_ready, &bound_unready, &deleting, &unbound]),
+        BoundCounts {
+            count: 2,
+            unready: 1
+        }
+    );
+}
