@@ -521,7 +521,12 @@ async fn a_claim_binds_to_a_matching_unbound_pool_handle() {
         managers(&claim.metadata.managed_fields, "status"),
         ["poolboy"]
     );
-    let handle = apis.handles.get("guid-pooled").await.expect("the handle");
+    // The handle's status is written by its own reconcile, which may not have run yet.
+    let handle = eventually("the handle's status written", TIMEOUT, || async {
+        let handle = apis.handles.get("guid-pooled").await.ok()?;
+        (!managers(&handle.metadata.managed_fields, "status").is_empty()).then_some(handle)
+    })
+    .await;
     assert_eq!(
         managers(&handle.metadata.managed_fields, "status"),
         ["poolboy"]
