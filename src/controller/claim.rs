@@ -19,15 +19,17 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use futures::channel::mpsc::UnboundedReceiver;
+use futures::channel::mpsc::{UnboundedReceiver, UnboundedSender};
 use kube::Client;
 use kube::api::Api;
 use kube::runtime::controller::{self, Action, Controller};
 use kube::runtime::reflector::ObjectRef;
+use kube::runtime::watcher;
 
 use self::binding::{Outcome, Pending};
 use super::context::{Context, EventKind};
 use super::kinds::{ClaimObject, HandleObject, Kinds};
+use super::listed::reflected_watch;
 use super::reconciler::Reconciler;
 use super::write::{self, Written};
 use crate::core::claim::gates::{
@@ -69,11 +71,18 @@ pub(crate) enum ClaimError {
 /// handle change wakes its claim, and an unbound handle wakes the claims waiting for one. Its
 /// store is the index of claims every controller reads (`Context::stores`); the returned
 /// [`ClaimIndex`] holds the handles as this controller's handle watch sees them.
+///
+/// The claim watch is the handle controller's too: a claim change wakes, through
+/// `wake_handles`, the handle its status names and every handle bound to it (one a process
+/// bound and died before recording must hear that its claim went, issue 10), once the store
+/// has the change. So a handle reads its claim from the store rather than with a GET, and
+/// claims are watched once (issue 11).
 pub(crate) fn controller(
     client: &Client,
     kinds: &Kinds,
     operator_namespace: &str,
     claim_namespace: Option<&str>,
+    wake_handles: UnboundedSender<ObjectRef<HandleObject>>,
 ) -> (Controller<ClaimObject>, ClaimIndex) {
     let main = match claim_namespace {
         Some(ns) => Api::<ClaimObject>::namespaced_with(client.clone(), ns, &kinds.claim),
@@ -84,6 +93,22 @@ pub(crate) fn controller(
     let config = super::listed::watch_config().any_semantic();
     // The store is written before the wake goes out: a woken claim reads the change.
     let (index, handle_events) = ClaimIndex::watch(handles, config.clone(), kinds.handle.clone());
+    let bindings = index.clone();
+    let handle_kind = kinds.handle.clone();
+    let handle_namespace = operator_namespace.to_owned();
+    let (claims, claim_events) = reflected_watch(main, config, kinds.claim.clone(), move |event| {
+        let claim = match event {
+            watcher::Event::Apply(claim)
+            | watcher::Event::InitApply(claim)
+            | watcher::Event::Delete(claim) => claim,
+            watcher::Event::Init | watcher::Event::InitDone => return,
+        };
+        for name in handles_of_claim(claim, &bindings) {
+            let handle = ObjectRef::new_with(&name, handle_kind.clone()).within(&handle_namespace);
+            // Closed only when the operator stops.
+            let _ = wake_handles.unbounded_send(handle);
+        }
+    });
     let claim_kind = kinds.claim.clone();
     let waiting = index.clone();
     let wakes = move |handle: HandleObject| -> Vec<ObjectRef<ClaimObject>> {
@@ -100,12 +125,24 @@ pub(crate) fn controller(
             None => Vec::new(),
         }
     };
-    let controller = Controller::new_with(main, config, kinds.claim.clone()).watches_stream_with(
-        handle_events,
-        wakes,
-        kinds.handle.clone(),
-    );
+    let controller =
+        Controller::for_stream_with(claim_events, claims.store().clone(), kinds.claim.clone())
+            .watches_stream_with(handle_events, wakes, kinds.handle.clone());
     (controller, index)
+}
+
+/// The handles a change of `claim` concerns: the one its status names, and every handle bound
+/// to it.
+fn handles_of_claim(claim: &ClaimObject, bindings: &ClaimIndex) -> Vec<String> {
+    let (namespace, name) = writes::key(claim);
+    let mut handles = bindings.bound_to(namespace, name);
+    let recorded = claim
+        .status
+        .as_ref()
+        .and_then(|s| s.resource_handle.as_ref())
+        .map(|h| h.name.clone());
+    handles.extend(recorded.filter(|name| !handles.contains(name)));
+    handles
 }
 
 /// What claim reconciles share: the operator context and this controller's [`ClaimIndex`].
@@ -249,16 +286,33 @@ async fn pass(
     pending: &mut Option<Pending>,
 ) -> Result<Pass, ClaimError> {
     let domain = ctx.domain();
-    let claim = match writes::ensure_finalizer(ctx, claim).await? {
-        Written::Done(claim) => claim,
-        Written::Conflict => return Ok(Pass::Conflict),
-        Written::Gone => return Ok(Pass::Done(Action::await_change())),
-    };
+    // A claim seen for the first time gets its finalizer in the write of its initialisation
+    // (§6.3) when it has one: a write and a reconcile fewer per claim (issue 11). Every path
+    // that leaves before that write adds it on its own.
+    let finalizer = domain.finalizer();
+    let mut deferred_finalizer =
+        claim.status.is_none() && !writes::has_finalizer(&claim, &finalizer);
+    let mut claim = claim;
+    if !deferred_finalizer {
+        claim = match writes::ensure_finalizer(ctx, claim).await? {
+            Written::Done(claim) => claim,
+            Written::Conflict => return Ok(Pass::Conflict),
+            Written::Gone => return Ok(Pass::Done(Action::await_change())),
+        };
+    }
     let now = ctx.now();
     let view = writes::view(&claim);
 
     // Δ§3.1.1, B19: nothing at all happens before the claim's start.
-    match lifespan::start_gate(&view, now) {
+    let gate = lifespan::start_gate(&view, now);
+    if deferred_finalizer && !matches!(gate, Ok(StartGate::Open)) {
+        claim = match writes::ensure_finalizer(ctx, claim).await? {
+            Written::Done(claim) => claim,
+            Written::Conflict => return Ok(Pass::Conflict),
+            Written::Gone => return Ok(Pass::Done(Action::await_change())),
+        };
+    }
+    match gate {
         Ok(StartGate::OpensAt(start)) => {
             return Ok(Pass::Done(Action::requeue(lifespan::delay_until(
                 start, now,
@@ -315,12 +369,31 @@ async fn pass(
             now,
         })
     });
+    // §6.3: initialise once, in one write (with the finalizer of a new claim).
+    let initialisation = match (&resolved, deferred_finalizer) {
+        (Ok(resolved), false) => resolved.initialisation.clone(),
+        (Ok(resolved), true) => {
+            deferred_finalizer = false;
+            Some(writes::with_finalizer(
+                resolved.initialisation.clone(),
+                &claim,
+                &finalizer,
+            ))
+        }
+        (Err(_), _) => None,
+    };
+    if deferred_finalizer {
+        claim = match writes::ensure_finalizer(ctx, claim).await? {
+            Written::Done(claim) => claim,
+            Written::Conflict => return Ok(Pass::Conflict),
+            Written::Gone => return Ok(Pass::Done(Action::await_change())),
+        };
+    }
     let resolved = match resolved {
         Ok(resolved) => resolved,
         Err(e) => return report_invalid(ctx, claim, handle.as_ref(), None, e.to_string()).await,
     };
-    // §6.3: initialise once, in one write.
-    let claim = match &resolved.initialisation {
+    let claim = match &initialisation {
         Some(patch) => match writes::initialise(ctx, &claim, patch).await? {
             Written::Done(claim) => claim,
             Written::Conflict => return Ok(Pass::Conflict),

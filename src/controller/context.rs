@@ -254,9 +254,15 @@ impl Context {
             action: action.to_owned(),
             secondary: None,
         };
-        if let Err(error) = self.recorder.publish(&event, &reference).await {
-            tracing::warn!(%error, reason, "cannot publish Event");
-        }
+        // Published beside the reconcile, not in its way: an Event is a write of its own, and
+        // waiting for it made every bind two round trips longer (issue 11).
+        let recorder = self.recorder.clone();
+        let reason = reason.to_owned();
+        tokio::spawn(async move {
+            if let Err(error) = recorder.publish(&event, &reference).await {
+                tracing::warn!(%error, reason, "cannot publish Event");
+            }
+        });
     }
 
     /// The delay before retrying `key` after a transient failure: 1 s, doubling up to five

@@ -19,9 +19,8 @@ use kube::runtime::reflector::ObjectRef;
 use kube::{Client, ResourceExt};
 use serde_json::Value;
 
-use super::claim::ClaimIndex;
 use super::context::{Context, EventKind};
-use super::kinds::{ClaimObject, HandleObject, Kinds};
+use super::kinds::{HandleObject, Kinds};
 use super::managed;
 use super::oversized;
 use super::reconciler::Reconciler;
@@ -65,49 +64,19 @@ pub(crate) enum HandleError {
     StatusTooLarge(#[source] kube::Error),
 }
 
-/// The controller, watching handles of the operator namespace, and claims: a claim change
-/// wakes the handle its status names and every handle bound to it (`bindings`: one a process
-/// bound and died before recording must hear that its claim went, issue 10). Its store is the
-/// index of handles every controller reads (`Context::stores`).
+/// The controller, watching handles of the operator namespace. Claim changes wake it through
+/// its triggers, from the claim watch (`claim::controller`), once the claim store has them: a
+/// handle reads its claim from that store. Its store is the index of handles every controller
+/// reads (`Context::stores`).
 pub(crate) fn controller(
     client: &Client,
     kinds: &Kinds,
     operator_namespace: &str,
-    claim_namespace: Option<&str>,
-    bindings: &ClaimIndex,
 ) -> Controller<HandleObject> {
     let main =
         Api::<HandleObject>::namespaced_with(client.clone(), operator_namespace, &kinds.handle);
-    let other = match claim_namespace {
-        Some(ns) => Api::<ClaimObject>::namespaced_with(client.clone(), ns, &kinds.claim),
-        None => Api::<ClaimObject>::all_with(client.clone(), &kinds.claim),
-    };
-    let handle_kind = kinds.handle.clone();
-    let namespace = operator_namespace.to_owned();
-    let bindings = bindings.clone();
     let config = super::listed::watch_config().any_semantic();
-    Controller::new_with(main, config.clone(), kinds.handle.clone()).watches_with(
-        other,
-        kinds.claim.clone(),
-        config,
-        move |claim: ClaimObject| {
-            let recorded = claim
-                .status
-                .as_ref()
-                .and_then(|s| s.resource_handle.as_ref())
-                .map(|h| h.name.clone());
-            let (claim_namespace, claim_name) = (
-                claim.metadata.namespace.as_deref().unwrap_or_default(),
-                claim.metadata.name.as_deref().unwrap_or_default(),
-            );
-            let mut handles = bindings.bound_to(claim_namespace, claim_name);
-            handles.extend(recorded.filter(|name| !handles.contains(name)));
-            handles
-                .into_iter()
-                .map(|name| ObjectRef::new_with(&name, handle_kind.clone()).within(&namespace))
-                .collect::<Vec<_>>()
-        },
-    )
+    Controller::new_with(main, config, kinds.handle.clone())
 }
 
 /// Runs `controller` until `shutdown`; `triggers` wake it from outside its watches.
@@ -564,11 +533,18 @@ async fn delete_handle(ctx: &Context, object: &HandleObject) -> Result<(), Handl
     Ok(())
 }
 
-/// The claim `reference` names, as `core` sees it; `None` when it is gone.
+/// The claim `reference` names, as `core` sees it; `None` when it is gone. From the claim
+/// store, which has every change that woke this reconcile (`claim::controller`); one it lacks
+/// is asked for, since `None` deletes the handle.
 async fn get_claim(
     ctx: &Context,
     reference: &crate::api::refs::ObjectRef,
 ) -> Result<Option<ResourceClaim>, kube::Error> {
+    let key =
+        ObjectRef::new_with(&reference.name, ctx.kinds.claim.clone()).within(&reference.namespace);
+    if let Some(claim) = ctx.stores.claims.get(&key) {
+        return Ok(Some(Kinds::claim_of(&claim)));
+    }
     let claim = ctx
         .claims_api(&reference.namespace)
         .get_opt(&reference.name)

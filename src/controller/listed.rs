@@ -6,8 +6,8 @@
 //! waiters (one waker in a oneshot receiver), so parallel reconciles waiting on it would hang;
 //! hence the signal here.
 //!
-//! Why each controller keeps its own watches (handles are watched three times, claims and
-//! pools twice) rather than kube-runtime 5's shared streams (`store_shared`, `reflect_shared`,
+//! Why each controller keeps its own watches (handles are watched three times, pools twice;
+//! claims once, their watch waking the handle controller too, see `claim::controller`) rather than kube-runtime 5's shared streams (`store_shared`, `reflect_shared`,
 //! `Writer::subscribe`, `Controller::for_shared_stream`), checked in kube-runtime 5.0.0's
 //! source: the shared reflector does write its store before it wakes subscribers, but
 //! - it broadcasts `Apply` and `InitDone` only, never `Delete`: the claim controller would not

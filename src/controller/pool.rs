@@ -23,7 +23,8 @@
 //! between deleting an unhealthy scaling handle and lowering the count loses that replacement.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
 use futures::channel::mpsc::UnboundedReceiver;
 use kube::api::{Api, Patch, PostParams};
@@ -61,6 +62,9 @@ const STATUS_ATTEMPTS: usize = 5;
 const SCALING_COUNT_ATTEMPTS: usize = 12;
 
 const RECONCILER: Reconciler = Reconciler::new("ResourcePool");
+
+/// The shortest time between two writes of a pool's status that only update its counts.
+const COUNTS_INTERVAL: Duration = Duration::from_secs(1);
 
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum PoolError {
@@ -129,6 +133,8 @@ struct PoolContext {
     ctx: Arc<Context>,
     handles: ListedStore<HandleObject>,
     pending: Mutex<HashMap<String, PendingHandles>>,
+    /// When each pool's status was last written by this process.
+    status_written: Mutex<HashMap<String, Instant>>,
 }
 
 impl PoolContext {
@@ -146,6 +152,28 @@ impl PoolContext {
         if let Ok(mut all) = self.pending.lock() {
             all.remove(&memory_key(pool));
         }
+        if let Ok(mut all) = self.status_written.lock() {
+            all.remove(&memory_key(pool));
+        }
+    }
+
+    /// How long a status write of `pool` that only updates its counts waits, if it must: at
+    /// most one a [`COUNTS_INTERVAL`] per pool.
+    fn counts_wait(&self, pool: &ResourcePool) -> Option<Duration> {
+        let all = self
+            .status_written
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let since = all.get(&memory_key(pool))?.elapsed();
+        COUNTS_INTERVAL.checked_sub(since).filter(|w| !w.is_zero())
+    }
+
+    fn status_written(&self, pool: &ResourcePool) {
+        let mut all = self
+            .status_written
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        all.insert(memory_key(pool), Instant::now());
     }
 
     /// Every handle of `pool` the store shows (bound and deleting ones too).
@@ -191,6 +219,7 @@ pub(crate) async fn run(
         ctx,
         handles,
         pending: Mutex::new(HashMap::new()),
+        status_written: Mutex::new(HashMap::new()),
     });
     let reconciles = controller
         .reconcile_on(triggers)
@@ -341,9 +370,20 @@ async fn pass(pool_object: &PoolObject, pctx: &PoolContext) -> Result<Option<Act
         pool.metadata.generation,
         now,
     );
-    if current != Some(&desired) && !write_status(&ctx.pools_api(), pool_object, &desired).await? {
-        return Ok(None);
+    // A status that only brings the counts up to date waits its turn: in a burst every bind
+    // changes them, and one write per bind was a tenth of a bind's writes (issue 11). A status
+    // that reserves new names, or says something new about the pool's validity, goes at once.
+    let counts_wait = match new_names.is_empty() && !validity.is_news() {
+        true => pctx.counts_wait(&pool),
+        false => None,
+    };
+    if current != Some(&desired) && counts_wait.is_none() {
+        if !write_status(&ctx.pools_api(), pool_object, &desired).await? {
+            return Ok(None);
+        }
+        pctx.status_written(&pool);
     }
+    let counts_due = counts_wait.filter(|_| current != Some(&desired));
     // The new names are reserved now: count them until the store shows them.
     pctx.with_pending(&pool, |memory| {
         for new in &new_names {
@@ -419,9 +459,15 @@ async fn pass(pool_object: &PoolObject, pctx: &PoolContext) -> Result<Option<Act
         return Ok(Some(Action::await_change()));
     }
     let next = pctx.with_pending(&pool, |memory| memory.next_expiry());
+    // A reservation whose handle never shows up stops counting then; look again. Counts that
+    // waited are written then too.
+    let next = next
+        .map(|expiry| delay_until(expiry, ctx.now()))
+        .into_iter()
+        .chain(counts_due)
+        .min();
     Ok(Some(match next {
-        // A reservation whose handle never shows up stops counting then; look again.
-        Some(expiry) => Action::requeue(delay_until(expiry, ctx.now())),
+        Some(delay) => Action::requeue(delay),
         None => Action::await_change(),
     }))
 }

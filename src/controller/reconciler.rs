@@ -3,6 +3,7 @@
 //! and errors), a success forgets the object's failures, and a failure is retried with the
 //! object's own backoff (`Context::retry_delay`), so that a failing object never turns into a
 //! retry storm. Conflicts, which each controller recomputes in its own loop, are counted here.
+//! A version this process has itself replaced is not reconciled (`write::is_replaced`).
 
 use std::fmt::Display;
 use std::future::Future;
@@ -12,6 +13,7 @@ use kube::ResourceExt;
 use kube::runtime::controller::Action;
 
 use super::context::Context;
+use super::write;
 
 /// One controller's bookkeeping: the kind it reconciles, as the metrics label it.
 #[derive(Clone, Copy, Debug)]
@@ -39,6 +41,9 @@ impl Reconciler {
     where
         K: ResourceExt,
     {
+        if write::is_replaced(object) {
+            return Ok(Action::await_change());
+        }
         let started = Instant::now();
         let in_flight = ctx.metrics.reconcile_started(self.kind);
         let result = reconcile.await;

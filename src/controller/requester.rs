@@ -9,6 +9,10 @@
 //! Kubernetes), so the requester named by the annotation is `{metadata: {name: <user>},
 //! identities: []}` there too (issue 15).
 
+use std::collections::HashMap;
+use std::sync::{Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
 use k8s_openapi::api::core::v1::Namespace;
 use kube::Client;
 use kube::api::{Api, DynamicObject};
@@ -21,15 +25,63 @@ use crate::core::handle::definition::Requester;
 const REQUESTER_ANNOTATION: &str = "openshift.io/requester";
 const USER_GROUP: &str = "user.openshift.io";
 
-/// Looks requesters up; remembers whether the cluster serves the User API.
+/// How long a namespace's requester is remembered. A handle is reconciled several times while
+/// its claim binds and becomes ready, and every one of those reconciles needs the requester:
+/// looked up each time, it was a third of the reads of a bind (issue 11). The annotation is set
+/// when a project is requested and does not change after; a change shows within this time.
+const REMEMBERED_FOR: Duration = Duration::from_secs(60);
+
+/// Namespaces remembered at most; past it, the forgotten are dropped first, then everything.
+const REMEMBERED_AT_MOST: usize = 10_000;
+
+/// Looks requesters up; remembers them for a while, and whether the cluster serves the User API.
 #[derive(Default)]
 pub(crate) struct RequesterLookup {
     user_api: OnceCell<bool>,
+    remembered: Mutex<HashMap<String, (Instant, Option<Requester>)>>,
 }
 
 impl RequesterLookup {
     /// The requester of claims in `namespace`, or `None`.
     pub(crate) async fn requester(
+        &self,
+        client: &Client,
+        namespace: &str,
+    ) -> Result<Option<Requester>, kube::Error> {
+        if let Some(requester) = self.remembered(namespace) {
+            return Ok(requester);
+        }
+        let requester = self.look_up(client, namespace).await?;
+        self.remember(namespace, &requester);
+        Ok(requester)
+    }
+
+    fn remembered(&self, namespace: &str) -> Option<Option<Requester>> {
+        let remembered = self
+            .remembered
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        remembered
+            .get(namespace)
+            .filter(|(at, _)| at.elapsed() < REMEMBERED_FOR)
+            .map(|(_, requester)| requester.clone())
+    }
+
+    fn remember(&self, namespace: &str, requester: &Option<Requester>) {
+        let mut remembered = self
+            .remembered
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if remembered.len() >= REMEMBERED_AT_MOST {
+            remembered.retain(|_, (at, _)| at.elapsed() < REMEMBERED_FOR);
+            if remembered.len() >= REMEMBERED_AT_MOST {
+                remembered.clear();
+            }
+        }
+        remembered.insert(namespace.to_owned(), (Instant::now(), requester.clone()));
+    }
+
+    async fn look_up(
         &self,
         client: &Client,
         namespace: &str,

@@ -5,7 +5,9 @@
 //! from a fresh read, B06) or gone; anything else is an error. Finalizers (Δ§4.7) are added and
 //! released here, for every kind.
 
+use std::collections::HashMap;
 use std::fmt::Debug;
+use std::sync::{LazyLock, Mutex, PoisonError};
 
 use json_patch::{Patch as JsonPatch, PatchOperation, ReplaceOperation};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, Preconditions};
@@ -53,6 +55,52 @@ pub(crate) fn sort<T>(result: Result<T, kube::Error>) -> Result<Written<T>, kube
         Err(error) if is_not_found(&error) => Ok(Written::Gone),
         Err(error) => Err(error),
     }
+}
+
+/// The version of each object this process last replaced with a write of its own, by uid.
+/// Process-wide, as the client that writes is: every controller's reconciles consult it.
+static REPLACED: LazyLock<Mutex<HashMap<String, String>>> = LazyLock::new(Mutex::default);
+
+/// Objects remembered at most; past it the memory starts afresh (it only saves work).
+const REPLACED_AT_MOST: usize = 100_000;
+
+/// Whether `object` is a version this process has replaced since with a write of its own. A
+/// reconcile of it computes from a copy the store has not caught up with, and its guarded
+/// writes conflict; skipping it is safe, since the write's own watch event wakes the object
+/// again (issue 11: half of a burst's handle reconciles conflicted so).
+pub(crate) fn is_replaced<K: Resource>(object: &K) -> bool {
+    let meta = object.meta();
+    let (Some(uid), Some(version)) = (meta.uid.as_deref(), meta.resource_version.as_deref()) else {
+        return false;
+    };
+    let mut replaced = REPLACED.lock().unwrap_or_else(PoisonError::into_inner);
+    match replaced.get(uid) {
+        Some(old) if old == version => true,
+        // The store moved on: nothing to remember.
+        Some(_) => {
+            replaced.remove(uid);
+            false
+        }
+        None => false,
+    }
+}
+
+/// Remembers that a write of this process replaced `before` (the copy the write was computed
+/// from), when it went through.
+pub(crate) fn record_replaced<K: Resource, T>(before: &K, written: &Written<T>) {
+    let meta = before.meta();
+    let (Written::Done(_), Some(uid), Some(version)) = (
+        written,
+        meta.uid.as_deref(),
+        meta.resource_version.as_deref(),
+    ) else {
+        return;
+    };
+    let mut replaced = REPLACED.lock().unwrap_or_else(PoisonError::into_inner);
+    if replaced.len() >= REPLACED_AT_MOST {
+        replaced.clear();
+    }
+    replaced.insert(uid.to_owned(), version.to_owned());
 }
 
 /// `test /metadata/resourceVersion == <the version read>`: the patch applies only to the copy
@@ -113,7 +161,9 @@ where
     guarded.push(version_test(object));
     guarded.extend(ops);
     let patch = Patch::Json::<()>(JsonPatch(guarded));
-    send(api, &object.name_any(), target, &patch).await
+    let written = send(api, &object.name_any(), target, &patch).await?;
+    record_replaced(object, &written);
+    Ok(written)
 }
 
 /// Merge-patches `target` of `object` with `patch`, guarded by the resourceVersion read (the
@@ -129,7 +179,9 @@ where
 {
     let mut guarded = patch.clone();
     guarded["metadata"]["resourceVersion"] = json!(object.meta().resource_version);
-    send(api, &object.name_any(), target, &Patch::Merge(&guarded)).await
+    let written = send(api, &object.name_any(), target, &Patch::Merge(&guarded)).await?;
+    record_replaced(object, &written);
+    Ok(written)
 }
 
 /// Adds `finalizer` when missing (Δ§4.7: exactly one Poolboy finalizer); the object as it is

@@ -65,8 +65,15 @@ pub async fn run(
     let namespace = options.config.operator_namespace.clone();
 
     let claim_namespace = options.claim_namespace.as_deref();
-    let (claims, claim_index) = claim::controller(&client, &kinds, &namespace, claim_namespace);
-    let handles = handle::controller(&client, &kinds, &namespace, claim_namespace, &claim_index);
+    let (handle_trigger, handle_triggers) = mpsc::unbounded();
+    let (claims, claim_index) = claim::controller(
+        &client,
+        &kinds,
+        &namespace,
+        claim_namespace,
+        handle_trigger.clone(),
+    );
+    let handles = handle::controller(&client, &kinds, &namespace);
     let pools = pool::controller(&client, &kinds, &namespace);
     let scalings = scaling::controller(&client, &kinds, &namespace);
     let stores = Stores {
@@ -76,7 +83,6 @@ pub async fn run(
         scalings: scalings.store(),
     };
     let (claim_trigger, claim_triggers) = mpsc::unbounded();
-    let (handle_trigger, handle_triggers) = mpsc::unbounded();
     let (pool_trigger, pool_triggers) = mpsc::unbounded();
     let triggers = Triggers {
         claims: claim_trigger,

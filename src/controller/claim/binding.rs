@@ -267,6 +267,7 @@ async fn bind(
                 }
                 Err(e) => return Err(e.into()),
             };
+            write::record_replaced(&handle, &written);
             match written {
                 Written::Done(bound) => {
                     index.taken(&name, handle.metadata.resource_version.as_deref());

@@ -58,6 +58,30 @@ pub(crate) async fn remove_finalizers(
     Ok(write::release_finalizers(&api(ctx, claim), claim, ours).await?)
 }
 
+/// Whether `claim` has `finalizer`.
+pub(crate) fn has_finalizer(claim: &ClaimObject, finalizer: &str) -> bool {
+    claim
+        .metadata
+        .finalizers
+        .as_deref()
+        .is_some_and(|all| all.iter().any(|f| f == finalizer))
+}
+
+/// The initialisation merge patch `initialisation` (nothing when `None`) that also adds
+/// `finalizer` to those `claim` has: a merge patch replaces the whole list, which the version
+/// guard of [`initialise`] makes safe.
+pub(crate) fn with_finalizer(
+    initialisation: Option<Value>,
+    claim: &ClaimObject,
+    finalizer: &str,
+) -> Value {
+    let mut patch = initialisation.unwrap_or_else(|| json!({}));
+    let mut finalizers = claim.metadata.finalizers.clone().unwrap_or_default();
+    finalizers.push(finalizer.to_owned());
+    patch["metadata"]["finalizers"] = json!(finalizers);
+    patch
+}
+
 /// Writes the initialisation merge patch (§6.3), guarded by the version read.
 pub(crate) async fn initialise(
     ctx: &Context,
@@ -102,7 +126,11 @@ pub(crate) async fn status(
             oversized::report(ctx, &api, &claim, &ctx.kinds.claim, conditions, &error).await;
             Err(ClaimError::StatusTooLarge(error))
         }
-        written => Ok(written?),
+        written => {
+            let written = written?;
+            write::record_replaced(&claim, &written);
+            Ok(written)
+        }
     }
 }
 

@@ -184,7 +184,7 @@ impl ResolvedClaim {
     ) -> Result<BindPlan, ClaimPlanError> {
         let subjects = Subjects::new(Some(&self.claim), Some(handle), domain);
         let limits = handle_lifespan(handle, &subjects, templates, now)?.limits();
-        Ok(bind_patch(
+        let mut plan = bind_patch(
             handle,
             &self.claim,
             &self.resources,
@@ -192,7 +192,22 @@ impl ResolvedClaim {
             &limits,
             domain,
             now,
-        )?)
+        )?;
+        // §7 step 11 in the bind's own write: the claim's edits reach the handle with the bind,
+        // so that a bind costs one handle write and one handle reconcile, not two of each racing
+        // each other (issue 11). The propagation is computed on the handle as the bind leaves
+        // it, exactly as it would be once the bind is read back.
+        let Some(bound) = after_patch(handle, &plan.patch) else {
+            return Ok(plan);
+        };
+        let propagation = self.propagation(&self.claim, &bound, templates, domain, now)?;
+        plan.patch
+            .0
+            .extend(guard_templates(handle, propagation.patch.0));
+        plan.rewrite_requested_end = propagation
+            .rewrite_requested_end
+            .or(plan.rewrite_requested_end);
+        Ok(plan)
     }
 
     /// The handle created for the claim (§7.2), without its name: its lifespan is bounded by
@@ -244,6 +259,62 @@ impl ResolvedClaim {
             now,
         )?)
     }
+}
+
+/// `handle` with the changes of `patch` applied; `None` when they do not apply (the API server
+/// then refuses the same patch). Its `test`s are the API server's to check: it treats a missing
+/// field as null, which `json_patch` does not.
+fn after_patch(handle: &ResourceHandle, patch: &json_patch::Patch) -> Option<ResourceHandle> {
+    let changes: Vec<_> = patch
+        .0
+        .iter()
+        .filter(|op| !matches!(op, json_patch::PatchOperation::Test(_)))
+        .cloned()
+        .collect();
+    let mut document = serde_json::to_value(handle).ok()?;
+    json_patch::patch(&mut document, &changes).ok()?;
+    serde_json::from_value(document).ok()
+}
+
+/// `ops` (a propagation to the bound `handle`), each replacement of a template the handle
+/// already holds preceded by a `test` that it still holds it: the replacement merges the claim
+/// into that template, so a stale copy of the handle must fail the bind, not undo a change.
+fn guard_templates(
+    handle: &ResourceHandle,
+    ops: Vec<json_patch::PatchOperation>,
+) -> Vec<json_patch::PatchOperation> {
+    let existing = handle.spec.resources.as_deref().unwrap_or(&[]);
+    let mut guarded = Vec::with_capacity(ops.len());
+    for op in ops {
+        if let json_patch::PatchOperation::Add(add) = &op {
+            let tokens: Vec<String> = add
+                .path
+                .tokens()
+                .map(|t| t.decoded().into_owned())
+                .collect();
+            let index = match tokens.as_slice() {
+                [spec, resources, index, template]
+                    if spec == "spec" && resources == "resources" && template == "template" =>
+                {
+                    index.parse::<usize>().ok()
+                }
+                _ => None,
+            };
+            if let Some(current) = index
+                .and_then(|i| existing.get(i))
+                .and_then(|r| r.template.clone())
+            {
+                guarded.push(json_patch::PatchOperation::Test(
+                    json_patch::TestOperation {
+                        path: add.path.clone(),
+                        value: current,
+                    },
+                ));
+            }
+        }
+        guarded.push(op);
+    }
+    guarded
 }
 
 /// Resolves, initialises and validates `input.claim` (§6, §7 steps 3–7, §8).

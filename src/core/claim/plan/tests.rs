@@ -458,6 +458,68 @@ fn bind_candidates_compare_under_match_ignore_and_keep_to_the_requested_pool() {
 }
 
 #[test]
+fn the_bind_carries_the_claims_edits_guarded_by_the_template_it_merges_into() {
+    let fixture = Fixture::new(vec![configmap()]);
+    let resolved = fixture
+        .resolve(&configmap_claim(json!({})))
+        .expect("resolves");
+    let handle = pool_handle("guid-a", "a", json!({"pool": "yes"}));
+    let plan = resolved
+        .bind_plan(&handle, &fixture.templates, &fixture.domain, now())
+        .expect("binds");
+    let ops = json!(plan.patch);
+    let ops = ops.as_array().expect("ops");
+    let template_op = ops
+        .iter()
+        .position(|op| op["op"] == "add" && op["path"] == "/spec/resources/0/template")
+        .expect("the claim's template goes with the bind");
+    // Merged into the pool's template: the claim's (defaulted) data over the pool's.
+    let data = &ops[template_op]["value"]["data"];
+    assert_eq!(
+        (&data["pool"], &data["color"]),
+        (&json!("yes"), &json!("blue"))
+    );
+    assert_eq!(
+        ops[template_op - 1],
+        json!({"op": "test", "path": "/spec/resources/0/template",
+               "value": {"apiVersion": "v1", "kind": "ConfigMap", "data": {"pool": "yes"}}})
+    );
+
+    // Read back, the bound handle needs no further propagation.
+    // The API server reads a missing field as null in a `test`; json_patch does not.
+    let changes: Vec<_> = plan
+        .patch
+        .0
+        .iter()
+        .filter(|op| !op_is_test_of_absent(op))
+        .cloned()
+        .collect();
+    let mut document = serde_json::to_value(&handle).expect("handle");
+    json_patch::patch(&mut document, &changes).expect("applies to the handle it was made for");
+    let bound: ResourceHandle = serde_json::from_value(document).expect("handle");
+    let propagation = resolved
+        .propagation(
+            &resolved.claim,
+            &bound,
+            &fixture.templates,
+            &fixture.domain,
+            now(),
+        )
+        .expect("propagates");
+    assert!(propagation.patch.0.is_empty(), "{:?}", propagation.patch);
+
+    // A copy whose template changed since: the guard fails the bind.
+    let mut stale = serde_json::to_value(pool_handle("guid-a", "a", json!({"pool": "edited"})))
+        .expect("handle");
+    assert!(json_patch::patch(&mut stale, &changes).is_err());
+}
+
+/// A `test` that a field is null: the API server passes it for a missing field.
+fn op_is_test_of_absent(op: &json_patch::PatchOperation) -> bool {
+    matches!(op, json_patch::PatchOperation::Test(test) if test.value.is_null())
+}
+
+#[test]
 fn the_bind_plan_and_propagation_evaluate_the_handles_lifespan_for_the_claim() {
     let fixture = Fixture::new(vec![configmap()]);
     let resolved = fixture
