@@ -1,17 +1,23 @@
 //! `make bench`: how fast claims are served, against the local control plane, with the whole
-//! operator running in this process (release build).
+//! operator running in this process (release build), measured against what the same API server
+//! can do at all (issue 11). In order, on one API server:
 //!
-//! (a) warm: 200 claims bind handles a pool already made ready;
-//! (b) cold: 200 claims that no pool serves: a handle and a ConfigMap are created for each.
+//! 1. ceiling: 1,000 ConfigMaps created by 8 clients at once (the broker's reconciles of one
+//!    kind run 8 at once): the raw write rate every other figure is a ratio to;
+//! 2. pool fill: a pool of 1,000 from empty, until every handle is ready;
+//! 3. burst, warm: 1,000 claims created at once against those 1,000 ready handles;
+//! 4. burst, cold: 1,000 claims no pool serves (a handle and a ConfigMap made for each);
+//! 5. sustained: claims arriving at 50/s (Poisson) for 60 s against a pool kept full;
+//! 6. quiet: then a minute with every claim bound: the writes to claims, handles and ConfigMaps
+//!    (none of their templates reads the clock), and the CPU time of this process.
 //!
-//! Instants come from watches on claims and ConfigMaps: claim created → bound (status names a
-//! handle) and → resource created (the ConfigMap exists). Printed as a table.
-//!
-//! (c) quiet: more cold claims up to 1,000 bound in all, none of whose templates reads the
-//! clock; then, for a minute, the writes to claims, handles and ConfigMaps (watch events) and
-//! the CPU time of this process (the operator's, and the watches'). Issue 15: nothing is
-//! re-rendered by time unless a template reads the clock.
+//! Instants come from watches: claim created → bound (its status names a handle) and → its
+//! ConfigMap exists. Each phase prints the API requests the API server counted (its own
+//! `apiserver_request_total`, per claim, by verb and resource) and the CPU time spent by this
+//! process, kube-apiserver and etcd: on a small machine the CPU is where a burst's limit is.
 
+#[path = "support/requests.rs"]
+mod requests;
 #[path = "../tests/support/mod.rs"]
 mod support;
 
@@ -22,19 +28,27 @@ use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::{WatchStreamExt, watcher};
 use poolboy::api::OperatorDomain;
 use poolboy::controller::kinds::{ClaimObject, HandleObject, Kinds};
+use rand::RngExt;
+use requests::Requests;
 use serde_json::{Value, json};
 use support::TestEnv;
 use support::operator::TestOperator;
 
-const CLAIMS: usize = 200;
+/// Claims of each burst, handles of the pool fill, ConfigMaps of the ceiling.
+const BURST: usize = 1000;
+/// Clients creating at once: the broker's reconciles of one kind run 8 at once.
+const CEILING_CLIENTS: usize = 8;
+/// Claims created at once in a burst.
 const PARALLEL_CREATES: usize = 50;
-const TIMEOUT: Duration = Duration::from_secs(600);
-/// Bound claims during the quiet minute.
-const QUIET_CLAIMS: usize = 1000;
+const SUSTAINED_RATE: f64 = 50.0;
+const SUSTAINED_WINDOW: Duration = Duration::from_secs(60);
+/// Ready handles of the pool the sustained arrivals bind.
+const SUSTAINED_POOL: usize = 200;
+const TIMEOUT: Duration = Duration::from_secs(900);
 const QUIET_WINDOW: Duration = Duration::from_secs(60);
 
 #[derive(Default)]
@@ -44,86 +58,201 @@ struct Instants {
     resource: HashMap<String, Instant>,
 }
 
+/// The handles as a watch sees them: by name, their pool, whether bound and ready.
+#[derive(Default)]
+struct HandleCounts {
+    handles: HashMap<String, (Option<String>, bool, bool)>,
+}
+
+impl HandleCounts {
+    fn ready_unbound(&self, pool: &str) -> usize {
+        self.handles
+            .values()
+            .filter(|(p, bound, ready)| p.as_deref() == Some(pool) && !bound && *ready)
+            .count()
+    }
+
+    fn of_pool(&self, pool: &str) -> usize {
+        self.handles
+            .values()
+            .filter(|(p, _, _)| p.as_deref() == Some(pool))
+            .count()
+    }
+}
+
+/// What one phase cost: wall time, requests and CPU.
+struct Phase {
+    started: Instant,
+    requests: Requests,
+    cpu: [f64; 3],
+}
+
+impl Phase {
+    async fn start(env: &TestEnv) -> Self {
+        Self {
+            started: Instant::now(),
+            requests: Requests::read(&env.client).await,
+            cpu: cpu_split(),
+        }
+    }
+
+    /// Prints the requests per `per` (each claim, handle or ConfigMap) and the CPU seconds.
+    async fn report(&self, env: &TestEnv, name: &str, per: usize) {
+        let cpu = cpu_split();
+        let spent = Requests::read(&env.client).await.since(&self.requests);
+        println!(
+            "{name}: {:.1} s; CPU seconds: this process (broker and bench) {:.1}, kube-apiserver \
+             {:.1}, etcd {:.1}",
+            self.started.elapsed().as_secs_f64(),
+            cpu[0] - self.cpu[0],
+            cpu[1] - self.cpu[1],
+            cpu[2] - self.cpu[2]
+        );
+        println!(
+            "{name}: {:.1} API requests each ({})",
+            spent.total() / per as f64,
+            spent.per(per as f64)
+        );
+    }
+}
+
+struct Row {
+    scenario: String,
+    count: usize,
+    rate: f64,
+    p50: Option<f64>,
+    p99: Option<f64>,
+}
+
 #[tokio::main]
 async fn main() {
     let env = TestEnv::new().await;
-    let operator = TestOperator::start(env.kube_config(), &env.namespace);
     let kinds = Kinds::new(&OperatorDomain::default());
     let instants = Arc::new(Mutex::new(Instants::default()));
+    let handles = Arc::new(Mutex::new(HandleCounts::default()));
     let watches = tokio::spawn(record(
         env.client.clone(),
         env.namespace.clone(),
         instants.clone(),
+        handles.clone(),
     ));
+    let mut rows = Vec::new();
+    println!("load before: {}", load_average());
 
-    for name in ["warm", "cold"] {
+    // 1. The ceiling, before the broker starts.
+    let phase = Phase::start(&env).await;
+    let ceiling = create_configmaps(&env, BURST).await;
+    phase.report(&env, "ceiling", BURST).await;
+    delete_configmaps(&env).await;
+    rows.push(Row {
+        scenario: format!("ceiling: ConfigMap creates, {CEILING_CLIENTS} clients"),
+        count: BURST,
+        rate: ceiling,
+        p50: None,
+        p99: None,
+    });
+
+    let operator = TestOperator::start(env.kube_config(), &env.namespace);
+    for name in ["warm", "cold", "steady"] {
         create(&env, &kinds.provider, provider(&env, name)).await;
     }
-    create(&env, &kinds.pool, pool(&env)).await;
-    let started = Instant::now();
-    wait_for_ready_pool(&env, &kinds).await;
-    println!(
-        "pool of {CLAIMS} ready handles filled in {:.1} s",
-        started.elapsed().as_secs_f64()
-    );
-    let stop_refills = json!({"spec": {"minAvailable": 0}});
-    Api::<DynamicObject>::namespaced_with(env.client.clone(), &env.namespace, &kinds.pool)
-        .patch(
-            "bench",
-            &PatchParams::default(),
-            &Patch::Merge(&stop_refills),
-        )
-        .await
-        .expect("stop refills");
 
-    let mut rows = Vec::new();
+    // 2. Pool fill.
+    let phase = Phase::start(&env).await;
+    create(&env, &kinds.pool, pool(&env, "warm", BURST)).await;
+    wait_until(&format!("{BURST} ready handles"), || {
+        lock(&handles).ready_unbound("warm") >= BURST
+    })
+    .await;
+    let fill = BURST as f64 / phase.started.elapsed().as_secs_f64();
+    phase.report(&env, "pool fill", BURST).await;
+    rows.push(Row {
+        scenario: "pool fill: ready handles".to_owned(),
+        count: BURST,
+        rate: fill,
+        p50: None,
+        p99: None,
+    });
+    set_min_available(&env, &kinds, "warm", 0).await;
+
+    // 3 and 4. Bursts.
     for scenario in ["warm", "cold"] {
-        let names: Vec<String> = (0..CLAIMS).map(|i| format!("{scenario}-{i:03}")).collect();
-        let first_create = Instant::now();
+        let names: Vec<String> = (0..BURST).map(|i| format!("{scenario}-{i:04}")).collect();
+        let phase = Phase::start(&env).await;
         create_claims(&env, &kinds, &instants, &names, scenario).await;
         wait_served(&instants, &names, scenario).await;
-        let instants = instants.lock().expect("lock");
-        let latencies = |of: &HashMap<String, Instant>| {
-            let mut all: Vec<f64> = names
-                .iter()
-                .map(|n| (of[n] - instants.created[n]).as_secs_f64() * 1000.0)
-                .collect();
-            all.sort_by(f64::total_cmp);
-            all
+        let (bound, rate) = {
+            let instants = lock(&instants);
+            let bound = latencies(&instants, &instants.bound, &names);
+            let last = names.iter().map(|n| instants.bound[n]).max();
+            let rate = last.map_or(0.0, |last| {
+                BURST as f64 / (last - phase.started).as_secs_f64()
+            });
+            (bound, rate)
         };
-        let bound = latencies(&instants.bound);
-        let resource = latencies(&instants.resource);
-        let last = names
-            .iter()
-            .map(|n| instants.bound[n])
-            .max()
-            .expect("claims");
-        let rate = CLAIMS as f64 / (last - first_create).as_secs_f64();
-        rows.push((scenario, bound, resource, rate));
+        phase
+            .report(&env, &format!("burst, {scenario}"), BURST)
+            .await;
+        rows.push(Row {
+            scenario: format!("burst, {scenario}: claims bound"),
+            count: BURST,
+            rate,
+            p50: Some(percentile(&bound, 0.50)),
+            p99: Some(percentile(&bound, 0.99)),
+        });
     }
 
-    println!();
+    // 5. Sustained arrivals against a pool kept full.
+    create(&env, &kinds.pool, pool(&env, "steady", SUSTAINED_POOL)).await;
+    wait_until(&format!("{SUSTAINED_POOL} ready steady handles"), || {
+        lock(&handles).ready_unbound("steady") >= SUSTAINED_POOL
+    })
+    .await;
+    let handles_before = lock(&handles).of_pool("steady");
+    let phase = Phase::start(&env).await;
+    let names = arrive(&env, &kinds, &instants).await;
+    wait_served(&instants, &names, "sustained").await;
+    let window = phase.started.elapsed().as_secs_f64();
+    let refilled = lock(&handles).of_pool("steady") - handles_before;
+    let warm = bound_to_pool(&env, &kinds, "steady", &names).await;
+    let bound = latencies(&lock(&instants), &lock(&instants).bound, &names);
+    phase.report(&env, "sustained", names.len()).await;
     println!(
-        "| scenario | claims | bound p50 | bound p99 | resource p50 | resource p99 | claims/s |"
+        "sustained: {} claims in {:.0} s ({:.1}/s), {warm} bound to a pool handle; the pool made \
+         {refilled} handles ({:.1}/s)",
+        names.len(),
+        SUSTAINED_WINDOW.as_secs_f64(),
+        names.len() as f64 / SUSTAINED_WINDOW.as_secs_f64(),
+        refilled as f64 / window,
     );
-    println!("|---|---|---|---|---|---|---|");
-    for (scenario, bound, resource, rate) in rows {
+    rows.push(Row {
+        scenario: format!("sustained {SUSTAINED_RATE}/s: claims bound"),
+        count: names.len(),
+        rate: names.len() as f64 / SUSTAINED_WINDOW.as_secs_f64(),
+        p50: Some(percentile(&bound, 0.50)),
+        p99: Some(percentile(&bound, 0.99)),
+    });
+
+    println!();
+    println!("load after: {}", load_average());
+    println!("| scenario | count | per second | ratio to the ceiling | bound p50 | bound p99 |");
+    println!("|---|---|---|---|---|---|");
+    let ms = |v: Option<f64>| v.map_or("".to_owned(), |v| format!("{v:.0} ms"));
+    for row in &rows {
         println!(
-            "| {scenario} | {CLAIMS} | {:.0} ms | {:.0} ms | {:.0} ms | {:.0} ms | {rate:.1} |",
-            percentile(&bound, 0.50),
-            percentile(&bound, 0.99),
-            percentile(&resource, 0.50),
-            percentile(&resource, 0.99),
+            "| {} | {} | {:.1} | {:.2} | {} | {} |",
+            row.scenario,
+            row.count,
+            row.rate,
+            row.rate / ceiling,
+            ms(row.p50),
+            ms(row.p99),
         );
     }
 
-    let quiet: Vec<String> = (0..QUIET_CLAIMS - 2 * CLAIMS)
-        .map(|i| format!("quiet-{i:03}"))
-        .collect();
-    create_claims(&env, &kinds, &instants, &quiet, "cold").await;
-    wait_served(&instants, &quiet, "quiet").await;
-    // Let the last statuses and resources settle before the quiet minute.
+    // 6. Quiet.
     tokio::time::sleep(Duration::from_secs(10)).await;
+    let claims = lock(&instants).bound.len();
     let writes = Arc::new(AtomicUsize::new(0));
     let counting = tokio::spawn(count_writes(
         env.client.clone(),
@@ -139,14 +268,125 @@ async fn main() {
     counting.abort();
     println!();
     println!(
-        "quiet: {QUIET_CLAIMS} bound claims, {} writes (claims, handles, ConfigMaps) and {cpu:.2} s CPU in {} s",
+        "quiet: {claims} bound claims, {} writes (claims, handles, ConfigMaps) and {cpu:.2} s CPU \
+         in {} s; this process's RSS {} MiB",
         writes.load(Ordering::SeqCst),
-        QUIET_WINDOW.as_secs()
+        QUIET_WINDOW.as_secs(),
+        rss_mib()
     );
 
     watches.abort();
     operator.stop().await;
     env.cleanup().await;
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Creates `count` ConfigMaps, [`CEILING_CLIENTS`] at once: creates per second.
+async fn create_configmaps(env: &TestEnv, count: usize) -> f64 {
+    let api = Api::<ConfigMap>::namespaced(env.client.clone(), &env.namespace);
+    let started = Instant::now();
+    futures::stream::iter(0..count)
+        .map(|i| {
+            let api = api.clone();
+            async move {
+                let configmap: ConfigMap = serde_json::from_value(json!({
+                    "metadata": {"name": format!("ceiling-{i:04}"), "labels": {"bench/ceiling": "yes"}},
+                    "data": {"index": i.to_string()},
+                }))
+                .expect("a ConfigMap");
+                api.create(&PostParams::default(), &configmap)
+                    .await
+                    .expect("create a ConfigMap");
+            }
+        })
+        .buffer_unordered(CEILING_CLIENTS)
+        .collect::<Vec<()>>()
+        .await;
+    count as f64 / started.elapsed().as_secs_f64()
+}
+
+async fn delete_configmaps(env: &TestEnv) {
+    Api::<ConfigMap>::namespaced(env.client.clone(), &env.namespace)
+        .delete_collection(
+            &DeleteParams::default(),
+            &ListParams::default().labels("bench/ceiling=yes"),
+        )
+        .await
+        .expect("delete the ceiling's ConfigMaps");
+}
+
+/// Creates claims of the steady provider at [`SUSTAINED_RATE`] a second, each at its Poisson
+/// arrival time, for [`SUSTAINED_WINDOW`]; their names.
+async fn arrive(env: &TestEnv, kinds: &Kinds, instants: &Arc<Mutex<Instants>>) -> Vec<String> {
+    let mut rng = rand::rng();
+    let started = tokio::time::Instant::now();
+    let mut at = Duration::ZERO;
+    let mut names = Vec::new();
+    let mut creates = Vec::new();
+    loop {
+        // Exponential gaps: a Poisson process of the given rate.
+        let uniform: f64 = rng.random_range(f64::EPSILON..1.0);
+        at += Duration::from_secs_f64(-uniform.ln() / SUSTAINED_RATE);
+        if at >= SUSTAINED_WINDOW {
+            break;
+        }
+        let name = format!("steady-{:05}", names.len());
+        names.push(name.clone());
+        let object = claim(env, &name, "steady");
+        let instants = instants.clone();
+        let client = env.client.clone();
+        let namespace = env.namespace.clone();
+        let resource = kinds.claim.clone();
+        let when = started + at;
+        creates.push(tokio::spawn(async move {
+            tokio::time::sleep_until(when).await;
+            lock(&instants).created.insert(name, Instant::now());
+            create_in(&client, &namespace, &resource, object).await;
+        }));
+    }
+    for create in creates {
+        create.await.expect("a create");
+    }
+    names
+}
+
+/// How many of the claims `names` are bound to a handle of pool `pool`.
+async fn bound_to_pool(env: &TestEnv, kinds: &Kinds, pool: &str, names: &[String]) -> usize {
+    let handles =
+        Api::<HandleObject>::namespaced_with(env.client.clone(), &env.namespace, &kinds.handle);
+    let list = handles
+        .list(&ListParams::default())
+        .await
+        .expect("list handles");
+    let names: std::collections::HashSet<&str> = names.iter().map(String::as_str).collect();
+    list.items
+        .iter()
+        .filter(|h| {
+            h.spec
+                .resource_pool
+                .as_ref()
+                .is_some_and(|p| p.name == pool)
+        })
+        .filter(|h| {
+            h.spec
+                .resource_claim
+                .as_ref()
+                .is_some_and(|c| names.contains(c.name.as_str()))
+        })
+        .count()
+}
+
+async fn set_min_available(env: &TestEnv, kinds: &Kinds, pool: &str, count: usize) {
+    let patch = json!({"spec": {"minAvailable": count}});
+    Api::<DynamicObject>::namespaced_with(env.client.clone(), &env.namespace, &kinds.pool)
+        .patch(pool, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .expect("set minAvailable");
 }
 
 /// Creates the claims `names` of `kind`, at most PARALLEL_CREATES at once, recording when
@@ -163,11 +403,7 @@ async fn create_claims(
             let instants = instants.clone();
             async move {
                 let object = claim(env, &name, kind);
-                instants
-                    .lock()
-                    .expect("lock")
-                    .created
-                    .insert(name.clone(), Instant::now());
+                lock(&instants).created.insert(name.clone(), Instant::now());
                 create(env, &kinds.claim, object).await;
             }
         })
@@ -178,23 +414,31 @@ async fn create_claims(
 
 /// Waits until every claim of `names` is bound and its ConfigMap exists.
 async fn wait_served(instants: &Arc<Mutex<Instants>>, names: &[String], scenario: &str) {
+    wait_until(&format!("{scenario}: every claim served"), || {
+        let instants = lock(instants);
+        names
+            .iter()
+            .all(|n| instants.bound.contains_key(n) && instants.resource.contains_key(n))
+    })
+    .await;
+}
+
+async fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
     let deadline = Instant::now() + TIMEOUT;
-    loop {
-        let done = {
-            let instants = instants.lock().expect("lock");
-            names
-                .iter()
-                .all(|n| instants.bound.contains_key(n) && instants.resource.contains_key(n))
-        };
-        if done {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{scenario}: not every claim was served within {TIMEOUT:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
+    while !done() {
+        assert!(Instant::now() < deadline, "{what}: not within {TIMEOUT:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
     }
+}
+
+/// Milliseconds from creation to the instants of `of`, sorted.
+fn latencies(instants: &Instants, of: &HashMap<String, Instant>, names: &[String]) -> Vec<f64> {
+    let mut all: Vec<f64> = names
+        .iter()
+        .filter_map(|n| Some((*of.get(n)? - *instants.created.get(n)?).as_secs_f64() * 1000.0))
+        .collect();
+    all.sort_by(f64::total_cmp);
+    all
 }
 
 /// Counts every change (a new version, or a delete) of a claim, handle or ConfigMap in
@@ -217,10 +461,34 @@ async fn count_writes(client: kube::Client, namespace: String, writes: Arc<Atomi
     futures::future::join3(watch(&kinds.claim), watch(&kinds.handle), watch(&configmap)).await;
 }
 
-/// User plus system CPU time of this process: /proc/self/stat fields 14 and 15, in Linux's
-/// fixed USER_HZ of 100 ticks a second.
+/// User plus system CPU time of this process.
 fn cpu_seconds() -> f64 {
-    let stat = std::fs::read_to_string("/proc/self/stat").expect("/proc/self/stat");
+    process_cpu_seconds("self")
+}
+
+/// CPU seconds of this process, and of the control plane's kube-apiserver and etcd (found by
+/// name in /proc).
+fn cpu_split() -> [f64; 3] {
+    let of = |name: &str| -> f64 {
+        std::fs::read_dir("/proc")
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter_map(|entry| {
+                let pid = entry.file_name().into_string().ok()?;
+                pid.parse::<u32>().ok()?;
+                let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).ok()?;
+                (comm.trim() == name).then(|| process_cpu_seconds(&pid))
+            })
+            .sum()
+    };
+    [cpu_seconds(), of("kube-apiserver"), of("etcd")]
+}
+
+/// User plus system CPU time of process `pid` ("self" for this one): /proc/<pid>/stat fields
+/// 14 and 15, in Linux's fixed USER_HZ of 100 ticks a second.
+fn process_cpu_seconds(pid: &str) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
     // The command name (field 2) is in parentheses and may hold spaces: count after it.
     let fields: Vec<&str> = stat
         .rsplit_once(')')
@@ -236,15 +504,45 @@ fn cpu_seconds() -> f64 {
     (ticks(11) + ticks(12)) / 100.0
 }
 
+/// This process's resident set, from /proc/self/status.
+fn rss_mib() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next()?.parse::<u64>().ok())
+        .map_or(0, |kib| kib / 1024)
+}
+
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .unwrap_or_default()
+        .split_whitespace()
+        .take(3)
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
     let index = ((sorted.len() as f64 - 1.0) * p).round() as usize;
     sorted[index.min(sorted.len() - 1)]
 }
 
-/// Records when each claim is first bound and when its ConfigMap first exists.
-async fn record(client: kube::Client, namespace: String, instants: Arc<Mutex<Instants>>) {
+/// Records when each claim is first bound and when its ConfigMap first exists, and the
+/// handles' pools, bindings and readiness.
+async fn record(
+    client: kube::Client,
+    namespace: String,
+    instants: Arc<Mutex<Instants>>,
+    handles: Arc<Mutex<HandleCounts>>,
+) {
     let kinds = Kinds::new(&OperatorDomain::default());
     let claims = Api::<ClaimObject>::namespaced_with(client.clone(), &namespace, &kinds.claim);
+    let handle_api =
+        Api::<HandleObject>::namespaced_with(client.clone(), &namespace, &kinds.handle);
     let configmaps = Api::<ConfigMap>::namespaced(client, &namespace);
     let claim_instants = instants.clone();
     let claims = watcher(claims, watcher::Config::default())
@@ -260,12 +558,34 @@ async fn record(client: kube::Client, namespace: String, instants: Arc<Mutex<Ins
                         .and_then(|s| s.resource_handle.as_ref()),
                 )
             {
-                claim_instants
-                    .lock()
-                    .expect("lock")
+                lock(&claim_instants)
                     .bound
                     .entry(name)
                     .or_insert_with(Instant::now);
+            }
+            async {}
+        });
+    let handle_watch = watcher(handle_api, watcher::Config::default())
+        .default_backoff()
+        .for_each(move |event| {
+            let mut counts = lock(&handles);
+            match event {
+                Ok(watcher::Event::Apply(h) | watcher::Event::InitApply(h)) => {
+                    let entry = (
+                        h.spec.resource_pool.as_ref().map(|p| p.name.clone()),
+                        h.spec.resource_claim.is_some(),
+                        h.status.as_ref().and_then(|s| s.ready) == Some(true),
+                    );
+                    counts
+                        .handles
+                        .insert(h.metadata.name.clone().unwrap_or_default(), entry);
+                }
+                Ok(watcher::Event::Delete(h)) => {
+                    counts
+                        .handles
+                        .remove(h.metadata.name.as_deref().unwrap_or_default());
+                }
+                _ => {}
             }
             async {}
         });
@@ -280,47 +600,28 @@ async fn record(client: kube::Client, namespace: String, instants: Arc<Mutex<Ins
                     .cloned()
             });
             if let Some(claim) = claim {
-                instants
-                    .lock()
-                    .expect("lock")
+                lock(&instants)
                     .resource
                     .entry(claim)
                     .or_insert_with(Instant::now);
             }
             async {}
         });
-    futures::future::join(claims, configmaps).await;
-}
-
-async fn wait_for_ready_pool(env: &TestEnv, kinds: &Kinds) {
-    let handles =
-        Api::<HandleObject>::namespaced_with(env.client.clone(), &env.namespace, &kinds.handle);
-    let deadline = Instant::now() + TIMEOUT;
-    loop {
-        let list = handles
-            .list(&ListParams::default())
-            .await
-            .expect("list handles");
-        let ready = list
-            .items
-            .iter()
-            .filter(|h| h.spec.resource_claim.is_none())
-            .filter(|h| h.status.as_ref().and_then(|s| s.ready) == Some(true))
-            .count();
-        if ready >= CLAIMS {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the pool did not fill within {TIMEOUT:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
+    futures::future::join3(claims, handle_watch, configmaps).await;
 }
 
 async fn create(env: &TestEnv, resource: &kube::core::ApiResource, object: Value) {
+    create_in(&env.client, &env.namespace, resource, object).await;
+}
+
+async fn create_in(
+    client: &kube::Client,
+    namespace: &str,
+    resource: &kube::core::ApiResource,
+    object: Value,
+) {
     let object: DynamicObject = serde_json::from_value(object).expect("a valid object");
-    Api::<DynamicObject>::namespaced_with(env.client.clone(), &env.namespace, resource)
+    Api::<DynamicObject>::namespaced_with(client.clone(), namespace, resource)
         .create(&PostParams::default(), &object)
         .await
         .unwrap_or_else(|e| panic!("create: {e}"));
@@ -340,21 +641,22 @@ fn provider(env: &TestEnv, name: &str) -> Value {
     })
 }
 
-fn pool(env: &TestEnv) -> Value {
+/// Pool `name` of `min_available` handles of the provider of the same name.
+fn pool(env: &TestEnv, name: &str, min_available: usize) -> Value {
     json!({
         "apiVersion": "poolboy.gpte.redhat.com/v1",
         "kind": "ResourcePool",
-        "metadata": {"name": "bench", "namespace": env.namespace},
+        "metadata": {"name": name, "namespace": env.namespace},
         "spec": {
-            "minAvailable": CLAIMS,
+            "minAvailable": min_available,
             "resources": [{
                 "provider": {
                     "apiVersion": "poolboy.gpte.redhat.com/v1",
                     "kind": "ResourceProvider",
-                    "name": "warm",
+                    "name": name,
                     "namespace": env.namespace,
                 },
-                "template": {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"labels": {"bench/kind": "warm"}}},
+                "template": {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"labels": {"bench/kind": name}}},
             }],
         },
     })

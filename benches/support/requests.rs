@@ -1,0 +1,78 @@
+//! What the API server itself counted: `apiserver_request_total` from its `/metrics`, summed
+//! by verb and resource, so a benchmark can print the requests one claim cost.
+
+use std::collections::BTreeMap;
+
+/// Requests served so far, by "VERB resource[/subresource]".
+#[derive(Clone, Debug, Default)]
+pub struct Requests(BTreeMap<String, f64>);
+
+impl Requests {
+    /// The API server's counters now.
+    pub async fn read(client: &kube::Client) -> Self {
+        let request = http::Request::get("/metrics")
+            .body(Vec::new())
+            .expect("a GET request");
+        let text = client
+            .request_text(request)
+            .await
+            .expect("the API server's /metrics");
+        Self::parse(&text)
+    }
+
+    fn parse(text: &str) -> Self {
+        let mut counts = BTreeMap::new();
+        for line in text.lines() {
+            let Some(rest) = line.strip_prefix("apiserver_request_total{") else {
+                continue;
+            };
+            let Some((labels, value)) = rest.rsplit_once("} ") else {
+                continue;
+            };
+            let label = |name: &str| {
+                labels
+                    .split("\",")
+                    .find_map(|pair| pair.strip_prefix(&format!("{name}=\"")))
+                    .map(|v| v.trim_end_matches('"').to_owned())
+                    .unwrap_or_default()
+            };
+            let mut key = format!("{} {}", label("verb"), label("resource"));
+            let subresource = label("subresource");
+            if !subresource.is_empty() {
+                key = format!("{key}/{subresource}");
+            }
+            *counts.entry(key).or_insert(0.0) += value.trim().parse::<f64>().unwrap_or(0.0);
+        }
+        Self(counts)
+    }
+
+    /// What was counted between `earlier` and `self`, without the requests that did not change.
+    pub fn since(&self, earlier: &Self) -> Self {
+        Self(
+            self.0
+                .iter()
+                .map(|(key, now)| {
+                    (
+                        key.clone(),
+                        now - earlier.0.get(key).copied().unwrap_or(0.0),
+                    )
+                })
+                .filter(|(_, delta)| *delta > 0.0)
+                .collect(),
+        )
+    }
+
+    /// All requests counted, every verb and resource.
+    pub fn total(&self) -> f64 {
+        self.0.values().sum()
+    }
+
+    /// "VERB resource: n.n" per key, each divided by `per`, on one line.
+    pub fn per(&self, per: f64) -> String {
+        self.0
+            .iter()
+            .map(|(key, count)| format!("{key} {:.2}", count / per))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+}
