@@ -215,7 +215,10 @@ async fn main() {
     let window = phase.started.elapsed().as_secs_f64();
     let refilled = lock(&handles).of_pool("steady") - handles_before;
     let warm = bound_to_pool(&env, &kinds, "steady", &names).await;
-    let bound = latencies(&lock(&instants), &lock(&instants).bound, &names);
+    let bound = {
+        let instants = lock(&instants);
+        latencies(&instants, &instants.bound, &names)
+    };
     phase.report(&env, "sustained", names.len()).await;
     println!(
         "sustained: {} claims in {:.0} s ({:.1}/s), {warm} bound to a pool handle; the pool made \

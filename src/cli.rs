@@ -65,6 +65,10 @@ struct RunArgs {
     /// Event), comma-separated; `none` turns the warnings off.
     #[arg(long, env = "POOLBOY_LIFESPAN_WARNINGS", default_value = "24h,1h", value_parser = lead_times)]
     lifespan_warnings: LeadTimes,
+    /// Run the controllers only while holding this Lease of the operator namespace: replicas
+    /// take turns, a standby one taking over within 15 s of the holder's end.
+    #[arg(long, env = "POOLBOY_LEASE")]
+    lease: Option<String>,
 }
 
 /// The lead times of `--lifespan-warnings`.
@@ -336,6 +340,7 @@ fn run(args: RunArgs, domain: OperatorDomain) -> ExitCode {
             metrics_address: Some(args.metrics_address),
             concurrency: args.concurrency.max(1),
             cluster_domain: args.cluster_domain.unwrap_or_default(),
+            lease: args.lease,
         };
         crate::runtime::run::run(config, options, shutdown_signal())
             .await

@@ -3,5 +3,6 @@
 
 pub mod client;
 pub mod http;
+pub mod lease;
 pub mod quarantine;
 pub mod run;

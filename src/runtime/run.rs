@@ -13,7 +13,7 @@ use kube::runtime::events::Reporter;
 
 use super::client::broker_client;
 use super::quarantine::WithConditions;
-use super::{http, quarantine};
+use super::{http, lease, quarantine};
 use crate::controller::context::{Config, Context, Stores, Triggers};
 use crate::controller::kinds::Kinds;
 use crate::controller::{claim, handle, pool, providers, scaling};
@@ -40,6 +40,9 @@ pub struct RunOptions {
     pub concurrency: u16,
     /// The `cluster_domain` label of the metrics.
     pub cluster_domain: String,
+    /// Run the controllers only while holding this Lease of the operator namespace (replicas
+    /// take turns); always when `None`.
+    pub lease: Option<String>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -48,6 +51,10 @@ pub enum RunError {
     Client(#[source] kube::Error),
     #[error("cannot serve metrics: {0}")]
     Http(#[source] std::io::Error),
+    #[error(transparent)]
+    Lease(#[from] lease::LeaseError),
+    #[error("lost the Lease to another replica")]
+    LeaseLost,
 }
 
 /// Runs the operator, with the API server of `kube_config`, until `shutdown` completes.
@@ -109,11 +116,30 @@ pub async fn run(
                 shutdown.clone(),
             );
             tokio::spawn(serve)
-                .map(|r| r.ok().and_then(Result::err))
+                .map(|r| r.ok().and_then(Result::err).map(Arc::new))
                 .boxed()
         }
         None => futures::future::pending().boxed(),
     };
+
+    // With a Lease, nothing is watched or reconciled until this process holds it. A replica
+    // standing by is ready: it serves nothing, and a rolling update must be able to start it
+    // while the holder still runs.
+    let mut server = server.shared();
+    let mut leadership = None;
+    if let Some(lease) = &options.lease {
+        ready.store(true, Ordering::Relaxed);
+        let identity = format!("{}-{}", options.config.instance, std::process::id());
+        let acquired = tokio::select! {
+            acquired = lease::acquire(client.clone(), &namespace, lease, &identity, shutdown.clone()) => acquired?,
+            error = server.clone() => return server_ended(error),
+        };
+        match acquired {
+            Some(held) => leadership = Some(held),
+            None => return Ok(()),
+        }
+        ready.store(false, Ordering::Relaxed);
+    }
 
     // An API server that is away (restarting, not reachable yet) is waited for: exiting would
     // only turn its restart into a crash loop of every replica (issue 10).
@@ -184,15 +210,37 @@ pub async fn run(
     let grace = shutdown
         .clone()
         .then(|()| tokio::time::sleep(SHUTDOWN_GRACE));
+    let lost = async {
+        match leadership.as_mut() {
+            Some(leadership) => leadership.lost().await,
+            None => futures::future::pending().await,
+        }
+    };
     tokio::select! {
         _ = controllers => {}
         _ = background => {}
-        error = server => if let Some(error) = error { return Err(RunError::Http(error)) },
+        error = &mut server => return server_ended(error),
         () = grace => tracing::warn!(
             grace = ?SHUTDOWN_GRACE,
             "controllers did not stop within the grace period; stopping anyway"
         ),
+        // Another replica holds it now: stop at once (the guarded writes protect its work).
+        () = lost => return Err(RunError::LeaseLost),
+    }
+    if let Some(leadership) = leadership {
+        leadership.release().await;
     }
     tracing::info!("operator stopped");
     Ok(())
+}
+
+/// The HTTP endpoint ended: with an error, or (`None`) because the operator is stopping.
+fn server_ended(error: Option<Arc<std::io::Error>>) -> Result<(), RunError> {
+    match error {
+        Some(error) => Err(RunError::Http(std::io::Error::new(
+            error.kind(),
+            error.to_string(),
+        ))),
+        None => Ok(()),
+    }
 }

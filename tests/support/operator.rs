@@ -44,6 +44,42 @@ impl TestOperator {
         instance: &str,
         configure: impl FnOnce(&mut Config),
     ) -> Self {
+        Self::start_full(
+            kube_config,
+            namespace,
+            metrics_address,
+            instance,
+            None,
+            configure,
+        )
+    }
+
+    /// Starts an operator named `instance` that runs its controllers only while it holds Lease
+    /// `lease` of `namespace` (`poolboy run --lease`).
+    pub fn start_leased(
+        kube_config: kube::Config,
+        namespace: &str,
+        instance: &str,
+        lease: &str,
+    ) -> Self {
+        Self::start_full(
+            kube_config,
+            namespace,
+            None,
+            instance,
+            Some(lease.to_owned()),
+            |_| {},
+        )
+    }
+
+    fn start_full(
+        kube_config: kube::Config,
+        namespace: &str,
+        metrics_address: Option<SocketAddr>,
+        instance: &str,
+        lease: Option<String>,
+        configure: impl FnOnce(&mut Config),
+    ) -> Self {
         // `RUST_LOG=poolboy=debug cargo test … -- --nocapture` shows what the operator does.
         let _ = tracing_subscriber::fmt()
             .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
@@ -63,6 +99,7 @@ impl TestOperator {
             metrics_address,
             concurrency: 8,
             cluster_domain: "test".to_owned(),
+            lease,
         };
         let (stop, stopped) = oneshot::channel::<()>();
         let task = tokio::spawn(async move {

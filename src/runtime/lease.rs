@@ -1,0 +1,95 @@
+//! Leader election (issue 11): with `poolboy run --lease NAME`, replicas share the work by
+//! taking turns. Only the holder of Lease `NAME` in the operator namespace watches and
+//! reconciles; the others wait for it. A holder that stops renewing (killed, partitioned) loses
+//! the Lease when it expires, and a waiting replica takes over; a holder that finds it has lost
+//! the Lease stops at once, and its guarded writes keep a late write of it from undoing the new
+//! holder's. On shutdown the holder releases the Lease, so a rolling update hands over without
+//! waiting for the expiry.
+//!
+//! The Lease is kube-lease-manager's (server-side apply of `coordination.k8s.io/v1` Lease).
+
+use std::time::Duration;
+
+use futures::FutureExt;
+use kube::Client;
+use kube_lease_manager::{LeaseManager, LeaseManagerBuilder, LeaseManagerError};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+/// How long a Lease holds without renewal: a replica takes over at most this long after the
+/// holder stopped renewing.
+pub const LEASE_SECONDS: u64 = 15;
+/// How long before its expiry the holder renews the Lease.
+const RENEW_BEFORE_SECONDS: u64 = 5;
+/// How long a release on shutdown may take.
+const RELEASE_TIMEOUT: Duration = Duration::from_secs(5);
+
+#[derive(Debug, thiserror::Error)]
+pub enum LeaseError {
+    #[error("cannot use Lease {name}: {source}")]
+    Manager {
+        name: String,
+        #[source]
+        source: LeaseManagerError,
+    },
+}
+
+/// The Lease this process holds, from [`acquire`] until dropped or [`Leadership::release`]d.
+pub struct Leadership {
+    holding: watch::Receiver<bool>,
+    manager: JoinHandle<Result<LeaseManager, LeaseManagerError>>,
+}
+
+/// Waits until this process (`identity`) holds Lease `name` in `namespace`, creating the Lease
+/// when missing; `None` when `shutdown` comes first.
+pub async fn acquire(
+    client: Client,
+    namespace: &str,
+    name: &str,
+    identity: &str,
+    shutdown: impl std::future::Future<Output = ()>,
+) -> Result<Option<Leadership>, LeaseError> {
+    let manager = LeaseManagerBuilder::new(client, name)
+        .with_namespace(namespace)
+        .with_identity(identity)
+        .with_duration(LEASE_SECONDS)
+        .with_grace(RENEW_BEFORE_SECONDS)
+        .build()
+        .await
+        .map_err(|source| LeaseError::Manager {
+            name: name.to_owned(),
+            source,
+        })?;
+    let (mut holding, manager) = manager.watch().await;
+    tracing::info!(lease = name, %identity, "waiting to hold the Lease");
+    tokio::select! {
+        held = holding.wait_for(|holding| *holding).map(|held| held.is_ok()) => {
+            if !held {
+                // The manager ended: it only does so on an error it logged.
+                let source = match manager.await {
+                    Ok(Err(error)) => error,
+                    _ => LeaseManagerError::InconsistentState("the Lease manager stopped".into()),
+                };
+                return Err(LeaseError::Manager { name: name.to_owned(), source });
+            }
+        }
+        () = shutdown => return Ok(None),
+    }
+    tracing::info!(lease = name, %identity, "holding the Lease: starting the controllers");
+    Ok(Some(Leadership { holding, manager }))
+}
+
+impl Leadership {
+    /// Completes when this process no longer holds the Lease.
+    pub async fn lost(&mut self) {
+        // An error means the manager ended: the Lease is not being renewed either.
+        self.holding.wait_for(|holding| !*holding).map(|_| ()).await;
+    }
+
+    /// Gives the Lease up, so that another replica takes over at once.
+    pub async fn release(self) {
+        drop(self.holding);
+        // The manager releases the Lease when its channel closes.
+        let _ = tokio::time::timeout(RELEASE_TIMEOUT, self.manager).await;
+    }
+}

@@ -1,0 +1,51 @@
+//! Replicas that take turns (issue 11, `poolboy run --lease`), on the real control plane: only
+//! the holder of the Lease works; when it stops, the replica standing by takes the Lease and
+//! serves the next claim.
+
+mod support;
+
+use std::time::Duration;
+
+use k8s_openapi::api::coordination::v1::Lease;
+use serde_json::json;
+use support::apis::Apis;
+use support::config::{create_config_claim, create_config_provider};
+use support::operator::TestOperator;
+use support::{TIMEOUT, TestEnv, eventually};
+
+const LEASE: &str = "poolboy";
+
+/// The holder the Lease names now.
+async fn holder(env: &TestEnv) -> Option<String> {
+    let lease = env.api::<Lease>().get_opt(LEASE).await.ok()??;
+    lease.spec?.holder_identity
+}
+
+#[tokio::test]
+async fn a_standby_replica_takes_over_when_the_holder_stops() {
+    let env = TestEnv::new().await;
+    let apis = Apis::new(&env);
+    create_config_provider(&env, false).await;
+    let first = TestOperator::start_leased(env.kube_config(), &env.namespace, "first", LEASE);
+    let held = eventually("the first replica holds the Lease", TIMEOUT, || async {
+        holder(&env).await.filter(|h| h.starts_with("first-"))
+    })
+    .await;
+    let second = TestOperator::start_leased(env.kube_config(), &env.namespace, "second", LEASE);
+    create_config_claim(&env, "before", json!({}), json!({}), json!({})).await;
+    apis.bound("before").await;
+    // The second waits while the first renews.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(holder(&env).await.as_deref(), Some(held.as_str()));
+
+    // Stopped gracefully, the first gives the Lease up: the second serves at once, not after
+    // the Lease's 15 s.
+    first.stop().await;
+    eventually("the second replica holds the Lease", TIMEOUT, || async {
+        holder(&env).await.filter(|h| h.starts_with("second-"))
+    })
+    .await;
+    create_config_claim(&env, "after", json!({}), json!({}), json!({})).await;
+    apis.bound("after").await;
+    env.teardown([second]).await;
+}
