@@ -224,7 +224,7 @@ async fn bind(
 ) -> Result<Option<Pending>, ClaimError> {
     let index = &ctx.index;
     let operator_namespace = ctx.config.operator_namespace.as_str();
-    let handles: Vec<ResourceHandle> = snapshot
+    let handles: Vec<Arc<ResourceHandle>> = snapshot
         .iter()
         .filter(|h| {
             is_bind_candidate(&h.metadata, &h.spec, ctx.domain(), operator_namespace)
@@ -233,13 +233,14 @@ async fn bind(
                     h.metadata.resource_version.as_deref(),
                 )
         })
-        .map(|h| Kinds::handle_of(h))
+        .map(|h| index.view_of(h))
         .collect();
     if handles.is_empty() {
         return Ok(None);
     }
     let pool_name = requested_pool(&claim.metadata, ctx.domain());
-    let candidates = resolved.bind_candidates(pool_name, &handles, now)?;
+    let candidates =
+        resolved.bind_candidates(pool_name, handles.iter().map(|h| h.as_ref()), now)?;
     let api = handles_api(ctx, operator_namespace);
     for candidate in candidates {
         let mut handle = candidate.handle.clone();

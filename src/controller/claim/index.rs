@@ -19,8 +19,12 @@ use kube::core::ApiResource;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher::{self, Event};
 
-use super::super::kinds::HandleObject;
+use super::super::kinds::{HandleObject, Kinds};
 use super::super::listed::{ListedStore, reflected_watch};
+use crate::api::ResourceHandle;
+
+/// Converted handles remembered at most ([`ClaimIndex::view_of`]).
+const VIEWS_AT_MOST: usize = 50_000;
 
 /// Shared by the claim controller's handle watch and its reconciles. Cheap to clone.
 #[derive(Clone)]
@@ -40,6 +44,10 @@ struct Inner {
     reserved: HashSet<String>,
     /// The handles bound to each claim, by `spec.resourceClaim`.
     bound: BoundHandles,
+    /// Each unbound handle as `core` sees it, by uid, with the resourceVersion it was made
+    /// from: every bind ranks every unbound handle, and converting (deep-copying) each of them
+    /// for each bind made a burst of binds quadratic in copies (issue 11).
+    views: HashMap<String, (String, Arc<ResourceHandle>)>,
 }
 
 /// Which handles name each claim in `spec.resourceClaim`: normally one, more when a process
@@ -213,6 +221,31 @@ impl ClaimIndex {
                 index: self.clone(),
                 name: name.to_owned(),
             })
+    }
+
+    /// `handle` as `core` sees it, converted once per version.
+    pub(crate) fn view_of(&self, handle: &HandleObject) -> Arc<ResourceHandle> {
+        let (Some(uid), Some(version)) = (
+            handle.metadata.uid.as_deref(),
+            handle.metadata.resource_version.as_deref(),
+        ) else {
+            return Arc::new(Kinds::handle_of(handle));
+        };
+        let mut inner = self.lock();
+        if let Some((seen, view)) = inner.views.get(uid)
+            && seen == version
+        {
+            return view.clone();
+        }
+        // Handles bound or deleted since leave their views behind: start afresh now and then.
+        if inner.views.len() >= VIEWS_AT_MOST {
+            inner.views.clear();
+        }
+        let view = Arc::new(Kinds::handle_of(handle));
+        inner
+            .views
+            .insert(uid.to_owned(), (version.to_owned(), view.clone()));
+        view
     }
 
     /// Whether handle `name` is known taken while the store still shows `store_version`;
