@@ -286,26 +286,19 @@ async fn pass(
     pending: &mut Option<Pending>,
 ) -> Result<Pass, ClaimError> {
     let domain = ctx.domain();
-    // A claim seen for the first time gets its finalizer in the write of its initialisation
-    // (§6.3) when it has one: a write and a reconcile fewer per claim (issue 11). Every path
-    // that leaves before that write adds it on its own.
-    let finalizer = domain.finalizer();
-    let mut deferred_finalizer =
-        claim.status.is_none() && !writes::has_finalizer(&claim, &finalizer);
-    let mut claim = claim;
-    if !deferred_finalizer {
-        claim = match writes::ensure_finalizer(ctx, claim).await? {
-            Written::Done(claim) => claim,
-            Written::Conflict => return Ok(Pass::Conflict),
-            Written::Gone => return Ok(Pass::Done(Action::await_change())),
-        };
-    }
     let now = ctx.now();
     let view = writes::view(&claim);
-
-    // Δ§3.1.1, B19: nothing at all happens before the claim's start.
+    // Δ§3.1.1, B19: nothing at all happens before the claim's start (but the finalizer).
     let gate = lifespan::start_gate(&view, now);
-    if deferred_finalizer && !matches!(gate, Ok(StartGate::Open)) {
+    // A claim seen for the first time, and started, gets its finalizer in the write of its
+    // initialisation (§6.3): a write and a reconcile fewer per claim (issue 11). Should it
+    // not get that far, it is added on the way out.
+    let finalizer = domain.finalizer();
+    let deferred_finalizer = claim.status.is_none()
+        && matches!(gate, Ok(StartGate::Open))
+        && !writes::has_finalizer(&claim, &finalizer);
+    let mut claim = claim;
+    if !deferred_finalizer {
         claim = match writes::ensure_finalizer(ctx, claim).await? {
             Written::Done(claim) => claim,
             Written::Conflict => return Ok(Pass::Conflict),
@@ -369,29 +362,27 @@ async fn pass(
             now,
         })
     });
-    // §6.3: initialise once, in one write (with the finalizer of a new claim).
-    let initialisation = match (&resolved, deferred_finalizer) {
-        (Ok(resolved), false) => resolved.initialisation.clone(),
-        (Ok(resolved), true) => {
-            deferred_finalizer = false;
-            Some(writes::with_finalizer(
-                resolved.initialisation.clone(),
-                &claim,
-                &finalizer,
-            ))
-        }
-        (Err(_), _) => None,
-    };
-    if deferred_finalizer {
-        claim = match writes::ensure_finalizer(ctx, claim).await? {
-            Written::Done(claim) => claim,
-            Written::Conflict => return Ok(Pass::Conflict),
-            Written::Gone => return Ok(Pass::Done(Action::await_change())),
-        };
-    }
     let resolved = match resolved {
         Ok(resolved) => resolved,
-        Err(e) => return report_invalid(ctx, claim, handle.as_ref(), None, e.to_string()).await,
+        Err(e) => {
+            if deferred_finalizer {
+                claim = match writes::ensure_finalizer(ctx, claim).await? {
+                    Written::Done(claim) => claim,
+                    Written::Conflict => return Ok(Pass::Conflict),
+                    Written::Gone => return Ok(Pass::Done(Action::await_change())),
+                };
+            }
+            return report_invalid(ctx, claim, handle.as_ref(), None, e.to_string()).await;
+        }
+    };
+    // §6.3: initialise once, in one write (with a new claim's finalizer).
+    let initialisation = match deferred_finalizer {
+        true => Some(writes::with_finalizer(
+            resolved.initialisation.clone(),
+            &claim,
+            &finalizer,
+        )),
+        false => resolved.initialisation.clone(),
     };
     let claim = match &initialisation {
         Some(patch) => match writes::initialise(ctx, &claim, patch).await? {

@@ -216,7 +216,8 @@ impl Context {
         }
     }
 
-    /// Posts an Event about `object`; failures are logged, never fatal.
+    /// Posts an Event about `object` in the background (it returns at once); failures are
+    /// logged, never fatal.
     pub(crate) async fn event<K>(
         &self,
         object: &K,

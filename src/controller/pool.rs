@@ -132,48 +132,46 @@ pub(crate) fn controller(
 struct PoolContext {
     ctx: Arc<Context>,
     handles: ListedStore<HandleObject>,
-    pending: Mutex<HashMap<String, PendingHandles>>,
-    /// When each pool's status was last written by this process.
-    status_written: Mutex<HashMap<String, Instant>>,
+    memory: Mutex<HashMap<String, PoolMemory>>,
+}
+
+/// What this process remembers of a pool between its reconciles.
+#[derive(Default)]
+struct PoolMemory {
+    pending: PendingHandles,
+    /// When this process last wrote the pool's status.
+    status_written: Option<Instant>,
 }
 
 impl PoolContext {
     /// Runs `f` on the memory of `pool`, kept by uid so that a pool deleted and created
     /// again under the same name starts afresh.
-    fn with_pending<R>(&self, pool: &ResourcePool, f: impl FnOnce(&mut PendingHandles) -> R) -> R {
-        let mut all = match self.pending.lock() {
-            Ok(all) => all,
-            Err(poisoned) => poisoned.into_inner(),
-        };
+    fn with_memory<R>(&self, pool: &ResourcePool, f: impl FnOnce(&mut PoolMemory) -> R) -> R {
+        let mut all = self.memory.lock().unwrap_or_else(PoisonError::into_inner);
         f(all.entry(memory_key(pool)).or_default())
     }
 
+    /// Runs `f` on the handles this process created for `pool` and its store does not show yet.
+    fn with_pending<R>(&self, pool: &ResourcePool, f: impl FnOnce(&mut PendingHandles) -> R) -> R {
+        self.with_memory(pool, |memory| f(&mut memory.pending))
+    }
+
     fn forget(&self, pool: &ResourcePool) {
-        if let Ok(mut all) = self.pending.lock() {
-            all.remove(&memory_key(pool));
-        }
-        if let Ok(mut all) = self.status_written.lock() {
-            all.remove(&memory_key(pool));
-        }
+        let mut all = self.memory.lock().unwrap_or_else(PoisonError::into_inner);
+        all.remove(&memory_key(pool));
     }
 
     /// How long a status write of `pool` that only updates its counts waits, if it must: at
     /// most one a [`COUNTS_INTERVAL`] per pool.
     fn counts_wait(&self, pool: &ResourcePool) -> Option<Duration> {
-        let all = self
-            .status_written
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        let since = all.get(&memory_key(pool))?.elapsed();
+        let since = self
+            .with_memory(pool, |memory| memory.status_written)?
+            .elapsed();
         COUNTS_INTERVAL.checked_sub(since).filter(|w| !w.is_zero())
     }
 
     fn status_written(&self, pool: &ResourcePool) {
-        let mut all = self
-            .status_written
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        all.insert(memory_key(pool), Instant::now());
+        self.with_memory(pool, |memory| memory.status_written = Some(Instant::now()));
     }
 
     /// Every handle of `pool` the store shows (bound and deleting ones too).
@@ -218,8 +216,7 @@ pub(crate) async fn run(
     let pool_ctx = Arc::new(PoolContext {
         ctx,
         handles,
-        pending: Mutex::new(HashMap::new()),
-        status_written: Mutex::new(HashMap::new()),
+        memory: Mutex::new(HashMap::new()),
     });
     let reconciles = controller
         .reconcile_on(triggers)
