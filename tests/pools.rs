@@ -1,7 +1,8 @@
 //! The ResourcePool controller on the real control plane (§11, Δ§3.3): a pool fills to exactly
 //! `minAvailable` and stays there, refills after a bind, throttles by `maxUnready`, replaces
-//! unhealthy handles when asked, never scales down, on deletion deletes its unbound handles
-//! only, and passes its `resourceLabels`/`resourceAnnotations` on to handles and resources
+//! unhealthy handles when asked, never scales down, refreshes its unbound handles when its
+//! templates or providers change (issue 14), on deletion deletes its unbound handles only, and
+//! passes its `resourceLabels`/`resourceAnnotations` on to handles and resources
 //! (Δ§2.4–2.5).
 //!
 //! The whole operator runs: each handle gets a ConfigMap, and a test makes a handle ready or
@@ -683,4 +684,140 @@ async fn resource_labels_and_annotations_reach_handles_and_resources() {
     assert!(carries(&cm), "{:?} {:?}", cm.labels(), cm.annotations());
 
     env.teardown([operator]).await;
+}
+
+/// The pool version a handle was made from (issue 14).
+fn version_of(handle: &ResourceHandle) -> Option<String> {
+    handle
+        .annotations()
+        .get(&format!("{D}/resource-pool-version"))
+        .cloned()
+}
+
+/// Waits until every unbound handle of `pool` is of a version other than `old`, making each
+/// new one ready as it comes (the way its resource would get ready), with at most
+/// `max_unready` unbound handles unready at any look; returns the unbound handles.
+async fn await_refreshed(
+    env: &TestEnv,
+    pool: &str,
+    old: &str,
+    count: usize,
+    max_unready: usize,
+) -> Vec<ResourceHandle> {
+    eventually(
+        &format!("pool {pool}: {count} unbound handles, none of version {old}"),
+        TIMEOUT,
+        || async {
+            let unbound = unbound_of(env, pool).await;
+            let unready: Vec<&ResourceHandle> = unbound
+                .iter()
+                .filter(|h| h.status.as_ref().and_then(|s| s.ready) != Some(true))
+                .collect();
+            assert!(
+                unready.len() <= max_unready,
+                "{} unbound handles unready at once, maxUnready is {max_unready}",
+                unready.len()
+            );
+            for handle in unready {
+                make_ready(env, &handle.name_any()).await;
+            }
+            let refreshed = unbound.len() == count
+                && unbound.iter().all(|h| {
+                    h.status.as_ref().and_then(|s| s.ready) == Some(true)
+                        && version_of(h).is_some_and(|v| v != old)
+                });
+            refreshed.then_some(unbound)
+        },
+    )
+    .await
+}
+
+#[tokio::test]
+async fn a_pool_edit_or_a_provider_edit_refreshes_the_unbound_handles_and_leaves_the_bound_ones() {
+    let env = TestEnv::new().await;
+    create_provider_with_lifespan(&env).await;
+    let operator = TestOperator::start(env.kube_config(), &env.namespace);
+    create_pool(
+        &env,
+        "fresh",
+        json!({"minAvailable": 2, "maxUnready": 1, "vars": {"colour": "red"},
+               "provider": {"name": "configmap"}}),
+    )
+    .await;
+    let first = await_refreshed(&env, "fresh", "none", 2, 1).await;
+    let v1 = version_of(&first[0]).expect("a pool handle carries the pool version");
+    assert!(
+        first
+            .iter()
+            .all(|h| version_of(h).as_deref() == Some(v1.as_str()))
+    );
+    let kept = first[0].name_any();
+    bind(&env, &kept).await;
+    let before = await_refreshed(&env, "fresh", "none", 2, 1).await;
+    eventually("HandlesUpToDate True", TIMEOUT, || async {
+        let condition = problem_or_condition(&env, "fresh", "HandlesUpToDate").await;
+        (condition["status"] == "True").then_some(())
+    })
+    .await;
+
+    // The pool's templates change: every unbound handle is replaced, one unready at a time;
+    // the bound one stays as it is.
+    env.api::<ResourcePool>()
+        .patch(
+            "fresh",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"vars": {"colour": "blue"}}})),
+        )
+        .await
+        .expect("edit the pool");
+    let after = await_refreshed(&env, "fresh", &v1, 2, 1).await;
+    let v2 = version_of(&after[0]).expect("version");
+    for old in &before {
+        gone(&env.api::<ResourceHandle>(), &old.name_any(), TIMEOUT).await;
+    }
+    let bound_handle = env
+        .api::<ResourceHandle>()
+        .get(&kept)
+        .await
+        .expect("the bound handle is kept");
+    assert!(bound_handle.metadata.deletion_timestamp.is_none());
+    assert_eq!(version_of(&bound_handle).as_deref(), Some(v1.as_str()));
+    env.event("fresh", "Normal", "RefreshingHandles", TIMEOUT)
+        .await;
+    env.event("fresh", "Normal", "RefreshedHandles", TIMEOUT)
+        .await;
+    eventually("HandlesUpToDate True again", TIMEOUT, || async {
+        let condition = problem_or_condition(&env, "fresh", "HandlesUpToDate").await;
+        (condition["status"] == "True"
+            && condition["message"]
+                .as_str()
+                .is_some_and(|m| m.contains(&v2)))
+        .then_some(())
+    })
+    .await;
+
+    // The provider changes: a new version again.
+    env.api::<poolboy::api::ResourceProvider>()
+        .patch(
+            "configmap",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"vars": {"size": "large"}}})),
+        )
+        .await
+        .expect("edit the provider");
+    let last = await_refreshed(&env, "fresh", &v2, 2, 1).await;
+    assert!(last.iter().all(|h| version_of(h) != Some(v1.clone())));
+    env.teardown([operator]).await;
+}
+
+/// Condition `type_` of the pool's status, or null.
+async fn problem_or_condition(env: &TestEnv, pool: &str, type_: &str) -> Value {
+    let status = pool_status(env, pool).await;
+    status["conditions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|c| c["type"] == type_)
+        .cloned()
+        .unwrap_or(Value::Null)
 }

@@ -80,6 +80,10 @@ impl OperatorDomain {
     pub fn resource_pool_namespace(&self) -> String {
         self.key("resource-pool-namespace")
     }
+    /// The version of the pool a handle was made from (issue 14, not in Poolboy).
+    pub fn resource_pool_version(&self) -> String {
+        self.key("resource-pool-version")
+    }
     pub fn resource_pool_scaling_name(&self) -> String {
         self.key("resource-pool-scaling-name")
     }

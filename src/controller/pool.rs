@@ -22,7 +22,7 @@
 //! only delays them until the reservation expires ([`PENDING_HANDLE_TTL`]). Likewise a crash
 //! between deleting an unhealthy scaling handle and lowering the count loses that replacement.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -40,6 +40,7 @@ use super::reconciler::Reconciler;
 use super::write::{self, Target, Written};
 use crate::api::pool::ResourcePoolStatus;
 use crate::api::{OperatorDomain, ResourceHandle, ResourcePool, ResourcePoolScaling};
+use crate::core::conditions::{Change, became_true};
 use crate::core::handle::new::handle_for_pool;
 use crate::core::lifespan::delay_until;
 #[cfg(doc)]
@@ -47,6 +48,9 @@ use crate::core::pool::plan::PENDING_HANDLE_TTL;
 use crate::core::pool::plan::{
     BoundCounts, PendingHandles, PoolInput, is_handle_of_pool, is_unbound_handle_of_pool,
     new_handle_names, plan_pool, set_pool_validity,
+};
+use crate::core::pool::refresh::{
+    HANDLES_UP_TO_DATE, handle_version, pool_version, provider_specs, set_refresh_condition, stamp,
 };
 use crate::core::pool::scaling::{
     active_scalings_of_pool, attributed, count_patch, created, decremented, is_active,
@@ -316,11 +320,28 @@ async fn pass(pool_object: &PoolObject, pctx: &PoolContext) -> Result<Option<Act
         .collect();
     let scaling = consumed_scaling(ctx, &pool, now).await?;
     let bound = BoundCounts::of(handles.iter().map(|(_, h)| h));
+    // The template of every new handle; its failure is the pool's configuration problem.
+    let template = new_handle_template(&pool, ctx, now, None);
+    // Issue 14: the unbound handles of an earlier version are refreshed, but not while the
+    // pool cannot make current ones.
+    let version = template.as_ref().ok().map(|t| t.version.clone());
+    let stale: BTreeSet<String> = match &version {
+        Some(version) => {
+            let providers = ctx.providers(|c| provider_specs(c, &pool));
+            unbound
+                .iter()
+                .filter(|h| handle_version(h, &providers, ctx.domain()) != *version)
+                .map(|h| h.name_any())
+                .collect()
+        }
+        None => BTreeSet::new(),
+    };
     let plan = plan_pool(&PoolInput {
         pool: &pool,
         unbound: &unbound,
         pending: &pending,
         scaling_demand: scaling.as_ref().map_or(0, remaining),
+        stale: &stale,
         bound: bound.count,
         bound_unready: bound.unready,
     });
@@ -329,12 +350,13 @@ async fn pass(pool_object: &PoolObject, pctx: &PoolContext) -> Result<Option<Act
     }
 
     let scaling_label = ctx.domain().resource_pool_scaling_name();
-    for doomed in &plan.delete {
+    for (doomed, removal) in &plan.delete {
         if let Some((handle, _)) = handles.iter().find(|(h, _)| h.name_any() == *doomed) {
-            tracing::info!(pool = %name, handle = %doomed, "deleting unhealthy unbound ResourceHandle");
+            let reason = removal.as_str();
+            tracing::info!(pool = %name, handle = %doomed, reason, "deleting unbound ResourceHandle");
             let deleted = delete_unbound(&ctx.handles_api(), handle, &pool, ctx.domain()).await?;
             if deleted {
-                ctx.metrics.handle_deleted("unhealthy");
+                ctx.metrics.handle_deleted(reason);
             }
             // Δ§3.3 step 2: the scaling that made it makes a replacement. Only the process
             // whose delete went through lowers the count, so it is lowered once.
@@ -344,8 +366,6 @@ async fn pass(pool_object: &PoolObject, pctx: &PoolContext) -> Result<Option<Act
         }
     }
 
-    // The template of every new handle; its failure is the pool's configuration problem.
-    let template = new_handle_template(&pool, ctx, now, None);
     let new_names: Vec<String> = match &template {
         Ok(_) if plan.create > 0 => {
             let known: Vec<&str> = handles
@@ -367,10 +387,21 @@ async fn pass(pool_object: &PoolObject, pctx: &PoolContext) -> Result<Option<Act
         pool.metadata.generation,
         now,
     );
+    let refresh = match &version {
+        Some(version) => set_refresh_condition(
+            &mut desired,
+            version,
+            plan.stale,
+            unbound.len(),
+            pool.metadata.generation,
+            now,
+        ),
+        None => Change::Unchanged,
+    };
     // A status that only brings the counts up to date waits its turn: in a burst every bind
     // changes them, and one write per bind was a tenth of a bind's writes (issue 11). A status
     // that reserves new names, or says something new about the pool's validity, goes at once.
-    let counts_wait = match new_names.is_empty() && !validity.is_news() {
+    let counts_wait = match new_names.is_empty() && !validity.is_news() && !refresh.is_news() {
         true => pctx.counts_wait(&pool),
         false => None,
     };
@@ -406,6 +437,9 @@ async fn pass(pool_object: &PoolObject, pctx: &PoolContext) -> Result<Option<Act
             }
         });
         return Ok(None);
+    }
+    if refresh == Change::Transitioned {
+        refresh_event(ctx, pool_object, current, &desired, plan.stale).await;
     }
     if validity.is_news()
         && let Some(problem) = &problem
@@ -443,12 +477,12 @@ async fn pass(pool_object: &PoolObject, pctx: &PoolContext) -> Result<Option<Act
             Some((scaling, count)) => {
                 let scaling_name = scaling.name_any();
                 let labelled = new_handle_template(&pool, ctx, now, Some(&scaling_name))
-                    .unwrap_or_else(|_| template.clone());
+                    .map_or_else(|_| template.handle.clone(), |t| t.handle);
                 Some((scaling_name, labelled, count))
             }
             None => None,
         };
-        create_handles(pctx, &pool, template, for_scaling, &new_names).await?;
+        create_handles(pctx, &pool, &template.handle, for_scaling, &new_names).await?;
     }
 
     if problem.is_some() {
@@ -469,14 +503,21 @@ async fn pass(pool_object: &PoolObject, pctx: &PoolContext) -> Result<Option<Act
     }))
 }
 
-/// The handle the pool creates, without its name; an error message a pool author can act on
-/// when the pool's provider is missing or invalid or its lifespan does not parse.
+/// The handle a pool creates, without its name, and the pool version it is stamped with.
+struct NewHandle {
+    handle: ResourceHandle,
+    version: String,
+}
+
+/// The handle the pool creates, without its name, stamped with the pool's version (issue
+/// 14); an error message a pool author can act on when the pool's provider is missing or
+/// invalid or its lifespan does not parse.
 fn new_handle_template(
     pool: &ResourcePool,
     ctx: &Context,
     now: chrono::DateTime<chrono::Utc>,
     scaling: Option<&str>,
-) -> Result<ResourceHandle, String> {
+) -> Result<NewHandle, String> {
     let provider_lifespan = match &pool.spec.provider {
         Some(provider) => ctx.providers(|catalog| {
             catalog
@@ -486,8 +527,43 @@ fn new_handle_template(
         })?,
         None => None,
     };
-    handle_for_pool(pool, provider_lifespan.as_ref(), scaling, ctx.domain(), now)
-        .map_err(|e| format!("spec.lifespan: {e}"))
+    let mut handle = handle_for_pool(pool, provider_lifespan.as_ref(), scaling, ctx.domain(), now)
+        .map_err(|e| format!("spec.lifespan: {e}"))?;
+    let version = pool_version(pool, &ctx.providers(|c| provider_specs(c, pool)));
+    stamp(&mut handle, &version, ctx.domain());
+    Ok(NewHandle { handle, version })
+}
+
+/// A Normal Event when the pool starts refreshing its unbound handles, or has refreshed them
+/// (issue 14); none for a pool that had no refresh to do.
+async fn refresh_event(
+    ctx: &Context,
+    pool: &PoolObject,
+    before: Option<&ResourcePoolStatus>,
+    after: &ResourcePoolStatus,
+    stale: usize,
+) {
+    let before = before.and_then(|s| s.conditions.as_deref());
+    let (reason, note) = if stale > 0 {
+        (
+            "RefreshingHandles",
+            format!(
+                "{stale} unbound handles are of an earlier version of the pool or its providers: \
+                 replacing them"
+            ),
+        )
+    } else if before.is_some_and(|c| crate::core::conditions::find(c, HANDLES_UP_TO_DATE).is_some())
+        && became_true(before, after.conditions.as_deref(), HANDLES_UP_TO_DATE)
+    {
+        (
+            "RefreshedHandles",
+            "every unbound handle is of the pool's current version".to_owned(),
+        )
+    } else {
+        return;
+    };
+    ctx.event(pool, &ctx.kinds.pool, EventKind::Normal, reason, note)
+        .await;
 }
 
 /// Creates the reserved handles; the first `count` of them from the scaling's (labelled)

@@ -20,6 +20,7 @@ use crate::core::handle::plan::{
     generated_resources, plan_resources_timed,
 };
 use crate::core::lifespan::api_time;
+use crate::core::pool::refresh::{pool_version, provider_specs, stamp};
 use crate::core::provider::schema::SchemaCache;
 use crate::core::provider::{ProviderCatalog, ProviderCompiler, ProviderProblem};
 use crate::core::template::{ClockReading, TemplateEngine};
@@ -166,6 +167,8 @@ pub fn render(input: RenderInput, options: &RenderOptions) -> Result<Rendered, R
             let lifespan = provider.and_then(|p| p.spec().lifespan.as_ref());
             let mut handle = handle_for_pool(&pool, lifespan, None, &options.domain, options.now)
                 .map_err(failed)?;
+            let version = pool_version(&pool, &provider_specs(&catalog, &pool));
+            stamp(&mut handle, &version, &options.domain);
             renderer.name(&mut handle);
             let refused = renderer.generate_resources(&mut handle, None)?;
             Some((handle, refused))

@@ -1,4 +1,5 @@
 //! A ResourcePool (§11, Δ§3.3) and its ResourcePoolScalings (Δ§2.1).
 
 pub(crate) mod plan;
+pub(crate) mod refresh;
 pub(crate) mod scaling;

@@ -3,7 +3,8 @@
 //! handles that exist (or are being created) but the handle store has not shown yet.
 //!
 //! There is no scale-down (§11 step 7): lowering `minAvailable` deletes nothing; only pool
-//! deletion, unhealthy deletion and lifespan expiry remove unbound handles.
+//! deletion, unhealthy deletion, lifespan expiry and the rolling refresh of stale handles
+//! ([`super::refresh`]) remove unbound handles.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -108,6 +109,8 @@ pub(crate) struct PoolInput<'a> {
     /// it has created); 0 without one. Δ§3.3 step 5: they are created under the same
     /// `maxUnready` throttle, and they satisfy the minAvailable deficit too.
     pub scaling_demand: u64,
+    /// The unbound handles of an earlier version of the pool ([`super::refresh`]).
+    pub stale: &'a BTreeSet<String>,
     /// The pool's bound handles not being deleted: they count toward `maxSize`.
     pub bound: usize,
     /// Of those, the ones not ready yet: they count toward `maxConcurrent`.
@@ -133,11 +136,32 @@ impl std::fmt::Display for PoolCap {
     }
 }
 
+/// Why the pool deletes one of its unbound handles.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Removal {
+    /// Unhealthy, and the pool asks for that (`deleteUnhealthyResourceHandles`).
+    Unhealthy,
+    /// Of an earlier version of the pool, and a current handle takes its place.
+    Stale,
+}
+
+impl Removal {
+    /// The `reason` label of the handle deletion metric.
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            Removal::Unhealthy => "unhealthy",
+            Removal::Stale => "stale",
+        }
+    }
+}
+
 /// What the pool reconcile should do.
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) struct PoolPlan {
-    /// Unbound handles to delete because they are unhealthy and the pool asks for it.
-    pub delete: Vec<String>,
+    /// Unbound handles to delete, and why.
+    pub delete: Vec<(String, Removal)>,
+    /// How many unbound handles are of an earlier version of the pool, deleted ones included.
+    pub stale: usize,
     /// How many handles to create.
     pub create: usize,
     /// The cap that held `create` below what the pool wants, if one did.
@@ -193,19 +217,36 @@ pub(crate) fn set_pool_validity(
 ///   `status.ready` is true (unknown readiness counts as unready);
 /// - `deficit = minAvailable − available`; handles are created while the deficit (or the
 ///   scaling's demand) is positive and, when `maxUnready` is set, `unready < maxUnready`.
+///
+/// Rolling refresh (issue 14): stale handles do not count toward the deficit, so current
+/// ones are made for them under the same caps. A stale handle that is not ready is deleted at
+/// once (it serves nobody yet); a ready one once the current ready handles and the stale ones
+/// left exceed `minAvailable`, oldest first, so the pool never has fewer ready handles than
+/// before the refresh. A pool at `maxSize` makes room by deleting stale handles first.
 pub(crate) fn plan_pool(input: &PoolInput<'_>) -> PoolPlan {
     let spec = &input.pool.spec;
     let delete_unhealthy = spec.delete_unhealthy_resource_handles == Some(true);
     let mut delete = Vec::new();
     let mut entries = Vec::new();
     let mut ready = 0i64;
+    let mut stale = 0;
+    // The stale handles that are ready, oldest first: deleted as replacements get ready.
+    let mut stale_ready: Vec<&ResourceHandle> = Vec::new();
     for handle in input.unbound {
         let healthy = handle_is_healthy(handle);
         if delete_unhealthy && healthy == Some(false) {
-            delete.push(handle.name_any());
+            delete.push((handle.name_any(), Removal::Unhealthy));
             continue;
         }
         let is_ready = handle.status.as_ref().and_then(|s| s.ready);
+        if input.stale.contains(&handle.name_any()) {
+            stale += 1;
+            if is_ready != Some(true) {
+                delete.push((handle.name_any(), Removal::Stale));
+                continue;
+            }
+            stale_ready.push(handle);
+        }
         if is_ready == Some(true) {
             ready += 1;
         }
@@ -220,18 +261,19 @@ pub(crate) fn plan_pool(input: &PoolInput<'_>) -> PoolPlan {
     let pending: Vec<&String> = input
         .pending
         .iter()
-        .filter(|name| !counted.contains(name.as_str()) && !delete.contains(name))
+        .filter(|name| !counted.contains(name.as_str()) && !delete.iter().any(|(d, _)| d == *name))
         .collect::<BTreeSet<_>>()
         .into_iter()
         .collect();
     entries.extend(pending.iter().map(|name| fresh_entry(name)));
-    let available = i64::try_from(entries.len()).unwrap_or(i64::MAX);
+    let mut available = i64::try_from(entries.len()).unwrap_or(i64::MAX);
     let unready = available - ready;
+    let min_available = spec.min_available.unwrap_or(0);
+    let stale_ready_count = i64::try_from(stale_ready.len()).unwrap_or(i64::MAX);
+    let current_ready = ready - stale_ready_count;
 
-    let deficit = spec
-        .min_available
-        .unwrap_or(0)
-        .saturating_sub(available)
+    let deficit = min_available
+        .saturating_sub(available - stale_ready_count)
         .max(0);
     let scaling = i64::try_from(input.scaling_demand).unwrap_or(i64::MAX);
     let wanted = deficit.max(scaling);
@@ -259,8 +301,32 @@ pub(crate) fn plan_pool(input: &PoolInput<'_>) -> PoolPlan {
         Some((cap, room)) if room < wanted => (room, Some(cap)),
         _ => (wanted, None),
     };
+
+    // The stale ready handles no longer needed to keep minAvailable ready, and, at maxSize,
+    // those whose room the replacements need.
+    let surplus = (current_ready + stale_ready_count - min_available).max(0);
+    let room_needed = match capped_by {
+        Some(PoolCap::Size(_)) => wanted - create,
+        _ => 0,
+    };
+    let retire = usize::try_from(surplus.max(room_needed).min(stale_ready_count)).unwrap_or(0);
+    stale_ready.sort_by(|a, b| {
+        let created = |h: &ResourceHandle| h.metadata.creation_timestamp.clone();
+        created(a)
+            .cmp(&created(b))
+            .then_with(|| a.name_any().cmp(&b.name_any()))
+    });
+    for handle in &stale_ready[..retire] {
+        let name = handle.name_any();
+        entries.retain(|e| e.name != name);
+        delete.push((name, Removal::Stale));
+    }
+    let retired = i64::try_from(retire).unwrap_or(0);
+    available -= retired;
+    ready -= retired;
     PoolPlan {
         delete,
+        stale,
         create: usize::try_from(create).unwrap_or(0),
         capped_by,
         count: ResourceHandleCount { available, ready },

@@ -48,6 +48,7 @@ fn plan(pool: &ResourcePool, unbound: &[ResourceHandle], pending: &[&str]) -> Po
         unbound,
         pending: &pending,
         scaling_demand: 0,
+        stale: &BTreeSet::new(),
         bound: 0,
         bound_unready: 0,
     })
@@ -150,7 +151,7 @@ fn more_unready_than_max_unready_creates_nothing() {
 fn unhealthy_handles_are_deleted_and_replaced_when_the_pool_asks() {
     let p = pool(json!({"minAvailable": 2, "deleteUnhealthyResourceHandles": true}));
     let plan = plan(&p, &[ready("guid-a"), unhealthy("guid-b")], &[]);
-    assert_eq!(plan.delete, vec!["guid-b".to_owned()]);
+    assert_eq!(plan.delete, vec![("guid-b".to_owned(), Removal::Unhealthy)]);
     assert_eq!(plan.create, 1);
     assert_eq!(
         plan.count,
@@ -298,6 +299,7 @@ fn scaling_demand_is_created_under_max_unready() {
             unbound: &full,
             pending: &[],
             scaling_demand: demand,
+            stale: &BTreeSet::new(),
             bound: 0,
             bound_unready: 0,
         })
@@ -474,7 +476,7 @@ proptest! {
             (0..ready_count).map(|i| ready(&format!("guid-r{i}"))).collect();
         handles.extend((0..unready_count).map(|i| handle(&format!("guid-u{i}"), Value::Null)));
         let pending: Vec<String> = (0..pending_count).map(|i| format!("guid-p{i}")).collect();
-        let plan = plan_pool(&PoolInput { pool: &p, unbound: &handles, pending: &pending, scaling_demand: 0, bound: 0, bound_unready: 0 });
+        let plan = plan_pool(&PoolInput { pool: &p, unbound: &handles, pending: &pending, scaling_demand: 0, stale: &BTreeSet::new(), bound: 0, bound_unready: 0 });
         let available = (ready_count + unready_count + pending_count) as i64;
         let unready = (unready_count + pending_count) as i64;
         let create = plan.create as i64;
@@ -553,6 +555,7 @@ fn max_size_counts_bound_handles_and_max_concurrent_those_being_provisioned() {
             unbound,
             pending: &[],
             scaling_demand: 0,
+            stale: &BTreeSet::new(),
             bound,
             bound_unready,
         });
@@ -619,4 +622,116 @@ fn bound_counts_leave_out_unbound_and_deleted_handles() {
             unready: 1
         }
     );
+}
+
+/// Plans `unbound` with the handles named in `stale` of an earlier version.
+fn plan_with_stale(pool: &ResourcePool, unbound: &[ResourceHandle], stale: &[&str]) -> PoolPlan {
+    let stale: BTreeSet<String> = stale.iter().map(|s| (*s).to_owned()).collect();
+    plan_pool(&PoolInput {
+        pool,
+        unbound,
+        pending: &[],
+        scaling_demand: 0,
+        stale: &stale,
+        bound: 0,
+        bound_unready: 0,
+    })
+}
+
+fn deleted_stale(plan: &PoolPlan) -> Vec<&str> {
+    plan.delete
+        .iter()
+        .filter(|(_, removal)| *removal == Removal::Stale)
+        .map(|(name, _)| name.as_str())
+        .collect()
+}
+
+#[test]
+fn stale_handles_are_replaced_before_they_go() {
+    let p = pool(json!({"minAvailable": 2}));
+    let handles = [ready("guid-a"), ready("guid-b")];
+    // Both stale: two current ones are made, none deleted while nothing replaces them.
+    let plan = plan_with_stale(&p, &handles, &["guid-a", "guid-b"]);
+    assert_eq!(plan.create, 2);
+    assert!(plan.delete.is_empty());
+    assert_eq!(plan.stale, 2);
+    assert_eq!(plan.count.available, 2);
+
+    // One current replacement is ready: the older stale handle goes, no more are made.
+    let mut a = ready("guid-a");
+    a.metadata.creation_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+        (now() - TimeDelta::hours(2))
+            .to_rfc3339()
+            .parse()
+            .expect("timestamp"),
+    ));
+    let mut b = ready("guid-b");
+    b.metadata.creation_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+        (now() - TimeDelta::hours(3))
+            .to_rfc3339()
+            .parse()
+            .expect("timestamp"),
+    ));
+    let handles = [a, b, ready("guid-c"), handle("guid-d", Value::Null)];
+    let plan = plan_with_stale(&p, &handles, &["guid-a", "guid-b"]);
+    assert_eq!(deleted_stale(&plan), vec!["guid-b"]);
+    assert_eq!(plan.create, 0);
+    assert_eq!(plan.count.available, 3);
+    assert_eq!(plan.count.ready, 2);
+    assert!(plan.entries.iter().all(|e| e.name != "guid-b"));
+}
+
+#[test]
+fn a_stale_handle_not_ready_yet_goes_at_once() {
+    let p = pool(json!({"minAvailable": 1}));
+    let handles = [handle("guid-a", Value::Null)];
+    let plan = plan_with_stale(&p, &handles, &["guid-a"]);
+    assert_eq!(deleted_stale(&plan), vec!["guid-a"]);
+    assert_eq!(plan.create, 1);
+    assert_eq!(plan.count.available, 0);
+}
+
+#[test]
+fn replacements_are_made_under_max_unready() {
+    let p = pool(json!({"minAvailable": 4, "maxUnready": 1}));
+    let handles: Vec<ResourceHandle> = ["guid-a", "guid-b", "guid-c", "guid-d"]
+        .into_iter()
+        .map(ready)
+        .collect();
+    let plan = plan_with_stale(&p, &handles, &["guid-a", "guid-b", "guid-c", "guid-d"]);
+    assert_eq!(plan.create, 1);
+    assert_eq!(plan.capped_by, Some(PoolCap::Unready(1)));
+    assert!(plan.delete.is_empty());
+}
+
+#[test]
+fn a_pool_at_max_size_makes_room_by_deleting_stale_handles() {
+    let p = pool(json!({"minAvailable": 2, "maxSize": 2}));
+    let handles = [ready("guid-a"), ready("guid-b")];
+    let plan = plan_with_stale(&p, &handles, &["guid-a", "guid-b"]);
+    assert_eq!(plan.create, 0);
+    assert_eq!(plan.capped_by, Some(PoolCap::Size(2)));
+    assert_eq!(deleted_stale(&plan).len(), 2);
+}
+
+#[test]
+fn without_stale_handles_the_plan_is_unchanged() {
+    let p = pool(json!({"minAvailable": 3, "maxUnready": 2}));
+    let handles = [ready("guid-a"), handle("guid-b", Value::Null)];
+    let plan = plan_with_stale(&p, &handles, &[]);
+    assert_eq!(plan.stale, 0);
+    assert!(plan.delete.is_empty());
+    assert_eq!(plan.create, 1);
+}
+
+#[test]
+fn surplus_stale_handles_go_when_min_available_is_met_by_current_ones() {
+    let p = pool(json!({"minAvailable": 1}));
+    let handles = [ready("guid-a"), ready("guid-b"), ready("guid-c")];
+    // Two stale, one current ready: both stale are surplus.
+    let plan = plan_with_stale(&p, &handles, &["guid-a", "guid-b"]);
+    let mut gone = deleted_stale(&plan);
+    gone.sort_unstable();
+    assert_eq!(gone, vec!["guid-a", "guid-b"]);
+    assert_eq!(plan.create, 0);
 }

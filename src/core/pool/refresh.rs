@@ -1,0 +1,204 @@
+//! Rolling refresh of a pool's unbound handles (issue 14, part 3; not in Poolboy, which keeps
+//! old unbound handles until their unclaimed lifespan ends): each handle a pool makes carries
+//! the pool's *version*, a digest of what a new handle takes from the pool and of the
+//! providers it names. An unbound handle of another version is stale; the pool plan
+//! ([`super::plan::plan_pool`]) makes current replacements under its caps and deletes a stale
+//! handle once a current one is ready to take its place. Bound handles are never touched.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+use serde_json::{Map, Value, json};
+use sha2::{Digest, Sha256};
+
+use crate::api::pool::ResourcePoolStatus;
+use crate::api::refs::{ObjectRef, ProviderParameters};
+use crate::api::{OperatorDomain, ResourceHandle, ResourcePool};
+use crate::core::conditions::{Change, ConditionStatus, DesiredCondition, set_condition};
+use crate::core::provider::ProviderCatalog;
+
+/// The pool condition that says whether every unbound handle is of the pool's version.
+pub(crate) const HANDLES_UP_TO_DATE: &str = "HandlesUpToDate";
+
+/// Hex digits of the digest kept: enough that two versions of one pool never collide.
+const VERSION_LENGTH: usize = 16;
+
+/// What a handle takes from its pool and what makes its resources: the provider and its
+/// parameters, or the resource templates when there is no provider (a provider's handle
+/// writes its generated resources into `spec.resources`, so they are not compared), the vars,
+/// and the labels and annotations of its resources.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct HandleContent<'a> {
+    provider: Option<&'a ProviderParameters>,
+    resources: Option<Vec<ResourceContent<'a>>>,
+    vars: Option<&'a Map<String, Value>>,
+    resource_labels: Option<&'a BTreeMap<String, String>>,
+    resource_annotations: Option<&'a BTreeMap<String, String>>,
+}
+
+#[derive(Serialize)]
+struct ResourceContent<'a> {
+    name: Option<&'a str>,
+    provider: &'a ObjectRef,
+    template: Option<&'a Value>,
+}
+
+impl<'a> HandleContent<'a> {
+    fn of_pool(pool: &'a ResourcePool) -> Self {
+        let spec = &pool.spec;
+        let resources = spec.resources.as_ref().map(|resources| {
+            resources
+                .iter()
+                .map(|r| ResourceContent {
+                    name: r.name.as_deref(),
+                    provider: &r.provider,
+                    template: r.template.as_ref(),
+                })
+                .collect()
+        });
+        Self {
+            provider: spec.provider.as_ref(),
+            resources: resources.filter(|_| spec.provider.is_none()),
+            vars: spec.vars.as_ref(),
+            resource_labels: spec.resource_labels.as_ref(),
+            resource_annotations: spec.resource_annotations.as_ref(),
+        }
+    }
+
+    fn of_handle(handle: &'a ResourceHandle) -> Self {
+        let spec = &handle.spec;
+        let resources = spec.resources.as_ref().map(|resources| {
+            resources
+                .iter()
+                .map(|r| ResourceContent {
+                    name: r.name.as_deref(),
+                    provider: &r.provider,
+                    template: r.template.as_ref(),
+                })
+                .collect()
+        });
+        Self {
+            provider: spec.provider.as_ref(),
+            resources: resources.filter(|_| spec.provider.is_none()),
+            vars: spec.vars.as_ref(),
+            resource_labels: spec.resource_labels.as_ref(),
+            resource_annotations: spec.resource_annotations.as_ref(),
+        }
+    }
+
+    /// The names of the providers the content uses.
+    fn provider_names(&self) -> Vec<&'a str> {
+        let mut names: Vec<&str> = self.provider.iter().map(|p| p.name.as_str()).collect();
+        for resource in self.resources.iter().flatten() {
+            names.push(resource.provider.name.as_str());
+        }
+        names.sort_unstable();
+        names.dedup();
+        names
+    }
+
+    /// The digest of this content with the spec of each provider it names (`providers`, by
+    /// name; a missing one digests as null, so its arrival is a new version too).
+    fn version(&self, providers: &BTreeMap<String, Value>) -> String {
+        let specs: BTreeMap<&str, &Value> = self
+            .provider_names()
+            .into_iter()
+            .map(|name| (name, providers.get(name).unwrap_or(&Value::Null)))
+            .collect();
+        // serde_json's maps are ordered by key, so equal contents serialise alike.
+        let canonical = json!({"handle": self, "providers": specs}).to_string();
+        let digest = Sha256::digest(canonical.as_bytes());
+        let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+        hex[..VERSION_LENGTH].to_owned()
+    }
+}
+
+/// The version of the handles `pool` makes now, given the spec (as JSON) of each provider by
+/// name.
+pub(crate) fn pool_version(pool: &ResourcePool, providers: &BTreeMap<String, Value>) -> String {
+    HandleContent::of_pool(pool).version(providers)
+}
+
+/// The spec, as JSON, of each provider in `catalog` that the pool's handles use, by name: what
+/// [`pool_version`] and [`handle_version`] digest besides the handle's content.
+pub(crate) fn provider_specs(
+    catalog: &ProviderCatalog,
+    pool: &ResourcePool,
+) -> BTreeMap<String, Value> {
+    HandleContent::of_pool(pool)
+        .provider_names()
+        .into_iter()
+        .filter_map(|name| {
+            let spec = serde_json::to_value(catalog.get(name).ok()?.spec()).ok()?;
+            Some((name.to_owned(), spec))
+        })
+        .collect()
+}
+
+/// Stamps `handle`, about to be made by a pool, with the pool's `version`.
+pub(crate) fn stamp(handle: &mut ResourceHandle, version: &str, domain: &OperatorDomain) {
+    handle
+        .metadata
+        .annotations
+        .get_or_insert_default()
+        .insert(domain.resource_pool_version(), version.to_owned());
+}
+
+/// The version of `handle`: its annotation when the pool stamped one; otherwise (a handle
+/// made before this broker, by Poolboy) the version its own content would have with today's
+/// providers, so that it is stale exactly when the pool's spec moved away from it.
+pub(crate) fn handle_version(
+    handle: &ResourceHandle,
+    providers: &BTreeMap<String, Value>,
+    domain: &OperatorDomain,
+) -> String {
+    match handle
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(&domain.resource_pool_version()))
+    {
+        Some(version) => version.clone(),
+        None => HandleContent::of_handle(handle).version(providers),
+    }
+}
+
+/// Sets the pool's [`HANDLES_UP_TO_DATE`] condition: False while `stale` of its `unbound`
+/// handles are of an earlier version (the refresh in progress), True once none is.
+pub(crate) fn set_refresh_condition(
+    status: &mut ResourcePoolStatus,
+    version: &str,
+    stale: usize,
+    unbound: usize,
+    generation: Option<i64>,
+    now: chrono::DateTime<chrono::Utc>,
+) -> Change {
+    let desired = match stale {
+        0 => DesiredCondition {
+            type_: HANDLES_UP_TO_DATE,
+            status: ConditionStatus::True,
+            reason: "UpToDate",
+            message: format!("every unbound handle is of pool version {version}"),
+            observed_generation: generation,
+        },
+        _ => DesiredCondition {
+            type_: HANDLES_UP_TO_DATE,
+            status: ConditionStatus::False,
+            reason: "Refreshing",
+            message: format!(
+                "{stale} of {unbound} unbound handles are of an earlier version of the pool or \
+                 its providers: replacing them with handles of version {version}, each deleted \
+                 once a replacement is ready"
+            ),
+            observed_generation: generation,
+        },
+    };
+    let mut conditions = status.conditions.take().unwrap_or_default();
+    let change = set_condition(&mut conditions, desired, now);
+    status.conditions = Some(conditions);
+    change
+}
+
+#[cfg(test)]
+mod tests;
