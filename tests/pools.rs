@@ -821,3 +821,93 @@ async fn problem_or_condition(env: &TestEnv, pool: &str, type_: &str) -> Value {
         .cloned()
         .unwrap_or(Value::Null)
 }
+
+/// Makes ready every handle of `pool` (bound or not) that is at least `age` old and not ready
+/// yet: a resource that takes that long to get ready.
+async fn ready_when_old(env: &TestEnv, pool: &str, age: TimeDelta) {
+    for handle in env.handles_of_pool(pool).await {
+        let old = handle
+            .metadata
+            .creation_timestamp
+            .as_ref()
+            .is_some_and(|t| t.0.as_second() + age.num_seconds() <= Utc::now().timestamp());
+        let ready = handle.status.as_ref().and_then(|s| s.ready) == Some(true);
+        if old && !ready && handle.metadata.deletion_timestamp.is_none() {
+            make_ready(env, &handle.name_any()).await;
+        }
+    }
+}
+
+#[tokio::test]
+async fn autoscale_follows_the_binds_up_and_rotates_the_oldest_out_when_they_stop() {
+    let env = TestEnv::new().await;
+    create_provider_with_lifespan(&env).await;
+    let operator = TestOperator::start(env.kube_config(), &env.namespace);
+    let provisioning = TimeDelta::seconds(4);
+    create_pool(
+        &env,
+        "demand",
+        json!({"autoscale": {"min": 1, "max": 5, "window": "30s"},
+               "provider": {"name": "configmap"}}),
+    )
+    .await;
+    eventually("the pool at its min, 1", TIMEOUT, || async {
+        ready_when_old(&env, "demand", provisioning).await;
+        let status = pool_status(&env, "demand").await;
+        (status["autoscale"]["target"] == 1 && unbound_of(&env, "demand").await.len() == 1)
+            .then_some(())
+    })
+    .await;
+
+    // Six binds in a burst, each of a handle the pool made: 6 binds per 30 s, about 4 s to
+    // provision, so n ≈ 0.8 claims expected per provisioning, n + 2√n ≈ 2.6: 3.
+    for _ in 0..6 {
+        let handle = eventually("an unbound handle", TIMEOUT, || async {
+            unbound_of(&env, "demand").await.into_iter().next()
+        })
+        .await;
+        bind(&env, &handle.name_any()).await;
+    }
+    let target = eventually("the target raised by demand", TIMEOUT, || async {
+        ready_when_old(&env, "demand", provisioning).await;
+        let status = pool_status(&env, "demand").await;
+        let target = status["autoscale"]["target"].as_i64()?;
+        let unbound = unbound_of(&env, "demand").await.len();
+        (target >= 2 && unbound == usize::try_from(target).ok()?).then_some(target)
+    })
+    .await;
+    let reason = pool_status(&env, "demand").await["autoscale"]["reason"].clone();
+    assert!(
+        reason
+            .as_str()
+            .is_some_and(|r| r.starts_with("6 binds in the last 30s")),
+        "{reason}"
+    );
+
+    // No more binds: once they leave the window, the target falls back to 1 and the oldest
+    // unbound handles go, with nothing else to wake the pool.
+    let newest = unbound_of(&env, "demand")
+        .await
+        .into_iter()
+        .max_by_key(|h| (h.metadata.creation_timestamp.clone(), h.name_any()))
+        .map(|h| h.name_any())
+        .expect("unbound handles");
+    eventually(
+        "the pool back at its min",
+        Duration::from_secs(90),
+        || async {
+            ready_when_old(&env, "demand", provisioning).await;
+            let status = pool_status(&env, "demand").await;
+            let unbound = unbound_of(&env, "demand").await;
+            (status["autoscale"]["target"] == 1 && unbound.len() == 1).then_some(())
+        },
+    )
+    .await;
+    let kept = unbound_of(&env, "demand").await;
+    assert_eq!(
+        kept[0].name_any(),
+        newest,
+        "of {target} handles, the newest stays"
+    );
+    env.teardown([operator]).await;
+}

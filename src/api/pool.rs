@@ -70,6 +70,11 @@ pub struct ResourcePoolSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 0))]
     pub min_available: Option<i64>,
+    /// Demand-driven sizing (not in Poolboy 1.17): when set, the number of unbound handles to
+    /// keep follows the claims bound from the pool and the time a handle takes to get ready,
+    /// between `min` and `max`, and replaces `minAvailable`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub autoscale: Option<PoolAutoscale>,
     /// Copied to the handles this pool creates (Δ§2.5).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub preference_score: Option<f64>,
@@ -85,6 +90,24 @@ pub struct ResourcePoolSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "super::schema::free_object")]
     pub vars: Option<Map<String, Value>>,
+}
+
+/// `spec.autoscale`: the unbound handles to keep are `n + 2√n` for the `n` claims expected
+/// to bind while one handle is provisioned (the bind rate over `window` times the median time
+/// from a handle's creation to its readiness), rounded up, between `min` and `max`.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PoolAutoscale {
+    /// The fewest unbound handles kept; absent means `minAvailable`, or 0.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
+    pub min: Option<i64>,
+    /// The most unbound handles kept.
+    #[schemars(range(min = 0))]
+    pub max: i64,
+    /// How far back binds are counted, an interval such as `30m` or `2h`; `1h` when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub window: Option<String>,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
@@ -108,6 +131,17 @@ pub struct ResourcePoolStatus {
     pub resource_handles: Option<Vec<PoolHandleStatus>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub conditions: Option<Vec<Condition>>,
+    /// What `spec.autoscale` computed (not in Poolboy 1.17).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub autoscale: Option<PoolAutoscaleStatus>,
+}
+
+/// The number of unbound handles `spec.autoscale` keeps, and why.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PoolAutoscaleStatus {
+    pub target: i64,
+    pub reason: String,
 }
 
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]

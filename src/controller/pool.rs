@@ -43,6 +43,7 @@ use crate::api::{OperatorDomain, ResourceHandle, ResourcePool, ResourcePoolScali
 use crate::core::conditions::{Change, became_true};
 use crate::core::handle::new::handle_for_pool;
 use crate::core::lifespan::delay_until;
+use crate::core::pool::autoscale::{self, AutoscaleDecision, AutoscaleError, BindHistory};
 #[cfg(doc)]
 use crate::core::pool::plan::PENDING_HANDLE_TTL;
 use crate::core::pool::plan::{
@@ -143,6 +144,8 @@ struct PoolContext {
 #[derive(Default)]
 struct PoolMemory {
     pending: PendingHandles,
+    /// The binds of the pool's handles it saw, for `spec.autoscale`.
+    binds: BindHistory,
     /// When this process last wrote the pool's status.
     status_written: Option<Instant>,
 }
@@ -336,12 +339,15 @@ async fn pass(pool_object: &PoolObject, pctx: &PoolContext) -> Result<Option<Act
         }
         None => BTreeSet::new(),
     };
+    let autoscale = autoscale(pctx, &pool, &handles, now);
+    let decision = autoscale.as_ref().and_then(|a| a.as_ref().ok());
     let plan = plan_pool(&PoolInput {
         pool: &pool,
         unbound: &unbound,
         pending: &pending,
         scaling_demand: scaling.as_ref().map_or(0, remaining),
         stale: &stale,
+        autoscale: decision,
         bound: bound.count,
         bound_unready: bound.unready,
     });
@@ -377,10 +383,17 @@ async fn pass(pool_object: &PoolObject, pctx: &PoolContext) -> Result<Option<Act
         }
         _ => Vec::new(),
     };
-    let problem = template.as_ref().err().cloned();
+    let problem = match (&template, &autoscale) {
+        (Err(problem), _) => Some(problem.clone()),
+        (_, Some(Err(problem))) => Some(problem.to_string()),
+        _ => None,
+    };
 
     let current = pool.status.as_ref();
     let mut desired = plan.status(&new_names, current);
+    if let Some(decision) = decision {
+        desired.autoscale = Some(decision.status.clone());
+    }
     let validity = set_pool_validity(
         &mut desired,
         problem.as_deref(),
@@ -463,7 +476,8 @@ async fn pass(pool_object: &PoolObject, pctx: &PoolContext) -> Result<Option<Act
     ctx.metrics.set_pool(
         &labels,
         PoolCounts {
-            min_available: pool.spec.min_available.unwrap_or(0),
+            min_available: decision
+                .map_or(pool.spec.min_available.unwrap_or(0), |d| d.status.target),
             available: plan.count.available,
             ready: plan.count.ready,
             taken: i64::try_from(taken).unwrap_or(i64::MAX),
@@ -489,9 +503,17 @@ async fn pass(pool_object: &PoolObject, pctx: &PoolContext) -> Result<Option<Act
         // Bad input: wait for the pool or its provider to change (the provider watch wakes it).
         return Ok(Some(Action::await_change()));
     }
-    let next = pctx.with_pending(&pool, |memory| memory.next_expiry());
-    // A reservation whose handle never shows up stops counting then; look again. Counts that
-    // waited are written then too.
+    let next = pctx.with_memory(&pool, |memory| {
+        let demand = pool
+            .spec
+            .autoscale
+            .as_ref()
+            .and_then(|a| autoscale::window(a).ok())
+            .and_then(|window| memory.binds.next_change(window, now));
+        memory.pending.next_expiry().into_iter().chain(demand).min()
+    });
+    // A reservation whose handle never shows up stops counting then, and binds leave the
+    // autoscale window: look again. Counts that waited are written then too.
     let next = next
         .map(|expiry| delay_until(expiry, ctx.now()))
         .into_iter()
@@ -501,6 +523,43 @@ async fn pass(pool_object: &PoolObject, pctx: &PoolContext) -> Result<Option<Act
         Some(delay) => Action::requeue(delay),
         None => Action::await_change(),
     }))
+}
+
+/// What `spec.autoscale` decides for this pass (issue 14), after recording the binds the
+/// pool's `handles` show; `None` without `spec.autoscale`.
+fn autoscale(
+    pctx: &PoolContext,
+    pool: &ResourcePool,
+    handles: &[(Arc<HandleObject>, ResourceHandle)],
+    now: chrono::DateTime<chrono::Utc>,
+) -> Option<Result<AutoscaleDecision, AutoscaleError>> {
+    let spec = pool.spec.autoscale.as_ref()?;
+    let window = match autoscale::window(spec) {
+        Ok(window) => window,
+        Err(error) => return Some(Err(error)),
+    };
+    let domain = pctx.ctx.domain();
+    let unbound = handles
+        .iter()
+        .filter(|(_, h)| is_unbound_handle_of_pool(h, pool, domain))
+        .map(|(_, h)| h.metadata.name.as_deref().unwrap_or_default());
+    let bound = handles
+        .iter()
+        .filter(|(_, h)| h.spec.resource_claim.is_some())
+        .map(|(_, h)| h.metadata.name.as_deref().unwrap_or_default());
+    let provisioning = autoscale::provisioning_time(handles.iter().map(|(_, h)| h));
+    let previous = pool.status.as_ref().and_then(|s| s.autoscale.as_ref());
+    pctx.with_memory(pool, |memory| {
+        memory.binds.observe(unbound, bound, window, now);
+        Some(autoscale::decide(
+            spec,
+            pool.spec.min_available,
+            &memory.binds,
+            provisioning,
+            previous.map(|p| p.target),
+            now,
+        ))
+    })
 }
 
 /// The handle a pool creates, without its name, and the pool version it is stamped with.

@@ -16,6 +16,7 @@ use crate::api::{OperatorDomain, ResourceHandle, ResourcePool};
 use crate::core::binding::matching::{handle_is_healthy, is_released};
 use crate::core::conditions::{Change, set_configuration_validity};
 use crate::core::naming::random_handle_name;
+use crate::core::pool::autoscale::AutoscaleDecision;
 
 /// How long a handle name is expected before the store shows it. Past that, the reservation is
 /// taken for a create that failed or a process that died, and stops counting (a live store
@@ -111,6 +112,9 @@ pub(crate) struct PoolInput<'a> {
     pub scaling_demand: u64,
     /// The unbound handles of an earlier version of the pool ([`super::refresh`]).
     pub stale: &'a BTreeSet<String>,
+    /// What `spec.autoscale` decided, when the pool has one: its target replaces
+    /// `minAvailable`, and when it may shrink the pool, the oldest surplus handles go.
+    pub autoscale: Option<&'a AutoscaleDecision>,
     /// The pool's bound handles not being deleted: they count toward `maxSize`.
     pub bound: usize,
     /// Of those, the ones not ready yet: they count toward `maxConcurrent`.
@@ -143,6 +147,8 @@ pub(crate) enum Removal {
     Unhealthy,
     /// Of an earlier version of the pool, and a current handle takes its place.
     Stale,
+    /// Beyond the target of `spec.autoscale`, which demand lowered.
+    Surplus,
 }
 
 impl Removal {
@@ -151,6 +157,7 @@ impl Removal {
         match self {
             Removal::Unhealthy => "unhealthy",
             Removal::Stale => "stale",
+            Removal::Surplus => "surplus",
         }
     }
 }
@@ -190,6 +197,7 @@ impl PoolPlan {
             resource_handle_count: Some(self.count),
             resource_handles: Some(entries),
             conditions: current.and_then(|s| s.conditions.clone()),
+            autoscale: current.and_then(|s| s.autoscale.clone()),
         }
     }
 }
@@ -268,7 +276,9 @@ pub(crate) fn plan_pool(input: &PoolInput<'_>) -> PoolPlan {
     entries.extend(pending.iter().map(|name| fresh_entry(name)));
     let mut available = i64::try_from(entries.len()).unwrap_or(i64::MAX);
     let unready = available - ready;
-    let min_available = spec.min_available.unwrap_or(0);
+    let min_available = input
+        .autoscale
+        .map_or(spec.min_available.unwrap_or(0), |d| d.status.target);
     let stale_ready_count = i64::try_from(stale_ready.len()).unwrap_or(i64::MAX);
     let current_ready = ready - stale_ready_count;
 
@@ -310,12 +320,7 @@ pub(crate) fn plan_pool(input: &PoolInput<'_>) -> PoolPlan {
         _ => 0,
     };
     let retire = usize::try_from(surplus.max(room_needed).min(stale_ready_count)).unwrap_or(0);
-    stale_ready.sort_by(|a, b| {
-        let created = |h: &ResourceHandle| h.metadata.creation_timestamp.clone();
-        created(a)
-            .cmp(&created(b))
-            .then_with(|| a.name_any().cmp(&b.name_any()))
-    });
+    stale_ready.sort_by(|a, b| oldest_first(a, b));
     for handle in &stale_ready[..retire] {
         let name = handle.name_any();
         entries.retain(|e| e.name != name);
@@ -324,6 +329,27 @@ pub(crate) fn plan_pool(input: &PoolInput<'_>) -> PoolPlan {
     let retired = i64::try_from(retire).unwrap_or(0);
     available -= retired;
     ready -= retired;
+
+    // Demand fell below what the pool holds: the oldest current handles go (issue 14).
+    if input.autoscale.is_some_and(|d| d.shrink) && available > min_available {
+        let mut current: Vec<&ResourceHandle> = input
+            .unbound
+            .iter()
+            .filter(|h| entries.iter().any(|e| e.name == h.name_any()))
+            .filter(|h| !input.stale.contains(&h.name_any()))
+            .collect();
+        current.sort_by(|a, b| oldest_first(a, b));
+        let surplus = usize::try_from(available - min_available).unwrap_or(0);
+        for handle in current.into_iter().take(surplus) {
+            let name = handle.name_any();
+            entries.retain(|e| e.name != name);
+            available -= 1;
+            if handle.status.as_ref().and_then(|s| s.ready) == Some(true) {
+                ready -= 1;
+            }
+            delete.push((name, Removal::Surplus));
+        }
+    }
     PoolPlan {
         delete,
         stale,
@@ -332,6 +358,18 @@ pub(crate) fn plan_pool(input: &PoolInput<'_>) -> PoolPlan {
         count: ResourceHandleCount { available, ready },
         entries,
     }
+}
+
+/// Handles in order of creation, oldest first (one the API server has not dated yet last); by
+/// name among equals.
+fn oldest_first(a: &ResourceHandle, b: &ResourceHandle) -> std::cmp::Ordering {
+    let created = |h: &ResourceHandle| {
+        let created = h.metadata.creation_timestamp.clone();
+        (created.is_none(), created)
+    };
+    created(a)
+        .cmp(&created(b))
+        .then_with(|| a.name_any().cmp(&b.name_any()))
 }
 
 /// The status entry of a handle the store does not show yet: what a handle without status

@@ -49,6 +49,7 @@ fn plan(pool: &ResourcePool, unbound: &[ResourceHandle], pending: &[&str]) -> Po
         pending: &pending,
         scaling_demand: 0,
         stale: &BTreeSet::new(),
+        autoscale: None,
         bound: 0,
         bound_unready: 0,
     })
@@ -300,6 +301,7 @@ fn scaling_demand_is_created_under_max_unready() {
             pending: &[],
             scaling_demand: demand,
             stale: &BTreeSet::new(),
+            autoscale: None,
             bound: 0,
             bound_unready: 0,
         })
@@ -476,7 +478,8 @@ proptest! {
             (0..ready_count).map(|i| ready(&format!("guid-r{i}"))).collect();
         handles.extend((0..unready_count).map(|i| handle(&format!("guid-u{i}"), Value::Null)));
         let pending: Vec<String> = (0..pending_count).map(|i| format!("guid-p{i}")).collect();
-        let plan = plan_pool(&PoolInput { pool: &p, unbound: &handles, pending: &pending, scaling_demand: 0, stale: &BTreeSet::new(), bound: 0, bound_unready: 0 });
+        let plan = plan_pool(&PoolInput { pool: &p, unbound: &handles, pending: &pending, scaling_demand: 0, stale: &BTreeSet::new(),
+        autoscale: None, bound: 0, bound_unready: 0 });
         let available = (ready_count + unready_count + pending_count) as i64;
         let unready = (unready_count + pending_count) as i64;
         let create = plan.create as i64;
@@ -556,6 +559,7 @@ fn max_size_counts_bound_handles_and_max_concurrent_those_being_provisioned() {
             pending: &[],
             scaling_demand: 0,
             stale: &BTreeSet::new(),
+            autoscale: None,
             bound,
             bound_unready,
         });
@@ -633,6 +637,7 @@ fn plan_with_stale(pool: &ResourcePool, unbound: &[ResourceHandle], stale: &[&st
         pending: &[],
         scaling_demand: 0,
         stale: &stale,
+        autoscale: None,
         bound: 0,
         bound_unready: 0,
     })
@@ -734,4 +739,52 @@ fn surplus_stale_handles_go_when_min_available_is_met_by_current_ones() {
     gone.sort_unstable();
     assert_eq!(gone, vec!["guid-a", "guid-b"]);
     assert_eq!(plan.create, 0);
+}
+
+#[test]
+fn autoscale_replaces_min_available_and_shrinks_oldest_first_once_it_may() {
+    use crate::api::pool::PoolAutoscaleStatus;
+    let p = pool(json!({"minAvailable": 1}));
+    let decision = |target: i64, shrink: bool| AutoscaleDecision {
+        status: PoolAutoscaleStatus {
+            target,
+            reason: String::new(),
+        },
+        shrink,
+    };
+    let planned = |handles: &[ResourceHandle], d: &AutoscaleDecision| {
+        plan_pool(&PoolInput {
+            pool: &p,
+            unbound: handles,
+            pending: &[],
+            scaling_demand: 0,
+            stale: &BTreeSet::new(),
+            autoscale: Some(d),
+            bound: 0,
+            bound_unready: 0,
+        })
+    };
+    let grow = planned(&[ready("guid-a")], &decision(4, false));
+    assert_eq!(grow.create, 3);
+    assert!(grow.delete.is_empty());
+
+    let mut old = ready("guid-z");
+    old.metadata.creation_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+        k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
+    ));
+    let handles = [ready("guid-a"), old, ready("guid-b")];
+    assert!(
+        planned(&handles, &decision(1, false)).delete.is_empty(),
+        "not yet"
+    );
+    let shrink = planned(&handles, &decision(2, true));
+    assert_eq!(shrink.delete, vec![("guid-z".to_owned(), Removal::Surplus)]);
+    assert_eq!(
+        shrink.count,
+        ResourceHandleCount {
+            available: 2,
+            ready: 2
+        }
+    );
+    assert_eq!(shrink.create, 0);
 }
