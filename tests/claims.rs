@@ -577,6 +577,26 @@ async fn disable_creation_waits_without_error_until_a_handle_appears() {
         .await
         .expect("handles");
     assert!(handles.items.is_empty(), "no handle is created");
+    // Issue 14: the waiting claim says why nothing fits, in its Bound condition and an Event.
+    let claim = apis.claims.get("by-claim").await.expect("claim");
+    let bound = condition(&claim, "Bound").expect("Bound").message.clone();
+    assert!(
+        bound.ends_with("; no unbound ResourceHandle exists"),
+        "{bound}"
+    );
+    env.event("by-claim", "Normal", "WaitingForHandle", TIMEOUT)
+        .await;
+    // A handle with a second resource fits neither claim.
+    let mut other = unbound_handle("guid-other", &ns, "plain", template.clone(), None);
+    if let Some(resources) = other.spec.resources.as_mut() {
+        resources.push(resources[0].clone());
+    }
+    apis.create_handle(&other).await;
+    apis.claim_when("by-claim", "saying why guid-other does not fit", |c| {
+        condition(c, "Bound")
+            .is_some_and(|b| b.reason == "WaitingForHandle" && b.message.contains("guid-other: "))
+    })
+    .await;
 
     apis.create_handle(&unbound_handle(
         "guid-plain",

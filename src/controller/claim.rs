@@ -801,6 +801,14 @@ async fn waiting(
     resolved: &ResolvedClaim,
     unbound: Unbound,
 ) -> Result<Pass, ClaimError> {
+    // Issue 14: a claim that starts waiting, or waits for other reasons, hears why.
+    let (reason, message) = unbound.waiting();
+    let said = claim
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_deref())
+        .and_then(|c| conditions::find(c, conditions::BOUND))
+        .is_some_and(|c| c.message == message);
     let input = StatusInput {
         validity: Validity::Valid,
         provider: resolved.status_provider.as_ref(),
@@ -810,10 +818,23 @@ async fn waiting(
         domain: ctx.domain(),
         now: ctx.now(),
     };
+    let event_on = claim.clone();
     match writes::status(ctx, claim, &input).await? {
         // Woken by the handle watch when an unbound handle appears or changes; the watch
         // writes the claim index's store before it wakes, so the claim sees that handle.
-        Written::Done(_) => Ok(Pass::Done(Action::await_change())),
+        Written::Done(_) => {
+            if !said {
+                ctx.event(
+                    &event_on,
+                    &ctx.kinds.claim,
+                    EventKind::Normal,
+                    reason,
+                    message,
+                )
+                .await;
+            }
+            Ok(Pass::Done(Action::await_change()))
+        }
         Written::Conflict => Ok(Pass::Conflict),
         Written::Gone => Ok(Pass::Done(Action::await_change())),
     }

@@ -93,13 +93,13 @@ pub(crate) async fn bind_or_create(
     if let Some(pending) = bind(ctx, claim, resolved, &snapshot, now).await? {
         return Ok(Outcome::Bound(Box::new(pending)));
     }
+    let why = why_no_handle_fits(ctx, claim, resolved, &snapshot, now);
     if !resolved.creation_allowed() {
-        return Ok(Outcome::Waiting(Unbound::WaitingForHandle));
+        return Ok(Outcome::Waiting(Unbound::WaitingForHandle { why }));
     }
-    if let Some(waiting) = capped_pool(ctx, claim) {
+    if let Some(waiting) = capped_pool(ctx, claim, why.clone()) {
         return Ok(Outcome::Waiting(waiting));
     }
-    let why = why_no_handle_fits(ctx, claim, resolved, &snapshot, now);
     let outcome = create(ctx, claim, resolved, now).await?;
     // Issue 14: "why didn't my claim match?", once, when its own handle is made.
     let note = format!("{why}: a ResourceHandle is created for the claim");
@@ -137,7 +137,7 @@ fn why_no_handle_fits(
 
 /// The pool the claim names, when a `maxSize` caps it (issue 14): such a pool is the only
 /// source of handles for the claims that name it, or they would get around the cap.
-fn capped_pool(ctx: &ClaimContext, claim: &ClaimObject) -> Option<Unbound> {
+fn capped_pool(ctx: &ClaimContext, claim: &ClaimObject, why: String) -> Option<Unbound> {
     let pool = requested_pool(&claim.metadata, ctx.domain())?;
     let pool_ref =
         ObjectRef::new_with(pool, ctx.kinds.pool.clone()).within(&ctx.config.operator_namespace);
@@ -145,6 +145,7 @@ fn capped_pool(ctx: &ClaimContext, claim: &ClaimObject) -> Option<Unbound> {
     Some(Unbound::WaitingForPool {
         pool: pool.to_owned(),
         max_size,
+        why,
     })
 }
 

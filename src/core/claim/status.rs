@@ -38,31 +38,55 @@ pub(crate) enum Unbound {
     /// It is invalid: nothing is bound until it is corrected.
     Invalid,
     /// No unbound handle fits and creation is disabled: it waits for one (Δ§2.3, B18).
-    WaitingForHandle,
+    /// `why`: why none fits, per handle (issue 14).
+    WaitingForHandle { why: String },
     /// It names a pool capped by `maxSize` (issue 14) none of whose handles is free: it waits
     /// for one rather than get a handle of its own.
-    WaitingForPool { pool: String, max_size: i64 },
+    WaitingForPool {
+        pool: String,
+        max_size: i64,
+        why: String,
+    },
 }
+
+/// The most characters of "why no handle fits" a condition message carries: a claim's status
+/// stays small however many handles there are.
+const WHY_LENGTH: usize = 1000;
 
 impl Unbound {
     /// The reason and message of the claim's `Bound` and `Ready` conditions while it waits.
-    fn waiting(&self) -> (&'static str, String) {
+    pub(crate) fn waiting(&self) -> (&'static str, String) {
         match self {
             Unbound::Invalid => ("Invalid", "not bound: the claim is invalid".to_owned()),
-            Unbound::WaitingForHandle => (
+            Unbound::WaitingForHandle { why } => (
                 "WaitingForHandle",
-                "no unbound ResourceHandle matches the claim and handle creation is disabled \
-                 (disableCreation): waiting for a matching handle"
-                    .to_owned(),
+                format!(
+                    "no unbound ResourceHandle matches the claim and handle creation is disabled \
+                     (disableCreation): waiting for a matching handle; {}",
+                    bounded(why)
+                ),
             ),
-            Unbound::WaitingForPool { pool, max_size } => (
+            Unbound::WaitingForPool {
+                pool,
+                max_size,
+                why,
+            } => (
                 "WaitingForPool",
                 format!(
                     "no handle of ResourcePool {pool} is free, and the pool is capped at \
-                     {max_size} handles (maxSize): waiting for one"
+                     {max_size} handles (maxSize): waiting for one; {}",
+                    bounded(why)
                 ),
             ),
         }
+    }
+}
+
+/// `why`, cut at [`WHY_LENGTH`] characters.
+fn bounded(why: &str) -> String {
+    match why.char_indices().nth(WHY_LENGTH) {
+        Some((end, _)) => format!("{}…", &why[..end]),
+        None => why.to_owned(),
     }
 }
 

@@ -197,7 +197,12 @@ fn an_unbound_claim_gets_planned_entries_and_a_waiting_condition() {
         provider: serde_json::from_value(json!(provider_ref("configmap"))).expect("ref"),
         validation_error: None,
     }];
-    let mut input = input(Binding::Unbound(Unbound::WaitingForHandle), &domain);
+    let mut input = input(
+        Binding::Unbound(Unbound::WaitingForHandle {
+            why: "no unbound ResourceHandle exists".to_owned(),
+        }),
+        &domain,
+    );
     input.resources = Some(&planned);
     let desired = desired_claim_status(None, &input);
     assert_eq!(desired.resource_handle, None);
@@ -405,7 +410,12 @@ fn the_ready_condition_follows_the_handle_and_says_why_not() {
     assert_eq!(bound_to(&handle(json!({}))).1, "ReadinessUnknown");
     let unbound = desired_claim_status(
         None,
-        &input(Binding::Unbound(Unbound::WaitingForHandle), &domain),
+        &input(
+            Binding::Unbound(Unbound::WaitingForHandle {
+                why: "no unbound ResourceHandle exists".to_owned(),
+            }),
+            &domain,
+        ),
     );
     assert_eq!(ready_of(&unbound).1, "WaitingForHandle");
     let mut invalid = input(Binding::Unbound(Unbound::Invalid), &domain);
@@ -419,4 +429,25 @@ fn the_ready_condition_follows_the_handle_and_says_why_not() {
             "spec.resources[0]: bad".to_owned()
         )
     );
+}
+
+#[test]
+fn a_waiting_claim_says_why_no_handle_fits_in_bounded_words() {
+    let domain = OperatorDomain::default();
+    let why = format!("guid-a (pool p): {}", "x".repeat(5000));
+    let desired = desired_claim_status(
+        None,
+        &input(Binding::Unbound(Unbound::WaitingForHandle { why }), &domain),
+    );
+    let conditions = desired.conditions.as_ref().expect("conditions");
+    let bound = conditions.iter().find(|c| c.type_ == BOUND).expect("Bound");
+    assert!(
+        bound
+            .message
+            .contains("waiting for a matching handle; guid-a (pool p): xxx"),
+        "{}",
+        bound.message
+    );
+    assert!(bound.message.len() < 1400, "{}", bound.message.len());
+    assert!(bound.message.ends_with('…'));
 }
