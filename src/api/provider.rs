@@ -46,6 +46,11 @@ pub struct ResourceProviderSpec {
     /// Claims never create handles through this provider; they only bind existing ones.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub disable_creation: Option<bool>,
+    /// The most claims of one namespace that may hold a handle through this provider at once
+    /// (not in Poolboy 1.17); a claim beyond it waits, saying so, until one of them goes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
+    pub max_claims_per_namespace: Option<i64>,
     /// Jinja2 boolean expression over the live resource.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub health_check: Option<String>,

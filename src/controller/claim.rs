@@ -12,6 +12,8 @@
 
 mod binding;
 mod index;
+mod limits;
+mod line;
 mod writes;
 
 use std::ops::Deref;
@@ -239,6 +241,8 @@ fn is_ignored(claim: &ClaimObject, ctx: &ClaimContext) -> bool {
 async fn finalize(ctx: &ClaimContext, claim: &ClaimObject) -> Result<Action, ClaimError> {
     let (namespace, name) = writes::key(claim);
     ctx.index.stop_waiting(namespace, name);
+    // A claim held back by a provider's limit may take this one's place.
+    limits::wake_waiting(ctx, namespace);
     let handle = claim
         .status
         .as_ref()
@@ -803,6 +807,7 @@ async fn waiting(
 ) -> Result<Pass, ClaimError> {
     // Issue 14: a claim that starts waiting, or waits for other reasons, hears why.
     let (reason, message) = unbound.waiting();
+    let in_line = matches!(unbound, Unbound::InLine { .. });
     let said = claim
         .status
         .as_ref()
@@ -833,7 +838,11 @@ async fn waiting(
                 )
                 .await;
             }
-            Ok(Pass::Done(Action::await_change()))
+            // In line: the claims ahead take the free handles, or this one tries after all.
+            Ok(Pass::Done(match in_line {
+                true => Action::requeue(line::PATIENCE),
+                false => Action::await_change(),
+            }))
         }
         Written::Conflict => Ok(Pass::Conflict),
         Written::Gone => Ok(Pass::Done(Action::await_change())),

@@ -90,8 +90,13 @@ pub(crate) async fn bind_or_create(
             rewrite_requested_end: None,
         })));
     }
-    if let Some(pending) = bind(ctx, claim, resolved, &snapshot, now).await? {
-        return Ok(Outcome::Bound(Box::new(pending)));
+    if let Some(waiting) = super::limits::admit(ctx, claim, resolved) {
+        return Ok(Outcome::Waiting(waiting));
+    }
+    match bind(ctx, claim, resolved, &snapshot, now).await? {
+        Bind::Bound(pending) => return Ok(Outcome::Bound(pending)),
+        Bind::InLine(waiting) => return Ok(Outcome::Waiting(waiting)),
+        Bind::Nothing => {}
     }
     let why = why_no_handle_fits(ctx, claim, resolved, &snapshot, now);
     if !resolved.creation_allowed() {
@@ -212,6 +217,15 @@ pub(crate) async fn release_strays(
     Ok(())
 }
 
+/// What [`bind`] did.
+enum Bind {
+    Bound(Box<Pending>),
+    /// Handles fit, but other claims are ahead in the fair line of the capped pool.
+    InLine(Unbound),
+    /// No handle fits, or every one that did was taken.
+    Nothing,
+}
+
 /// Tries the matching unbound handles, best first, each with one JSON patch whose first op
 /// tests that `spec.resourceClaim` is still absent (B01): of two binders, in this process or
 /// another, exactly one wins; the other gets 422 and tries its next candidate. 404: gone, next.
@@ -222,7 +236,7 @@ async fn bind(
     resolved: &ResolvedClaim,
     snapshot: &[Arc<HandleObject>],
     now: DateTime<Utc>,
-) -> Result<Option<Pending>, ClaimError> {
+) -> Result<Bind, ClaimError> {
     let index = &ctx.index;
     let operator_namespace = ctx.config.operator_namespace.as_str();
     let handles: Vec<Arc<ResourceHandle>> = snapshot
@@ -237,11 +251,16 @@ async fn bind(
         .map(|h| index.view_of(h))
         .collect();
     if handles.is_empty() {
-        return Ok(None);
+        return Ok(Bind::Nothing);
     }
     let pool_name = requested_pool(&claim.metadata, ctx.domain());
     let candidates =
         resolved.bind_candidates(pool_name, handles.iter().map(|h| h.as_ref()), now)?;
+    if let Some(pool) = pool_name
+        && let Some(waiting) = super::line::turn(ctx, claim, pool, candidates.len())
+    {
+        return Ok(Bind::InLine(waiting));
+    }
     let api = handles_api(ctx, operator_namespace);
     for candidate in candidates {
         let mut handle = candidate.handle.clone();
@@ -274,10 +293,10 @@ async fn bind(
                 Written::Done(bound) => {
                     index.taken(&name, handle.metadata.resource_version.as_deref());
                     tracing::info!(claim = %claim_key(claim), handle = %name, "bound claim to handle");
-                    return Ok(Some(Pending {
+                    return Ok(Bind::Bound(Box::new(Pending {
                         handle: bound,
                         rewrite_requested_end: plan.rewrite_requested_end,
-                    }));
+                    })));
                 }
                 Written::Gone => break,
                 // Taken, or the stored copy was stale: look again.
@@ -291,10 +310,10 @@ async fn bind(
                     };
                     if bound_to(&fresh, claim) && fresh.metadata.deletion_timestamp.is_none() {
                         // Another process bound it to this very claim: take it as ours.
-                        return Ok(Some(Pending {
+                        return Ok(Bind::Bound(Box::new(Pending {
                             handle: fresh,
                             rewrite_requested_end: None,
-                        }));
+                        })));
                     }
                     if fresh.spec.resource_claim.is_some()
                         || fresh.metadata.deletion_timestamp.is_some()
@@ -307,7 +326,7 @@ async fn bind(
             }
         }
     }
-    Ok(None)
+    Ok(Bind::Nothing)
 }
 
 /// The bind patch for `handle`; `None` (with a warning) when the handle's lifespan cannot be

@@ -23,6 +23,10 @@ use super::super::kinds::{HandleObject, Kinds};
 use super::super::listed::{ListedStore, reflected_watch};
 use crate::api::ResourceHandle;
 
+/// How long a claim let through a provider's limit counts before the claim store shows it
+/// holding a handle: longer than any bind or create takes to show.
+const ADMITTED_FOR: std::time::Duration = std::time::Duration::from_secs(60);
+
 /// Converted handles remembered at most ([`ClaimIndex::view_of`]).
 const VIEWS_AT_MOST: usize = 50_000;
 
@@ -42,6 +46,11 @@ struct Inner {
     taken: HashMap<String, String>,
     /// Handles one reconcile of this process is binding right now.
     reserved: HashSet<String>,
+    /// The claims let through a provider's `maxClaimsPerNamespace` (issue 14), by (namespace,
+    /// provider), with when: they count until the claim store shows them holding a handle.
+    admitted: HashMap<(String, String), HashMap<String, std::time::Instant>>,
+    /// When each claim first let claims ahead of it in a pool's line go first (issue 14).
+    deferred: HashMap<(String, String), std::time::Instant>,
     /// The handles bound to each claim, by `spec.resourceClaim`.
     bound: BoundHandles,
     /// Each unbound handle as `core` sees it, by uid, with the resourceVersion it was made
@@ -192,9 +201,54 @@ impl ClaimIndex {
 
     /// The claim no longer waits (bound, invalid or gone).
     pub(crate) fn stop_waiting(&self, namespace: &str, name: &str) {
+        let key = (namespace.to_owned(), name.to_owned());
+        let mut inner = self.lock();
+        inner.waiting.remove(&key);
+        inner.deferred.remove(&key);
+    }
+
+    /// Lets claim `name` of `namespace` hold a handle through `provider` if fewer than `limit`
+    /// others do: those in `active` (per the claim store) and those let through in the last
+    /// [`ADMITTED_FOR`] that the store does not show holding a handle yet, unless they are
+    /// gone from `alive` (the namespace's claims in the store, not being deleted). `false`: it
+    /// must wait.
+    pub(crate) fn admit(
+        &self,
+        namespace: &str,
+        provider: &str,
+        name: &str,
+        limit: usize,
+        active: &BTreeSet<String>,
+        alive: &BTreeSet<String>,
+    ) -> bool {
+        let mut inner = self.lock();
+        let admitted = inner
+            .admitted
+            .entry((namespace.to_owned(), provider.to_owned()))
+            .or_default();
+        admitted.retain(|claim, since| {
+            !active.contains(claim) && alive.contains(claim) && since.elapsed() < ADMITTED_FOR
+        });
+        let others = active.iter().filter(|c| *c != name).count()
+            + admitted.keys().filter(|c| *c != name).count();
+        if others >= limit && !active.contains(name) {
+            return false;
+        }
+        admitted
+            .entry(name.to_owned())
+            .or_insert_with(std::time::Instant::now);
+        true
+    }
+
+    /// Records that the claim lets claims ahead of it in line go first; how long it has been
+    /// doing so.
+    pub(crate) fn defer(&self, namespace: &str, name: &str) -> std::time::Duration {
+        let key = (namespace.to_owned(), name.to_owned());
         self.lock()
-            .waiting
-            .remove(&(namespace.to_owned(), name.to_owned()));
+            .deferred
+            .entry(key)
+            .or_insert_with(std::time::Instant::now)
+            .elapsed()
     }
 
     /// Every waiting claim, as (namespace, name).
@@ -299,6 +353,33 @@ mod tests {
         fn apply_handle_event(&self, event: &Event<HandleObject>) {
             self.lock().bound.apply(event);
         }
+    }
+
+    #[test]
+    fn a_limit_lets_through_only_as_many_as_it_allows_before_the_store_shows_them() {
+        let index = index();
+        let none = BTreeSet::new();
+        let all = BTreeSet::from(["a", "b", "c"].map(str::to_owned));
+        assert!(index.admit("user", "lab", "a", 2, &none, &all));
+        assert!(index.admit("user", "lab", "b", 2, &none, &all));
+        assert!(
+            !index.admit("user", "lab", "c", 2, &none, &all),
+            "a and b are let through"
+        );
+        assert!(
+            index.admit("user", "lab", "a", 2, &none, &all),
+            "a again is still a"
+        );
+        assert!(
+            index.admit("other", "lab", "c", 2, &none, &all),
+            "per namespace"
+        );
+        // The store shows a holding a handle: b still counts until it shows too.
+        let active = BTreeSet::from(["a".to_owned()]);
+        assert!(!index.admit("user", "lab", "c", 2, &active, &all));
+        // b is deleted: c takes its place.
+        let left = BTreeSet::from(["a", "c"].map(str::to_owned));
+        assert!(index.admit("user", "lab", "c", 2, &active, &left));
     }
 
     #[test]

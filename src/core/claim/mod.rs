@@ -2,6 +2,7 @@
 //! (approval, autoDelete, autoDetach), its status, and what of it reaches its handle.
 
 pub(crate) mod gates;
+pub(crate) mod limits;
 pub(crate) mod parameters;
 pub(crate) mod plan;
 pub(crate) mod resolve;

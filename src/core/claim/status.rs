@@ -47,6 +47,20 @@ pub(crate) enum Unbound {
         max_size: i64,
         why: String,
     },
+    /// Its namespace holds `limit` claims with a handle of `provider` already, the provider's
+    /// `maxClaimsPerNamespace` (issue 14): it waits for one of them to go.
+    OverLimit {
+        provider: String,
+        limit: i64,
+        namespace: String,
+    },
+    /// A handle of the capped pool it names is free, but claims ahead of it in the pool's fair
+    /// line (issue 14) go first: `ahead` of the `of` claims waiting.
+    InLine {
+        pool: String,
+        ahead: usize,
+        of: usize,
+    },
 }
 
 /// The most characters of "why no handle fits" a condition message carries: a claim's status
@@ -76,6 +90,25 @@ impl Unbound {
                     "no handle of ResourcePool {pool} is free, and the pool is capped at \
                      {max_size} handles (maxSize): waiting for one; {}",
                     bounded(why)
+                ),
+            ),
+            Unbound::OverLimit {
+                provider,
+                limit,
+                namespace,
+            } => (
+                "WaitingForLimit",
+                format!(
+                    "namespace {namespace} has {limit} active claims of ResourceProvider \
+                     {provider}, its limit (maxClaimsPerNamespace): waiting for one of them to go"
+                ),
+            ),
+            Unbound::InLine { pool, ahead, of } => (
+                "WaitingInLine",
+                format!(
+                    "ResourcePool {pool} is short: {ahead} of the {of} claims waiting for it are \
+                     ahead of this one (first come, first served within a namespace, \
+                     round-robin across namespaces)"
                 ),
             ),
         }

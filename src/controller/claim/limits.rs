@@ -1,0 +1,85 @@
+//! A provider's `maxClaimsPerNamespace` (issue 14, part 6), checked before a claim binds or
+//! gets a handle of its own. The claims counted are those the claim store shows holding a
+//! handle through the provider, plus those this process let through a moment ago whose
+//! handle the store does not show yet ([`ClaimIndex::admit`](super::index::ClaimIndex::admit)):
+//! two claims of one namespace reconciled at once cannot both take the last place.
+
+use std::collections::BTreeSet;
+
+use kube::runtime::reflector::ObjectRef;
+
+use super::ClaimContext;
+use crate::controller::kinds::{ClaimObject, Kinds};
+use crate::core::claim::limits::is_active_claim_of;
+use crate::core::claim::plan::ResolvedClaim;
+use crate::core::claim::status::Unbound;
+
+/// `None` when the claim may hold a handle through each of its providers; otherwise the limit
+/// it waits for.
+pub(crate) fn admit(
+    ctx: &ClaimContext,
+    claim: &ClaimObject,
+    resolved: &ResolvedClaim,
+) -> Option<Unbound> {
+    let namespace = claim.metadata.namespace.as_deref().unwrap_or_default();
+    let name = claim.metadata.name.as_deref().unwrap_or_default();
+    for provider in providers(resolved) {
+        let Some(limit) = ctx.providers(|catalog| {
+            catalog
+                .get(&provider)
+                .ok()
+                .and_then(|p| p.spec().max_claims_per_namespace)
+        }) else {
+            continue;
+        };
+        let mut active = BTreeSet::new();
+        let mut alive = BTreeSet::new();
+        for other in ctx.stores.claims.state() {
+            if other.metadata.namespace.as_deref() != Some(namespace)
+                || other.metadata.deletion_timestamp.is_some()
+            {
+                continue;
+            }
+            let other_name = other.metadata.name.clone().unwrap_or_default();
+            if is_active_claim_of(&Kinds::claim_of(&other), &provider) {
+                active.insert(other_name.clone());
+            }
+            alive.insert(other_name);
+        }
+        let limit_count = usize::try_from(limit).unwrap_or(0);
+        let index = &ctx.index;
+        if !index.admit(namespace, &provider, name, limit_count, &active, &alive) {
+            return Some(Unbound::OverLimit {
+                provider,
+                limit,
+                namespace: namespace.to_owned(),
+            });
+        }
+    }
+    None
+}
+
+/// Wakes the claims of `namespace` that wait (for a limit, among others): a claim of theirs
+/// is going.
+pub(crate) fn wake_waiting(ctx: &ClaimContext, namespace: &str) {
+    for (waiting_namespace, name) in ctx.index.waiting() {
+        if waiting_namespace == namespace {
+            let claim = ObjectRef::new_with(&name, ctx.kinds.claim.clone()).within(namespace);
+            // Closed only when the operator stops.
+            let _ = ctx.triggers.claims.unbounded_send(claim);
+        }
+    }
+}
+
+/// The providers the resolved claim uses.
+fn providers(resolved: &ResolvedClaim) -> BTreeSet<String> {
+    let mut names: BTreeSet<String> = resolved
+        .status_provider
+        .iter()
+        .map(|p| p.name.clone())
+        .collect();
+    for resource in resolved.status_resources.iter().flatten() {
+        names.insert(resource.provider.name.clone());
+    }
+    names
+}

@@ -1,0 +1,111 @@
+//! A claim's turn in the fair line of the capped pool it names (issue 14, part 6): when fewer
+//! handles of the pool are free than claims wait for it, the first claims of the line
+//! ([`core::binding::line`](crate::core::binding::line)) take them and the others wait.
+//!
+//! The line is made of the claims this process knows to be waiting for the pool (judged so by
+//! an earlier pass: `WaitingForPool` or `WaitingInLine`), and the claim asking. A claim that
+//! has let others go first for [`PATIENCE`] binds anyway: one ahead of it that can never use
+//! the free handle (its templates do not fit) must not hold the line up.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use kube::runtime::reflector::ObjectRef;
+
+use super::ClaimContext;
+use crate::controller::kinds::ClaimObject;
+use crate::core::binding::line::{Waiting, position};
+use crate::core::claim::plan::requested_pool;
+use crate::core::claim::status::Unbound;
+use crate::core::conditions::{self, BOUND};
+
+/// How long a claim lets the claims ahead of it take a free handle before it tries itself.
+pub(crate) const PATIENCE: Duration = Duration::from_secs(5);
+
+/// `None` when it is the claim's turn to try the `free` handles that fit it; otherwise why it
+/// waits.
+pub(crate) fn turn(
+    ctx: &ClaimContext,
+    claim: &ClaimObject,
+    pool: &str,
+    free: usize,
+) -> Option<Unbound> {
+    if free == 0 || !is_capped(ctx, pool) {
+        return None;
+    }
+    let namespace = claim.metadata.namespace.as_deref().unwrap_or_default();
+    let name = claim.metadata.name.as_deref().unwrap_or_default();
+    let mut line: Vec<Waiting> = ctx
+        .index
+        .waiting()
+        .into_iter()
+        .filter(|(ns, n)| !(ns == namespace && n == name))
+        .filter_map(|(ns, n)| {
+            let reference = ObjectRef::new_with(&n, ctx.kinds.claim.clone()).within(&ns);
+            let other = ctx.stores.claims.get(&reference)?;
+            waits_for(&other, pool, ctx).then(|| waiting(&other))
+        })
+        .collect();
+    line.push(waiting(claim));
+    let (ahead, of) = position(line, &held(ctx, pool), namespace, name)?;
+    if ahead < free || ctx.index.defer(namespace, name) >= PATIENCE {
+        return None;
+    }
+    Some(Unbound::InLine {
+        pool: pool.to_owned(),
+        ahead,
+        of,
+    })
+}
+
+/// How many handles of `pool` the claims of each namespace hold.
+fn held(ctx: &ClaimContext, pool: &str) -> BTreeMap<String, usize> {
+    let mut held = BTreeMap::new();
+    for handle in ctx.index.handles().state() {
+        let of_pool = handle
+            .spec
+            .resource_pool
+            .as_ref()
+            .is_some_and(|p| p.name == pool);
+        if let Some(claim) = handle.spec.resource_claim.as_ref().filter(|_| of_pool)
+            && handle.metadata.deletion_timestamp.is_none()
+        {
+            *held.entry(claim.namespace.clone()).or_insert(0) += 1;
+        }
+    }
+    held
+}
+
+/// Whether `pool`, of the operator namespace, is capped by `maxSize`.
+fn is_capped(ctx: &ClaimContext, pool: &str) -> bool {
+    let reference =
+        ObjectRef::new_with(pool, ctx.kinds.pool.clone()).within(&ctx.config.operator_namespace);
+    ctx.stores
+        .pools
+        .get(&reference)
+        .is_some_and(|p| p.spec.max_size.is_some())
+}
+
+/// Whether `claim` is judged to be waiting for `pool`.
+fn waits_for(claim: &ClaimObject, pool: &str, ctx: &ClaimContext) -> bool {
+    let status = claim.status.as_ref();
+    claim.metadata.deletion_timestamp.is_none()
+        && requested_pool(&claim.metadata, ctx.domain()) == Some(pool)
+        && status.and_then(|s| s.resource_handle.as_ref()).is_none()
+        && status
+            .and_then(|s| s.conditions.as_deref())
+            .and_then(|c| conditions::find(c, BOUND))
+            .is_some_and(|c| c.reason == "WaitingForPool" || c.reason == "WaitingInLine")
+}
+
+fn waiting(claim: &ClaimObject) -> Waiting {
+    Waiting {
+        namespace: claim.metadata.namespace.clone().unwrap_or_default(),
+        name: claim.metadata.name.clone().unwrap_or_default(),
+        created: claim
+            .metadata
+            .creation_timestamp
+            .as_ref()
+            .map(|t| t.0.as_millisecond()),
+    }
+}

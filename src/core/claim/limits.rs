@@ -1,0 +1,68 @@
+//! Per-namespace claim limits of providers (issue 14, part 6; not in Poolboy): a provider's
+//! `maxClaimsPerNamespace` caps the claims of one namespace that hold a handle through it.
+
+use std::collections::BTreeSet;
+
+use crate::api::ResourceClaim;
+use crate::api::claim::ResourceClaimStatus;
+
+/// The providers a claim's status says it uses (§7.4): `status.provider` and the provider of
+/// each `status.resources` entry.
+pub(crate) fn providers_of(status: &ResourceClaimStatus) -> BTreeSet<&str> {
+    let mut names: BTreeSet<&str> = status.provider.iter().map(|p| p.name.as_str()).collect();
+    for resource in status.resources.iter().flatten() {
+        if let Some(provider) = &resource.provider {
+            names.insert(provider.name.as_str());
+        }
+    }
+    names
+}
+
+/// Whether `claim` counts against the limits of `provider`: it holds a handle
+/// (`status.resourceHandle`) through it and is not being deleted.
+pub(crate) fn is_active_claim_of(claim: &ResourceClaim, provider: &str) -> bool {
+    claim.metadata.deletion_timestamp.is_none()
+        && claim.status.as_ref().is_some_and(|status| {
+            status.resource_handle.is_some() && providers_of(status).contains(provider)
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn claim(status: serde_json::Value, deleting: bool) -> ResourceClaim {
+        let mut value = json!({
+            "apiVersion": "poolboy.gpte.redhat.com/v1", "kind": "ResourceClaim",
+            "metadata": {"name": "c", "namespace": "user"},
+            "spec": {}, "status": status,
+        });
+        if deleting {
+            value["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
+        }
+        serde_json::from_value(value).expect("claim")
+    }
+
+    #[test]
+    fn a_claim_is_active_for_the_providers_it_holds_a_handle_through() {
+        let handle = json!({"apiVersion": "poolboy.gpte.redhat.com/v1",
+            "kind": "ResourceHandle", "name": "guid-a", "namespace": "poolboy"});
+        let bound = claim(
+            json!({"resourceHandle": handle, "provider": {"name": "lab"},
+                   "resources": [{"provider": {"name": "cm"}}]}),
+            false,
+        );
+        assert!(is_active_claim_of(&bound, "lab"));
+        assert!(is_active_claim_of(&bound, "cm"));
+        assert!(!is_active_claim_of(&bound, "other"));
+        let waiting = claim(json!({"provider": {"name": "lab"}}), false);
+        assert!(!is_active_claim_of(&waiting, "lab"), "no handle yet");
+        let going = claim(
+            json!({"resourceHandle": handle, "provider": {"name": "lab"}}),
+            true,
+        );
+        assert!(!is_active_claim_of(&going, "lab"), "being deleted");
+    }
+}

@@ -1,0 +1,151 @@
+//! Fair queues on the real control plane (issue 14, part 6): the claims waiting for a capped
+//! pool are served first come, first served (round-robin across namespaces is decided by the
+//! same line, `core::binding::line`, whose unit tests cover several namespaces: the test
+//! operator serves one namespace), and a provider's `maxClaimsPerNamespace` holds back the
+//! claims beyond it, saying so, until one of the others goes.
+
+mod support;
+
+use std::time::Duration;
+
+use kube::api::{Api, DeleteParams, Patch, PatchParams};
+use poolboy::api::{ResourceClaim, ResourceProvider};
+use serde_json::json;
+
+use support::apis::bound;
+use support::config::{create_config_claim, create_config_provider, template};
+use support::fixtures::create_pool;
+use support::objects;
+use support::operator::TestOperator;
+use support::{TIMEOUT, TestEnv, eventually};
+
+/// The reason of claim `name`'s `Bound` condition, and its message.
+async fn bound_condition(claims: &Api<ResourceClaim>, name: &str) -> Option<(String, String)> {
+    let claim = claims.get(name).await.ok()?;
+    let condition = claim
+        .status?
+        .conditions?
+        .into_iter()
+        .find(|c| c.type_ == "Bound")?;
+    Some((condition.reason, condition.message))
+}
+
+#[tokio::test]
+async fn claims_waiting_for_a_capped_pool_are_served_in_the_order_they_came() {
+    let env = TestEnv::new().await;
+    let ns = env.namespace.clone();
+    create_config_provider(&env, false).await;
+    create_pool(
+        &env,
+        "one",
+        json!({
+            "minAvailable": 1, "maxSize": 1,
+            "resources": objects::resources(&ns, &[("config", "config", template(json!({})))]),
+        }),
+    )
+    .await;
+    let operator = TestOperator::start(env.kube_config(), &ns);
+    let naming_the_pool = json!({"annotations": {objects::key("resource-pool-name"): "one"}});
+    create_config_claim(
+        &env,
+        "holder",
+        naming_the_pool.clone(),
+        json!({}),
+        json!({}),
+    )
+    .await;
+    bound(&env, "holder").await;
+
+    // Three claims wait, created in the reverse order of their names, a second apart (the
+    // creation timestamps count seconds): "c" came first.
+    let claims: Api<ResourceClaim> = env.api();
+    for name in ["c", "b", "a"] {
+        create_config_claim(&env, name, naming_the_pool.clone(), json!({}), json!({})).await;
+        eventually(
+            &format!("claim {name} waiting for the pool"),
+            TIMEOUT,
+            || async {
+                let (reason, _) = bound_condition(&claims, name).await?;
+                (reason == "WaitingForPool").then_some(())
+            },
+        )
+        .await;
+        tokio::time::sleep(Duration::from_millis(1100)).await;
+    }
+    for (leaving, next, still_waiting) in [("holder", "c", ["b", "a"]), ("c", "b", ["a", "a"])] {
+        claims
+            .delete(leaving, &DeleteParams::default())
+            .await
+            .expect("deleting a claim");
+        bound(&env, next).await;
+        for name in still_waiting {
+            let (reason, message) = bound_condition(&claims, name).await.expect("condition");
+            assert!(
+                reason == "WaitingInLine" || reason == "WaitingForPool",
+                "{name}: {reason}: {message}"
+            );
+        }
+    }
+    env.teardown([operator]).await;
+}
+
+#[tokio::test]
+async fn a_provider_limit_per_namespace_holds_back_the_claims_beyond_it() {
+    let env = TestEnv::new().await;
+    create_config_provider(&env, false).await;
+    env.api::<ResourceProvider>()
+        .patch(
+            "config",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"maxClaimsPerNamespace": 2}})),
+        )
+        .await
+        .expect("limit the provider");
+    let operator = TestOperator::start(env.kube_config(), &env.namespace);
+    // Three at once: two get handles, exactly, the third waits.
+    for name in ["l1", "l2", "l3"] {
+        create_config_claim(&env, name, json!({}), json!({}), json!({})).await;
+    }
+    let claims: Api<ResourceClaim> = env.api();
+    let waiting = eventually("two bound, one waiting for the limit", TIMEOUT, || async {
+        let mut bound_ones = Vec::new();
+        let mut waiting = Vec::new();
+        for name in ["l1", "l2", "l3"] {
+            let claim = claims.get(name).await.ok()?;
+            let handle = claim
+                .status
+                .as_ref()
+                .and_then(|s| s.resource_handle.as_ref());
+            match handle {
+                Some(_) => bound_ones.push(name),
+                None => {
+                    let (reason, message) = bound_condition(&claims, name).await?;
+                    (reason == "WaitingForLimit").then(|| waiting.push((name, message)));
+                }
+            }
+        }
+        (bound_ones.len() == 2 && waiting.len() == 1).then(|| waiting.remove(0))
+    })
+    .await;
+    let (name, message) = waiting;
+    assert!(
+        message.contains("has 2 active claims of ResourceProvider config")
+            && message.contains("maxClaimsPerNamespace"),
+        "{message}"
+    );
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let (reason, _) = bound_condition(&claims, name).await.expect("condition");
+    assert_eq!(reason, "WaitingForLimit", "it stays held back");
+
+    // One of the two goes: the third gets its place.
+    let gone = ["l1", "l2", "l3"]
+        .into_iter()
+        .find(|n| *n != name)
+        .expect("a bound claim");
+    claims
+        .delete(gone, &DeleteParams::default())
+        .await
+        .expect("deleting a claim");
+    bound(&env, name).await;
+    env.teardown([operator]).await;
+}
