@@ -436,7 +436,45 @@ async fn a_claim_its_provider_refuses_is_refused_at_create_and_update() {
         )
         .await
         .expect("a claim of a provider not created yet");
+    assert_eq!(reviews(metrics, "CREATE", "warned").await, 1);
     apis.bound("good").await;
+
+    // What `kubectl apply` shows the user: the refusal, and the warning. (On a thread of its
+    // own: the broker answering the review runs on this test's runtime.)
+    let kubectl_apply = |claim: &ResourceClaim| {
+        let yaml = serde_json::to_string(claim).expect("a claim serialises");
+        let namespace = env.namespace.clone();
+        let user = format!("system:serviceaccount:{namespace}:{USER}");
+        tokio::task::spawn_blocking(move || {
+            let args = ["apply", "-n", &namespace, "--as", &user, "-f", "-"];
+            support::tools::run("kubectl", &args, Some(&yaml), TIMEOUT)
+        })
+    };
+    let applied = kubectl_apply(&lab_claim("applied", json!({"color": "blue", "seats": 5})))
+        .await
+        .expect("kubectl apply");
+    assert!(!applied.success, "{applied:?}");
+    assert!(
+        applied.stderr.contains(&denied(
+            "spec.provider.parameterValues: Parameter seats failed check: at most four seats"
+        )),
+        "{}",
+        applied.stderr
+    );
+    let waiting = kubectl_apply(&objects::claim(
+        "waiting",
+        json!({"provider": {"name": "not-yet"}}),
+    ))
+    .await
+    .expect("kubectl apply");
+    assert!(waiting.success, "{waiting:?}");
+    assert!(
+        waiting
+            .stderr
+            .contains("Warning: ResourceProvider not-yet not found"),
+        "{}",
+        waiting.stderr
+    );
     apis.bound("green").await;
 
     // A change its provider refuses is refused; the claim stays as it was.

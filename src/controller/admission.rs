@@ -64,6 +64,7 @@ pub(crate) async fn review(
             ("unchecked", response)
         }
     };
+    tracing::debug!(claim = %key(request), operation, result, user = ?request.user_info.username, "admission review");
     ctx.metrics.admission_review(operation, result);
     response
 }

@@ -219,8 +219,14 @@ async fn validate_claim(
     // the webhook's failure policy, which lets the claim in.
     let request: AdmissionRequest<DynamicObject> = match review.map(|r| r.0.try_into()) {
         Ok(Ok(request)) => request,
-        Ok(Err(error)) => return (StatusCode::BAD_REQUEST, error.to_string()).into_response(),
-        Err(rejection) => return rejection.into_response(),
+        Ok(Err(error)) => {
+            tracing::warn!(%error, "an admission review without a request");
+            return (StatusCode::BAD_REQUEST, error.to_string()).into_response();
+        }
+        Err(rejection) => {
+            tracing::warn!(error = %rejection.body_text(), "cannot read an admission review");
+            return rejection.into_response();
+        }
     };
     let response: AdmissionResponse = admission::review(&ctx, &request).await;
     axum::Json(response.into_review()).into_response()
