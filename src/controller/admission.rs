@@ -4,6 +4,8 @@
 //! controller validates it anyway and says so in its status, so the check can only ever move a
 //! refusal earlier, never refuse what the broker would accept.
 
+use std::time::Duration;
+
 use kube::api::Api;
 use kube::core::DynamicObject;
 use kube::core::admission::{AdmissionRequest, AdmissionResponse, Operation};
@@ -13,6 +15,10 @@ use super::context::Context;
 use super::kinds::{ClaimObject, HandleObject, Kinds};
 use crate::api::claim::ClaimHandleRef;
 use crate::core::claim::admission::{AdmissionInput, Verdict, admit_claim};
+
+/// How long a review waits to read a bound handle the store does not hold: well within the
+/// API server's wait for the review (the chart's `timeoutSeconds`, 5 s).
+const HANDLE_READ_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// Why a claim was let in without a check.
 #[derive(Debug, thiserror::Error)]
@@ -30,6 +36,8 @@ enum Unchecked {
         #[source]
         source: kube::Error,
     },
+    #[error("ResourceHandle {namespace}/{name} not read within {HANDLE_READ_TIMEOUT:?}")]
+    HandleTimeout { namespace: String, name: String },
 }
 
 /// Answers one admission review: allowed (perhaps with warnings) or denied with the message the
@@ -125,18 +133,22 @@ async fn bound_handle(
     if let Some(handle) = ctx.stores.handles.get(&key) {
         return Ok(Some((*handle).clone()));
     }
-    Api::<HandleObject>::namespaced_with(
+    let api = Api::<HandleObject>::namespaced_with(
         ctx.client.clone(),
         &reference.namespace,
         &ctx.kinds.handle,
-    )
-    .get_opt(&reference.name)
-    .await
-    .map_err(|source| Unchecked::Handle {
-        namespace: reference.namespace.clone(),
-        name: reference.name.clone(),
-        source,
-    })
+    );
+    match tokio::time::timeout(HANDLE_READ_TIMEOUT, api.get_opt(&reference.name)).await {
+        Ok(read) => read.map_err(|source| Unchecked::Handle {
+            namespace: reference.namespace.clone(),
+            name: reference.name.clone(),
+            source,
+        }),
+        Err(_) => Err(Unchecked::HandleTimeout {
+            namespace: reference.namespace.clone(),
+            name: reference.name.clone(),
+        }),
+    }
 }
 
 fn key(request: &AdmissionRequest<DynamicObject>) -> String {

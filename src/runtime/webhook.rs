@@ -231,3 +231,69 @@ async fn validate_claim(
     let response: AdmissionResponse = admission::review(&ctx, &request).await;
     axum::Json(response.into_review()).into_response()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A certificate directory with `cert` and `key` (PEM), removed when dropped.
+    struct Dir(PathBuf);
+
+    impl Dir {
+        fn with(cert: &str, key: Option<&str>) -> Self {
+            let dir = std::env::temp_dir().join(format!(
+                "poolboy-webhook-unit-{}-{}",
+                std::process::id(),
+                rand::random::<u64>()
+            ));
+            std::fs::create_dir_all(&dir).expect("a directory");
+            std::fs::write(dir.join(CERT_FILE), cert).expect("tls.crt");
+            if let Some(key) = key {
+                std::fs::write(dir.join(KEY_FILE), key).expect("tls.key");
+            }
+            Dir(dir)
+        }
+    }
+
+    impl Drop for Dir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    fn certificate() -> (String, String) {
+        let key = rcgen::KeyPair::generate().expect("a key");
+        let params =
+            rcgen::CertificateParams::new(vec!["poolboy.test".to_owned()]).expect("parameters");
+        let cert = params.self_signed(&key).expect("a certificate");
+        (cert.pem(), key.serialize_pem())
+    }
+
+    #[test]
+    fn a_certificate_and_its_key_make_a_server() {
+        let (cert, key) = certificate();
+        let dir = Dir::with(&cert, Some(&key));
+        assert!(load(&dir.0).is_ok());
+    }
+
+    /// `poolboy run --webhook-cert-dir` refuses to start with anything less, saying why.
+    #[test]
+    fn a_broken_certificate_directory_is_refused_with_the_reason() {
+        let (cert, key) = certificate();
+        let (_, other_key) = certificate();
+        let cases: [(&str, Option<&str>, &str); 4] = [
+            (&cert, None, "cannot read "),
+            ("", Some(&key), "no PEM certificate in "),
+            (&cert, Some("not a key"), "holds no usable PEM private key"),
+            (&cert, Some(&other_key), "do not make a TLS server"),
+        ];
+        for (cert, key, expected) in cases {
+            let dir = Dir::with(cert, key);
+            let error = load(&dir.0).err().map(|e| e.to_string());
+            assert!(
+                error.as_deref().is_some_and(|e| e.contains(expected)),
+                "{expected}: {error:?}"
+            );
+        }
+    }
+}
