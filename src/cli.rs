@@ -69,6 +69,14 @@ struct RunArgs {
     /// take turns, a standby one taking over within 15 s of the holder's end.
     #[arg(long, env = "POOLBOY_LEASE")]
     lease: Option<String>,
+    /// Serve the admission webhook of claims (`POST /validate-resourceclaim`) over HTTPS, with
+    /// the certificate and key `tls.crt` and `tls.key` of this directory (read again when they
+    /// change). No webhook without it.
+    #[arg(long, env = "POOLBOY_WEBHOOK_CERT_DIR")]
+    webhook_cert_dir: Option<std::path::PathBuf>,
+    /// Where the admission webhook listens.
+    #[arg(long, env = "POOLBOY_WEBHOOK_ADDRESS", default_value = "0.0.0.0:9443")]
+    webhook_address: std::net::SocketAddr,
 }
 
 /// The lead times of `--lifespan-warnings`.
@@ -341,6 +349,12 @@ fn run(args: RunArgs, domain: OperatorDomain) -> ExitCode {
             concurrency: args.concurrency.max(1),
             cluster_domain: args.cluster_domain.unwrap_or_default(),
             lease: args.lease,
+            webhook: args.webhook_cert_dir.map(|cert_dir| {
+                crate::runtime::webhook::WebhookOptions {
+                    address: args.webhook_address,
+                    cert_dir,
+                }
+            }),
         };
         crate::runtime::run::run(config, options, shutdown_signal())
             .await

@@ -56,6 +56,15 @@ pub struct SourceLabels {
     pub source: String,
 }
 
+/// An admission review (issue 14): `operation` `CREATE` or `UPDATE`, `result` `allowed`,
+/// `warned` (allowed with warnings), `denied`, or `unchecked` (allowed without a check: the
+/// providers were not listed yet, the claim could not be read, or its handle could not be).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct AdmissionLabels {
+    pub operation: String,
+    pub result: String,
+}
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct BuildLabels {
     pub version: String,
@@ -100,6 +109,7 @@ pub struct Metrics {
     handles_deleted: Family<ReasonLabels, Counter>,
     claim_bound: Family<SourceLabels, Histogram>,
     claim_ready: Family<SourceLabels, Histogram>,
+    admission_reviews: Family<AdmissionLabels, Counter>,
     process: ProcessGauges,
 }
 
@@ -244,6 +254,12 @@ impl Metrics {
             "From a claim's creation to its resources being ready, warm or cold",
             claim_ready.clone(),
         );
+        let admission_reviews = Family::<AdmissionLabels, Counter>::default();
+        registry.register(
+            "poolboy_admission_reviews",
+            "Admission reviews of claims answered, by operation and result",
+            admission_reviews.clone(),
+        );
         let build_info = Family::<BuildLabels, Gauge>::default();
         build_info
             .get_or_create(&BuildLabels {
@@ -285,6 +301,7 @@ impl Metrics {
             handles_deleted,
             claim_bound,
             claim_ready,
+            admission_reviews,
             process,
             process_time,
             invalid_resources,
@@ -398,6 +415,16 @@ impl Metrics {
         self.claim_ready
             .get_or_create(&source(warm))
             .observe(seconds);
+    }
+
+    /// An admission review answered.
+    pub fn admission_review(&self, operation: &str, result: &str) {
+        self.admission_reviews
+            .get_or_create(&AdmissionLabels {
+                operation: operation.to_owned(),
+                result: result.to_owned(),
+            })
+            .inc();
     }
 
     /// A status (or other guarded) write of `kind` that conflicted and was recomputed.

@@ -2,7 +2,9 @@
 //! --as`: the operator gets exactly the verbs the controllers use (operator-namespace kinds
 //! through a Role), managed kinds as listed in `managedResources`, and Anarchy's runners
 //! (`anarchy-runner-<runner>` in every Anarchy namespace) exactly what their governors do to
-//! handles and claims. Also: the chart's CRDs follow the operator domain.
+//! handles and claims. Also: the chart's CRDs follow the operator domain, and the admission
+//! webhook's configuration, Secret, Service and Deployment agree (and its certificate is kept on
+//! upgrade).
 
 mod support;
 
@@ -400,4 +402,276 @@ fn the_chart_crds_follow_the_operator_domain_and_stay_on_uninstall() {
 
     let skipped = render("crds", &[], &["crds.create=false".to_owned()]);
     assert!(!skipped.contains("kind: CustomResourceDefinition"));
+}
+
+/// The rendered documents of `yaml` of `kind`.
+fn documents(yaml: &str, kind: &str) -> Vec<serde_json::Value> {
+    let documents: Vec<serde_json::Value> =
+        serde_saphyr::from_multiple(yaml).unwrap_or_else(|e| panic!("bad YAML ({e}):\n{yaml}"));
+    documents
+        .into_iter()
+        .filter(|d| d["kind"] == kind)
+        .collect()
+}
+
+fn the_document(yaml: &str, kind: &str) -> serde_json::Value {
+    let mut found = documents(yaml, kind);
+    assert_eq!(found.len(), 1, "one {kind}:\n{yaml}");
+    found.remove(0)
+}
+
+fn base64_decoded(value: &serde_json::Value) -> String {
+    use base64::Engine;
+    let text = value.as_str().expect("a base64 string");
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(text)
+        .expect("base64");
+    String::from_utf8(bytes).expect("PEM is text")
+}
+
+/// `openssl` run on `pem` (written to a file of its own, as `-in`/`-CAfile` want them).
+fn openssl(args: &[&str], files: &[(&str, &str)]) -> String {
+    let dir = std::env::temp_dir().join(format!("poolboy-chart-{}", random_suffix()));
+    std::fs::create_dir_all(&dir).expect("a temporary directory");
+    for (name, content) in files {
+        std::fs::write(dir.join(name), content).expect("writing a PEM file");
+    }
+    let output = std::process::Command::new("openssl")
+        .args(args)
+        .current_dir(&dir)
+        .output()
+        .expect("running openssl (README: a requirement)");
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(
+        output.status.success(),
+        "openssl {}: {}",
+        args.join(" "),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+/// The webhook's pieces agree: the CA bundle the API server trusts is the CA that signed the
+/// Secret's certificate, which names the Service the configuration calls; the Deployment mounts
+/// that Secret and serves the port the Service targets; the broker's own writes are left out;
+/// a namespaced install sends only its own namespace's claims.
+#[test]
+fn the_webhook_configuration_trusts_the_certificate_the_broker_serves() {
+    let sets = [
+        "fullnameOverride=pb".to_owned(),
+        "namespace.name=brokers".to_owned(),
+        "operatorDomain.name=pools.example.org".to_owned(),
+    ];
+    let yaml = render("pb", &["webhook.yaml", "deployment.yaml"], &sets);
+    let secret = the_document(&yaml, "Secret");
+    let service = the_document(&yaml, "Service");
+    let configuration = the_document(&yaml, "ValidatingWebhookConfiguration");
+    let deployment = the_document(&yaml, "Deployment");
+
+    let webhooks = configuration["webhooks"].as_array().expect("webhooks");
+    assert_eq!(webhooks.len(), 1, "{configuration}");
+    let webhook = &webhooks[0];
+    assert_eq!(webhook["name"], "resourceclaims.pools.example.org");
+    assert_eq!(webhook["failurePolicy"], "Ignore");
+    assert_eq!(webhook["sideEffects"], "None");
+    assert_eq!(
+        webhook["rules"][0]["apiGroups"],
+        serde_json::json!(["pools.example.org"])
+    );
+    assert_eq!(
+        webhook["rules"][0]["operations"],
+        serde_json::json!(["CREATE", "UPDATE"])
+    );
+    assert_eq!(
+        webhook["rules"][0]["resources"],
+        serde_json::json!(["resourceclaims"])
+    );
+    assert!(webhook.get("namespaceSelector").is_none(), "{webhook}");
+    assert_eq!(
+        webhook["matchConditions"][0]["expression"],
+        "request.userInfo.username != 'system:serviceaccount:brokers:pb'"
+    );
+
+    // The Service the configuration calls, and the name its certificate must carry.
+    let called = &webhook["clientConfig"]["service"];
+    assert_eq!(called["name"], service["metadata"]["name"]);
+    assert_eq!(called["namespace"], service["metadata"]["namespace"]);
+    assert_eq!(called["path"], "/validate-resourceclaim");
+    assert_eq!(called["port"], service["spec"]["ports"][0]["port"]);
+    let host = format!(
+        "{}.{}.svc",
+        called["name"].as_str().expect("a name"),
+        called["namespace"].as_str().expect("a namespace")
+    );
+    assert_eq!(host, "pb-webhook.brokers.svc");
+
+    assert_eq!(secret["type"], "kubernetes.io/tls");
+    let ca = base64_decoded(&secret["data"]["ca.crt"]);
+    let cert = base64_decoded(&secret["data"]["tls.crt"]);
+    assert_eq!(base64_decoded(&webhook["clientConfig"]["caBundle"]), ca);
+    let verified = openssl(
+        &[
+            "verify",
+            "-CAfile",
+            "ca.pem",
+            "-purpose",
+            "sslserver",
+            "tls.pem",
+        ],
+        &[("ca.pem", &ca), ("tls.pem", &cert)],
+    );
+    assert_eq!(verified.trim(), "tls.pem: OK");
+    let names = openssl(
+        &["x509", "-in", "tls.pem", "-noout", "-ext", "subjectAltName"],
+        &[("tls.pem", &cert)],
+    );
+    assert!(names.contains(&format!("DNS:{host},")), "{names}");
+    // The key is the certificate's.
+    let key = base64_decoded(&secret["data"]["tls.key"]);
+    let from_cert = openssl(
+        &["x509", "-in", "tls.pem", "-noout", "-pubkey"],
+        &[("tls.pem", &cert)],
+    );
+    let from_key = openssl(&["pkey", "-in", "key.pem", "-pubout"], &[("key.pem", &key)]);
+    assert_eq!(from_cert, from_key);
+
+    // The Pod serves the port the Service targets, with the Secret's certificate.
+    let pod = &deployment["spec"]["template"]["spec"];
+    let container = &pod["containers"][0];
+    let port = container["ports"]
+        .as_array()
+        .and_then(|ports| ports.iter().find(|p| p["name"] == "webhook"))
+        .expect("a webhook port");
+    assert_eq!(service["spec"]["ports"][0]["targetPort"], "webhook");
+    let env = |name: &str| {
+        container["env"]
+            .as_array()
+            .and_then(|env| env.iter().find(|e| e["name"] == name))
+            .map(|e| e["value"].clone())
+            .unwrap_or_else(|| panic!("env {name}: {container}"))
+    };
+    assert_eq!(
+        env("POOLBOY_WEBHOOK_ADDRESS"),
+        format!("0.0.0.0:{}", port["containerPort"])
+    );
+    let mounted = container["volumeMounts"]
+        .as_array()
+        .and_then(|m| {
+            m.iter()
+                .find(|m| m["mountPath"] == env("POOLBOY_WEBHOOK_CERT_DIR"))
+        })
+        .expect("the certificate directory is mounted");
+    let volume = pod["volumes"]
+        .as_array()
+        .and_then(|v| v.iter().find(|v| v["name"] == mounted["name"]))
+        .expect("the mounted volume");
+    assert_eq!(volume["secret"]["secretName"], secret["metadata"]["name"]);
+
+    let namespaced = render(
+        "pb",
+        &["webhook.yaml"],
+        &[sets[1].clone(), "namespaced=true".into()],
+    );
+    let configuration = the_document(&namespaced, "ValidatingWebhookConfiguration");
+    assert_eq!(
+        configuration["webhooks"][0]["namespaceSelector"],
+        serde_json::json!({"matchLabels": {"kubernetes.io/metadata.name": "brokers"}})
+    );
+
+    let off = render("pb", &[], &["webhook.enabled=false".to_owned()]);
+    for kind in ["ValidatingWebhookConfiguration", "Secret"] {
+        assert!(
+            documents(&off, kind).is_empty(),
+            "webhook.enabled=false renders a {kind}"
+        );
+    }
+    assert!(!off.contains("POOLBOY_WEBHOOK"), "{off}");
+}
+
+/// `helm upgrade` keeps the webhook's certificate (the chart looks its Secret up), so the CA
+/// bundle never changes under a running broker.
+#[tokio::test]
+async fn the_webhook_certificate_is_made_once_and_kept_on_upgrade() {
+    let env = support::TestEnv::new().await;
+    let suffix = random_suffix();
+    let release = format!("cert-{suffix}");
+    let chart = repo_dir().join("helm");
+    let chart = chart.to_str().expect("a UTF-8 path");
+    let domain = format!("{suffix}.cert.poolboy.test");
+    let sets = [
+        format!("fullnameOverride={release}"),
+        format!("namespace.name={}", env.namespace),
+        "namespace.create=false".to_owned(),
+        "crds.create=false".to_owned(),
+        format!("operatorDomain.name={domain}"),
+        // No Pod is needed (nor runs on a control plane alone): only the Secret matters.
+        "replicaCount=0".to_owned(),
+    ];
+    let helm = |verb: &str| {
+        let mut args = vec![verb, &release, chart, "-n", &env.namespace];
+        for set in &sets {
+            args.extend(["--set", set]);
+        }
+        run_ok("helm", &args, None, TIMEOUT);
+    };
+    let secret = format!("secret/{release}-webhook-tls");
+    let read = || {
+        run_ok(
+            "kubectl",
+            &[
+                "get",
+                &secret,
+                "-n",
+                &env.namespace,
+                "-o",
+                "jsonpath={.data}",
+            ],
+            None,
+            TIMEOUT,
+        )
+    };
+    let bundle = || {
+        run_ok(
+            "kubectl",
+            &[
+                "get",
+                "validatingwebhookconfiguration",
+                &format!("resourceclaims.{domain}"),
+                "-o",
+                "jsonpath={.webhooks[0].clientConfig.caBundle}",
+            ],
+            None,
+            TIMEOUT,
+        )
+    };
+    helm("install");
+    let uninstall = Uninstall {
+        release: release.clone(),
+        namespace: env.namespace.clone(),
+    };
+    let installed = read();
+    assert!(installed.contains("tls.crt"), "{installed}");
+    let installed_bundle = bundle();
+    helm("upgrade");
+    assert_eq!(read(), installed, "the Secret changed on upgrade");
+    assert_eq!(
+        bundle(),
+        installed_bundle,
+        "the CA bundle changed on upgrade"
+    );
+    drop(uninstall);
+    env.cleanup().await;
+}
+
+/// `helm uninstall` of a release, also after a failure.
+struct Uninstall {
+    release: String,
+    namespace: String,
+}
+
+impl Drop for Uninstall {
+    fn drop(&mut self) {
+        let args = ["uninstall", &self.release, "-n", &self.namespace];
+        support::tools::run("helm", &args, None, TIMEOUT);
+    }
 }

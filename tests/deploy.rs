@@ -4,7 +4,9 @@
 //! configuration), a pool and claims served from the examples with no 403 in its log, a
 //! `helm upgrade` that rolls the Pod without losing or double-binding a claim, a deleted Pod
 //! replaced by one that takes over, and `helm uninstall`, which leaves the CRDs and the
-//! user's objects.
+//! user's objects. The chart's admission webhook refuses a claim the provider's validation
+//! refuses, before and after the upgrade (which keeps its certificate); the API server reaches
+//! it at the Pod's address (the local cluster's `--enable-aggregator-routing`: no kube-proxy).
 //!
 //! The release uses an operator domain of its own, so its CRDs come from the chart (templated
 //! from the domain) and nothing of the other tests' is touched.
@@ -155,6 +157,43 @@ struct Namespaces {
 
 fn apply(yaml: &str) {
     run_ok("kubectl", &["apply", "-f", "-"], Some(yaml), WAIT);
+}
+
+/// Through the installed chart's admission webhook: a claim the example provider's check
+/// refuses (ten `data` entries) is refused by `kubectl apply` with the message its status would
+/// get, and not stored.
+async fn assert_refused_at_admission(claims: &Api<DynamicObject>, domain: &str, ns: &Namespaces) {
+    let entries: String = (0..10)
+        .map(|i| format!("        key{i}: value\n"))
+        .collect();
+    let yaml = example("claim-configmap.yaml", domain, ns, "too-big")
+        .replace("        color: blue\n", &entries);
+    let refusal = "denied the request: spec.resources[0]: Validation check failed: data is small";
+    // Until the Pod's address is in the Service's EndpointSlice, the webhook fails open: a
+    // server-side dry run tells when it answers.
+    eventually(
+        "the webhook to refuse a claim with ten entries",
+        WAIT,
+        || async {
+            let args = ["apply", "--dry-run=server", "-f", "-"];
+            let tried = run("kubectl", &args, Some(&yaml), WAIT);
+            (!tried.success && tried.stderr.contains(refusal)).then_some(())
+        },
+    )
+    .await;
+    let applied = run("kubectl", &["apply", "-f", "-"], Some(&yaml), WAIT);
+    assert!(
+        !applied.success && applied.stderr.contains(refusal),
+        "{applied:?}"
+    );
+    assert!(
+        claims
+            .get_opt("too-big")
+            .await
+            .expect("reading a claim")
+            .is_none(),
+        "a refused claim is not stored"
+    );
 }
 
 /// The release's Pods (not being deleted), by name.
@@ -386,6 +425,7 @@ async fn the_chart_runs_the_broker_in_a_pod_through_upgrade_restart_and_uninstal
         pooled.data["spec"]
     );
     expected.insert("claim-1".to_owned(), handle_1.clone());
+    assert_refused_at_admission(&claims, &domain, &ns).await;
     eventually(
         "the pool's ConfigMaps (2 spare and the bound one)",
         WAIT,
@@ -436,6 +476,7 @@ async fn the_chart_runs_the_broker_in_a_pod_through_upgrade_restart_and_uninstal
         annotations.get("e2e/revision").map(String::as_str),
         Some("2")
     );
+    assert_refused_at_admission(&claims, &domain, &ns).await;
     apply(&example("claim-configmap.yaml", &domain, &ns, "claim-2"));
     expected.insert("claim-2".to_owned(), bound(&claims, "claim-2").await);
     assert_bindings(&handles, &expected).await;

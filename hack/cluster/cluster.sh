@@ -178,7 +178,9 @@ EOF
 
 # One attempt at starting the three components; returns 1 on failure.
 # start_apiserver: kube-apiserver on the port and etcd of this cluster ($dir/apiserver.port,
-# $dir/etcd.endpoint), until it is ready.
+# $dir/etcd.endpoint), until it is ready. The node has no kube-proxy, so the API server reaches
+# a webhook's Service (the chart's admission webhook) at its Pods' addresses on the node's bridge
+# (--enable-aggregator-routing), not its cluster IP.
 start_apiserver() {
   start kube-apiserver \
     --etcd-servers="$(<"$dir/etcd.endpoint")" \
@@ -193,6 +195,7 @@ start_apiserver() {
     --service-account-signing-key-file="$pki/sa.key" \
     --kubelet-client-certificate="$pki/admin.crt" --kubelet-client-key="$pki/admin.key" \
     --kubelet-preferred-address-types=InternalIP \
+    --enable-aggregator-routing=true \
     --profiling=false
   wait_for 60 kube-apiserver api_get /readyz
 }
@@ -252,8 +255,9 @@ start_all() {
 }
 
 # deployment + replicaset: Deployments get their Pods (on the node); node-lifecycle: the
-# node's not-ready taint goes once it is Ready; disruption: PDB status.
-kcm_controllers="namespace-controller,garbage-collector-controller,serviceaccount-controller,serviceaccount-token-controller,root-ca-certificate-publisher-controller,clusterrole-aggregation-controller,deployment-controller,replicaset-controller,node-lifecycle-controller,disruption-controller"
+# node's not-ready taint goes once it is Ready; disruption: PDB status; endpointslice: the Pod
+# addresses of a Service, where the API server calls a webhook (start_apiserver).
+kcm_controllers="namespace-controller,garbage-collector-controller,serviceaccount-controller,serviceaccount-token-controller,root-ca-certificate-publisher-controller,clusterrole-aggregation-controller,deployment-controller,replicaset-controller,node-lifecycle-controller,disruption-controller,endpointslice-controller"
 
 # shellcheck source=node.sh
 source "$here/node.sh"

@@ -24,6 +24,14 @@ default
 {{- end -}}
 {{- end -}}
 
+{{- define "poolboy.webhookServiceName" -}}
+{{- printf "%s-webhook" (include "poolboy.fullname" .) | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "poolboy.webhookSecretName" -}}
+{{- printf "%s-webhook-tls" (include "poolboy.fullname" .) | trunc 253 | trimSuffix "-" -}}
+{{- end -}}
+
 {{- define "poolboy.serviceAccountName" -}}
 {{- if .Values.serviceAccount.create -}}
 {{- default (include "poolboy.fullname" .) .Values.serviceAccount.name -}}

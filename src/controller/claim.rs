@@ -35,7 +35,7 @@ use super::listed::reflected_watch;
 use super::reconciler::Reconciler;
 use super::write::{self, Written};
 use crate::core::claim::gates::{
-    ApprovalGate, AutoAction, AutoInput, approval_gate, auto_action, claim_metadata_patch,
+    self, ApprovalGate, AutoAction, AutoInput, approval_gate, auto_action, claim_metadata_patch,
 };
 use crate::core::claim::plan::{ClaimPlanInput, ResolvedClaim, resolve_claim};
 use crate::core::claim::status::{
@@ -230,11 +230,7 @@ async fn manage(object: &ClaimObject, ctx: &ClaimContext) -> Result<Action, Clai
 
 /// §7.6: an ignored claim is not touched at all (deleting it waits for the label to go).
 fn is_ignored(claim: &ClaimObject, ctx: &ClaimContext) -> bool {
-    claim
-        .metadata
-        .labels
-        .as_ref()
-        .is_some_and(|l| l.contains_key(&ctx.domain().ignore_label()))
+    gates::is_ignored(&claim.metadata, ctx.domain())
 }
 
 /// §7.3: the handle goes with the claim (unless detached); then every Poolboy finalizer.
@@ -418,7 +414,7 @@ async fn pass(
     };
     // §7 step 6: an invalid claim neither binds nor changes its handle.
     if !resolved.is_valid() {
-        let message = resolved.problems.join("; ");
+        let message = resolved.problem_message();
         let pass = report_invalid(ctx, claim, handle.as_ref(), Some(&resolved), message).await?;
         // A check comparing a time with now may pass later without any change.
         return Ok(wake_with_the_clock(ctx, &templates, now, pass, None));

@@ -4,6 +4,7 @@
 //! own watches, the event recorder and the metrics.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
@@ -101,6 +102,8 @@ pub(crate) struct Context {
     /// Which watches fail now (`/readyz`).
     pub(crate) health: super::health::WatchHealth,
     providers: RwLock<ProviderCatalog>,
+    /// Whether `providers` has held every provider since a complete list.
+    providers_listed: AtomicBool,
     recorder: Recorder,
     failures: Mutex<HashMap<String, u32>>,
 }
@@ -131,6 +134,7 @@ impl Context {
             requesters: RequesterLookup::default(),
             health: super::health::WatchHealth::default(),
             providers: RwLock::new(ProviderCatalog::default()),
+            providers_listed: AtomicBool::new(false),
             failures: Mutex::new(HashMap::new()),
         }
     }
@@ -198,6 +202,17 @@ impl Context {
             Ok(catalog) => read(&catalog),
             Err(poisoned) => read(&poisoned.into_inner()),
         }
+    }
+
+    /// Whether the compiled providers are complete: listed once, and followed since. Before,
+    /// a provider missing from them may only not have arrived yet.
+    pub(crate) fn providers_listed(&self) -> bool {
+        self.providers_listed.load(Ordering::Acquire)
+    }
+
+    /// The compiled providers are complete (a list of them was applied).
+    pub(crate) fn mark_providers_listed(&self) {
+        self.providers_listed.store(true, Ordering::Release);
     }
 
     /// Changes the compiled providers (the provider watch does this).

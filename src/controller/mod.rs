@@ -1,6 +1,7 @@
 //! The I/O shell: one controller per kind. Each reconcile observes (stores, a GET only when
 //! freshness matters), asks `core` what to do, and acts with guarded writes.
 
+pub(crate) mod admission;
 pub(crate) mod claim;
 pub mod context;
 pub(crate) mod handle;

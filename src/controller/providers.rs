@@ -2,7 +2,8 @@
 //! starts (a claim must never be told its provider is missing because the list had not
 //! arrived yet); afterwards every change recompiles that provider, reports problems on the
 //! provider itself (a `Valid` condition and an Event), and wakes the claims and handles that
-//! use it.
+//! use it. A replica standing by for the Lease only follows them, for its admission checks:
+//! the holder reports.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -47,6 +48,7 @@ pub(crate) async fn load(ctx: &Context) -> Result<(), ProviderWatchError> {
         }
         catalog.check_links();
     });
+    ctx.mark_providers_listed();
     for provider in &providers {
         report(ctx, provider).await;
     }
@@ -57,8 +59,28 @@ pub(crate) async fn load(ctx: &Context) -> Result<(), ProviderWatchError> {
 /// the watch was down, 410 Gone) drops the providers it no longer shows: deleted meanwhile,
 /// their deletion never came as an event.
 pub(crate) async fn watch(ctx: Arc<Context>) {
+    follow_providers(&ctx, Role::Holder).await;
+}
+
+/// Keeps the catalog current without writing or waking anything: what a replica standing by
+/// for the Lease answers admission reviews from (issue 14). The catalog counts as listed once
+/// the first list has been applied.
+pub(crate) async fn follow(ctx: Arc<Context>) {
+    follow_providers(&ctx, Role::Standby).await;
+}
+
+/// Whether this process acts on provider changes (reports them on the providers and wakes
+/// their users) or only keeps its catalog.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Role {
+    Holder,
+    Standby,
+}
+
+async fn follow_providers(ctx: &Context, role: Role) {
     const WATCH: &str = "ResourceProvider";
-    let stream = kube::runtime::watcher(api(&ctx), super::listed::watch_config()).default_backoff();
+    let acting = role == Role::Holder;
+    let stream = kube::runtime::watcher(api(ctx), super::listed::watch_config()).default_backoff();
     let mut stream = std::pin::pin!(stream);
     let mut relisted: HashSet<String> = HashSet::new();
     while let Some(event) = stream.next().await {
@@ -66,16 +88,18 @@ pub(crate) async fn watch(ctx: Arc<Context>) {
         match event {
             Ok(Event::InitApply(provider)) => {
                 relisted.insert(provider.name_any());
-                changed(&ctx, &provider).await;
+                changed(ctx, &provider, acting).await;
             }
-            Ok(Event::Apply(provider)) => changed(&ctx, &provider).await,
+            Ok(Event::Apply(provider)) => changed(ctx, &provider, acting).await,
             Ok(Event::Delete(provider)) => {
                 let name = provider.name_any();
                 ctx.update_providers(|catalog, _| {
                     catalog.remove(&name);
                     catalog.check_links();
                 });
-                wake_users(&ctx, &name);
+                if acting {
+                    wake_users(ctx, &name);
+                }
             }
             Ok(Event::Init) => relisted.clear(),
             Ok(Event::InitDone) => {
@@ -84,9 +108,12 @@ pub(crate) async fn watch(ctx: Arc<Context>) {
                     catalog.check_links();
                     gone
                 });
-                for name in gone {
-                    tracing::info!(provider = %name, "ResourceProvider deleted while unwatched");
-                    wake_users(&ctx, &name);
+                ctx.mark_providers_listed();
+                if acting {
+                    for name in gone {
+                        tracing::info!(provider = %name, "ResourceProvider deleted while unwatched");
+                        wake_users(ctx, &name);
+                    }
                 }
                 relisted.clear();
             }
@@ -95,7 +122,7 @@ pub(crate) async fn watch(ctx: Arc<Context>) {
     }
 }
 
-async fn changed(ctx: &Context, provider: &ProviderObject) {
+async fn changed(ctx: &Context, provider: &ProviderObject, acting: bool) {
     let name = provider.name_any();
     let unchanged = ctx.providers(|catalog| {
         catalog
@@ -109,8 +136,10 @@ async fn changed(ctx: &Context, provider: &ProviderObject) {
         catalog.insert(Kinds::provider_of(provider), compiler);
         catalog.check_links();
     });
-    report(ctx, provider).await;
-    wake_users(ctx, &name);
+    if acting {
+        report(ctx, provider).await;
+        wake_users(ctx, &name);
+    }
 }
 
 /// Writes the provider's `Valid` condition when it changed, with an Event for a new problem.

@@ -1,7 +1,8 @@
 //! `poolboy run`: each controller watches its kind into a reflector store (the index every
 //! decision reads) and the related kinds it is woken by (see `controller::listed` for why these
 //! watches are not shared); providers are loaded before any controller starts; the controllers
-//! run until shutdown.
+//! run until shutdown. The admission webhook, when configured, answers from start to end, a
+//! replica standing by for the Lease included (it follows the providers for it).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -13,6 +14,7 @@ use kube::runtime::events::Reporter;
 
 use super::client::broker_client;
 use super::quarantine::WithConditions;
+use super::webhook::{WebhookError, WebhookOptions, WebhookServer};
 use super::{http, lease, quarantine};
 use crate::controller::context::{Config, Context, Stores, Triggers};
 use crate::controller::kinds::Kinds;
@@ -43,6 +45,8 @@ pub struct RunOptions {
     /// Run the controllers only while holding this Lease of the operator namespace (replicas
     /// take turns); always when `None`.
     pub lease: Option<String>,
+    /// Serve the admission webhook (issue 14); not when `None`.
+    pub webhook: Option<WebhookOptions>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -51,6 +55,10 @@ pub enum RunError {
     Client(#[source] kube::Error),
     #[error("cannot serve metrics: {0}")]
     Http(#[source] std::io::Error),
+    #[error(transparent)]
+    WebhookCertificate(#[from] WebhookError),
+    #[error("cannot serve the admission webhook: {0}")]
+    Webhook(#[source] Arc<std::io::Error>),
     #[error(transparent)]
     Lease(#[from] lease::LeaseError),
     #[error("lost the Lease to another replica")]
@@ -66,6 +74,12 @@ pub async fn run(
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<(), RunError> {
     let shutdown: Shutdown = shutdown.boxed().shared();
+    // A webhook without a usable certificate is a configuration error: said at once.
+    let webhook = options
+        .webhook
+        .clone()
+        .map(WebhookServer::new)
+        .transpose()?;
     let (client, quarantined) =
         broker_client(kube_config, &options.config.domain).map_err(RunError::Client)?;
     let kinds = Kinds::new(&options.config.domain);
@@ -122,17 +136,42 @@ pub async fn run(
         None => futures::future::pending().boxed(),
     };
 
+    // Ends only when the webhook server fails; it stops with the operator.
+    let webhook_enabled = webhook.is_some();
+    let webhook_failed = match webhook {
+        Some(webhook) => tokio::spawn(webhook.serve(ctx.clone(), shutdown.clone()))
+            .then(|served| match served {
+                Ok(Ok(())) => futures::future::pending().boxed(),
+                Ok(Err(error)) => futures::future::ready(Arc::new(error)).boxed(),
+                Err(panic) => {
+                    futures::future::ready(Arc::new(std::io::Error::other(panic.to_string())))
+                        .boxed()
+                }
+            })
+            .boxed(),
+        None => futures::future::pending().boxed(),
+    }
+    .shared();
+
     // With a Lease, nothing is watched or reconciled until this process holds it. A replica
-    // standing by is ready: it serves nothing, and a rolling update must be able to start it
-    // while the holder still runs.
+    // standing by is ready: it serves nothing but admission reviews (for which it follows the
+    // providers), and a rolling update must be able to start it while the holder still runs.
     let mut server = server.shared();
     let mut leadership = None;
     if let Some(lease) = &options.lease {
         ready.store(true, Ordering::Relaxed);
         let identity = format!("{}-{}", options.config.instance, std::process::id());
+        let following = async {
+            if webhook_enabled {
+                providers::follow(ctx.clone()).await;
+            }
+            futures::future::pending::<std::convert::Infallible>().await
+        };
         let acquired = tokio::select! {
             acquired = lease::acquire(client.clone(), &namespace, lease, &identity, shutdown.clone()) => acquired?,
             error = server.clone() => return server_ended(error),
+            error = webhook_failed.clone() => return Err(RunError::Webhook(error)),
+            never = following => match never {},
         };
         match acquired {
             Some(held) => leadership = Some(held),
@@ -220,6 +259,7 @@ pub async fn run(
         _ = controllers => {}
         _ = background => {}
         error = &mut server => return server_ended(error),
+        error = webhook_failed => return Err(RunError::Webhook(error)),
         () = grace => tracing::warn!(
             grace = ?SHUTDOWN_GRACE,
             "controllers did not stop within the grace period; stopping anyway"

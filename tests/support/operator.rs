@@ -7,6 +7,7 @@ use std::net::SocketAddr;
 use poolboy::api::OperatorDomain;
 use poolboy::controller::context::{Config, DEFAULT_TIME_TEMPLATE_INTERVAL};
 use poolboy::runtime::run::{RunOptions, run};
+use poolboy::runtime::webhook::WebhookOptions;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
@@ -50,6 +51,7 @@ impl TestOperator {
             metrics_address,
             instance,
             None,
+            None,
             configure,
         )
     }
@@ -68,6 +70,29 @@ impl TestOperator {
             None,
             instance,
             Some(lease.to_owned()),
+            None,
+            |_| {},
+        )
+    }
+
+    /// Starts an operator named `instance` that serves the admission webhook as `webhook`
+    /// says (`poolboy run --webhook-cert-dir`), its metrics on `metrics_address`, and, with
+    /// `lease`, runs its controllers only while holding that Lease.
+    pub fn start_with_webhook(
+        kube_config: kube::Config,
+        namespace: &str,
+        metrics_address: SocketAddr,
+        instance: &str,
+        lease: Option<&str>,
+        webhook: WebhookOptions,
+    ) -> Self {
+        Self::start_full(
+            kube_config,
+            namespace,
+            Some(metrics_address),
+            instance,
+            lease.map(str::to_owned),
+            Some(webhook),
             |_| {},
         )
     }
@@ -78,6 +103,7 @@ impl TestOperator {
         metrics_address: Option<SocketAddr>,
         instance: &str,
         lease: Option<String>,
+        webhook: Option<WebhookOptions>,
         configure: impl FnOnce(&mut Config),
     ) -> Self {
         // `RUST_LOG=poolboy=debug cargo test … -- --nocapture` shows what the operator does.
@@ -100,6 +126,7 @@ impl TestOperator {
             concurrency: 8,
             cluster_domain: "test".to_owned(),
             lease,
+            webhook,
         };
         let (stop, stopped) = oneshot::channel::<()>();
         let task = tokio::spawn(async move {

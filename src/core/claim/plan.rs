@@ -99,6 +99,12 @@ impl ResolvedClaim {
         self.problems.is_empty()
     }
 
+    /// What the claim's status (`Valid` False, reason `Invalid`) and the admission check say
+    /// about an invalid claim: every problem.
+    pub(crate) fn problem_message(&self) -> String {
+        self.problems.join("; ")
+    }
+
     /// Every provider involved: the claim's own and those of its resources. Creation is
     /// disabled when any of them says so (§7.1 step 7, Δ§2.3).
     pub(crate) fn providers(&self) -> impl Iterator<Item = &Arc<CompiledProvider>> {
