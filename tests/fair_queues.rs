@@ -45,6 +45,8 @@ async fn claims_waiting_for_a_capped_pool_are_served_in_the_order_they_came() {
     )
     .await;
     let operator = TestOperator::start(env.kube_config(), &ns);
+    // The first claim may come before the broker's pool store has listed: it must wait for
+    // the capped pool all the same.
     let naming_the_pool = json!({"annotations": {objects::key("resource-pool-name"): "one"}});
     create_config_claim(
         &env,

@@ -102,7 +102,7 @@ pub(crate) async fn bind_or_create(
     if !resolved.creation_allowed() {
         return Ok(Outcome::Waiting(Unbound::WaitingForHandle { why }));
     }
-    if let Some(waiting) = capped_pool(ctx, claim, why.clone()) {
+    if let Some(waiting) = capped_pool(ctx, claim, why.clone()).await? {
         return Ok(Outcome::Waiting(waiting));
     }
     let outcome = create(ctx, claim, resolved, now).await?;
@@ -141,17 +141,32 @@ fn why_no_handle_fits(
 }
 
 /// The pool the claim names, when a `maxSize` caps it (issue 14): such a pool is the only
-/// source of handles for the claims that name it, or they would get around the cap.
-fn capped_pool(ctx: &ClaimContext, claim: &ClaimObject, why: String) -> Option<Unbound> {
-    let pool = requested_pool(&claim.metadata, ctx.domain())?;
+/// source of handles for the claims that name it, or they would get around the cap. A pool
+/// the store does not show is read from the API server: at start-up the pool store may not
+/// have listed yet, and a claim that took that for "no such pool" got a handle past the cap.
+async fn capped_pool(
+    ctx: &ClaimContext,
+    claim: &ClaimObject,
+    why: String,
+) -> Result<Option<Unbound>, ClaimError> {
+    let Some(pool) = requested_pool(&claim.metadata, ctx.domain()) else {
+        return Ok(None);
+    };
     let pool_ref =
         ObjectRef::new_with(pool, ctx.kinds.pool.clone()).within(&ctx.config.operator_namespace);
-    let max_size = ctx.stores.pools.get(&pool_ref)?.spec.max_size?;
-    Some(Unbound::WaitingForPool {
+    let max_size = match ctx.stores.pools.get(&pool_ref) {
+        Some(stored) => stored.spec.max_size,
+        None => ctx
+            .pools_api()
+            .get_opt(pool)
+            .await?
+            .and_then(|fresh| fresh.spec.max_size),
+    };
+    Ok(max_size.map(|max_size| Unbound::WaitingForPool {
         pool: pool.to_owned(),
         max_size,
         why,
-    })
+    }))
 }
 
 /// A handle already bound to the claim: a bind whose status write was lost, a restart, or
