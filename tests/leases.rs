@@ -26,7 +26,16 @@ async fn a_standby_replica_takes_over_when_the_holder_stops() {
     let env = TestEnv::new().await;
     let apis = Apis::new(&env);
     create_config_provider(&env, false).await;
-    let first = TestOperator::start_leased(env.kube_config(), &env.namespace, "first", LEASE);
+    // The first serves metrics and probes, as the chart's replicas do.
+    // The first serves metrics, as the chart's replicas do: its HTTP endpoint stops with it,
+    // which must not cut its graceful stop (and the Lease's release) short.
+    let first = TestOperator::start_leased_serving(
+        env.kube_config(),
+        &env.namespace,
+        "first",
+        LEASE,
+        support::http::free_address(),
+    );
     let held = eventually("the first replica holds the Lease", TIMEOUT, || async {
         holder(&env).await.filter(|h| h.starts_with("first-"))
     })
@@ -38,12 +47,14 @@ async fn a_standby_replica_takes_over_when_the_holder_stops() {
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert_eq!(holder(&env).await.as_deref(), Some(held.as_str()));
 
-    // Stopped gracefully, the first gives the Lease up: the second serves at once, not after
-    // the Lease's 15 s.
+    // Stopped gracefully, the first gives the Lease up: the second, which watches the Lease,
+    // serves at once, not after the Lease's 15 s.
     first.stop().await;
-    eventually("the second replica holds the Lease", TIMEOUT, || async {
-        holder(&env).await.filter(|h| h.starts_with("second-"))
-    })
+    eventually(
+        "the second replica holds the Lease",
+        Duration::from_secs(8),
+        || async { holder(&env).await.filter(|h| h.starts_with("second-")) },
+    )
     .await;
     create_config_claim(&env, "after", json!({}), json!({}), json!({})).await;
     apis.bound("after").await;

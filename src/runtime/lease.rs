@@ -10,8 +10,10 @@
 
 use std::time::Duration;
 
-use futures::FutureExt;
-use kube::Client;
+use futures::{FutureExt, StreamExt};
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Api, Client};
 use kube_lease_manager::{LeaseManager, LeaseManagerBuilder, LeaseManagerError};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -40,8 +42,12 @@ pub struct Leadership {
     manager: JoinHandle<Result<LeaseManager, LeaseManagerError>>,
 }
 
-/// Waits until this process (`identity`) holds Lease `name` in `namespace`, creating the Lease
-/// when missing; `None` when `shutdown` comes first.
+/// Waits until this process holds Lease `name` of `namespace` as `identity`; `None` when
+/// `shutdown` comes first.
+///
+/// kube-lease-manager's standby sleeps until the holder's Lease would expire, so a holder that
+/// released it on a graceful stop would still be waited for. The Lease is watched as well: once
+/// a holder gives it up, a fresh manager is started, which takes it at once.
 pub async fn acquire(
     client: Client,
     namespace: &str,
@@ -49,34 +55,69 @@ pub async fn acquire(
     identity: &str,
     shutdown: impl std::future::Future<Output = ()>,
 ) -> Result<Option<Leadership>, LeaseError> {
-    let manager = LeaseManagerBuilder::new(client, name)
-        .with_namespace(namespace)
-        .with_identity(identity)
-        .with_duration(LEASE_SECONDS)
-        .with_grace(RENEW_BEFORE_SECONDS)
-        .build()
-        .await
-        .map_err(|source| LeaseError::Manager {
-            name: name.to_owned(),
-            source,
-        })?;
-    let (mut holding, manager) = manager.watch().await;
+    let manager_error = |source| LeaseError::Manager {
+        name: name.to_owned(),
+        source,
+    };
+    let mut shutdown = std::pin::pin!(shutdown);
     tracing::info!(lease = name, %identity, "waiting to hold the Lease");
-    tokio::select! {
-        held = holding.wait_for(|holding| *holding).map(|held| held.is_ok()) => {
-            if !held {
-                // The manager ended: it only does so on an error it logged.
-                let source = match manager.await {
-                    Ok(Err(error)) => error,
-                    _ => LeaseManagerError::InconsistentState("the Lease manager stopped".into()),
-                };
-                return Err(LeaseError::Manager { name: name.to_owned(), source });
+    loop {
+        let manager = LeaseManagerBuilder::new(client.clone(), name)
+            .with_namespace(namespace)
+            .with_identity(identity)
+            .with_duration(LEASE_SECONDS)
+            .with_grace(RENEW_BEFORE_SECONDS)
+            .build()
+            .await
+            .map_err(manager_error)?;
+        let (mut holding, manager) = manager.watch().await;
+        tokio::select! {
+            held = holding.wait_for(|holding| *holding).map(|held| held.is_ok()) => {
+                if !held {
+                    let source = match manager.await {
+                        Ok(Err(error)) => error,
+                        _ => LeaseManagerError::InconsistentState("the Lease manager stopped".into()),
+                    };
+                    return Err(manager_error(source));
+                }
+                tracing::info!(lease = name, %identity, "holding the Lease: starting the controllers");
+                return Ok(Some(Leadership { holding, manager }));
             }
+            () = released(client.clone(), namespace, name, identity) => {
+                // Not holding it: the manager only slept. A fresh one takes the free Lease.
+                manager.abort();
+                tracing::info!(lease = name, "the holder released the Lease");
+            }
+            () = &mut shutdown => return Ok(None),
         }
-        () = shutdown => return Ok(None),
     }
-    tracing::info!(lease = name, %identity, "holding the Lease: starting the controllers");
-    Ok(Some(Leadership { holding, manager }))
+}
+
+/// Returns once Lease `name`, held by another process when first seen, is held by nobody (its
+/// holder released it). Watch errors are waited out (the watcher backs off); without a Lease
+/// to watch it never returns, and the manager's own timing applies.
+async fn released(client: Client, namespace: &str, name: &str, identity: &str) {
+    let api: Api<Lease> = Api::namespaced(client, namespace);
+    let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
+    let mut held_by_another = false;
+    let mut events = std::pin::pin!(
+        watcher::watcher(api, config)
+            .default_backoff()
+            .applied_objects()
+    );
+    while let Some(event) = events.next().await {
+        let Ok(lease) = event else { continue };
+        let holder = lease
+            .spec
+            .and_then(|spec| spec.holder_identity)
+            .filter(|holder| !holder.is_empty());
+        match holder {
+            Some(holder) => held_by_another = holder != identity,
+            None if held_by_another => return,
+            None => {}
+        }
+    }
+    std::future::pending::<()>().await;
 }
 
 impl Leadership {

@@ -258,7 +258,9 @@ pub async fn run(
     tokio::select! {
         _ = controllers => {}
         _ = background => {}
-        error = &mut server => return server_ended(error),
+        // The HTTP endpoint also stops on `shutdown`: that is no reason to skip the graceful
+        // stop of the controllers and the release of the Lease below.
+        Some(error) = &mut server => return server_ended(Some(error)),
         error = webhook_failed => return Err(RunError::Webhook(error)),
         () = grace => tracing::warn!(
             grace = ?SHUTDOWN_GRACE,

@@ -75,6 +75,26 @@ impl TestOperator {
         )
     }
 
+    /// [`start_leased`](Self::start_leased), serving metrics and probes on `metrics_address`
+    /// as the chart's replicas do.
+    pub fn start_leased_serving(
+        kube_config: kube::Config,
+        namespace: &str,
+        instance: &str,
+        lease: &str,
+        metrics_address: SocketAddr,
+    ) -> Self {
+        Self::start_full(
+            kube_config,
+            namespace,
+            Some(metrics_address),
+            instance,
+            Some(lease.to_owned()),
+            None,
+            |_| {},
+        )
+    }
+
     /// Starts an operator named `instance` that serves the admission webhook as `webhook`
     /// says (`poolboy run --webhook-cert-dir`), its metrics on `metrics_address`, and, with
     /// `lease`, runs its controllers only while holding that Lease.
