@@ -22,7 +22,7 @@
 //! only delays them until the reservation expires ([`PENDING_HANDLE_TTL`]). Likewise a crash
 //! between deleting an unhealthy scaling handle and lowering the count loses that replacement.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -328,18 +328,15 @@ async fn pass(pool_object: &PoolObject, pctx: &PoolContext) -> Result<Option<Act
     // Issue 14: the unbound handles of an earlier version are refreshed, but not while the
     // pool cannot make current ones.
     let version = template.as_ref().ok().map(|t| t.version.clone());
-    let stale: BTreeSet<String> = match &version {
-        Some(version) => {
-            let providers = ctx.providers(|c| provider_specs(c, &pool));
-            unbound
-                .iter()
-                .filter(|h| handle_version(h, &providers, ctx.domain()) != *version)
-                .map(|h| h.name_any())
-                .collect()
-        }
-        None => BTreeSet::new(),
+    let stale: BTreeSet<String> = match &template {
+        Ok(new) => unbound
+            .iter()
+            .filter(|h| handle_version(h, &new.providers, ctx.domain()) != new.version)
+            .map(|h| h.name_any())
+            .collect(),
+        Err(_) => BTreeSet::new(),
     };
-    let autoscale = autoscale(pctx, &pool, &handles, now);
+    let autoscale = autoscale(pctx, &pool, &handles, &unbound, now);
     let decision = autoscale.as_ref().and_then(|a| a.as_ref().ok());
     let plan = plan_pool(&PoolInput {
         pool: &pool,
@@ -526,11 +523,12 @@ async fn pass(pool_object: &PoolObject, pctx: &PoolContext) -> Result<Option<Act
 }
 
 /// What `spec.autoscale` decides for this pass (issue 14), after recording the binds the
-/// pool's `handles` show; `None` without `spec.autoscale`.
+/// pool's `handles` show (`unbound`: those of them unbound); `None` without `spec.autoscale`.
 fn autoscale(
     pctx: &PoolContext,
     pool: &ResourcePool,
     handles: &[(Arc<HandleObject>, ResourceHandle)],
+    unbound: &[ResourceHandle],
     now: chrono::DateTime<chrono::Utc>,
 ) -> Option<Result<AutoscaleDecision, AutoscaleError>> {
     let spec = pool.spec.autoscale.as_ref()?;
@@ -538,11 +536,9 @@ fn autoscale(
         Ok(window) => window,
         Err(error) => return Some(Err(error)),
     };
-    let domain = pctx.ctx.domain();
-    let unbound = handles
+    let unbound = unbound
         .iter()
-        .filter(|(_, h)| is_unbound_handle_of_pool(h, pool, domain))
-        .map(|(_, h)| h.metadata.name.as_deref().unwrap_or_default());
+        .map(|h| h.metadata.name.as_deref().unwrap_or_default());
     let bound = handles
         .iter()
         .filter(|(_, h)| h.spec.resource_claim.is_some())
@@ -562,10 +558,12 @@ fn autoscale(
     })
 }
 
-/// The handle a pool creates, without its name, and the pool version it is stamped with.
+/// The handle a pool creates, without its name, the pool version it is stamped with, and the
+/// specs of the providers that version digests.
 struct NewHandle {
     handle: ResourceHandle,
     version: String,
+    providers: BTreeMap<String, serde_json::Value>,
 }
 
 /// The handle the pool creates, without its name, stamped with the pool's version (issue
@@ -588,9 +586,14 @@ fn new_handle_template(
     };
     let mut handle = handle_for_pool(pool, provider_lifespan.as_ref(), scaling, ctx.domain(), now)
         .map_err(|e| format!("spec.lifespan: {e}"))?;
-    let version = pool_version(pool, &ctx.providers(|c| provider_specs(c, pool)));
+    let providers = ctx.providers(|c| provider_specs(c, &handle));
+    let version = pool_version(&handle, &providers);
     stamp(&mut handle, &version, ctx.domain());
-    Ok(NewHandle { handle, version })
+    Ok(NewHandle {
+        handle,
+        version,
+        providers,
+    })
 }
 
 /// A Normal Event when the pool starts refreshing its unbound handles, or has refreshed them

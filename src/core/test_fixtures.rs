@@ -89,6 +89,15 @@ pub(crate) fn pool(yaml: &str) -> ResourcePool {
     object(yaml, "ResourcePool", "poolboy")
 }
 
+/// ResourcePool `pool` of the operator namespace with `spec` given as JSON.
+pub(crate) fn pool_with_spec(spec: Value) -> ResourcePool {
+    object_of_json(
+        json!({"metadata": {"name": "pool"}, "spec": spec}),
+        "ResourcePool",
+        "poolboy",
+    )
+}
+
 /// A JSON object from YAML (parameter values, vars, …).
 pub(crate) fn map_of(yaml: &str) -> Map<String, Value> {
     match json_of(yaml) {

@@ -13,7 +13,7 @@ use sha2::{Digest, Sha256};
 
 use crate::api::pool::ResourcePoolStatus;
 use crate::api::refs::{ObjectRef, ProviderParameters};
-use crate::api::{OperatorDomain, ResourceHandle, ResourcePool};
+use crate::api::{OperatorDomain, ResourceHandle};
 use crate::core::conditions::{Change, ConditionStatus, DesiredCondition, set_condition};
 use crate::core::provider::ProviderCatalog;
 
@@ -23,7 +23,8 @@ pub(crate) const HANDLES_UP_TO_DATE: &str = "HandlesUpToDate";
 /// Hex digits of the digest kept: enough that two versions of one pool never collide.
 const VERSION_LENGTH: usize = 16;
 
-/// What a handle takes from its pool and what makes its resources: the provider and its
+/// What a handle takes from its pool (`core::handle::new::handle_for_pool` copies it) and what
+/// makes its resources: the provider and its
 /// parameters, or the resource templates when there is no provider (a provider's handle
 /// writes its generated resources into `spec.resources`, so they are not compared), the vars,
 /// and the labels and annotations of its resources.
@@ -45,27 +46,6 @@ struct ResourceContent<'a> {
 }
 
 impl<'a> HandleContent<'a> {
-    fn of_pool(pool: &'a ResourcePool) -> Self {
-        let spec = &pool.spec;
-        let resources = spec.resources.as_ref().map(|resources| {
-            resources
-                .iter()
-                .map(|r| ResourceContent {
-                    name: r.name.as_deref(),
-                    provider: &r.provider,
-                    template: r.template.as_ref(),
-                })
-                .collect()
-        });
-        Self {
-            provider: spec.provider.as_ref(),
-            resources: resources.filter(|_| spec.provider.is_none()),
-            vars: spec.vars.as_ref(),
-            resource_labels: spec.resource_labels.as_ref(),
-            resource_annotations: spec.resource_annotations.as_ref(),
-        }
-    }
-
     fn of_handle(handle: &'a ResourceHandle) -> Self {
         let spec = &handle.spec;
         let resources = spec.resources.as_ref().map(|resources| {
@@ -114,19 +94,22 @@ impl<'a> HandleContent<'a> {
     }
 }
 
-/// The version of the handles `pool` makes now, given the spec (as JSON) of each provider by
-/// name.
-pub(crate) fn pool_version(pool: &ResourcePool, providers: &BTreeMap<String, Value>) -> String {
-    HandleContent::of_pool(pool).version(providers)
+/// The pool's version: that of `new_handle`, the handle the pool makes now
+/// (`core::handle::new::handle_for_pool`), given the spec (as JSON) of each provider by name.
+pub(crate) fn pool_version(
+    new_handle: &ResourceHandle,
+    providers: &BTreeMap<String, Value>,
+) -> String {
+    HandleContent::of_handle(new_handle).version(providers)
 }
 
-/// The spec, as JSON, of each provider in `catalog` that the pool's handles use, by name: what
+/// The spec, as JSON, of each provider in `catalog` that `handle` uses, by name: what
 /// [`pool_version`] and [`handle_version`] digest besides the handle's content.
 pub(crate) fn provider_specs(
     catalog: &ProviderCatalog,
-    pool: &ResourcePool,
+    handle: &ResourceHandle,
 ) -> BTreeMap<String, Value> {
-    HandleContent::of_pool(pool)
+    HandleContent::of_handle(handle)
         .provider_names()
         .into_iter()
         .filter_map(|name| {

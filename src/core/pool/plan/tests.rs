@@ -4,17 +4,7 @@ use serde_json::{Value, json};
 
 use super::*;
 use crate::core::naming::NAME_ALPHABET;
-use crate::core::test_fixtures::now;
-
-fn pool(spec: Value) -> ResourcePool {
-    serde_json::from_value(json!({
-        "apiVersion": "poolboy.gpte.redhat.com/v1",
-        "kind": "ResourcePool",
-        "metadata": {"name": "pool", "namespace": "poolboy"},
-        "spec": spec,
-    }))
-    .expect("valid pool")
-}
+use crate::core::test_fixtures::{now, pool_with_spec as pool};
 
 /// An unbound handle of `pool` with `status` (JSON) as given.
 fn handle(name: &str, status: Value) -> ResourceHandle {

@@ -3,16 +3,13 @@ use std::collections::BTreeMap;
 use serde_json::{Value, json};
 
 use super::*;
-use crate::core::test_fixtures::now;
+use crate::core::handle::new::handle_for_pool;
+use crate::core::test_fixtures::{now, pool_with_spec as pool};
 
-fn pool(spec: Value) -> ResourcePool {
-    serde_json::from_value(json!({
-        "apiVersion": "poolboy.gpte.redhat.com/v1",
-        "kind": "ResourcePool",
-        "metadata": {"name": "pool", "namespace": "poolboy"},
-        "spec": spec,
-    }))
-    .expect("valid pool")
+/// The handle the pool of `spec` makes.
+fn made(spec: Value) -> ResourceHandle {
+    let domain = OperatorDomain::new(DOMAIN);
+    handle_for_pool(&pool(spec), None, None, &domain, now()).expect("a pool handle")
 }
 
 fn handle(spec: Value, annotations: Value) -> ResourceHandle {
@@ -34,31 +31,31 @@ const DOMAIN: &str = "poolboy.gpte.redhat.com";
 #[test]
 fn the_version_follows_the_templates_and_the_providers_not_the_sizes() {
     let spec = json!({"minAvailable": 1, "provider": {"name": "cm", "parameterValues": {"a": 1}}});
-    let base = pool_version(&pool(spec.clone()), &providers(json!({"x": 1})));
+    let base = pool_version(&made(spec.clone()), &providers(json!({"x": 1})));
     assert_eq!(base.len(), 16);
     let mut resized = spec.clone();
     resized["minAvailable"] = json!(5);
     resized["maxUnready"] = json!(2);
     assert_eq!(
-        pool_version(&pool(resized), &providers(json!({"x": 1}))),
+        pool_version(&made(resized), &providers(json!({"x": 1}))),
         base,
         "sizing is not content"
     );
     let mut reparameterised = spec.clone();
     reparameterised["provider"]["parameterValues"]["a"] = json!(2);
     assert_ne!(
-        pool_version(&pool(reparameterised), &providers(json!({"x": 1}))),
+        pool_version(&made(reparameterised), &providers(json!({"x": 1}))),
         base
     );
     assert_ne!(
-        pool_version(&pool(spec.clone()), &providers(json!({"x": 2}))),
+        pool_version(&made(spec.clone()), &providers(json!({"x": 2}))),
         base,
         "a provider edit is a new version"
     );
     let mut labelled = spec;
     labelled["resourceLabels"] = json!({"team": "a"});
     assert_ne!(
-        pool_version(&pool(labelled), &providers(json!({"x": 1}))),
+        pool_version(&made(labelled), &providers(json!({"x": 1}))),
         base
     );
 }
@@ -70,7 +67,7 @@ fn a_handle_carries_its_version_or_is_judged_by_its_content() {
         "kind": "ResourceProvider", "name": "cm", "namespace": "poolboy"},
         "template": {"data": {"k": "v"}}}]});
     let providers = providers(json!({"x": 1}));
-    let version = pool_version(&pool(spec.clone()), &providers);
+    let version = pool_version(&made(spec.clone()), &providers);
 
     let stamped = handle(
         json!({}),
@@ -103,7 +100,7 @@ fn a_provider_handle_is_not_judged_by_the_resources_it_generated() {
     let domain = OperatorDomain::new(DOMAIN);
     let providers = providers(json!({"x": 1}));
     let spec = json!({"provider": {"name": "cm", "parameterValues": {"a": 1}}});
-    let version = pool_version(&pool(spec.clone()), &providers);
+    let version = pool_version(&made(spec.clone()), &providers);
     let mut generated = spec;
     generated["resources"] = json!([{"provider": {"apiVersion": "poolboy.gpte.redhat.com/v1",
         "kind": "ResourceProvider", "name": "cm", "namespace": "poolboy"}}]);
