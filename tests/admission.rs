@@ -11,7 +11,6 @@ mod support;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::time::Duration;
 
 use base64::Engine;
 use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
@@ -197,27 +196,11 @@ impl Registration {
 
 impl Drop for Registration {
     fn drop(&mut self) {
-        // As TestEnv's drop: a runtime and a client of its own, on a thread.
-        let config = self.config.clone();
         let name = self.name.clone();
-        let _ = std::thread::spawn(move || {
-            let runtime = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .ok()?;
-            runtime.block_on(async {
-                let client = Client::try_from(config).ok()?;
-                let api = Api::<ValidatingWebhookConfiguration>::all(client);
-                tokio::time::timeout(
-                    Duration::from_secs(10),
-                    api.delete(&name, &Default::default()),
-                )
-                .await
-                .ok()?
-                .ok()
-            })
-        })
-        .join();
+        support::clean_up_from_drop(self.config.clone(), |client| async move {
+            let api = Api::<ValidatingWebhookConfiguration>::all(client);
+            api.delete(&name, &Default::default()).await.ok()
+        });
     }
 }
 
@@ -539,7 +522,8 @@ async fn a_replica_standing_by_answers_from_the_providers_it_follows() {
     let apis = Apis::new(&env);
     let certificates = Certificates::new();
     let lease = format!("poolboy-{}", random_suffix());
-    let holder = TestOperator::start_leased(env.kube_config(), &env.namespace, "holder", &lease);
+    let holder =
+        TestOperator::start_leased(env.kube_config(), &env.namespace, "holder", &lease, None);
     let leases: Api<Lease> = env.api();
     eventually("the first operator to hold the Lease", TIMEOUT, || async {
         let lease = leases.get_opt(&lease).await.ok().flatten()?;

@@ -29,18 +29,19 @@ async fn a_standby_replica_takes_over_when_the_holder_stops() {
     // The first serves metrics and probes, as the chart's replicas do.
     // The first serves metrics, as the chart's replicas do: its HTTP endpoint stops with it,
     // which must not cut its graceful stop (and the Lease's release) short.
-    let first = TestOperator::start_leased_serving(
+    let first = TestOperator::start_leased(
         env.kube_config(),
         &env.namespace,
         "first",
         LEASE,
-        support::http::free_address(),
+        Some(support::http::free_address()),
     );
     let held = eventually("the first replica holds the Lease", TIMEOUT, || async {
         holder(&env).await.filter(|h| h.starts_with("first-"))
     })
     .await;
-    let second = TestOperator::start_leased(env.kube_config(), &env.namespace, "second", LEASE);
+    let second =
+        TestOperator::start_leased(env.kube_config(), &env.namespace, "second", LEASE, None);
     create_config_claim(&env, "before", json!({}), json!({}), json!({})).await;
     apis.bound("before").await;
     // The second waits while the first renews.

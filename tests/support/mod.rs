@@ -304,33 +304,43 @@ impl Drop for TestEnv {
         if self.cleaned_up {
             return;
         }
-        // Drop cannot await, and the test's runtime may be shutting down: delete from a
-        // thread with a runtime and a client of its own.
-        let config = self.config.clone();
         let namespace = self.namespace.clone();
-        let deleted = std::thread::spawn(move || {
-            let runtime = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .ok()?;
-            runtime.block_on(async {
-                let client = Client::try_from(config).ok()?;
-                tokio::time::timeout(
-                    Duration::from_secs(10),
-                    delete_namespace(&client, &namespace),
-                )
-                .await
-                .ok()
-            })
-        })
-        .join();
-        if !matches!(deleted, Ok(Some(()))) {
+        let deleted = clean_up_from_drop(self.config.clone(), |client| async move {
+            delete_namespace(&client, &namespace).await;
+            Some(())
+        });
+        if deleted.is_none() {
             eprintln!(
                 "warning: could not delete test namespace {}",
                 self.namespace
             );
         }
     }
+}
+
+/// Runs `clean_up` with a client of `config`, for at most 10 s, from a `Drop`: drop cannot
+/// await, and the test's runtime may be shutting down, so it runs on a thread with a runtime
+/// and a client of its own. `None` when it could not run, took too long or said `None`.
+pub fn clean_up_from_drop<F, Fut, T>(config: Config, clean_up: F) -> Option<T>
+where
+    F: FnOnce(Client) -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = Option<T>>,
+    T: Send + 'static,
+{
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .ok()?;
+        runtime.block_on(async {
+            let client = Client::try_from(config).ok()?;
+            tokio::time::timeout(Duration::from_secs(10), clean_up(client))
+                .await
+                .ok()?
+        })
+    })
+    .join()
+    .ok()?
 }
 
 async fn delete_namespace(client: &Client, namespace: &str) {

@@ -57,37 +57,19 @@ impl TestOperator {
     }
 
     /// Starts an operator named `instance` that runs its controllers only while it holds Lease
-    /// `lease` of `namespace` (`poolboy run --lease`).
+    /// `lease` of `namespace` (`poolboy run --lease`), with metrics and probes served on
+    /// `metrics_address` if given, as the chart's replicas do.
     pub fn start_leased(
         kube_config: kube::Config,
         namespace: &str,
         instance: &str,
         lease: &str,
+        metrics_address: Option<SocketAddr>,
     ) -> Self {
         Self::start_full(
             kube_config,
             namespace,
-            None,
-            instance,
-            Some(lease.to_owned()),
-            None,
-            |_| {},
-        )
-    }
-
-    /// [`start_leased`](Self::start_leased), serving metrics and probes on `metrics_address`
-    /// as the chart's replicas do.
-    pub fn start_leased_serving(
-        kube_config: kube::Config,
-        namespace: &str,
-        instance: &str,
-        lease: &str,
-        metrics_address: SocketAddr,
-    ) -> Self {
-        Self::start_full(
-            kube_config,
-            namespace,
-            Some(metrics_address),
+            metrics_address,
             instance,
             Some(lease.to_owned()),
             None,

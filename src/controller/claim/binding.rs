@@ -141,9 +141,7 @@ fn why_no_handle_fits(
 }
 
 /// The pool the claim names, when a `maxSize` caps it (issue 14): such a pool is the only
-/// source of handles for the claims that name it, or they would get around the cap. A pool
-/// the store does not show is read from the API server: at start-up the pool store may not
-/// have listed yet, and a claim that took that for "no such pool" got a handle past the cap.
+/// source of handles for the claims that name it, or they would get around the cap.
 async fn capped_pool(
     ctx: &ClaimContext,
     claim: &ClaimObject,
@@ -152,21 +150,29 @@ async fn capped_pool(
     let Some(pool) = requested_pool(&claim.metadata, ctx.domain()) else {
         return Ok(None);
     };
+    Ok(max_size(ctx, pool)
+        .await?
+        .map(|max_size| Unbound::WaitingForPool {
+            pool: pool.to_owned(),
+            max_size,
+            why,
+        }))
+}
+
+/// The `maxSize` of pool `pool` of the operator namespace, if it has one. A pool the store
+/// does not show is read from the API server: at start-up the pool store may not have listed
+/// yet, and a claim that took that for "no such pool" got a handle past the cap.
+async fn max_size(ctx: &ClaimContext, pool: &str) -> Result<Option<i64>, ClaimError> {
     let pool_ref =
         ObjectRef::new_with(pool, ctx.kinds.pool.clone()).within(&ctx.config.operator_namespace);
-    let max_size = match ctx.stores.pools.get(&pool_ref) {
+    Ok(match ctx.stores.pools.get(&pool_ref) {
         Some(stored) => stored.spec.max_size,
         None => ctx
             .pools_api()
             .get_opt(pool)
             .await?
             .and_then(|fresh| fresh.spec.max_size),
-    };
-    Ok(max_size.map(|max_size| Unbound::WaitingForPool {
-        pool: pool.to_owned(),
-        max_size,
-        why,
-    }))
+    })
 }
 
 /// A handle already bound to the claim: a bind whose status write was lost, a restart, or
@@ -271,7 +277,10 @@ async fn bind(
     let pool_name = requested_pool(&claim.metadata, ctx.domain());
     let candidates =
         resolved.bind_candidates(pool_name, handles.iter().map(|h| h.as_ref()), now)?;
+    // Issue 14: a capped pool's free handles go to the claims waiting for it in a fair order.
     if let Some(pool) = pool_name
+        && !candidates.is_empty()
+        && max_size(ctx, pool).await?.is_some()
         && let Some(waiting) = super::line::turn(ctx, claim, pool, candidates.len())
     {
         return Ok(Bind::InLine(waiting));

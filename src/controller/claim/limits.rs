@@ -9,8 +9,8 @@ use std::collections::BTreeSet;
 use kube::runtime::reflector::ObjectRef;
 
 use super::ClaimContext;
-use crate::controller::kinds::{ClaimObject, Kinds};
-use crate::core::claim::limits::is_active_claim_of;
+use crate::controller::kinds::ClaimObject;
+use crate::core::claim::limits::{is_active_claim_of, limits_of};
 use crate::core::claim::plan::ResolvedClaim;
 use crate::core::claim::status::Unbound;
 
@@ -23,15 +23,7 @@ pub(crate) fn admit(
 ) -> Option<Unbound> {
     let namespace = claim.metadata.namespace.as_deref().unwrap_or_default();
     let name = claim.metadata.name.as_deref().unwrap_or_default();
-    for provider in providers(resolved) {
-        let Some(limit) = ctx.providers(|catalog| {
-            catalog
-                .get(&provider)
-                .ok()
-                .and_then(|p| p.spec().max_claims_per_namespace)
-        }) else {
-            continue;
-        };
+    for (provider, limit) in limits_of(resolved) {
         let mut active = BTreeSet::new();
         let mut alive = BTreeSet::new();
         for other in ctx.stores.claims.state() {
@@ -41,16 +33,16 @@ pub(crate) fn admit(
                 continue;
             }
             let other_name = other.metadata.name.clone().unwrap_or_default();
-            if is_active_claim_of(&Kinds::claim_of(&other), &provider) {
+            if is_active_claim_of(&other.metadata, other.status.as_ref(), provider) {
                 active.insert(other_name.clone());
             }
             alive.insert(other_name);
         }
         let limit_count = usize::try_from(limit).unwrap_or(0);
         let index = &ctx.index;
-        if !index.admit(namespace, &provider, name, limit_count, &active, &alive) {
+        if !index.admit(namespace, provider, name, limit_count, &active, &alive) {
             return Some(Unbound::OverLimit {
-                provider,
+                provider: provider.to_owned(),
                 limit,
                 namespace: namespace.to_owned(),
             });
@@ -69,17 +61,4 @@ pub(crate) fn wake_waiting(ctx: &ClaimContext, namespace: &str) {
             let _ = ctx.triggers.claims.unbounded_send(claim);
         }
     }
-}
-
-/// The providers the resolved claim uses.
-fn providers(resolved: &ResolvedClaim) -> BTreeSet<String> {
-    let mut names: BTreeSet<String> = resolved
-        .status_provider
-        .iter()
-        .map(|p| p.name.clone())
-        .collect();
-    for resource in resolved.status_resources.iter().flatten() {
-        names.insert(resource.provider.name.clone());
-    }
-    names
 }

@@ -14,23 +14,21 @@ use kube::runtime::reflector::ObjectRef;
 
 use super::ClaimContext;
 use crate::controller::kinds::ClaimObject;
-use crate::core::binding::line::{Waiting, position};
-use crate::core::claim::plan::requested_pool;
+use crate::core::binding::line::{Waiting, position, waits_for};
 use crate::core::claim::status::Unbound;
-use crate::core::conditions::{self, BOUND};
 
 /// How long a claim lets the claims ahead of it take a free handle before it tries itself.
 pub(crate) const PATIENCE: Duration = Duration::from_secs(5);
 
-/// `None` when it is the claim's turn to try the `free` handles that fit it; otherwise why it
-/// waits.
+/// `None` when it is the claim's turn to try the `free` handles of `pool`, a pool capped by
+/// `maxSize`, that fit it; otherwise why it waits.
 pub(crate) fn turn(
     ctx: &ClaimContext,
     claim: &ClaimObject,
     pool: &str,
     free: usize,
 ) -> Option<Unbound> {
-    if free == 0 || !is_capped(ctx, pool) {
+    if free == 0 {
         return None;
     }
     let namespace = claim.metadata.namespace.as_deref().unwrap_or_default();
@@ -43,10 +41,11 @@ pub(crate) fn turn(
         .filter_map(|(ns, n)| {
             let reference = ObjectRef::new_with(&n, ctx.kinds.claim.clone()).within(&ns);
             let other = ctx.stores.claims.get(&reference)?;
-            waits_for(&other, pool, ctx).then(|| waiting(&other))
+            waits_for(&other.metadata, other.status.as_ref(), pool, ctx.domain())
+                .then(|| Waiting::of(&other.metadata))
         })
         .collect();
-    line.push(waiting(claim));
+    line.push(Waiting::of(&claim.metadata));
     let (ahead, of) = position(line, &held(ctx, pool), namespace, name)?;
     if ahead < free || ctx.index.defer(namespace, name) >= PATIENCE {
         return None;
@@ -74,38 +73,4 @@ fn held(ctx: &ClaimContext, pool: &str) -> BTreeMap<String, usize> {
         }
     }
     held
-}
-
-/// Whether `pool`, of the operator namespace, is capped by `maxSize`.
-fn is_capped(ctx: &ClaimContext, pool: &str) -> bool {
-    let reference =
-        ObjectRef::new_with(pool, ctx.kinds.pool.clone()).within(&ctx.config.operator_namespace);
-    ctx.stores
-        .pools
-        .get(&reference)
-        .is_some_and(|p| p.spec.max_size.is_some())
-}
-
-/// Whether `claim` is judged to be waiting for `pool`.
-fn waits_for(claim: &ClaimObject, pool: &str, ctx: &ClaimContext) -> bool {
-    let status = claim.status.as_ref();
-    claim.metadata.deletion_timestamp.is_none()
-        && requested_pool(&claim.metadata, ctx.domain()) == Some(pool)
-        && status.and_then(|s| s.resource_handle.as_ref()).is_none()
-        && status
-            .and_then(|s| s.conditions.as_deref())
-            .and_then(|c| conditions::find(c, BOUND))
-            .is_some_and(|c| c.reason == "WaitingForPool" || c.reason == "WaitingInLine")
-}
-
-fn waiting(claim: &ClaimObject) -> Waiting {
-    Waiting {
-        namespace: claim.metadata.namespace.clone().unwrap_or_default(),
-        name: claim.metadata.name.clone().unwrap_or_default(),
-        created: claim
-            .metadata
-            .creation_timestamp
-            .as_ref()
-            .map(|t| t.0.as_millisecond()),
-    }
 }

@@ -6,6 +6,14 @@
 
 use std::collections::BTreeMap;
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+use crate::api::OperatorDomain;
+use crate::api::claim::ResourceClaimStatus;
+use crate::core::claim::plan::requested_pool;
+use crate::core::claim::status::{WAITING_FOR_POOL, WAITING_IN_LINE};
+use crate::core::conditions::{self, BOUND};
+
 /// A claim waiting in a pool's line.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Waiting {
@@ -17,6 +25,18 @@ pub(crate) struct Waiting {
 }
 
 impl Waiting {
+    /// The claim of `metadata` as a place in line.
+    pub(crate) fn of(metadata: &ObjectMeta) -> Self {
+        Self {
+            namespace: metadata.namespace.clone().unwrap_or_default(),
+            name: metadata.name.clone().unwrap_or_default(),
+            created: metadata
+                .creation_timestamp
+                .as_ref()
+                .map(|t| t.0.as_millisecond()),
+        }
+    }
+
     fn arrival(&self) -> (bool, i64, &str) {
         (
             self.created.is_none(),
@@ -24,6 +44,23 @@ impl Waiting {
             &self.name,
         )
     }
+}
+
+/// Whether the claim of `metadata` and `status` is in the line of `pool`: it names the pool,
+/// holds no handle, is not being deleted, and an earlier pass judged it waiting for the pool.
+pub(crate) fn waits_for(
+    metadata: &ObjectMeta,
+    status: Option<&ResourceClaimStatus>,
+    pool: &str,
+    domain: &OperatorDomain,
+) -> bool {
+    metadata.deletion_timestamp.is_none()
+        && requested_pool(metadata, domain) == Some(pool)
+        && status.and_then(|s| s.resource_handle.as_ref()).is_none()
+        && status
+            .and_then(|s| s.conditions.as_deref())
+            .and_then(|c| conditions::find(c, BOUND))
+            .is_some_and(|c| c.reason == WAITING_FOR_POOL || c.reason == WAITING_IN_LINE)
 }
 
 /// The line in serving order, round-robin across namespaces by share: a namespace's claims,
@@ -173,6 +210,41 @@ mod tests {
         assert_eq!(
             names(&fair_order(line, &BTreeMap::new())),
             ["a/a2", "b/b1", "a/a3"]
+        );
+    }
+
+    #[test]
+    fn a_claim_is_in_a_pools_line_once_judged_waiting_for_it() {
+        let domain = OperatorDomain::default();
+        let claim = |reason: &str, handle: bool| {
+            let mut status = serde_json::json!({"conditions": [{"type": "Bound",
+                "status": "False", "reason": reason, "message": "",
+                "lastTransitionTime": "2026-01-01T00:00:00Z"}]});
+            if handle {
+                status["resourceHandle"] = serde_json::json!({"apiVersion": "v1",
+                    "kind": "ResourceHandle", "name": "guid-a", "namespace": "poolboy"});
+            }
+            crate::core::test_fixtures::claim(&format!(
+                "metadata: {{name: c, annotations: {{poolboy.gpte.redhat.com/resource-pool-name: p}}}}\n\
+                 spec: {{}}\nstatus: {status}"
+            ))
+        };
+        let in_line = |c: &crate::api::ResourceClaim, pool: &str| {
+            waits_for(&c.metadata, c.status.as_ref(), pool, &domain)
+        };
+        assert!(in_line(&claim(WAITING_FOR_POOL, false), "p"));
+        assert!(in_line(&claim(WAITING_IN_LINE, false), "p"));
+        assert!(
+            !in_line(&claim(WAITING_FOR_POOL, false), "q"),
+            "another pool"
+        );
+        assert!(
+            !in_line(&claim(WAITING_FOR_POOL, true), "p"),
+            "holds a handle"
+        );
+        assert!(
+            !in_line(&claim("WaitingForHandle", false), "p"),
+            "not judged so"
         );
     }
 }

@@ -3,8 +3,22 @@
 
 use std::collections::BTreeSet;
 
-use crate::api::ResourceClaim;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
 use crate::api::claim::ResourceClaimStatus;
+use crate::core::claim::plan::ResolvedClaim;
+
+/// The limits that apply to a claim: `(provider, maxClaimsPerNamespace)` of each of its
+/// providers that sets one, each provider once.
+pub(crate) fn limits_of(resolved: &ResolvedClaim) -> Vec<(&str, i64)> {
+    let mut limits: Vec<(&str, i64)> = resolved
+        .providers()
+        .filter_map(|p| Some((p.name(), p.spec().max_claims_per_namespace?)))
+        .collect();
+    limits.sort_unstable();
+    limits.dedup();
+    limits
+}
 
 /// The providers a claim's status says it uses (§7.4): `status.provider` and the provider of
 /// each `status.resources` entry.
@@ -18,11 +32,15 @@ pub(crate) fn providers_of(status: &ResourceClaimStatus) -> BTreeSet<&str> {
     names
 }
 
-/// Whether `claim` counts against the limits of `provider`: it holds a handle
-/// (`status.resourceHandle`) through it and is not being deleted.
-pub(crate) fn is_active_claim_of(claim: &ResourceClaim, provider: &str) -> bool {
-    claim.metadata.deletion_timestamp.is_none()
-        && claim.status.as_ref().is_some_and(|status| {
+/// Whether the claim of `metadata` and `status` counts against the limits of `provider`: it
+/// holds a handle (`status.resourceHandle`) through it and is not being deleted.
+pub(crate) fn is_active_claim_of(
+    metadata: &ObjectMeta,
+    status: Option<&ResourceClaimStatus>,
+    provider: &str,
+) -> bool {
+    metadata.deletion_timestamp.is_none()
+        && status.is_some_and(|status| {
             status.resource_handle.is_some() && providers_of(status).contains(provider)
         })
 }
@@ -32,6 +50,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+    use crate::api::ResourceClaim;
 
     fn claim(status: serde_json::Value, deleting: bool) -> ResourceClaim {
         let mut value = json!({
@@ -54,15 +73,33 @@ mod tests {
                    "resources": [{"provider": {"name": "cm"}}]}),
             false,
         );
-        assert!(is_active_claim_of(&bound, "lab"));
-        assert!(is_active_claim_of(&bound, "cm"));
-        assert!(!is_active_claim_of(&bound, "other"));
+        assert!(is_active_claim_of(
+            &bound.metadata,
+            bound.status.as_ref(),
+            "lab"
+        ));
+        assert!(is_active_claim_of(
+            &bound.metadata,
+            bound.status.as_ref(),
+            "cm"
+        ));
+        assert!(!is_active_claim_of(
+            &bound.metadata,
+            bound.status.as_ref(),
+            "other"
+        ));
         let waiting = claim(json!({"provider": {"name": "lab"}}), false);
-        assert!(!is_active_claim_of(&waiting, "lab"), "no handle yet");
+        assert!(
+            !is_active_claim_of(&waiting.metadata, waiting.status.as_ref(), "lab"),
+            "no handle yet"
+        );
         let going = claim(
             json!({"resourceHandle": handle, "provider": {"name": "lab"}}),
             true,
         );
-        assert!(!is_active_claim_of(&going, "lab"), "being deleted");
+        assert!(
+            !is_active_claim_of(&going.metadata, going.status.as_ref(), "lab"),
+            "being deleted"
+        );
     }
 }

@@ -63,6 +63,11 @@ pub(crate) enum Unbound {
     },
 }
 
+/// The `Bound` reason of a claim waiting for a capped pool none of whose handles is free.
+pub(crate) const WAITING_FOR_POOL: &str = "WaitingForPool";
+/// The `Bound` reason of a claim behind others in a capped pool's fair line.
+pub(crate) const WAITING_IN_LINE: &str = "WaitingInLine";
+
 /// The most characters of "why no handle fits" a condition message carries: a claim's status
 /// stays small however many handles there are.
 const WHY_LENGTH: usize = 1000;
@@ -85,7 +90,7 @@ impl Unbound {
                 max_size,
                 why,
             } => (
-                "WaitingForPool",
+                WAITING_FOR_POOL,
                 format!(
                     "no handle of ResourcePool {pool} is free, and the pool is capped at \
                      {max_size} handles (maxSize): waiting for one; {}",
@@ -104,7 +109,7 @@ impl Unbound {
                 ),
             ),
             Unbound::InLine { pool, ahead, of } => (
-                "WaitingInLine",
+                WAITING_IN_LINE,
                 format!(
                     "ResourcePool {pool} is short: {ahead} of the {of} claims waiting for it are \
                      ahead of this one (first come, first served within a namespace, \
