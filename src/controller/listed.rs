@@ -107,6 +107,10 @@ where
     let signal = listed.listed.clone();
     let stream = watcher(api, config)
         .default_backoff()
+        // No decision reads `metadata.managedFields`, and it is most of a small object: kept,
+        // every pass that copied a handle out of the store copied it too (issue 11: a fifth of
+        // a warm burst's CPU), and every store held it (handles are watched three times).
+        .modify(|object: &mut K| object.meta_mut().managed_fields = None)
         .reflect(writer)
         .inspect_ok(move |event| {
             follow(event);
