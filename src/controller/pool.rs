@@ -181,24 +181,14 @@ impl PoolContext {
         self.with_memory(pool, |memory| memory.status_written = Some(Instant::now()));
     }
 
-    /// Every handle of `pool` the store shows (bound and deleting ones too).
-    fn handles_of(&self, pool: &ResourcePool) -> Vec<(Arc<HandleObject>, ResourceHandle)> {
-        let name = pool.name_any();
+    /// Every handle of `pool` the store shows (bound and deleting ones too), as the store
+    /// holds them: only the unbound ones are copied into typed handles, for the plan.
+    fn handles_of(&self, pool: &ResourcePool) -> Vec<Arc<HandleObject>> {
         self.handles
             .store()
             .state()
             .into_iter()
-            .filter(|h| {
-                h.spec
-                    .resource_pool
-                    .as_ref()
-                    .is_some_and(|r| r.name == name)
-            })
-            .map(|h| {
-                let derived = Kinds::handle_of(&h);
-                (h, derived)
-            })
-            .filter(|(_, h)| is_handle_of_pool(h, pool))
+            .filter(|h| is_handle_of_pool(&**h, pool))
             .collect()
     }
 }
@@ -302,7 +292,7 @@ async fn pass(pool_object: &PoolObject, pctx: &PoolContext) -> Result<Option<Act
         memory.observe(
             handles
                 .iter()
-                .map(|(h, _)| h.metadata.name.as_deref().unwrap_or_default()),
+                .map(|h| h.metadata.name.as_deref().unwrap_or_default()),
             listed.iter().copied(),
             now,
         );
@@ -318,11 +308,11 @@ async fn pass(pool_object: &PoolObject, pctx: &PoolContext) -> Result<Option<Act
     let pending = pctx.with_pending(&pool, |memory| memory.names());
     let unbound: Vec<ResourceHandle> = handles
         .iter()
-        .filter(|(_, h)| is_unbound_handle_of_pool(h, &pool, ctx.domain()))
-        .map(|(_, h)| h.clone())
+        .filter(|h| is_unbound_handle_of_pool(&***h, &pool, ctx.domain()))
+        .map(|h| Kinds::handle_of(h))
         .collect();
     let scaling = consumed_scaling(ctx, &pool, now).await?;
-    let bound = BoundCounts::of(handles.iter().map(|(_, h)| h));
+    let bound = BoundCounts::of(handles.iter().map(|h| &**h));
     // The template of every new handle; its failure is the pool's configuration problem.
     let template = new_handle_template(&pool, ctx, now, None);
     // Issue 14: the unbound handles of an earlier version are refreshed, but not while the
@@ -354,7 +344,7 @@ async fn pass(pool_object: &PoolObject, pctx: &PoolContext) -> Result<Option<Act
 
     let scaling_label = ctx.domain().resource_pool_scaling_name();
     for (doomed, removal) in &plan.delete {
-        if let Some((handle, _)) = handles.iter().find(|(h, _)| h.name_any() == *doomed) {
+        if let Some(handle) = handles.iter().find(|h| h.name_any() == *doomed) {
             let reason = removal.as_str();
             tracing::info!(pool = %name, handle = %doomed, reason, "deleting unbound ResourceHandle");
             let deleted = delete_unbound(&ctx.handles_api(), handle, &pool, ctx.domain()).await?;
@@ -373,7 +363,7 @@ async fn pass(pool_object: &PoolObject, pctx: &PoolContext) -> Result<Option<Act
         Ok(_) if plan.create > 0 => {
             let known: Vec<&str> = handles
                 .iter()
-                .map(|(h, _)| h.metadata.name.as_deref().unwrap_or_default())
+                .map(|h| h.metadata.name.as_deref().unwrap_or_default())
                 .chain(pending.iter().map(String::as_str))
                 .collect();
             new_handle_names(plan.create, &known, &mut rand::rng())
@@ -527,7 +517,7 @@ async fn pass(pool_object: &PoolObject, pctx: &PoolContext) -> Result<Option<Act
 fn autoscale(
     pctx: &PoolContext,
     pool: &ResourcePool,
-    handles: &[(Arc<HandleObject>, ResourceHandle)],
+    handles: &[Arc<HandleObject>],
     unbound: &[ResourceHandle],
     now: chrono::DateTime<chrono::Utc>,
 ) -> Option<Result<AutoscaleDecision, AutoscaleError>> {
@@ -541,9 +531,9 @@ fn autoscale(
         .map(|h| h.metadata.name.as_deref().unwrap_or_default());
     let bound = handles
         .iter()
-        .filter(|(_, h)| h.spec.resource_claim.is_some())
-        .map(|(_, h)| h.metadata.name.as_deref().unwrap_or_default());
-    let provisioning = autoscale::provisioning_time(handles.iter().map(|(_, h)| h));
+        .filter(|h| h.spec.resource_claim.is_some())
+        .map(|h| h.metadata.name.as_deref().unwrap_or_default());
+    let provisioning = autoscale::provisioning_time(handles.iter().map(|h| &**h));
     let previous = pool.status.as_ref().and_then(|s| s.autoscale.as_ref());
     pctx.with_memory(pool, |memory| {
         memory.binds.observe(unbound, bound, window, now);
@@ -783,8 +773,8 @@ async fn finalize(pool_object: &PoolObject, pctx: &PoolContext) -> Result<(), Po
     let name = pool.name_any();
     let handles_api = ctx.handles_api();
     let handles = pctx.handles_of(&pool);
-    for (handle, derived) in &handles {
-        if is_unbound_handle_of_pool(derived, &pool, ctx.domain())
+    for handle in &handles {
+        if is_unbound_handle_of_pool(&**handle, &pool, ctx.domain())
             && delete_unbound(&handles_api, handle, &pool, ctx.domain()).await?
         {
             ctx.metrics.handle_deleted("pool_deleted");
@@ -793,7 +783,7 @@ async fn finalize(pool_object: &PoolObject, pctx: &PoolContext) -> Result<(), Po
     // Handles created but not shown by the store yet: look them up.
     let pending = pctx.with_pending(&pool, |memory| memory.names());
     for pending_name in pending {
-        if handles.iter().any(|(h, _)| h.name_any() == pending_name) {
+        if handles.iter().any(|h| h.name_any() == pending_name) {
             continue;
         }
         if let Some(handle) = handles_api.get_opt(&pending_name).await?
@@ -825,8 +815,7 @@ async fn delete_unbound(
     pool: &ResourcePool,
     domain: &OperatorDomain,
 ) -> Result<bool, PoolError> {
-    let still_spare =
-        |h: &HandleObject| is_unbound_handle_of_pool(&Kinds::handle_of(h), pool, domain);
+    let still_spare = |h: &HandleObject| is_unbound_handle_of_pool(h, pool, domain);
     match write::delete_while(api, handle, 2, still_spare).await? {
         Written::Done(()) => Ok(true),
         Written::Gone => Ok(false),

@@ -15,10 +15,10 @@ use std::collections::{BTreeSet, VecDeque};
 
 use chrono::{DateTime, TimeDelta, Utc};
 
-use crate::api::ResourceHandle;
 use crate::api::pool::{PoolAutoscale, PoolAutoscaleStatus};
 use crate::core::conditions::{ConditionStatus, READY, find};
 use crate::core::lifespan::interval::parse_interval;
+use crate::core::pool::HandleParts;
 
 /// The window when `spec.autoscale.window` is absent.
 pub(crate) const DEFAULT_WINDOW: TimeDelta = TimeDelta::hours(1);
@@ -74,14 +74,15 @@ impl BindHistory {
 
 /// The median time from creation to readiness of `handles` that are ready (their `Ready`
 /// condition's transition), and how many there were.
-pub(crate) fn provisioning_time<'a>(
-    handles: impl IntoIterator<Item = &'a ResourceHandle>,
+pub(crate) fn provisioning_time<'a, H: Into<HandleParts<'a>>>(
+    handles: impl IntoIterator<Item = H>,
 ) -> Option<(TimeDelta, usize)> {
     let mut times: Vec<TimeDelta> = handles
         .into_iter()
         .filter_map(|handle| {
+            let handle = handle.into();
             let created = handle.metadata.creation_timestamp.as_ref()?;
-            let conditions = handle.status.as_ref()?.conditions.as_deref()?;
+            let conditions = handle.status?.conditions.as_deref()?;
             let ready =
                 find(conditions, READY).filter(|c| c.status == ConditionStatus::True.as_str())?;
             let millis = ready.last_transition_time.0.as_millisecond() - created.0.as_millisecond();

@@ -16,6 +16,7 @@ use crate::api::{OperatorDomain, ResourceHandle, ResourcePool};
 use crate::core::binding::matching::{handle_is_healthy, is_released};
 use crate::core::conditions::{Change, set_configuration_validity};
 use crate::core::naming::random_handle_name;
+use crate::core::pool::HandleParts;
 use crate::core::pool::autoscale::AutoscaleDecision;
 
 /// How long a handle name is expected before the store shows it. Past that, the reservation is
@@ -48,27 +49,40 @@ pub(crate) fn new_handle_names<R: rand::Rng + ?Sized>(
 }
 
 /// Whether `handle` belongs to `pool` (`spec.resourcePool` names it; §11 step 1).
-pub(crate) fn is_handle_of_pool(handle: &ResourceHandle, pool: &ResourcePool) -> bool {
+pub(crate) fn is_handle_of_pool<'a>(
+    handle: impl Into<HandleParts<'a>>,
+    pool: &ResourcePool,
+) -> bool {
     let pool_namespace = pool.namespace().unwrap_or_default();
-    handle.spec.resource_pool.as_ref().is_some_and(|reference| {
-        reference.name == pool.name_any() && reference.namespace == pool_namespace
-    })
+    handle
+        .into()
+        .spec
+        .resource_pool
+        .as_ref()
+        .is_some_and(|reference| {
+            reference.name == pool.name_any() && reference.namespace == pool_namespace
+        })
 }
 
 /// Whether `handle` is one of `pool`'s unbound handles: the pool's, without a claim, not
 /// being deleted, not labelled `D/ignore` (§7.6: Poolboy's handle cache and its label
 /// selectors leave ignored handles out, so the pool neither counts nor deletes them), and not
 /// released by a claim ([`is_released`]: on its way out, so the pool replaces it).
-pub(crate) fn is_unbound_handle_of_pool(
-    handle: &ResourceHandle,
+pub(crate) fn is_unbound_handle_of_pool<'a>(
+    handle: impl Into<HandleParts<'a>>,
     pool: &ResourcePool,
     domain: &OperatorDomain,
 ) -> bool {
+    let handle = handle.into();
     is_handle_of_pool(handle, pool)
         && handle.spec.resource_claim.is_none()
         && handle.metadata.deletion_timestamp.is_none()
-        && !handle.labels().contains_key(&domain.ignore_label())
-        && !is_released(&handle.metadata, domain)
+        && !handle
+            .metadata
+            .labels
+            .as_ref()
+            .is_some_and(|labels| labels.contains_key(&domain.ignore_label()))
+        && !is_released(handle.metadata, domain)
 }
 
 /// A pool's bound handles not being deleted, which count toward `maxSize`, and how many of
@@ -81,9 +95,10 @@ pub(crate) struct BoundCounts {
 
 impl BoundCounts {
     /// Counted among `handles`, the pool's.
-    pub(crate) fn of<'a>(handles: impl IntoIterator<Item = &'a ResourceHandle>) -> Self {
+    pub(crate) fn of<'a, H: Into<HandleParts<'a>>>(handles: impl IntoIterator<Item = H>) -> Self {
         let mut counts = Self::default();
         for handle in handles {
+            let handle = handle.into();
             if handle.spec.resource_claim.is_none() || handle.metadata.deletion_timestamp.is_some()
             {
                 continue;

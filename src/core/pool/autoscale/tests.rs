@@ -1,6 +1,7 @@
 use serde_json::json;
 
 use super::*;
+use crate::api::ResourceHandle;
 use crate::core::test_fixtures::now;
 
 fn spec(min: Option<i64>, max: i64, window: Option<&str>) -> PoolAutoscale {
