@@ -16,6 +16,8 @@
 //! `apiserver_request_total`, per claim, by verb and resource) and the CPU time spent by this
 //! process, kube-apiserver and etcd: on a small machine the CPU is where a burst's limit is.
 
+#[path = "support/brokers.rs"]
+mod brokers;
 #[path = "support/requests.rs"]
 mod requests;
 #[path = "../tests/support/mod.rs"]
@@ -87,6 +89,15 @@ struct Phase {
     cpu: [f64; 3],
 }
 
+/// What a phase spent, per claim (or handle, or ConfigMap).
+struct Spent {
+    requests_each: f64,
+    /// CPU milliseconds kube-apiserver and etcd spent on each.
+    control_plane_ms_each: f64,
+    /// The share of the machine's CPU time that this process, kube-apiserver and etcd used.
+    busy: f64,
+}
+
 impl Phase {
     async fn start(env: &TestEnv) -> Self {
         Self {
@@ -96,23 +107,31 @@ impl Phase {
         }
     }
 
-    /// Prints the requests per `per` (each claim, handle or ConfigMap) and the CPU seconds.
-    async fn report(&self, env: &TestEnv, name: &str, per: usize) {
+    /// Prints the requests per `per` (each claim, handle or ConfigMap) and the CPU seconds;
+    /// `elsewhere` is CPU spent by broker processes of their own.
+    async fn report(&self, env: &TestEnv, name: &str, per: usize, elsewhere: f64) -> Spent {
         let cpu = cpu_split();
+        let wall = self.started.elapsed().as_secs_f64();
         let spent = Requests::read(&env.client).await.since(&self.requests);
+        let [this, apiserver, etcd] = [0, 1, 2].map(|i| cpu[i] - self.cpu[i]);
+        let extra = match elsewhere > 0.0 {
+            true => format!(", broker processes {elsewhere:.1}"),
+            false => String::new(),
+        };
         println!(
-            "{name}: {:.1} s; CPU seconds: this process (broker and bench) {:.1}, kube-apiserver \
-             {:.1}, etcd {:.1}",
-            self.started.elapsed().as_secs_f64(),
-            cpu[0] - self.cpu[0],
-            cpu[1] - self.cpu[1],
-            cpu[2] - self.cpu[2]
+            "{name}: {wall:.1} s; CPU seconds: this process {this:.1}{extra}, kube-apiserver \
+             {apiserver:.1}, etcd {etcd:.1}"
         );
         println!(
             "{name}: {:.1} API requests each ({})",
             spent.total() / per as f64,
             spent.per(per as f64)
         );
+        Spent {
+            requests_each: spent.total() / per as f64,
+            control_plane_ms_each: (apiserver + etcd) * 1000.0 / per as f64,
+            busy: (this + elsewhere + apiserver + etcd) / (wall * cores()),
+        }
     }
 }
 
@@ -122,6 +141,33 @@ struct Row {
     rate: f64,
     p50: Option<f64>,
     p99: Option<f64>,
+    spent: Option<Spent>,
+}
+
+impl Row {
+    fn new(scenario: String, count: usize, rate: f64, spent: Spent) -> Self {
+        Self {
+            scenario,
+            count,
+            rate,
+            p50: None,
+            p99: None,
+            spent: Some(spent),
+        }
+    }
+
+    fn latencies(mut self, sorted: &[f64]) -> Self {
+        self.p50 = Some(percentile(sorted, 0.50));
+        self.p99 = Some(percentile(sorted, 0.99));
+        self
+    }
+}
+
+/// The scenarios `POOLBOY_BENCH_SCENARIOS` (a comma list) names; all when it is unset. The
+/// warm burst binds the pool the fill makes, so it needs "fill".
+fn wanted(scenario: &str) -> bool {
+    std::env::var("POOLBOY_BENCH_SCENARIOS")
+        .map_or(true, |list| list.split(',').any(|s| s.trim() == scenario))
 }
 
 #[tokio::main]
@@ -136,114 +182,116 @@ async fn main() {
         instants.clone(),
         handles.clone(),
     ));
+    let bench = Bench {
+        env: &env,
+        kinds: &kinds,
+        instants: &instants,
+        handles: &handles,
+    };
     let mut rows = Vec::new();
-    println!("load before: {}", load_average());
+    println!("load before: {}; {} cores", load_average(), cores());
 
-    // 1. The ceiling, before the broker starts.
+    // 1. The ceilings, before the broker starts: ConfigMaps (what every figure is a ratio to)
+    // and the claims' own kind (a custom resource: JSON, with its schema validated).
     let phase = Phase::start(&env).await;
     let ceiling = create_configmaps(&env, BURST).await;
-    phase.report(&env, "ceiling", BURST).await;
+    let spent = phase.report(&env, "ceiling", BURST, 0.0).await;
     delete_configmaps(&env).await;
-    rows.push(Row {
-        scenario: format!("ceiling: ConfigMap creates, {CEILING_CLIENTS} clients"),
-        count: BURST,
-        rate: ceiling,
-        p50: None,
-        p99: None,
-    });
+    rows.push(Row::new(
+        format!("ceiling: ConfigMap creates, {CEILING_CLIENTS} clients"),
+        BURST,
+        ceiling,
+        spent,
+    ));
+    let phase = Phase::start(&env).await;
+    let claim_ceiling = bench.create_bare_claims(BURST).await;
+    let spent = phase.report(&env, "claim ceiling", BURST, 0.0).await;
+    bench.delete_bare_claims().await;
+    rows.push(Row::new(
+        format!("ceiling: ResourceClaim creates, {CEILING_CLIENTS} clients, no broker"),
+        BURST,
+        claim_ceiling,
+        spent,
+    ));
 
     let operator = TestOperator::start(env.kube_config(), &env.namespace);
-    for name in ["warm", "cold", "steady"] {
+    for name in ["warm", "cold", "steady", "replicas"] {
         create(&env, &kinds.provider, provider(&env, name)).await;
     }
 
     // 2. Pool fill.
-    let phase = Phase::start(&env).await;
-    create(&env, &kinds.pool, pool(&env, "warm", BURST)).await;
-    wait_until(&format!("{BURST} ready handles"), || {
-        lock(&handles).ready_unbound("warm") >= BURST
-    })
-    .await;
-    let fill = BURST as f64 / phase.started.elapsed().as_secs_f64();
-    phase.report(&env, "pool fill", BURST).await;
-    rows.push(Row {
-        scenario: "pool fill: ready handles".to_owned(),
-        count: BURST,
-        rate: fill,
-        p50: None,
-        p99: None,
-    });
-    set_min_available(&env, &kinds, "warm", 0).await;
+    if wanted("fill") {
+        rows.push(bench.fill("warm", "pool fill: ready handles", None).await);
+    }
 
     // 3 and 4. Bursts.
+    let mut warm_requests = None;
     for scenario in ["warm", "cold"] {
-        let names: Vec<String> = (0..BURST).map(|i| format!("{scenario}-{i:04}")).collect();
-        let phase = Phase::start(&env).await;
-        create_claims(&env, &kinds, &instants, &names, scenario).await;
-        wait_served(&instants, &names, scenario).await;
-        let (bound, rate) = {
-            let instants = lock(&instants);
-            let bound = latencies(&instants, &instants.bound, &names);
-            let last = names.iter().map(|n| instants.bound[n]).max();
-            let rate = last.map_or(0.0, |last| {
-                BURST as f64 / (last - phase.started).as_secs_f64()
-            });
-            (bound, rate)
-        };
-        phase
-            .report(&env, &format!("burst, {scenario}"), BURST)
+        if !wanted(scenario) {
+            continue;
+        }
+        let row = bench
+            .burst(
+                scenario,
+                scenario,
+                &format!("burst, {scenario}"),
+                None,
+                false,
+            )
             .await;
-        rows.push(Row {
-            scenario: format!("burst, {scenario}: claims bound"),
-            count: BURST,
-            rate,
-            p50: Some(percentile(&bound, 0.50)),
-            p99: Some(percentile(&bound, 0.99)),
-        });
+        if scenario == "warm" {
+            warm_requests = row.spent.as_ref().map(|s| s.requests_each);
+        }
+        rows.push(row);
     }
 
     // 5. Sustained arrivals against a pool kept full.
-    create(&env, &kinds.pool, pool(&env, "steady", SUSTAINED_POOL)).await;
-    wait_until(&format!("{SUSTAINED_POOL} ready steady handles"), || {
-        lock(&handles).ready_unbound("steady") >= SUSTAINED_POOL
-    })
-    .await;
-    let handles_before = lock(&handles).of_pool("steady");
-    let phase = Phase::start(&env).await;
-    let names = arrive(&env, &kinds, &instants).await;
-    wait_served(&instants, &names, "sustained").await;
-    let window = phase.started.elapsed().as_secs_f64();
-    let refilled = lock(&handles).of_pool("steady") - handles_before;
-    let warm = bound_to_pool(&env, &kinds, "steady", &names).await;
-    let bound = {
-        let instants = lock(&instants);
-        latencies(&instants, &instants.bound, &names)
-    };
-    phase.report(&env, "sustained", names.len()).await;
-    println!(
-        "sustained: {} claims in {:.0} s ({:.1}/s), {warm} bound to a pool handle; the pool made \
-         {refilled} handles ({:.1}/s)",
-        names.len(),
-        SUSTAINED_WINDOW.as_secs_f64(),
-        names.len() as f64 / SUSTAINED_WINDOW.as_secs_f64(),
-        refilled as f64 / window,
-    );
-    rows.push(Row {
-        scenario: format!("sustained {SUSTAINED_RATE}/s: claims bound"),
-        count: names.len(),
-        rate: names.len() as f64 / SUSTAINED_WINDOW.as_secs_f64(),
-        p50: Some(percentile(&bound, 0.50)),
-        p99: Some(percentile(&bound, 0.99)),
-    });
+    if wanted("sustained") {
+        rows.push(bench.sustained().await);
+    }
 
+    print_table(&rows, ceiling);
+
+    // 6. Quiet.
+    if wanted("quiet") {
+        bench.quiet().await;
+    }
+    operator.stop().await;
+
+    // 7. Replicas: the same burst with 2 broker processes, then with the holder killed.
+    if wanted("replicas") {
+        let replica_rows = bench.replicas(warm_requests).await;
+        rows.extend(replica_rows);
+        print_table(&rows, ceiling);
+    }
+
+    watches.abort();
+    env.cleanup().await;
+}
+
+fn print_table(rows: &[Row], ceiling: f64) {
     println!();
-    println!("load after: {}", load_average());
-    println!("| scenario | count | per second | ratio to the ceiling | bound p50 | bound p99 |");
-    println!("|---|---|---|---|---|---|");
-    let ms = |v: Option<f64>| v.map_or("".to_owned(), |v| format!("{v:.0} ms"));
-    for row in &rows {
+    println!("load now: {}", load_average());
+    println!(
+        "| scenario | count | per second | ratio to the ceiling | bound p50 | bound p99 | API \
+         requests each | kube-apiserver + etcd CPU each | the rate that CPU allows on {} cores \
+         | CPU busy |",
+        cores()
+    );
+    println!("|---|---|---|---|---|---|---|---|---|---|");
+    let ms = |v: Option<f64>| v.map_or(String::new(), |v| format!("{v:.0} ms"));
+    for row in rows {
+        let (requests, control, allows, busy) = match &row.spent {
+            Some(s) => (
+                format!("{:.1}", s.requests_each),
+                format!("{:.1} ms", s.control_plane_ms_each),
+                format!("{:.0}/s", cores() * 1000.0 / s.control_plane_ms_each),
+                format!("{:.0} %", s.busy * 100.0),
+            ),
+            None => Default::default(),
+        };
         println!(
-            "| {} | {} | {:.1} | {:.2} | {} | {} |",
+            "| {} | {} | {:.1} | {:.2} | {} | {} | {requests} | {control} | {allows} | {busy} |",
             row.scenario,
             row.count,
             row.rate,
@@ -252,35 +300,249 @@ async fn main() {
             ms(row.p99),
         );
     }
+}
 
-    // 6. Quiet.
-    tokio::time::sleep(Duration::from_secs(10)).await;
-    let claims = lock(&instants).bound.len();
-    let writes = Arc::new(AtomicUsize::new(0));
-    let counting = tokio::spawn(count_writes(
-        env.client.clone(),
-        env.namespace.clone(),
-        writes.clone(),
-    ));
-    // The watches list first; writes count from then on.
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    writes.store(0, Ordering::SeqCst);
-    let cpu_before = cpu_seconds();
-    tokio::time::sleep(QUIET_WINDOW).await;
-    let cpu = cpu_seconds() - cpu_before;
-    counting.abort();
-    println!();
-    println!(
-        "quiet: {claims} bound claims, {} writes (claims, handles, ConfigMaps) and {cpu:.2} s CPU \
-         in {} s; this process's RSS {} MiB",
-        writes.load(Ordering::SeqCst),
-        QUIET_WINDOW.as_secs(),
-        rss_mib()
-    );
+/// The machine's cores (what "CPU busy" is a share of).
+fn cores() -> f64 {
+    std::thread::available_parallelism().map_or(1.0, |n| n.get() as f64)
+}
 
-    watches.abort();
-    operator.stop().await;
-    env.cleanup().await;
+/// What every scenario shares: the API server, and what the watches recorded.
+struct Bench<'a> {
+    env: &'a TestEnv,
+    kinds: &'a Kinds,
+    instants: &'a Arc<Mutex<Instants>>,
+    handles: &'a Arc<Mutex<HandleCounts>>,
+}
+
+impl Bench<'_> {
+    /// Fills pool `pool` (of the provider of the same name) to [`BURST`] ready handles and
+    /// sets its `minAvailable` back to 0, so a burst empties it; `brokers`: the broker
+    /// processes doing it, if it is not this process.
+    async fn fill(&self, pool: &str, scenario: &str, brokers: Option<&brokers::Brokers>) -> Row {
+        let env = self.env;
+        let before = brokers.map_or(0.0, brokers::Brokers::cpu_seconds);
+        let phase = Phase::start(env).await;
+        let target = lock(self.handles).ready_unbound(pool) + BURST;
+        apply_pool(env, self.kinds, pool, BURST).await;
+        wait_until(&format!("{target} ready handles of {pool}"), || {
+            lock(self.handles).ready_unbound(pool) >= target
+        })
+        .await;
+        let rate = BURST as f64 / phase.started.elapsed().as_secs_f64();
+        let elsewhere = brokers.map_or(0.0, brokers::Brokers::cpu_seconds) - before;
+        let spent = phase.report(env, scenario, BURST, elsewhere).await;
+        set_min_available(env, self.kinds, pool, 0).await;
+        Row::new(scenario.to_owned(), BURST, rate, spent)
+    }
+
+    /// [`BURST`] claims of provider `kind` named `prefix`-NNNN, created at once; the row of
+    /// their binds. `brokers`: the broker processes serving them, if not this process; with
+    /// `kill`, the one holding the Lease is killed once a third of the claims are bound.
+    async fn burst(
+        &self,
+        kind: &str,
+        prefix: &str,
+        scenario: &str,
+        mut brokers: Option<&mut brokers::Brokers>,
+        kill: bool,
+    ) -> Row {
+        let env = self.env;
+        let names: Vec<String> = (0..BURST).map(|i| format!("{prefix}-{i:04}")).collect();
+        let before = brokers
+            .as_deref()
+            .map_or(0.0, brokers::Brokers::cpu_seconds);
+        let phase = Phase::start(env).await;
+        let creates = create_claims(env, self.kinds, self.instants, &names, kind);
+        let killed = match brokers.as_deref_mut().filter(|_| kill) {
+            Some(brokers) => {
+                let (_, killed) = futures::join!(creates, self.kill_holder(brokers, &names));
+                Some(killed)
+            }
+            None => {
+                creates.await;
+                None
+            }
+        };
+        wait_served(self.instants, &names, scenario).await;
+        let (bound, rate) = {
+            let instants = lock(self.instants);
+            let bound = latencies(&instants, &instants.bound, &names);
+            let last = names.iter().map(|n| instants.bound[n]).max();
+            let rate = last.map_or(0.0, |last| {
+                BURST as f64 / (last - phase.started).as_secs_f64()
+            });
+            (bound, rate)
+        };
+        let elsewhere = brokers
+            .as_deref()
+            .map_or(0.0, brokers::Brokers::cpu_seconds)
+            - before;
+        let spent = phase.report(env, scenario, BURST, elsewhere.max(0.0)).await;
+        if let Some((identity, at)) = killed {
+            let instants = lock(self.instants);
+            let resumed = names
+                .iter()
+                .filter_map(|n| instants.bound.get(n))
+                .filter(|bound| **bound > at)
+                .min();
+            let lost = names
+                .iter()
+                .filter(|n| !instants.bound.contains_key(*n))
+                .count();
+            println!(
+                "{scenario}: killed {identity} (SIGKILL) with {} of {BURST} bound; the next \
+                 bind {:.1} s after the kill (Lease duration {} s); {lost} claims lost",
+                names
+                    .iter()
+                    .filter(|n| instants.bound.get(*n).is_some_and(|b| *b <= at))
+                    .count(),
+                resumed.map_or(f64::NAN, |r| (*r - at).as_secs_f64()),
+                poolboy::runtime::lease::LEASE_SECONDS,
+            );
+        }
+        Row::new(scenario.to_owned(), BURST, rate, spent).latencies(&bound)
+    }
+
+    /// Once a third of `names` are bound, kills the replica holding the Lease: who, and when.
+    async fn kill_holder(
+        &self,
+        brokers: &mut brokers::Brokers,
+        names: &[String],
+    ) -> (String, Instant) {
+        wait_until("a third of the burst bound", || {
+            let instants = lock(self.instants);
+            names
+                .iter()
+                .filter(|n| instants.bound.contains_key(*n))
+                .count()
+                >= names.len() / 3
+        })
+        .await;
+        let holder = brokers::Brokers::holder(&self.env.client, &self.env.namespace)
+            .await
+            .expect("a replica holds the Lease");
+        assert!(brokers.kill(&holder), "{holder} is none of the replicas");
+        (holder, Instant::now())
+    }
+
+    /// Claims arriving at [`SUSTAINED_RATE`] a second against a pool kept full.
+    async fn sustained(&self) -> Row {
+        let (env, kinds) = (self.env, self.kinds);
+        apply_pool(env, kinds, "steady", SUSTAINED_POOL).await;
+        wait_until(&format!("{SUSTAINED_POOL} ready steady handles"), || {
+            lock(self.handles).ready_unbound("steady") >= SUSTAINED_POOL
+        })
+        .await;
+        let handles_before = lock(self.handles).of_pool("steady");
+        let phase = Phase::start(env).await;
+        let names = arrive(env, kinds, self.instants).await;
+        wait_served(self.instants, &names, "sustained").await;
+        let window = phase.started.elapsed().as_secs_f64();
+        let refilled = lock(self.handles).of_pool("steady") - handles_before;
+        let warm = bound_to_pool(env, kinds, "steady", &names).await;
+        let bound = {
+            let instants = lock(self.instants);
+            latencies(&instants, &instants.bound, &names)
+        };
+        let spent = phase.report(env, "sustained", names.len(), 0.0).await;
+        println!(
+            "sustained: {} claims in {:.0} s ({:.1}/s), {warm} bound to a pool handle; the pool \
+             made {refilled} handles ({:.1}/s)",
+            names.len(),
+            SUSTAINED_WINDOW.as_secs_f64(),
+            names.len() as f64 / SUSTAINED_WINDOW.as_secs_f64(),
+            refilled as f64 / window,
+        );
+        Row::new(
+            format!("sustained {SUSTAINED_RATE}/s: claims bound"),
+            names.len(),
+            names.len() as f64 / SUSTAINED_WINDOW.as_secs_f64(),
+            spent,
+        )
+        .latencies(&bound)
+    }
+
+    /// A minute with every claim bound: the writes, and this process's CPU and RSS.
+    async fn quiet(&self) {
+        tokio::time::sleep(Duration::from_secs(10)).await;
+        let claims = lock(self.instants).bound.len();
+        let writes = Arc::new(AtomicUsize::new(0));
+        let counting = tokio::spawn(count_writes(
+            self.env.client.clone(),
+            self.env.namespace.clone(),
+            writes.clone(),
+        ));
+        // The watches list first; writes count from then on.
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        writes.store(0, Ordering::SeqCst);
+        let cpu_before = cpu_seconds();
+        tokio::time::sleep(QUIET_WINDOW).await;
+        let cpu = cpu_seconds() - cpu_before;
+        counting.abort();
+        println!();
+        println!(
+            "quiet: {claims} bound claims, {} writes (claims, handles, ConfigMaps) and {cpu:.2} s \
+             CPU in {} s; this process's RSS {} MiB",
+            writes.load(Ordering::SeqCst),
+            QUIET_WINDOW.as_secs(),
+            rss_mib()
+        );
+    }
+
+    /// The warm burst again with 2 broker processes sharing one Lease (`warm_requests`: the
+    /// requests per claim of one replica), then once more with the holder killed mid-burst.
+    async fn replicas(&self, warm_requests: Option<f64>) -> Vec<Row> {
+        let env = self.env;
+        let logs = std::env::temp_dir().join(format!("poolboy-bench-{}", env.namespace));
+        let mut brokers =
+            brokers::Brokers::start(2, &env.namespace, &support::kubeconfig_path(), &logs);
+        println!();
+        println!(
+            "replicas: 2 broker processes, Lease {}, logs in {}",
+            brokers::LEASE,
+            logs.display()
+        );
+        let mut rows = Vec::new();
+        rows.push(
+            self.fill("replicas", "2 replicas: pool fill", Some(&brokers))
+                .await,
+        );
+        let row = self
+            .burst(
+                "replicas",
+                "two",
+                "2 replicas: burst, warm",
+                Some(&mut brokers),
+                false,
+            )
+            .await;
+        if let (Some(one), Some(two)) = (warm_requests, row.spent.as_ref()) {
+            println!(
+                "2 replicas: {:.1} API requests per claim against {one:.1} with one replica \
+                 ({:.2}x)",
+                two.requests_each,
+                two.requests_each / one
+            );
+        }
+        rows.push(row);
+        rows.push(
+            self.fill("replicas", "2 replicas: pool fill again", Some(&brokers))
+                .await,
+        );
+        rows.push(
+            self.burst(
+                "replicas",
+                "killed",
+                "2 replicas: burst, warm, holder killed",
+                Some(&mut brokers),
+                true,
+            )
+            .await,
+        );
+        drop(brokers);
+        rows
+    }
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -311,6 +573,48 @@ async fn create_configmaps(env: &TestEnv, count: usize) -> f64 {
         .collect::<Vec<()>>()
         .await;
     count as f64 / started.elapsed().as_secs_f64()
+}
+
+impl Bench<'_> {
+    /// Creates `count` claims no broker serves, [`CEILING_CLIENTS`] at once: creates per
+    /// second.
+    async fn create_bare_claims(&self, count: usize) -> f64 {
+        let started = Instant::now();
+        futures::stream::iter(0..count)
+            .map(|i| {
+                let mut object = claim(self.env, &format!("ceiling-{i:04}"), "none");
+                object["metadata"]["labels"] = json!({"bench/ceiling": "yes"});
+                create(self.env, &self.kinds.claim, object)
+            })
+            .buffer_unordered(CEILING_CLIENTS)
+            .collect::<Vec<()>>()
+            .await;
+        count as f64 / started.elapsed().as_secs_f64()
+    }
+
+    async fn delete_bare_claims(&self) {
+        Api::<DynamicObject>::namespaced_with(
+            self.env.client.clone(),
+            &self.env.namespace,
+            &self.kinds.claim,
+        )
+        .delete_collection(
+            &DeleteParams::default(),
+            &ListParams::default().labels("bench/ceiling=yes"),
+        )
+        .await
+        .expect("delete the ceiling's claims");
+    }
+}
+
+/// Creates pool `name` of `min_available` handles, or sets its `minAvailable` if it exists.
+async fn apply_pool(env: &TestEnv, kinds: &Kinds, name: &str, min_available: usize) {
+    let pools =
+        Api::<DynamicObject>::namespaced_with(env.client.clone(), &env.namespace, &kinds.pool);
+    match pools.get_opt(name).await.expect("read a pool") {
+        Some(_) => set_min_available(env, kinds, name, min_available).await,
+        None => create(env, &kinds.pool, pool(env, name, min_available)).await,
+    }
 }
 
 async fn delete_configmaps(env: &TestEnv) {
