@@ -12,7 +12,7 @@ help:
 	@echo "make undeploy        helm uninstall (CRDs and objects stay)"
 	@echo "make test            fmt check, clippy, helm lint, all tests against a fresh control plane"
 	@echo "make run             the control plane, the CRDs and examples, and the broker in the foreground"
-	@echo "make bench           200 warm and 200 cold claims, then a quiet minute with 1,000 (release build)"
+	@echo "make bench           bursts of 1,000 warm and cold claims, 50/s sustained, a quiet minute, 2 replicas (release build)"
 	@echo "make chaos           3 long chaos runs: 2 broker processes killed at random, an API-server restart"
 
 cluster:
