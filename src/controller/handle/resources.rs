@@ -51,7 +51,8 @@ pub(super) async fn apply(
         let Some(current) = live.take() else {
             let object: DynamicObject = serde_json::from_value(definition.clone())?;
             match api.create(&PostParams::default(), &object).await {
-                Ok(created) => {
+                Ok(mut created) => {
+                    managed::without_managed_fields(&mut created);
                     return Ok(Applied {
                         state: serde_json::to_value(created)?,
                         created: true,
@@ -83,7 +84,8 @@ pub(super) async fn apply(
             )
             .await;
         match result {
-            Ok(patched) => {
+            Ok(mut patched) => {
+                managed::without_managed_fields(&mut patched);
                 tracing::info!(
                     kind = %reference.kind,
                     name = %reference.name,

@@ -106,6 +106,7 @@ pub(crate) async fn ensure_watch(
     };
     let stream = kube::runtime::watcher(api, super::listed::watch_config())
         .default_backoff()
+        .modify(without_managed_fields)
         .reflect(writer);
     let sweeper = Sweeper::new(ctx.client.clone(), ctx.handles_api(), kind.resource.clone());
     let suspects = move |suspect| sweeper.check(suspect);
@@ -197,7 +198,17 @@ pub(crate) async fn fetch(
 ) -> Result<Option<serde_json::Value>, kube::Error> {
     let api = api_for(ctx, reference).await?;
     let object = api.get_opt(&reference.name).await?;
-    Ok(object.and_then(|o| serde_json::to_value(o).ok()))
+    Ok(object.and_then(|mut o| {
+        without_managed_fields(&mut o);
+        serde_json::to_value(o).ok()
+    }))
+}
+
+/// A live object as templates and statuses see it, fetched or from a store: without
+/// `metadata.managedFields`, as Poolboy's cache keeps them (#121). They are most of a small
+/// object's size, and a store of 100,000 would hold them all.
+pub(crate) fn without_managed_fields(object: &mut DynamicObject) {
+    object.metadata.managed_fields = None;
 }
 
 /// The handle a managed resource names in its annotations.
