@@ -1139,19 +1139,15 @@ fn metric_samples<'a>(text: &'a str, metric: &'a str) -> impl Iterator<Item = (&
     })
 }
 
-/// The pid of the process named `name` (in /proc), or "" when there is none.
+/// The pid of this control plane's `name` (kube-apiserver, etcd), from the pid file
+/// hack/cluster/cluster.sh keeps in `POOLBOY_CLUSTER_DIR` (other control planes may run on the
+/// machine), or "" when unknown.
 fn pid_of(name: &str) -> String {
-    std::fs::read_dir("/proc")
-        .into_iter()
-        .flatten()
-        .flatten()
-        .filter_map(|entry| {
-            let pid = entry.file_name().into_string().ok()?;
-            pid.parse::<u32>().ok()?;
-            let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).ok()?;
-            (comm.trim() == name).then_some(pid)
+    std::env::var_os("POOLBOY_CLUSTER_DIR")
+        .and_then(|dir| {
+            std::fs::read_to_string(PathBuf::from(dir).join(format!("{name}.pid"))).ok()
         })
-        .next()
+        .map(|pid| pid.trim().to_owned())
         .unwrap_or_default()
 }
 
