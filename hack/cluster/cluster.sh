@@ -12,6 +12,9 @@
 #
 # The cluster has one node (node.sh): containerd, kubelet and kube-scheduler, with Pods on a
 # bridge of its own; POOLBOY_CLUSTER_NODE=0 starts the control plane alone.
+#
+# POOLBOY_ETCD_QUOTA_BYTES raises etcd's --quota-backend-bytes (default: etcd's own, 2 GiB), for
+# runs that store more (make bench-scale: 100,000 claims, handles and ConfigMaps).
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -19,6 +22,7 @@ repo="$(cd "$here/../.." && pwd)"
 dir="${POOLBOY_CLUSTER_DIR:-$repo/target/cluster}"
 pki="$dir/pki"
 node_enabled="${POOLBOY_CLUSTER_NODE:-1}"
+etcd_quota="${POOLBOY_ETCD_QUOTA_BYTES:-}"
 node_name=poolboy-node
 # Stop order; start order is the reverse (the node's components stop first, see stop_all).
 control_plane=(kube-controller-manager kube-apiserver etcd)
@@ -211,7 +215,8 @@ cmd_restart_apiserver() {
 }
 
 start_all() {
-  local etcd_port etcd_peer_port
+  local etcd_port etcd_peer_port etcd_flags=()
+  [[ -z "$etcd_quota" ]] || etcd_flags+=(--quota-backend-bytes="$etcd_quota")
   etcd_port="$(free_port)"
   etcd_peer_port="$(free_port)"
   api_port="$(free_port)"
@@ -225,7 +230,7 @@ start_all() {
     --listen-peer-urls="http://127.0.0.1:$etcd_peer_port" \
     --initial-advertise-peer-urls="http://127.0.0.1:$etcd_peer_port" \
     --initial-cluster="poolboy=http://127.0.0.1:$etcd_peer_port" \
-    --unsafe-no-fsync --log-level=warn
+    --unsafe-no-fsync --log-level=warn "${etcd_flags[@]}"
   wait_for 30 etcd curl --silent --fail --max-time 2 "http://127.0.0.1:$etcd_port/health" || return 1
 
   start_apiserver || return 1
