@@ -3,7 +3,8 @@
 //! ResourceWatch objects this process made sure of (Δ§2.2).
 
 use std::collections::{HashMap, HashSet};
-use std::sync::{Mutex, RwLock};
+use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, Mutex, RwLock};
 
 use kube::api::DynamicObject;
 use kube::core::ApiResource;
@@ -31,11 +32,14 @@ impl WatchKey {
     }
 }
 
-/// A running watch: its store and the kind it serves.
+/// A running watch: its store, the kind it serves, and whether it has listed once.
 #[derive(Clone)]
 pub(crate) struct Watch {
     pub(crate) resource: ApiResource,
     pub(crate) store: Store<DynamicObject>,
+    pub(crate) listed: tokio::sync::watch::Receiver<bool>,
+    /// Set once a reader gave up waiting for the first list: later readers do not wait.
+    pub(crate) waited_out: Arc<AtomicBool>,
 }
 
 /// A managed kind as discovery describes it.
