@@ -40,6 +40,10 @@ use serde_json::{Value, json};
 use support::TestEnv;
 use support::operator::TestOperator;
 
+/// The in-process broker runs on the allocator `poolboy run` uses.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// Claims of each burst, handles of the pool fill, ConfigMaps of the ceiling.
 const BURST: usize = 1000;
 /// Clients creating at once: the broker's reconciles of one kind run 8 at once.
