@@ -17,7 +17,7 @@ use crate::api::ResourceHandle;
 use crate::api::claim::ClaimHandleRef;
 use crate::controller::context::EventKind;
 use crate::core::binding::bind::unbind_patch;
-use crate::core::binding::matching::{explain_no_fit, is_bind_candidate};
+use crate::core::binding::matching::{explain_no_fit, is_bind_candidate, is_free};
 use crate::core::claim::plan::{ResolvedClaim, requested_pool};
 use crate::core::claim::status::Unbound;
 use crate::core::naming::claim_handle_name;
@@ -83,7 +83,9 @@ pub(crate) async fn bind_or_create(
     // One snapshot for both questions: a handle another process just bound to this claim is
     // either seen bound here (adopted) or seen unbound (its bind patch then fails, and the
     // fresh read after the failure shows it bound to this claim).
-    let snapshot = ctx.index.handles().state();
+    let snapshot = ctx
+        .index
+        .free_handles(&ctx.config.operator_namespace, &ctx.kinds.handle);
     if let Some(handle) = adoptable(ctx, claim).await? {
         return Ok(Outcome::Bound(Box::new(Pending {
             handle,
@@ -128,13 +130,17 @@ fn why_no_handle_fits(
     now: DateTime<Utc>,
 ) -> String {
     let namespace = ctx.config.operator_namespace.as_str();
-    let handles: Vec<ResourceHandle> = snapshot
+    // Only free handles are explained: bound ones need no copy (a cold claim made one of each
+    // of the namespace's handles, 100,000 at `make bench-scale`'s size).
+    let handles: Vec<Arc<ResourceHandle>> = snapshot
         .iter()
-        .filter(|h| h.metadata.namespace.as_deref() == Some(namespace))
-        .map(|h| Kinds::handle_of(h))
+        .filter(|h| {
+            h.metadata.namespace.as_deref() == Some(namespace) && is_free(&h.metadata, &h.spec)
+        })
+        .map(|h| ctx.index.view_of(h))
         .collect();
     let pool_name = requested_pool(&claim.metadata, ctx.domain());
-    match resolved.rejections(pool_name, &handles, now) {
+    match resolved.rejections(pool_name, handles.iter().map(|h| h.as_ref()), now) {
         Ok(rejections) => explain_no_fit(&rejections),
         Err(error) => error.to_string(),
     }
