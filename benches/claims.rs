@@ -18,6 +18,10 @@
 
 #[path = "support/brokers.rs"]
 mod brokers;
+#[path = "support/machine.rs"]
+mod machine;
+#[path = "support/objects.rs"]
+mod objects;
 #[path = "support/requests.rs"]
 mod requests;
 #[path = "../tests/support/mod.rs"]
@@ -32,6 +36,10 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::{WatchStreamExt, watcher};
+use machine::{
+    control_plane_cpu, load_average, lock, percentile, process_cpu_seconds, process_memory,
+};
+use objects::{pool, provider};
 use poolboy::api::OperatorDomain;
 use poolboy::controller::kinds::{ClaimObject, HandleObject, Kinds};
 use rand::RngExt;
@@ -485,9 +493,9 @@ impl Bench<'_> {
         // The watches list first; writes count from then on.
         tokio::time::sleep(Duration::from_secs(2)).await;
         writes.store(0, Ordering::SeqCst);
-        let cpu_before = cpu_seconds();
+        let cpu_before = process_cpu_seconds("self");
         tokio::time::sleep(QUIET_WINDOW).await;
-        let cpu = cpu_seconds() - cpu_before;
+        let cpu = process_cpu_seconds("self") - cpu_before;
         counting.abort();
         println!();
         println!(
@@ -495,7 +503,7 @@ impl Bench<'_> {
              CPU in {} s; this process's RSS {} MiB",
             writes.load(Ordering::SeqCst),
             QUIET_WINDOW.as_secs(),
-            rss_mib()
+            process_memory("self").0
         );
     }
 
@@ -552,12 +560,6 @@ impl Bench<'_> {
         drop(brokers);
         rows
     }
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// Creates `count` ConfigMaps, [`CEILING_CLIENTS`] at once: creates per second.
@@ -777,76 +779,6 @@ async fn count_writes(client: kube::Client, namespace: String, writes: Arc<Atomi
     futures::future::join3(watch(&kinds.claim), watch(&kinds.handle), watch(&configmap)).await;
 }
 
-/// User plus system CPU time of this process.
-fn cpu_seconds() -> f64 {
-    process_cpu_seconds("self")
-}
-
-/// CPU seconds of this process, and of the control plane's kube-apiserver and etcd (found by
-/// name in /proc).
-fn cpu_split() -> [f64; 3] {
-    let of = |name: &str| -> f64 {
-        std::fs::read_dir("/proc")
-            .into_iter()
-            .flatten()
-            .flatten()
-            .filter_map(|entry| {
-                let pid = entry.file_name().into_string().ok()?;
-                pid.parse::<u32>().ok()?;
-                let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).ok()?;
-                (comm.trim() == name).then(|| process_cpu_seconds(&pid))
-            })
-            .sum()
-    };
-    [cpu_seconds(), of("kube-apiserver"), of("etcd")]
-}
-
-/// User plus system CPU time of process `pid` ("self" for this one): /proc/<pid>/stat fields
-/// 14 and 15, in Linux's fixed USER_HZ of 100 ticks a second.
-fn process_cpu_seconds(pid: &str) -> f64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    // The command name (field 2) is in parentheses and may hold spaces: count after it.
-    let fields: Vec<&str> = stat
-        .rsplit_once(')')
-        .map_or("", |(_, rest)| rest)
-        .split_whitespace()
-        .collect();
-    let ticks = |i: usize| {
-        fields
-            .get(i)
-            .and_then(|t| t.parse::<f64>().ok())
-            .unwrap_or(0.0)
-    };
-    (ticks(11) + ticks(12)) / 100.0
-}
-
-/// This process's resident set, from /proc/self/status.
-fn rss_mib() -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .unwrap_or_default()
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.split_whitespace().next()?.parse::<u64>().ok())
-        .map_or(0, |kib| kib / 1024)
-}
-
-fn load_average() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .unwrap_or_default()
-        .split_whitespace()
-        .take(3)
-        .collect::<Vec<_>>()
-        .join(" ")
-}
-
-fn percentile(sorted: &[f64], p: f64) -> f64 {
-    if sorted.is_empty() {
-        return f64::NAN;
-    }
-    let index = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[index.min(sorted.len() - 1)]
-}
-
 /// Records when each claim is first bound and when its ConfigMap first exists, and the
 /// handles' pools, bindings and readiness.
 async fn record(
@@ -943,41 +875,6 @@ async fn create_in(
         .unwrap_or_else(|e| panic!("create: {e}"));
 }
 
-fn provider(env: &TestEnv, name: &str) -> Value {
-    json!({
-        "apiVersion": "poolboy.gpte.redhat.com/v1",
-        "kind": "ResourceProvider",
-        "metadata": {"name": name, "namespace": env.namespace},
-        "spec": {
-            "match": {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"labels": {"bench/kind": name}}},
-            "matchIgnore": ["/data(/.*)?"],
-            "override": {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"namespace": env.namespace}},
-            "readinessCheck": "metadata.uid is defined",
-        },
-    })
-}
-
-/// Pool `name` of `min_available` handles of the provider of the same name.
-fn pool(env: &TestEnv, name: &str, min_available: usize) -> Value {
-    json!({
-        "apiVersion": "poolboy.gpte.redhat.com/v1",
-        "kind": "ResourcePool",
-        "metadata": {"name": name, "namespace": env.namespace},
-        "spec": {
-            "minAvailable": min_available,
-            "resources": [{
-                "provider": {
-                    "apiVersion": "poolboy.gpte.redhat.com/v1",
-                    "kind": "ResourceProvider",
-                    "name": name,
-                    "namespace": env.namespace,
-                },
-                "template": {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"labels": {"bench/kind": name}}},
-            }],
-        },
-    })
-}
-
 fn claim(env: &TestEnv, name: &str, kind: &str) -> Value {
     json!({
         "apiVersion": "poolboy.gpte.redhat.com/v1",
@@ -993,4 +890,10 @@ fn claim(env: &TestEnv, name: &str, kind: &str) -> Value {
             },
         }]},
     })
+}
+
+/// CPU seconds of this process, and of this control plane's kube-apiserver and etcd.
+fn cpu_split() -> [f64; 3] {
+    let [apiserver, etcd] = control_plane_cpu();
+    [process_cpu_seconds("self"), apiserver, etcd]
 }

@@ -18,6 +18,10 @@
 //! and the first one of each kind is saved (with the fields the broker's write touched) to see
 //! what differs.
 
+#[path = "support/machine.rs"]
+mod machine;
+#[path = "support/objects.rs"]
+mod objects;
 #[path = "support/requests.rs"]
 mod requests;
 #[path = "../tests/support/mod.rs"]
@@ -37,6 +41,11 @@ use kube::api::{
     WatchParams,
 };
 use kube::runtime::{WatchStreamExt, watcher};
+use machine::{
+    control_plane_cpu, etcd_db_size, load_average, lock, percentile, pid_of, process_cpu_seconds,
+    process_memory,
+};
+use objects::{pool, provider};
 use poolboy::api::OperatorDomain;
 use poolboy::controller::kinds::{ClaimObject, HandleObject, Kinds};
 use requests::Requests;
@@ -1093,12 +1102,6 @@ async fn wait_until(what: &str, broker: &Broker, mut done: impl FnMut() -> bool)
     }
 }
 
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
 fn dynamic(env: &TestEnv, resource: &ApiResource) -> Api<DynamicObject> {
     Api::namespaced_with(env.client.clone(), &env.namespace, resource)
 }
@@ -1136,121 +1139,6 @@ fn metric_samples<'a>(text: &'a str, metric: &'a str) -> impl Iterator<Item = (&
             return None;
         }
         Some((labels, value.parse().ok()?))
-    })
-}
-
-/// The pid of this control plane's `name` (kube-apiserver, etcd), from the pid file
-/// hack/cluster/cluster.sh keeps in `POOLBOY_CLUSTER_DIR` (other control planes may run on the
-/// machine), or "" when unknown.
-fn pid_of(name: &str) -> String {
-    std::env::var_os("POOLBOY_CLUSTER_DIR")
-        .and_then(|dir| {
-            std::fs::read_to_string(PathBuf::from(dir).join(format!("{name}.pid"))).ok()
-        })
-        .map(|pid| pid.trim().to_owned())
-        .unwrap_or_default()
-}
-
-/// CPU seconds of kube-apiserver and etcd.
-fn control_plane_cpu() -> [f64; 2] {
-    [
-        process_cpu_seconds(&pid_of("kube-apiserver")),
-        process_cpu_seconds(&pid_of("etcd")),
-    ]
-}
-
-/// User plus system CPU time of process `pid`: /proc/<pid>/stat fields 14 and 15, in Linux's
-/// fixed USER_HZ of 100 ticks a second.
-fn process_cpu_seconds(pid: &str) -> f64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    // The command name (field 2) is in parentheses and may hold spaces: count after it.
-    let fields: Vec<&str> = stat
-        .rsplit_once(')')
-        .map_or("", |(_, rest)| rest)
-        .split_whitespace()
-        .collect();
-    let ticks = |i: usize| {
-        fields
-            .get(i)
-            .and_then(|t| t.parse::<f64>().ok())
-            .unwrap_or(0.0)
-    };
-    (ticks(11) + ticks(12)) / 100.0
-}
-
-/// VmRSS and VmHWM of process `pid`, in MiB.
-fn process_memory(pid: &str) -> (u64, u64) {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    let field = |name: &str| {
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix(name))
-            .and_then(|v| v.split_whitespace().next()?.parse::<u64>().ok())
-            .map_or(0, |kib| kib / 1024)
-    };
-    (field("VmRSS:"), field("VmHWM:"))
-}
-
-/// The size of etcd's database file, when the control plane's directory is known
-/// (`POOLBOY_CLUSTER_DIR`, as hack/bench-scale.sh sets it).
-fn etcd_db_size() -> Option<u64> {
-    let dir = std::env::var_os("POOLBOY_CLUSTER_DIR")?;
-    let db = PathBuf::from(dir).join("etcd-data/member/snap/db");
-    Some(std::fs::metadata(db).ok()?.len() / (1024 * 1024))
-}
-
-fn load_average() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .unwrap_or_default()
-        .split_whitespace()
-        .take(3)
-        .collect::<Vec<_>>()
-        .join(" ")
-}
-
-fn percentile(sorted: &[f64], p: f64) -> f64 {
-    if sorted.is_empty() {
-        return f64::NAN;
-    }
-    let index = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[index.min(sorted.len() - 1)]
-}
-
-// ---------------------------------------------------------------------------------------------
-// Objects, as in benches/claims.rs.
-
-fn provider(env: &TestEnv, name: &str) -> Value {
-    json!({
-        "apiVersion": "poolboy.gpte.redhat.com/v1",
-        "kind": "ResourceProvider",
-        "metadata": {"name": name, "namespace": env.namespace},
-        "spec": {
-            "match": {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"labels": {"bench/kind": name}}},
-            "matchIgnore": ["/data(/.*)?"],
-            "override": {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"namespace": env.namespace}},
-            "readinessCheck": "metadata.uid is defined",
-        },
-    })
-}
-
-/// Pool `name` of `min_available` handles of the provider of the same name.
-fn pool(env: &TestEnv, name: &str, min_available: usize) -> Value {
-    json!({
-        "apiVersion": "poolboy.gpte.redhat.com/v1",
-        "kind": "ResourcePool",
-        "metadata": {"name": name, "namespace": env.namespace},
-        "spec": {
-            "minAvailable": min_available,
-            "resources": [{
-                "provider": {
-                    "apiVersion": "poolboy.gpte.redhat.com/v1",
-                    "kind": "ResourceProvider",
-                    "name": name,
-                    "namespace": env.namespace,
-                },
-                "template": {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"labels": {"bench/kind": name}}},
-            }],
-        },
     })
 }
 

@@ -67,7 +67,7 @@ impl Brokers {
         let Some((_, child)) = found else {
             return false;
         };
-        self.killed_cpu += super::process_cpu_seconds(&child.id().to_string());
+        self.killed_cpu += crate::machine::process_cpu_seconds(&child.id().to_string());
         let _ = child.kill();
         let _ = child.wait();
         true
@@ -78,7 +78,7 @@ impl Brokers {
         let running: f64 = self
             .children
             .iter()
-            .map(|(_, child)| super::process_cpu_seconds(&child.id().to_string()))
+            .map(|(_, child)| crate::machine::process_cpu_seconds(&child.id().to_string()))
             .sum();
         running + self.killed_cpu
     }

@@ -1,0 +1,42 @@
+//! The objects both benchmarks serve: a provider of ConfigMaps whose handles are ready as soon
+//! as their ConfigMap exists, and a pool of its handles.
+
+use serde_json::{Value, json};
+
+use crate::support::TestEnv;
+
+/// Provider `name`: ConfigMaps labelled `bench/kind: <name>`, data ignored when matching.
+pub fn provider(env: &TestEnv, name: &str) -> Value {
+    json!({
+        "apiVersion": "poolboy.gpte.redhat.com/v1",
+        "kind": "ResourceProvider",
+        "metadata": {"name": name, "namespace": env.namespace},
+        "spec": {
+            "match": {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"labels": {"bench/kind": name}}},
+            "matchIgnore": ["/data(/.*)?"],
+            "override": {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"namespace": env.namespace}},
+            "readinessCheck": "metadata.uid is defined",
+        },
+    })
+}
+
+/// Pool `name` of `min_available` handles of the provider of the same name.
+pub fn pool(env: &TestEnv, name: &str, min_available: usize) -> Value {
+    json!({
+        "apiVersion": "poolboy.gpte.redhat.com/v1",
+        "kind": "ResourcePool",
+        "metadata": {"name": name, "namespace": env.namespace},
+        "spec": {
+            "minAvailable": min_available,
+            "resources": [{
+                "provider": {
+                    "apiVersion": "poolboy.gpte.redhat.com/v1",
+                    "kind": "ResourceProvider",
+                    "name": name,
+                    "namespace": env.namespace,
+                },
+                "template": {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"labels": {"bench/kind": name}}},
+            }],
+        },
+    })
+}
