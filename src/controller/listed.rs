@@ -66,6 +66,20 @@ where
         &self.store
     }
 
+    /// The store `writer` fills, not listed yet: whoever feeds the writer calls
+    /// [`ListedStore::mark_listed`] after the first list.
+    pub(crate) fn of(writer: &reflector::store::Writer<K>) -> Self {
+        Self {
+            store: writer.as_reader(),
+            listed: Arc::new(watch::Sender::new(false)),
+        }
+    }
+
+    /// Lets every waiter of [`ListedStore::wait_until_listed`] through, now and from now on.
+    pub(crate) fn mark_listed(&self) {
+        self.listed.send_replace(true);
+    }
+
     /// A store whose contents are complete already (tests build one by hand).
     #[cfg(test)]
     pub(crate) fn listed(store: Store<K>) -> Self {
@@ -81,6 +95,14 @@ where
         // Err only when the sender is gone, and `self` holds it.
         let _ = listed.wait_for(|listed| *listed).await;
     }
+}
+
+/// `object` as every store of the broker keeps it, and as templates see a live resource: without
+/// `metadata.managedFields`, as Poolboy's cache keeps objects (#121). No decision reads them,
+/// and they are most of a small object: kept, every pass that copied a handle out of a store
+/// copied them too (issue 11: a fifth of a warm burst's CPU), and every store held them.
+pub(crate) fn without_managed_fields<K: Resource>(object: &mut K) {
+    object.meta_mut().managed_fields = None;
 }
 
 /// Watches `api`, reflecting into a [`ListedStore`]; the stream (for a controller's
@@ -100,22 +122,16 @@ where
     K::DynamicType: Eq + Hash + Clone + Send + Sync,
 {
     let writer = reflector::store::Writer::new(dyntype);
-    let listed = ListedStore {
-        store: writer.as_reader(),
-        listed: Arc::new(watch::Sender::new(false)),
-    };
-    let signal = listed.listed.clone();
+    let listed = ListedStore::of(&writer);
+    let signal = listed.clone();
     let stream = watcher(api, config)
         .default_backoff()
-        // No decision reads `metadata.managedFields`, and it is most of a small object: kept,
-        // every pass that copied a handle out of the store copied it too (issue 11: a fifth of
-        // a warm burst's CPU), and every store held it (handles are watched three times).
-        .modify(|object: &mut K| object.meta_mut().managed_fields = None)
+        .modify(without_managed_fields)
         .reflect(writer)
         .inspect_ok(move |event| {
             follow(event);
             if matches!(event, watcher::Event::InitDone) {
-                signal.send_replace(true);
+                signal.mark_listed();
             }
         })
         .touched_objects();

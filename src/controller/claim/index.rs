@@ -51,99 +51,56 @@ struct Inner {
     admitted: HashMap<(String, String), HashMap<String, std::time::Instant>>,
     /// When each claim first let claims ahead of it in a pool's line go first (issue 14).
     deferred: HashMap<(String, String), std::time::Instant>,
-    /// The handles bound to each claim, by `spec.resourceClaim`.
-    bound: BoundHandles,
-    /// The handles no claim holds.
-    free: FreeHandles,
+    /// The handles bound to each claim, and those bound to none.
+    bindings: Bindings,
     /// Each unbound handle as `core` sees it, by uid, with the resourceVersion it was made
     /// from: every bind ranks every unbound handle, and converting (deep-copying) each of them
     /// for each bind made a burst of binds quadratic in copies (issue 11).
     views: HashMap<String, (String, Arc<ResourceHandle>)>,
 }
 
-/// Which handles name each claim in `spec.resourceClaim`: normally one, more when a process
-/// died between binding a handle and recording it in its claim (issue 10), so that such a
-/// handle is found when its claim changes or goes, without scanning every handle.
+/// What the handle watch says of bindings, kept without scanning every handle: which handles
+/// name each claim in `spec.resourceClaim` (normally one, more when a process died between
+/// binding a handle and recording it in its claim, issue 10: such a handle is found when its
+/// claim changes or goes), and which handles name none (what a bind ranks: at 100,000 bound
+/// handles, each bind copied and filtered them all, issue 11).
 #[derive(Debug, Default)]
-struct BoundHandles {
+struct Bindings {
     by_claim: HashMap<ClaimKey, BTreeSet<String>>,
     claim_of: HashMap<String, ClaimKey>,
-    /// The bindings seen so far by a re-list in progress; they replace the others when it ends
-    /// (a handle deleted while the watch was down gets no delete event of its own).
-    relisting: Option<Vec<(String, ClaimKey)>>,
+    free: HashSet<String>,
+    /// Each handle seen so far by a re-list in progress, with its claim; they replace the
+    /// others when it ends (a handle deleted while the watch was down gets no delete event of
+    /// its own).
+    relisting: Option<Vec<(String, Option<ClaimKey>)>>,
 }
 
 /// A claim's (namespace, name).
 type ClaimKey = (String, String);
 
-/// The names of the handles without `spec.resourceClaim`: what a bind ranks, found without
-/// scanning every handle (at 100,000 bound handles, each bind copied and filtered them all).
-#[derive(Debug, Default)]
-struct FreeHandles {
-    names: HashSet<String>,
-    /// The free handles seen so far by a re-list in progress; they replace the others when it
-    /// ends.
-    relisting: Option<HashSet<String>>,
-}
-
-impl FreeHandles {
-    fn apply(&mut self, event: &Event<HandleObject>) {
-        let free = |handle: &HandleObject| {
-            handle
-                .metadata
-                .name
-                .clone()
-                .filter(|_| handle.spec.resource_claim.is_none())
-        };
-        match event {
-            Event::Apply(handle) => {
-                if let Some(name) = handle.metadata.name.as_deref() {
-                    self.names.remove(name);
-                }
-                if let Some(name) = free(handle) {
-                    self.names.insert(name);
-                }
-            }
-            Event::Delete(handle) => {
-                if let Some(name) = handle.metadata.name.as_deref() {
-                    self.names.remove(name);
-                }
-            }
-            Event::Init => self.relisting = Some(HashSet::new()),
-            Event::InitApply(handle) => {
-                if let (Some(relisting), Some(name)) = (self.relisting.as_mut(), free(handle)) {
-                    relisting.insert(name);
-                }
-            }
-            Event::InitDone => {
-                if let Some(relisted) = self.relisting.take() {
-                    self.names = relisted;
-                }
-            }
-        }
-    }
-}
-
-impl BoundHandles {
-    fn binding(handle: &HandleObject) -> Option<(String, ClaimKey)> {
-        let claim = handle.spec.resource_claim.as_ref()?;
+impl Bindings {
+    /// The handle's name and the claim it names, if any.
+    fn binding(handle: &HandleObject) -> Option<(String, Option<ClaimKey>)> {
         let name = handle.metadata.name.clone()?;
-        Some((name, (claim.namespace.clone(), claim.name.clone())))
+        let claim = handle
+            .spec
+            .resource_claim
+            .as_ref()
+            .map(|claim| (claim.namespace.clone(), claim.name.clone()));
+        Some((name, claim))
     }
 
     fn apply(&mut self, event: &Event<HandleObject>) {
         match event {
             Event::Apply(handle) => {
-                if let Some(name) = handle.metadata.name.as_deref() {
-                    self.unbind(name);
-                }
                 if let Some((name, claim)) = Self::binding(handle) {
-                    self.bind(name, claim);
+                    self.forget(&name);
+                    self.record(name, claim);
                 }
             }
             Event::Delete(handle) => {
                 if let Some(name) = handle.metadata.name.as_deref() {
-                    self.unbind(name);
+                    self.forget(name);
                 }
             }
             Event::Init => self.relisting = Some(Vec::new()),
@@ -158,15 +115,20 @@ impl BoundHandles {
                 if let Some(relisted) = self.relisting.take() {
                     self.by_claim.clear();
                     self.claim_of.clear();
+                    self.free.clear();
                     for (name, claim) in relisted {
-                        self.bind(name, claim);
+                        self.record(name, claim);
                     }
                 }
             }
         }
     }
 
-    fn bind(&mut self, handle: String, claim: ClaimKey) {
+    fn record(&mut self, handle: String, claim: Option<ClaimKey>) {
+        let Some(claim) = claim else {
+            self.free.insert(handle);
+            return;
+        };
         self.by_claim
             .entry(claim.clone())
             .or_default()
@@ -174,7 +136,8 @@ impl BoundHandles {
         self.claim_of.insert(handle, claim);
     }
 
-    fn unbind(&mut self, handle: &str) {
+    fn forget(&mut self, handle: &str) {
+        self.free.remove(handle);
         let Some(claim) = self.claim_of.remove(handle) else {
             return;
         };
@@ -201,9 +164,7 @@ impl ClaimIndex {
         let inner: Arc<Mutex<Inner>> = Arc::default();
         let follower = inner.clone();
         let (handles, events) = reflected_watch(api, config, kind, move |event| {
-            let mut inner = lock(&follower);
-            inner.bound.apply(event);
-            inner.free.apply(event);
+            lock(&follower).bindings.apply(event)
         });
         (Self { handles, inner }, events)
     }
@@ -225,7 +186,7 @@ impl ClaimIndex {
         namespace: &str,
         kind: &kube::core::ApiResource,
     ) -> Vec<Arc<HandleObject>> {
-        let names: Vec<String> = self.lock().free.names.iter().cloned().collect();
+        let names: Vec<String> = self.lock().bindings.free.iter().cloned().collect();
         names
             .iter()
             .filter_map(|name| self.handle(namespace, name, kind))
@@ -251,7 +212,7 @@ impl ClaimIndex {
     /// The names of the handles whose `spec.resourceClaim` names claim `name` of `namespace`.
     pub(crate) fn bound_to(&self, namespace: &str, name: &str) -> Vec<String> {
         self.lock()
-            .bound
+            .bindings
             .by_claim
             .get(&(namespace.to_owned(), name.to_owned()))
             .map(|handles| handles.iter().cloned().collect())
@@ -417,13 +378,11 @@ mod tests {
 
     impl ClaimIndex {
         fn apply_handle_event(&self, event: &Event<HandleObject>) {
-            let mut inner = self.lock();
-            inner.bound.apply(event);
-            inner.free.apply(event);
+            self.lock().bindings.apply(event);
         }
 
         fn free_names(&self) -> Vec<String> {
-            let mut names: Vec<String> = self.lock().free.names.iter().cloned().collect();
+            let mut names: Vec<String> = self.lock().bindings.free.iter().cloned().collect();
             names.sort();
             names
         }

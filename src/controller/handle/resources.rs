@@ -9,6 +9,7 @@ use serde_json::Value;
 use super::HandleError;
 use crate::api::refs::ResourceReference;
 use crate::controller::context::Context;
+use crate::controller::listed::without_managed_fields;
 use crate::controller::managed;
 use crate::controller::write::{self, is_conflict};
 use crate::core::json::patch::{diff, to_json_patch};
@@ -52,7 +53,7 @@ pub(super) async fn apply(
             let object: DynamicObject = serde_json::from_value(definition.clone())?;
             match api.create(&PostParams::default(), &object).await {
                 Ok(mut created) => {
-                    managed::without_managed_fields(&mut created);
+                    without_managed_fields(&mut created);
                     return Ok(Applied {
                         state: serde_json::to_value(created)?,
                         created: true,
@@ -85,7 +86,7 @@ pub(super) async fn apply(
             .await;
         match result {
             Ok(mut patched) => {
-                managed::without_managed_fields(&mut patched);
+                without_managed_fields(&mut patched);
                 tracing::info!(
                     kind = %reference.kind,
                     name = %reference.name,

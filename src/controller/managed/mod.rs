@@ -30,6 +30,7 @@ pub(crate) use self::resources::WatchKey;
 use self::resources::{ManagedKind, Watch};
 use super::context::{Context, Triggers};
 use super::kinds::{ClaimObject, HandleObject, Kinds, WatchObject};
+use super::listed::{ListedStore, without_managed_fields};
 use crate::api::OperatorDomain;
 use crate::api::refs::ResourceReference;
 use crate::api::watch::ResourceWatchSpec;
@@ -88,11 +89,10 @@ pub(crate) async fn ensure_watch(
         _ => Api::all_with(ctx.client.clone(), &kind.resource),
     };
     let writer = reflector::store::Writer::new(kind.resource.clone());
-    let (listed, listed_reader) = tokio::sync::watch::channel(false);
+    let listed = ListedStore::of(&writer);
     let watch = Watch {
         resource: kind.resource.clone(),
-        store: writer.as_reader(),
-        listed: listed_reader,
+        store: listed.clone(),
         waited_out: Default::default(),
     };
     // Two reconciles may race to start the same watch: the first to register wins.
@@ -198,8 +198,8 @@ pub(crate) async fn live_state(
     if let Some(watch) = ctx.managed.watch(&WatchKey::of(reference))
         && !watch.waited_out.load(Ordering::Relaxed)
     {
-        let mut listed = watch.listed.clone();
-        let first_list = tokio::time::timeout(FIRST_LIST_WAIT, listed.wait_for(|l| *l)).await;
+        let first_list =
+            tokio::time::timeout(FIRST_LIST_WAIT, watch.store.wait_until_listed()).await;
         if first_list.is_err() {
             watch.waited_out.store(true, Ordering::Relaxed);
         }
@@ -224,13 +224,6 @@ pub(crate) async fn fetch(
         without_managed_fields(&mut o);
         serde_json::to_value(o).ok()
     }))
-}
-
-/// A live object as templates and statuses see it, fetched or from a store: without
-/// `metadata.managedFields`, as Poolboy's cache keeps them (#121). They are most of a small
-/// object's size, and a store of 100,000 would hold them all.
-pub(crate) fn without_managed_fields(object: &mut DynamicObject) {
-    object.metadata.managed_fields = None;
 }
 
 /// The handle a managed resource names in its annotations.
@@ -355,7 +348,7 @@ async fn follow<S>(
     router: Router,
     suspects: impl Fn(Suspect),
     key: WatchKey,
-    listed: tokio::sync::watch::Sender<bool>,
+    listed: ListedStore<DynamicObject>,
     resource: ApiResource,
 ) where
     S: futures::Stream<Item = Result<Event<DynamicObject>, watcher::Error>>,
@@ -394,7 +387,7 @@ async fn follow<S>(
                 // list never shows up here: its handle is told to look (a busy API server
                 // made that gap long enough for a test to fall in).
                 if !std::mem::replace(&mut listed_once, true) {
-                    listed.send_replace(true);
+                    listed.mark_listed();
                     router.wake_handles_watching(&key);
                 }
                 let gone: Vec<_> = known
@@ -421,6 +414,7 @@ async fn follow<S>(
 
 #[cfg(test)]
 mod tests {
+    use futures::FutureExt;
     use futures::channel::mpsc;
     use kube::api::ObjectMeta;
     use serde_json::json;
@@ -719,17 +713,17 @@ mod tests {
             namespace: Some("managed".into()),
         };
         let suspects = std::cell::RefCell::new(Vec::new());
-        let (listed, listed_reader) = tokio::sync::watch::channel(false);
+        let listed = ListedStore::of(&reflector::store::Writer::new(configmaps()));
         futures::executor::block_on(follow(
             futures::stream::iter(events),
             f.router,
             |suspect| suspects.borrow_mut().push(suspect),
             key,
-            listed,
+            listed.clone(),
             configmaps(),
         ));
         // Readers waiting for the first list are let through.
-        assert!(*listed_reader.borrow());
+        assert!(listed.wait_until_listed().now_or_never().is_some());
         // Neither handle is in the store: every applied object is a suspect.
         let suspects: Vec<String> = suspects.into_inner().into_iter().map(|s| s.name).collect();
         assert_eq!(suspects, ["a", "b", "a"]);

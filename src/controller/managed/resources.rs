@@ -8,10 +8,11 @@ use std::sync::{Arc, Mutex, RwLock};
 
 use kube::api::DynamicObject;
 use kube::core::ApiResource;
-use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::reflector::ObjectRef;
 use tokio::task::JoinHandle;
 
 use crate::api::refs::ResourceReference;
+use crate::controller::listed::ListedStore;
 
 /// What one watch covers: a kind in one namespace, or cluster-wide for cluster-scoped kinds
 /// (Poolboy's RBAC grants managed kinds per namespace, so watches are per namespace too).
@@ -32,12 +33,11 @@ impl WatchKey {
     }
 }
 
-/// A running watch: its store, the kind it serves, and whether it has listed once.
+/// A running watch: its store (and whether it has listed once), and the kind it serves.
 #[derive(Clone)]
 pub(crate) struct Watch {
     pub(crate) resource: ApiResource,
-    pub(crate) store: Store<DynamicObject>,
-    pub(crate) listed: tokio::sync::watch::Receiver<bool>,
+    pub(crate) store: ListedStore<DynamicObject>,
     /// Set once a reader gave up waiting for the first list: later readers do not wait.
     pub(crate) waited_out: Arc<AtomicBool>,
 }
@@ -112,7 +112,7 @@ impl ManagedResources {
         if let Some(namespace) = &reference.namespace {
             object_ref = object_ref.within(namespace);
         }
-        let object = watch.store.get(&object_ref)?;
+        let object = watch.store.store().get(&object_ref)?;
         typed_state(&object, &watch.resource)
     }
 
