@@ -48,7 +48,7 @@ bench:
 	@hack/bench.sh
 
 bench-scale:
-	@hack/bench-scale.sh
+	@hack/bench.sh scale
 
 chaos:
 	@hack/chaos.sh

@@ -1,17 +1,37 @@
 #!/usr/bin/env bash
-# `make bench`: the claims benchmark (benches/claims.rs, release build) against a fresh local
-# control plane of its own, stopped again on any exit. Prints a table of latencies.
+# `make bench` and `make bench-scale`: benchmark BENCH (claims, the default, or scale; see
+# benches/BENCH.rs), release build, against a fresh local control plane of its own, stopped
+# again on any exit.
+#   claims  bursts, sustained arrivals, a quiet minute, replicas
+#   scale   the broker at 10,000 and 100,000 bound claims (POOLBOY_SCALE_SIZES); no node, and
+#           etcd's quota raised: 100,000 claims, handles and ConfigMaps and their history
+#           outgrow its default 2 GiB
 set -euo pipefail
 
+bench="${1:-claims}"
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo"
-export POOLBOY_CLUSTER_DIR="$repo/target/bench-cluster"
+target="${CARGO_TARGET_DIR:-$repo/target}"
+case "$bench" in
+  claims)
+    export POOLBOY_CLUSTER_DIR="$target/bench-cluster"
+    ;;
+  scale)
+    export POOLBOY_CLUSTER_DIR="$target/bench-scale-cluster"
+    export POOLBOY_CLUSTER_NODE=0
+    export POOLBOY_ETCD_QUOTA_BYTES="${POOLBOY_ETCD_QUOTA_BYTES:-8589934592}"
+    ;;
+  *)
+    echo "usage: $0 [claims|scale]" >&2
+    exit 2
+    ;;
+esac
 export POOLBOY_TEST_KUBECONFIG="$POOLBOY_CLUSTER_DIR/kubeconfig"
 step() { printf '\n==> %s\n' "$*" >&2; }
 
 step "building the control plane (cached after the first time) and the benchmark"
 hack/cluster/build.sh >/dev/null
-cargo bench --bench claims --no-run
+cargo bench --bench "$bench" --no-run
 
 trap 'status=$?; trap - EXIT INT TERM; step "stopping the control plane"; hack/cluster/cluster.sh down || true; exit $status' EXIT
 trap 'exit 130' INT
@@ -20,5 +40,5 @@ trap 'exit 143' TERM
 step "starting the control plane in $POOLBOY_CLUSTER_DIR"
 hack/cluster/cluster.sh up >/dev/null
 
-step "cargo bench --bench claims"
-cargo bench --bench claims
+step "cargo bench --bench $bench"
+cargo bench --bench "$bench"

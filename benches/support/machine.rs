@@ -57,7 +57,7 @@ pub fn process_memory(pid: &str) -> (u64, u64) {
 }
 
 /// The size of etcd's database file in MiB, when the control plane's directory is known
-/// (`POOLBOY_CLUSTER_DIR`, as hack/bench.sh and hack/bench-scale.sh set it).
+/// (`POOLBOY_CLUSTER_DIR`, as hack/bench.sh sets it).
 #[allow(dead_code)] // only benches/scale.rs prints it
 pub fn etcd_db_size() -> Option<u64> {
     let dir = std::env::var_os("POOLBOY_CLUSTER_DIR")?;
