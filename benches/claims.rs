@@ -26,6 +26,8 @@ mod objects;
 mod requests;
 #[path = "../tests/support/mod.rs"]
 mod support;
+#[path = "support/watches.rs"]
+mod watches;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -47,6 +49,7 @@ use requests::Requests;
 use serde_json::{Value, json};
 use support::TestEnv;
 use support::operator::TestOperator;
+use watches::HandleStates;
 
 /// The in-process broker runs on the allocator `poolboy run` uses.
 #[global_allocator]
@@ -70,28 +73,6 @@ struct Instants {
     created: HashMap<String, Instant>,
     bound: HashMap<String, Instant>,
     resource: HashMap<String, Instant>,
-}
-
-/// The handles as a watch sees them: by name, their pool, whether bound and ready.
-#[derive(Default)]
-struct HandleCounts {
-    handles: HashMap<String, (Option<String>, bool, bool)>,
-}
-
-impl HandleCounts {
-    fn ready_unbound(&self, pool: &str) -> usize {
-        self.handles
-            .values()
-            .filter(|(p, bound, ready)| p.as_deref() == Some(pool) && !bound && *ready)
-            .count()
-    }
-
-    fn of_pool(&self, pool: &str) -> usize {
-        self.handles
-            .values()
-            .filter(|(p, _, _)| p.as_deref() == Some(pool))
-            .count()
-    }
 }
 
 /// What one phase cost: wall time, requests and CPU.
@@ -187,7 +168,7 @@ async fn main() {
     let env = TestEnv::new().await;
     let kinds = Kinds::new(&OperatorDomain::default());
     let instants = Arc::new(Mutex::new(Instants::default()));
-    let handles = Arc::new(Mutex::new(HandleCounts::default()));
+    let handles = Arc::new(Mutex::new(HandleStates::default()));
     let watches = tokio::spawn(record(
         env.client.clone(),
         env.namespace.clone(),
@@ -324,7 +305,7 @@ struct Bench<'a> {
     env: &'a TestEnv,
     kinds: &'a Kinds,
     instants: &'a Arc<Mutex<Instants>>,
-    handles: &'a Arc<Mutex<HandleCounts>>,
+    handles: &'a Arc<Mutex<HandleStates>>,
 }
 
 impl Bench<'_> {
@@ -785,7 +766,7 @@ async fn record(
     client: kube::Client,
     namespace: String,
     instants: Arc<Mutex<Instants>>,
-    handles: Arc<Mutex<HandleCounts>>,
+    handles: Arc<Mutex<HandleStates>>,
 ) {
     let kinds = Kinds::new(&OperatorDomain::default());
     let claims = Api::<ClaimObject>::namespaced_with(client.clone(), &namespace, &kinds.claim);
@@ -793,50 +774,13 @@ async fn record(
         Api::<HandleObject>::namespaced_with(client.clone(), &namespace, &kinds.handle);
     let configmaps = Api::<ConfigMap>::namespaced(client, &namespace);
     let claim_instants = instants.clone();
-    let claims = watcher(claims, watcher::Config::default())
-        .default_backoff()
-        .applied_objects()
-        .for_each(move |claim| {
-            if let Ok(claim) = claim
-                && let (Some(name), Some(_)) = (
-                    claim.metadata.name.clone(),
-                    claim
-                        .status
-                        .as_ref()
-                        .and_then(|s| s.resource_handle.as_ref()),
-                )
-            {
-                lock(&claim_instants)
-                    .bound
-                    .entry(name)
-                    .or_insert_with(Instant::now);
-            }
-            async {}
-        });
-    let handle_watch = watcher(handle_api, watcher::Config::default())
-        .default_backoff()
-        .for_each(move |event| {
-            let mut counts = lock(&handles);
-            match event {
-                Ok(watcher::Event::Apply(h) | watcher::Event::InitApply(h)) => {
-                    let entry = (
-                        h.spec.resource_pool.as_ref().map(|p| p.name.clone()),
-                        h.spec.resource_claim.is_some(),
-                        h.status.as_ref().and_then(|s| s.ready) == Some(true),
-                    );
-                    counts
-                        .handles
-                        .insert(h.metadata.name.clone().unwrap_or_default(), entry);
-                }
-                Ok(watcher::Event::Delete(h)) => {
-                    counts
-                        .handles
-                        .remove(h.metadata.name.as_deref().unwrap_or_default());
-                }
-                _ => {}
-            }
-            async {}
-        });
+    let claims = watches::record_binds(claims, watcher::Config::default(), move |name| {
+        lock(&claim_instants)
+            .bound
+            .entry(name)
+            .or_insert_with(Instant::now);
+    });
+    let handle_watch = watches::follow_handles(handle_api, watcher::Config::default(), handles);
     let configmaps = watcher(configmaps, watcher::Config::default())
         .default_backoff()
         .applied_objects()

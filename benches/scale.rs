@@ -26,6 +26,8 @@ mod objects;
 mod requests;
 #[path = "../tests/support/mod.rs"]
 mod support;
+#[path = "support/watches.rs"]
+mod watches;
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
@@ -40,7 +42,7 @@ use kube::api::{
     Api, ApiResource, DynamicObject, ListParams, Patch, PatchParams, PostParams, WatchEvent,
     WatchParams,
 };
-use kube::runtime::{WatchStreamExt, watcher};
+use kube::runtime::watcher;
 use machine::{
     control_plane_cpu, etcd_db_size, load_average, lock, percentile, pid_of, process_cpu_seconds,
     process_memory,
@@ -51,6 +53,7 @@ use poolboy::controller::kinds::{ClaimObject, HandleObject, Kinds};
 use requests::Requests;
 use serde_json::{Value, json};
 use support::TestEnv;
+use watches::HandleStates;
 
 /// Clients creating clones at once.
 const POPULATION_CLIENTS: usize = 32;
@@ -818,8 +821,8 @@ impl Drop for Broker {
 struct Probes {
     created: Arc<Mutex<HashMap<String, Instant>>>,
     bound: Arc<Mutex<HashMap<String, Instant>>>,
-    /// The pool's handles by name: (bound, ready).
-    pool: Arc<Mutex<HashMap<String, (bool, bool)>>>,
+    /// The pool's handles.
+    pool: Arc<Mutex<HandleStates>>,
     tasks: Vec<tokio::task::JoinHandle<()>>,
 }
 
@@ -827,52 +830,24 @@ impl Probes {
     fn start(env: &TestEnv, kinds: &Kinds) -> Self {
         let created = Arc::new(Mutex::new(HashMap::new()));
         let bound = Arc::new(Mutex::new(HashMap::new()));
-        let pool = Arc::new(Mutex::new(HashMap::new()));
+        let pool = Arc::new(Mutex::new(HandleStates::default()));
         let claims =
             Api::<ClaimObject>::namespaced_with(env.client.clone(), &env.namespace, &kinds.claim);
         let handles =
             Api::<HandleObject>::namespaced_with(env.client.clone(), &env.namespace, &kinds.handle);
         let claim_bound = bound.clone();
-        let claims = watcher(claims, watcher::Config::default().labels("bench/probe=yes"))
-            .default_backoff()
-            .applied_objects()
-            .for_each(move |claim| {
-                if let Ok(claim) = claim
-                    && let (Some(name), Some(_)) = (
-                        claim.metadata.name.clone(),
-                        claim
-                            .status
-                            .as_ref()
-                            .and_then(|s| s.resource_handle.as_ref()),
-                    )
-                {
-                    lock(&claim_bound).entry(name).or_insert_with(Instant::now);
-                }
-                async {}
-            });
-        let pool_handles = pool.clone();
-        let handles = watcher(
+        let claims = watches::record_binds(
+            claims,
+            watcher::Config::default().labels("bench/probe=yes"),
+            move |name| {
+                lock(&claim_bound).entry(name).or_insert_with(Instant::now);
+            },
+        );
+        let handles = watches::follow_handles(
             handles,
             watcher::Config::default().labels("poolboy.gpte.redhat.com/resource-pool-name=warm"),
-        )
-        .default_backoff()
-        .for_each(move |event| {
-            let mut pool = lock(&pool_handles);
-            match event {
-                Ok(watcher::Event::Apply(h) | watcher::Event::InitApply(h)) => {
-                    let entry = (
-                        h.spec.resource_claim.is_some(),
-                        h.status.as_ref().and_then(|s| s.ready) == Some(true),
-                    );
-                    pool.insert(h.metadata.name.clone().unwrap_or_default(), entry);
-                }
-                Ok(watcher::Event::Delete(h)) => {
-                    pool.remove(h.metadata.name.as_deref().unwrap_or_default());
-                }
-                _ => {}
-            }
-            async {}
-        });
+            pool.clone(),
+        );
         Self {
             created,
             bound,
@@ -903,11 +878,7 @@ impl Probes {
 
     async fn wait_pool_full(&self, broker: &Broker) {
         wait_until(&format!("{POOL} ready handles in the pool"), broker, || {
-            lock(&self.pool)
-                .values()
-                .filter(|(bound, ready)| !bound && *ready)
-                .count()
-                >= POOL
+            lock(&self.pool).ready_unbound("warm") >= POOL
         })
         .await;
     }
