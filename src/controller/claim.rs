@@ -31,7 +31,7 @@ use kube::runtime::watcher;
 use self::binding::{Outcome, Pending};
 use super::context::{Context, EventKind};
 use super::kinds::{ClaimObject, HandleObject, Kinds};
-use super::listed::reflected_watch;
+use super::listed::SharedWatch;
 use super::reconciler::Reconciler;
 use super::write::{self, Written};
 use crate::core::claim::gates::{
@@ -69,10 +69,10 @@ pub(crate) enum ClaimError {
     StatusTooLarge(#[source] kube::Error),
 }
 
-/// The controller, watching claims (in `claim_namespace`, or all namespaces), and handles: a
-/// handle change wakes its claim, and an unbound handle wakes the claims waiting for one. Its
-/// store is the index of claims every controller reads (`Context::stores`); the returned
-/// [`ClaimIndex`] holds the handles as this controller's handle watch sees them.
+/// The controller, watching claims (in `claim_namespace`, or all namespaces), and following
+/// the broker's handle watch: a handle change wakes its claim, and an unbound handle wakes the
+/// claims waiting for one. Its store is the index of claims every controller reads
+/// (`Context::stores`); the returned [`ClaimIndex`] indexes the handles.
 ///
 /// The claim watch is the handle controller's too: a claim change wakes, through
 /// `wake_handles`, the handle its status names and every handle bound to it (one a process
@@ -84,21 +84,21 @@ pub(crate) fn controller(
     kinds: &Kinds,
     operator_namespace: &str,
     claim_namespace: Option<&str>,
+    handles: &mut SharedWatch<HandleObject>,
     wake_handles: UnboundedSender<ObjectRef<HandleObject>>,
 ) -> (Controller<ClaimObject>, ClaimIndex) {
     let main = match claim_namespace {
         Some(ns) => Api::<ClaimObject>::namespaced_with(client.clone(), ns, &kinds.claim),
         None => Api::<ClaimObject>::all_with(client.clone(), &kinds.claim),
     };
-    let handles =
-        Api::<HandleObject>::namespaced_with(client.clone(), operator_namespace, &kinds.handle);
-    let config = super::listed::watch_config().any_semantic();
     // The store is written before the wake goes out: a woken claim reads the change.
-    let (index, handle_events) = ClaimIndex::watch(handles, config.clone(), kinds.handle.clone());
+    let (index, handle_events) = ClaimIndex::following(handles);
     let bindings = index.clone();
     let handle_kind = kinds.handle.clone();
     let handle_namespace = operator_namespace.to_owned();
-    let (claims, claim_events) = reflected_watch(main, config, kinds.claim.clone(), move |event| {
+    let config = super::listed::watch_config().any_semantic();
+    let mut claims = SharedWatch::new(main, config, kinds.claim.clone());
+    claims.follow(move |event| {
         let claim = match event {
             watcher::Event::Apply(claim)
             | watcher::Event::InitApply(claim)
@@ -127,9 +127,9 @@ pub(crate) fn controller(
             None => Vec::new(),
         }
     };
-    let controller =
-        Controller::for_stream_with(claim_events, claims.store().clone(), kinds.claim.clone())
-            .watches_stream_with(handle_events, wakes, kinds.handle.clone());
+    let store = claims.store().store().clone();
+    let controller = Controller::for_stream_with(claims.into_stream(), store, kinds.claim.clone())
+        .watches_stream_with(handle_events, wakes, kinds.handle.clone());
     (controller, index)
 }
 

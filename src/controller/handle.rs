@@ -21,6 +21,7 @@ use serde_json::Value;
 
 use super::context::{Context, EventKind};
 use super::kinds::{HandleObject, Kinds};
+use super::listed::SharedWatch;
 use super::managed;
 use super::oversized;
 use super::reconciler::Reconciler;
@@ -64,19 +65,29 @@ pub(crate) enum HandleError {
     StatusTooLarge(#[source] kube::Error),
 }
 
-/// The controller, watching handles of the operator namespace. Claim changes wake it through
-/// its triggers, from the claim watch (`claim::controller`), once the claim store has them: a
-/// handle reads its claim from that store. Its store is the index of handles every controller
-/// reads (`Context::stores`).
+/// The controller, driving the broker's handle watch (`handles`, from [`watch`]), which the claim and pool controllers follow. Claim changes wake it
+/// through its triggers, from the claim watch (`claim::controller`), once the claim store has
+/// them: a handle reads its claim from that store. Its store is the index of handles every
+/// controller reads (`Context::stores`).
 pub(crate) fn controller(
+    kinds: &Kinds,
+    handles: SharedWatch<HandleObject>,
+) -> Controller<HandleObject> {
+    let store = handles.store().store().clone();
+    Controller::for_stream_with(handles.into_stream(), store, kinds.handle.clone())
+}
+
+/// The broker's one watch of handles (of `operator_namespace`), for [`controller`] to drive
+/// once the claim and pool controllers follow it.
+pub(crate) fn watch(
     client: &Client,
     kinds: &Kinds,
     operator_namespace: &str,
-) -> Controller<HandleObject> {
-    let main =
+) -> SharedWatch<HandleObject> {
+    let api =
         Api::<HandleObject>::namespaced_with(client.clone(), operator_namespace, &kinds.handle);
     let config = super::listed::watch_config().any_semantic();
-    Controller::new_with(main, config, kinds.handle.clone())
+    SharedWatch::new(api, config, kinds.handle.clone())
 }
 
 /// Runs `controller` until `shutdown`; `triggers` wake it from outside its watches.

@@ -6,11 +6,12 @@
 //! waiters (one waker in a oneshot receiver), so parallel reconciles waiting on it would hang;
 //! hence the signal here.
 //!
-//! Why each controller keeps its own watches (handles are watched three times, pools twice;
-//! claims once, their watch waking the handle controller too, see `claim::controller`) rather than kube-runtime 5's shared streams (`store_shared`, `reflect_shared`,
-//! `Writer::subscribe`, `Controller::for_shared_stream`), checked in kube-runtime 5.0.0's
-//! source: the shared reflector does write its store before it wakes subscribers, but
-//! - it broadcasts `Apply` and `InitDone` only, never `Delete`: the claim controller would not
+//! A kind several controllers follow is watched once ([`SharedWatch`]): handles, by the claim,
+//! handle and pool controllers. Once each, they were three watches and three stores of every
+//! handle, most of the broker's memory at 100,000 claims (issue 11). kube-runtime 5's own
+//! shared streams (`store_shared`, `reflect_shared`, `Writer::subscribe`,
+//! `Controller::for_shared_stream`) do not serve, checked in kube-runtime 5.0.0's source:
+//! - they broadcast `Apply` and `InitDone` only, never `Delete`: the claim controller would not
 //!   hear that its handle is gone (§7 step 5), nor a pool that a handle was deleted;
 //! - a subscriber reads the object back from the store when polled, and when it is gone by
 //!   then, `ReflectHandle` returns `Pending` without registering a waker: the event is lost,
@@ -18,20 +19,22 @@
 //! - a controller built on a shared store holds its runner on `Store::wait_until_ready` of
 //!   that store, and a second controller on the same store is the lost-waker hang above.
 //!
-//! Sharing needs our own fan-out instead: one watcher per kind reflected into one store, then
-//! every touched object sent to each subscribing controller (its own kind's controller through
-//! `Controller::for_stream_with`, whose runner is then the store's only `wait_until_ready`
-//! waiter, the others through `watches_stream_with`).
+//! So the fan-out is ours: one watcher reflected into one store, then every touched object
+//! (deleted ones too) sent to each subscriber, after the store has it. The kind's own
+//! controller drives the watch (`Controller::for_stream_with`, its runner the store's only
+//! `wait_until_ready` waiter); the others subscribe (`watches_stream_with`).
 
 use std::fmt::Debug;
 use std::hash::Hash;
 use std::sync::Arc;
 
-use futures::{Stream, TryStreamExt};
+use futures::channel::mpsc;
+use futures::{Stream, StreamExt, TryStreamExt};
 use kube::Resource;
 use kube::api::Api;
+use kube::runtime::WatchStreamExt;
 use kube::runtime::reflector::{self, Store};
-use kube::runtime::{WatchStreamExt, watcher};
+use kube::runtime::watcher::{self, watcher};
 use serde::de::DeserializeOwned;
 use tokio::sync::watch;
 
@@ -105,43 +108,233 @@ pub(crate) fn without_managed_fields<K: Resource>(object: &mut K) {
     object.meta_mut().managed_fields = None;
 }
 
-/// Watches `api`, reflecting into a [`ListedStore`]; the stream (for a controller's
-/// `watches_stream_with`) yields each touched object after the store has it, and after
-/// `follow` has seen its event (an index kept beside the store).
-pub(crate) fn reflected_watch<K>(
+/// A function that sees every event of a watch after the store has it.
+type Follower<K> = Box<dyn Fn(&watcher::Event<K>) + Send + Sync>;
+
+/// One watch of a kind, reflected into one [`ListedStore`], for any number of controllers:
+/// followers see each event and subscribers each touched object after the store has it, so
+/// a reconcile woken by a change always reads it (kube-runtime's reflector stores a list's
+/// objects together once it is done: [`ListedStore::wait_until_listed`] first). Nothing is
+/// watched until the stream of [`SharedWatch::into_stream`] is polled; subscribers hear only
+/// what it yields.
+pub(crate) struct SharedWatch<K: Resource + Clone + 'static>
+where
+    K::DynamicType: Eq + Hash + Clone,
+{
     api: Api<K>,
     config: watcher::Config,
-    dyntype: K::DynamicType,
-    follow: impl Fn(&watcher::Event<K>) + Send + 'static,
-) -> (
-    ListedStore<K>,
-    impl Stream<Item = Result<K, watcher::Error>> + Send + 'static,
-)
+    writer: reflector::store::Writer<K>,
+    listed: ListedStore<K>,
+    followers: Vec<Follower<K>>,
+    subscribers: Vec<mpsc::UnboundedSender<K>>,
+}
+
+impl<K> SharedWatch<K>
 where
     K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
     K::DynamicType: Eq + Hash + Clone + Send + Sync,
 {
-    let writer = reflector::store::Writer::new(dyntype);
-    let listed = ListedStore::of(&writer);
-    let signal = listed.clone();
-    let stream = watcher(api, config)
-        .default_backoff()
-        .modify(without_managed_fields)
-        .reflect(writer)
-        .inspect_ok(move |event| {
-            follow(event);
-            if matches!(event, watcher::Event::InitDone) {
-                signal.mark_listed();
+    pub(crate) fn new(api: Api<K>, config: watcher::Config, dyntype: K::DynamicType) -> Self {
+        let writer = reflector::store::Writer::new(dyntype);
+        let listed = ListedStore::of(&writer);
+        Self {
+            api,
+            config,
+            writer,
+            listed,
+            followers: Vec::new(),
+            subscribers: Vec::new(),
+        }
+    }
+
+    /// The store, and whether the watch has listed once.
+    pub(crate) fn store(&self) -> ListedStore<K> {
+        self.listed.clone()
+    }
+
+    /// Lets `follower` see every event (an index kept beside the store).
+    pub(crate) fn follow(&mut self, follower: impl Fn(&watcher::Event<K>) + Send + Sync + 'static) {
+        self.followers.push(Box::new(follower));
+    }
+
+    /// Every object the watch touches, deleted ones too (for a controller's
+    /// `watches_stream_with`). Watch errors go to the stream of [`SharedWatch::into_stream`]
+    /// only: one controller reports them.
+    pub(crate) fn subscribe(
+        &mut self,
+    ) -> impl Stream<Item = Result<K, watcher::Error>> + Send + use<K> {
+        let (sender, receiver) = mpsc::unbounded();
+        self.subscribers.push(sender);
+        receiver.map(Ok)
+    }
+
+    /// The watch itself, for the controller that drives it: each touched object is sent to
+    /// every subscriber, and the applied ones are yielded (a deleted object has nothing left
+    /// for its own controller to reconcile). The store, with [`SharedWatch::store`].
+    pub(crate) fn into_stream(
+        self,
+    ) -> impl Stream<Item = Result<K, watcher::Error>> + Send + 'static {
+        let Self {
+            api,
+            config,
+            writer,
+            listed,
+            followers,
+            subscribers,
+        } = self;
+        let events = watcher(api, config)
+            .default_backoff()
+            .modify(without_managed_fields)
+            .reflect(writer);
+        fan_out(events, followers, listed, subscribers)
+    }
+}
+
+/// What [`SharedWatch::into_stream`] does with the events `reflected` yields once the store
+/// has them: followers see each, subscribers get each touched object, and the applied ones are
+/// yielded.
+fn fan_out<K>(
+    reflected: impl Stream<Item = Result<watcher::Event<K>, watcher::Error>>,
+    followers: Vec<Follower<K>>,
+    listed: ListedStore<K>,
+    subscribers: Vec<mpsc::UnboundedSender<K>>,
+) -> impl Stream<Item = Result<K, watcher::Error>>
+where
+    K: Resource + Clone + 'static,
+    K::DynamicType: Eq + Hash + Clone,
+{
+    let send = move |object: &K| {
+        for subscriber in &subscribers {
+            // Closed only when its controller has stopped.
+            let _ = subscriber.unbounded_send(object.clone());
+        }
+    };
+    reflected.try_filter_map(move |event| {
+        for follower in &followers {
+            follower(&event);
+        }
+        let applied = match event {
+            watcher::Event::Apply(object) | watcher::Event::InitApply(object) => {
+                send(&object);
+                Some(object)
             }
-        })
-        .touched_objects();
-    (listed, stream)
+            watcher::Event::Delete(object) => {
+                send(&object);
+                None
+            }
+            watcher::Event::InitDone => {
+                listed.mark_listed();
+                None
+            }
+            watcher::Event::Init => None,
+        };
+        futures::future::ready(Ok(applied))
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use k8s_openapi::api::core::v1::ConfigMap;
+    use kube::api::ObjectMeta;
+    use std::sync::Mutex;
+
+    fn configmap(name: &str) -> ConfigMap {
+        ConfigMap {
+            metadata: ObjectMeta {
+                name: Some(name.to_owned()),
+                namespace: Some("ns".to_owned()),
+                ..ObjectMeta::default()
+            },
+            ..ConfigMap::default()
+        }
+    }
+
+    fn names(objects: &[ConfigMap]) -> Vec<String> {
+        objects
+            .iter()
+            .map(|o| o.metadata.name.clone().unwrap_or_default())
+            .collect()
+    }
+
+    /// One watch serves every controller: followers see every event, subscribers every touched
+    /// object (deleted ones too: a claim must hear its handle went), the driver the applied
+    /// ones, each after the store has the change (a list's objects are stored together, when
+    /// it is done: readers wait for the listed signal).
+    #[tokio::test]
+    async fn a_shared_watch_hands_each_change_to_everyone_after_the_store_has_it() {
+        use watcher::Event;
+        let writer = reflector::store::Writer::<ConfigMap>::default();
+        let listed = ListedStore::of(&writer);
+        let store = listed.store().clone();
+        let followed = Arc::new(Mutex::new(Vec::new()));
+        let follower: Follower<ConfigMap> = {
+            let followed = followed.clone();
+            let store = store.clone();
+            Box::new(move |event: &Event<ConfigMap>| {
+                let seen = match event {
+                    Event::Apply(o) | Event::InitApply(o) => {
+                        format!(
+                            "apply {} stored={}",
+                            o.metadata.name.clone().unwrap_or_default(),
+                            store.get(&reflector::ObjectRef::from_obj(o)).is_some()
+                        )
+                    }
+                    Event::Delete(o) => {
+                        format!(
+                            "delete {} stored={}",
+                            o.metadata.name.clone().unwrap_or_default(),
+                            store.get(&reflector::ObjectRef::from_obj(o)).is_some()
+                        )
+                    }
+                    Event::Init => "init".to_owned(),
+                    // A relist is stored whole once it is done.
+                    Event::InitDone => format!("init done stored={}", store.state().len()),
+                };
+                followed.lock().expect("not poisoned").push(seen);
+            })
+        };
+        let (first, first_received) = mpsc::unbounded();
+        let (second, second_received) = mpsc::unbounded();
+        let events = futures::stream::iter(
+            [
+                Event::Init,
+                Event::InitApply(configmap("a")),
+                Event::InitDone,
+                Event::Apply(configmap("b")),
+                Event::Delete(configmap("a")),
+            ]
+            .map(Ok),
+        )
+        .reflect(writer);
+        let driven: Vec<ConfigMap> =
+            fan_out(events, vec![follower], listed.clone(), vec![first, second])
+                .try_collect()
+                .await
+                .expect("no watch error");
+
+        assert_eq!(names(&driven), ["a", "b"]);
+        for received in [first_received, second_received] {
+            let received: Vec<ConfigMap> = received.collect().await;
+            assert_eq!(names(&received), ["a", "b", "a"]);
+        }
+        assert_eq!(
+            *followed.lock().expect("not poisoned"),
+            [
+                "init",
+                "apply a stored=false",
+                "init done stored=1",
+                "apply b stored=true",
+                "delete a stored=false"
+            ]
+        );
+        tokio::time::timeout(
+            std::time::Duration::from_secs(5),
+            listed.wait_until_listed(),
+        )
+        .await
+        .expect("listed once InitDone went by");
+    }
 
     #[tokio::test]
     async fn every_concurrent_waiter_learns_that_the_store_is_listed() {

@@ -35,7 +35,7 @@ use serde_json::json;
 
 use super::context::{Context, EventKind};
 use super::kinds::{HandleObject, Kinds, PoolObject};
-use super::listed::{ListedStore, reflected_watch};
+use super::listed::{ListedStore, SharedWatch};
 use super::reconciler::Reconciler;
 use super::write::{self, Target, Written};
 use crate::api::pool::ResourcePoolStatus;
@@ -102,22 +102,19 @@ impl PoolController {
     }
 }
 
-/// The controller, watching pools of the operator namespace, and handles: a handle change wakes
-/// its pool, so a bind refills at once.
+/// The controller, watching pools of the operator namespace, and following the broker's
+/// handle watch: a handle change wakes its pool, so a bind refills at once.
 pub(crate) fn controller(
     client: &Client,
     kinds: &Kinds,
     operator_namespace: &str,
+    handles: &mut SharedWatch<HandleObject>,
 ) -> PoolController {
     let main = Api::<PoolObject>::namespaced_with(client.clone(), operator_namespace, &kinds.pool);
-    let other =
-        Api::<HandleObject>::namespaced_with(client.clone(), operator_namespace, &kinds.handle);
     let pool_kind = kinds.pool.clone();
     let config = super::listed::watch_config().any_semantic();
-    let (handles, handle_events) =
-        reflected_watch(other, config.clone(), kinds.handle.clone(), |_| {});
     let controller = Controller::new_with(main, config, kinds.pool.clone()).watches_stream_with(
-        handle_events,
+        handles.subscribe(),
         move |handle: HandleObject| {
             handle.spec.resource_pool.as_ref().map(|pool| {
                 ObjectRef::new_with(&pool.name, pool_kind.clone()).within(&pool.namespace)
@@ -127,7 +124,7 @@ pub(crate) fn controller(
     );
     PoolController {
         controller,
-        handles,
+        handles: handles.store(),
     }
 }
 

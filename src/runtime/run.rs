@@ -1,6 +1,6 @@
 //! `poolboy run`: each controller watches its kind into a reflector store (the index every
-//! decision reads) and the related kinds it is woken by (see `controller::listed` for why these
-//! watches are not shared); providers are loaded before any controller starts; the controllers
+//! decision reads) and follows the related kinds it is woken by; handles, which three
+//! controllers follow, are watched once (`controller::listed::SharedWatch`); providers are loaded before any controller starts; the controllers
 //! run until shutdown. The admission webhook, when configured, answers from start to end, a
 //! replica standing by for the Lease included (it follows the providers for it).
 
@@ -87,15 +87,17 @@ pub async fn run(
 
     let claim_namespace = options.claim_namespace.as_deref();
     let (handle_trigger, handle_triggers) = mpsc::unbounded();
+    let mut handle_watch = handle::watch(&client, &kinds, &namespace);
     let (claims, claim_index) = claim::controller(
         &client,
         &kinds,
         &namespace,
         claim_namespace,
+        &mut handle_watch,
         handle_trigger.clone(),
     );
-    let handles = handle::controller(&client, &kinds, &namespace);
-    let pools = pool::controller(&client, &kinds, &namespace);
+    let pools = pool::controller(&client, &kinds, &namespace, &mut handle_watch);
+    let handles = handle::controller(&kinds, handle_watch);
     let scalings = scaling::controller(&client, &kinds, &namespace);
     let stores = Stores {
         claims: claims.store(),

@@ -204,8 +204,8 @@ async fn adoptable(
     Ok(None)
 }
 
-/// The names of the handles whose `spec.resourceClaim` names `claim`, as the claim
-/// controller's handle watch last saw them.
+/// The names of the handles whose `spec.resourceClaim` names `claim`, as the handle watch
+/// last showed them.
 fn bound_handles(ctx: &ClaimContext, claim: &ClaimObject) -> Vec<String> {
     let (namespace, name) = super::writes::key(claim);
     ctx.index.bound_to(namespace, name)

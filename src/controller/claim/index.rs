@@ -1,10 +1,9 @@
-//! The claim controller's own indexes: the handles as its handle watch sees them, the handles
+//! The claim controller's own indexes: the handles as the handle watch shows them, the handles
 //! bound to each claim, the claims waiting for a matching handle (creation disabled, B18), and
 //! the handles found taken before the handle store caught up.
 //!
-//! The handle store is fed by the same watch that wakes claims, and updated before the wake,
-//! so a claim woken by a handle change always reads that change (the handle controller's
-//! store is fed by another watch and may lag behind it). Waiting claims are woken when an
+//! The handle store is the broker's one (`listed::SharedWatch`), updated before the watch
+//! wakes claims, so a claim woken by a handle change always reads that change. Waiting claims are woken when an
 //! unbound handle appears or changes; the taken notes stop concurrent reconciles of this
 //! process from racing for a handle another one just bound, and reservations stop them from
 //! racing for the same handle while a bind of it is under way (all concurrent claims rank the
@@ -14,13 +13,11 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use futures::Stream;
-use kube::api::Api;
-use kube::core::ApiResource;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher::{self, Event};
 
 use super::super::kinds::{HandleObject, Kinds};
-use super::super::listed::{ListedStore, reflected_watch};
+use super::super::listed::{ListedStore, SharedWatch};
 use crate::api::ResourceHandle;
 
 /// How long a claim let through a provider's limit counts before the claim store shows it
@@ -30,7 +27,7 @@ const ADMITTED_FOR: std::time::Duration = std::time::Duration::from_secs(60);
 /// Converted handles remembered at most ([`ClaimIndex::view_of`]).
 const VIEWS_AT_MOST: usize = 50_000;
 
-/// Shared by the claim controller's handle watch and its reconciles. Cheap to clone.
+/// Shared by the handle watch (which it follows) and the claim reconciles. Cheap to clone.
 #[derive(Clone)]
 pub(crate) struct ClaimIndex {
     handles: ListedStore<HandleObject>,
@@ -151,22 +148,24 @@ impl Bindings {
 }
 
 impl ClaimIndex {
-    /// Watches the handles of `api` into the index; the stream yields each touched handle
-    /// after the index has it (for the claim controller's `watches_stream_with`).
-    pub(crate) fn watch(
-        api: Api<HandleObject>,
-        config: watcher::Config,
-        kind: ApiResource,
+    /// The index of the handles `handles` watches: it follows the watch, and the returned
+    /// stream yields each touched handle after the index has it (for the claim controller's
+    /// `watches_stream_with`).
+    pub(crate) fn following(
+        handles: &mut SharedWatch<HandleObject>,
     ) -> (
         Self,
         impl Stream<Item = Result<HandleObject, watcher::Error>> + Send + 'static,
     ) {
         let inner: Arc<Mutex<Inner>> = Arc::default();
         let follower = inner.clone();
-        let (handles, events) = reflected_watch(api, config, kind, move |event| {
-            lock(&follower).bindings.apply(event)
-        });
-        (Self { handles, inner }, events)
+        handles.follow(move |event| lock(&follower).bindings.apply(event));
+        let events = handles.subscribe();
+        let index = Self {
+            handles: handles.store(),
+            inner,
+        };
+        (index, events)
     }
 
     /// Waits until the handle watch has listed once; any number of callers at once.
@@ -174,7 +173,7 @@ impl ClaimIndex {
         self.handles.wait_until_listed().await;
     }
 
-    /// The handles, as the claim controller's handle watch last saw them.
+    /// The handles, as the handle watch last saw them.
     pub(crate) fn handles(&self) -> &Store<HandleObject> {
         self.handles.store()
     }
