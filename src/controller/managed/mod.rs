@@ -16,7 +16,7 @@ use std::sync::atomic::Ordering;
 use futures::StreamExt;
 use kube::ResourceExt;
 use kube::api::{Api, DynamicObject, ObjectMeta, PostParams};
-use kube::core::{ApiResource, GroupVersionKind};
+use kube::core::GroupVersionKind;
 use kube::discovery::Scope;
 use kube::runtime::WatchStreamExt;
 use kube::runtime::reflector::{self, ObjectRef, Store};
@@ -114,14 +114,7 @@ pub(crate) async fn ensure_watch(
         .reflect(writer);
     let sweeper = Sweeper::new(ctx.client.clone(), ctx.handles_api(), kind.resource.clone());
     let suspects = move |suspect| sweeper.check(suspect);
-    let task = tokio::spawn(follow(
-        stream,
-        router,
-        suspects,
-        key.clone(),
-        listed,
-        kind.resource.clone(),
-    ));
+    let task = tokio::spawn(follow(stream, router, suspects, key.clone(), listed));
     ctx.managed.keep_task(task);
     ctx.metrics.managed_watches.set(ctx.managed.len() as i64);
     tracing::info!(
@@ -349,14 +342,16 @@ async fn follow<S>(
     suspects: impl Fn(Suspect),
     key: WatchKey,
     listed: ListedStore<DynamicObject>,
-    resource: ApiResource,
 ) where
     S: futures::Stream<Item = Result<Event<DynamicObject>, watcher::Error>>,
 {
     let mut stream = std::pin::pin!(stream);
-    // Object → handle, for every routed object currently known.
-    let mut known: HashMap<ObjectRef<DynamicObject>, String> = HashMap::new();
-    let mut relisted: HashSet<ObjectRef<DynamicObject>> = HashSet::new();
+    // Object (namespace, name: the watch is of one kind) → handle, for every routed object
+    // currently known. Not `ObjectRef`s: each carries a copy of the kind's `ApiResource`,
+    // five strings per object at 100,000 objects (issue 11).
+    let mut known: HashMap<(Option<String>, String), String> = HashMap::new();
+    let mut relisted: HashSet<(Option<String>, String)> = HashSet::new();
+    let key_of = |object: &DynamicObject| (object.metadata.namespace.clone(), object.name_any());
     let mut listed_once = false;
     let watch_name = match &key.namespace {
         Some(namespace) => format!("{} {} in {namespace}", key.api_version, key.kind),
@@ -366,7 +361,7 @@ async fn follow<S>(
         router.health.observe(&watch_name, &event);
         match event {
             Ok(Event::Apply(object)) | Ok(Event::InitApply(object)) => {
-                let object_ref = ObjectRef::from_obj_with(&object, resource.clone());
+                let object_ref = key_of(&object);
                 relisted.insert(object_ref.clone());
                 if let Some(suspect) = router.suspect(&object) {
                     suspects(suspect);
@@ -377,8 +372,7 @@ async fn follow<S>(
                 };
             }
             Ok(Event::Delete(object)) => {
-                let object_ref = ObjectRef::from_obj_with(&object, resource.clone());
-                known.remove(&object_ref);
+                known.remove(&key_of(&object));
                 router.route(&object);
             }
             Ok(Event::Init) => relisted.clear(),
@@ -489,8 +483,8 @@ mod tests {
         })
     }
 
-    fn configmaps() -> ApiResource {
-        ApiResource::from_gvk(&GroupVersionKind::gvk("", "v1", "ConfigMap"))
+    fn configmaps() -> kube::core::ApiResource {
+        kube::core::ApiResource::from_gvk(&GroupVersionKind::gvk("", "v1", "ConfigMap"))
     }
 
     fn managed(annotations: &[(&str, &str)]) -> DynamicObject {
@@ -720,7 +714,6 @@ mod tests {
             |suspect| suspects.borrow_mut().push(suspect),
             key,
             listed.clone(),
-            configmaps(),
         ));
         // Readers waiting for the first list are let through.
         assert!(listed.wait_until_listed().now_or_never().is_some());
