@@ -31,12 +31,15 @@ use std::sync::Arc;
 use futures::channel::mpsc;
 use futures::{Stream, StreamExt, TryStreamExt};
 use kube::Resource;
-use kube::api::Api;
+use kube::api::{Api, DynamicObject};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::watcher::{self, watcher};
 use serde::de::DeserializeOwned;
 use tokio::sync::watch;
+
+use super::kinds::{ClaimObject, HandleObject};
+use crate::core::json::compact::{compact, compact_map};
 
 /// How long the API server keeps one watch request open (kube-runtime's default is 290 s).
 /// A watch made while kube-apiserver was going down can stay open but silent, so no event
@@ -108,6 +111,65 @@ pub(crate) fn without_managed_fields<K: Resource>(object: &mut K) {
     object.meta_mut().managed_fields = None;
 }
 
+/// An object as the broker's long-lived stores keep it: without `metadata.managedFields`
+/// ([`without_managed_fields`]), its free-form JSON (templates, states, parameters) compacted
+/// (`core::json::compact`).
+pub(crate) trait Stored: Resource {
+    fn trim_for_store(&mut self);
+}
+
+impl Stored for ClaimObject {
+    fn trim_for_store(&mut self) {
+        without_managed_fields(self);
+        let spec = &mut self.spec;
+        for resource in spec.resources.iter_mut().flatten() {
+            resource.template.iter_mut().for_each(compact);
+        }
+        let parameters = spec
+            .provider
+            .as_mut()
+            .and_then(|p| p.parameter_values.as_mut());
+        parameters.into_iter().for_each(compact_map);
+        let Some(status) = self.status.as_mut() else {
+            return;
+        };
+        status.summary.iter_mut().for_each(compact);
+        let parameters = status
+            .provider
+            .as_mut()
+            .and_then(|p| p.parameter_values.as_mut());
+        parameters.into_iter().for_each(compact_map);
+        for resource in status.resources.iter_mut().flatten() {
+            resource.state.iter_mut().for_each(compact);
+        }
+    }
+}
+
+impl Stored for HandleObject {
+    fn trim_for_store(&mut self) {
+        without_managed_fields(self);
+        let spec = &mut self.spec;
+        for resource in spec.resources.iter_mut().flatten() {
+            resource.template.iter_mut().for_each(compact);
+        }
+        let parameters = spec
+            .provider
+            .as_mut()
+            .and_then(|p| p.parameter_values.as_mut());
+        parameters.into_iter().for_each(compact_map);
+        spec.vars.iter_mut().for_each(compact_map);
+        let summary = self.status.as_mut().and_then(|s| s.summary.as_mut());
+        summary.into_iter().for_each(compact);
+    }
+}
+
+impl Stored for DynamicObject {
+    fn trim_for_store(&mut self) {
+        without_managed_fields(self);
+        compact(&mut self.data);
+    }
+}
+
 /// A function that sees every event of a watch after the store has it.
 type Follower<K> = Box<dyn Fn(&watcher::Event<K>) + Send + Sync>;
 
@@ -117,7 +179,7 @@ type Follower<K> = Box<dyn Fn(&watcher::Event<K>) + Send + Sync>;
 /// objects together once it is done: [`ListedStore::wait_until_listed`] first). Nothing is
 /// watched until the stream of [`SharedWatch::into_stream`] is polled; subscribers hear only
 /// what it yields.
-pub(crate) struct SharedWatch<K: Resource + Clone + 'static>
+pub(crate) struct SharedWatch<K: Stored + Clone + 'static>
 where
     K::DynamicType: Eq + Hash + Clone,
 {
@@ -131,7 +193,7 @@ where
 
 impl<K> SharedWatch<K>
 where
-    K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    K: Stored + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
     K::DynamicType: Eq + Hash + Clone + Send + Sync,
 {
     pub(crate) fn new(api: Api<K>, config: watcher::Config, dyntype: K::DynamicType) -> Self {
@@ -184,7 +246,7 @@ where
         } = self;
         let events = watcher(api, config)
             .default_backoff()
-            .modify(without_managed_fields)
+            .modify(K::trim_for_store)
             .reflect(writer);
         fan_out(events, followers, listed, subscribers)
     }
@@ -255,6 +317,31 @@ mod tests {
             .iter()
             .map(|o| o.metadata.name.clone().unwrap_or_default())
             .collect()
+    }
+
+    /// What a store keeps of a claim is the claim, less its managedFields.
+    #[test]
+    fn a_claim_trimmed_for_the_store_loses_its_managed_fields_and_nothing_else() {
+        let state = serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "guid0-abcde", "labels": {"b": "1", "a": "2"}}, "data": {"k": "v"}});
+        let claim = serde_json::json!({
+            "apiVersion": "poolboy.gpte.redhat.com/v1", "kind": "ResourceClaim",
+            "metadata": {"name": "c", "namespace": "ns",
+                "managedFields": [{"manager": "poolboy", "operation": "Update"}]},
+            "spec": {"provider": {"name": "p", "parameterValues": {"z": [1, 2], "a": {"x": null}}},
+                "resources": [{"name": "config", "template": {"data": {"claim": "c"}}}]},
+            "status": {"summary": {"url": "u"},
+                "resources": [{"name": "config", "state": state}]},
+        });
+        let mut trimmed: ClaimObject = serde_json::from_value(claim.clone()).expect("a claim");
+        trimmed.trim_for_store();
+        let mut expected = claim;
+        expected["metadata"]
+            .as_object_mut()
+            .map(|m| m.remove("managedFields"));
+        let trimmed = serde_json::to_value(&trimmed).expect("serialises");
+        assert_eq!(trimmed, expected);
+        assert_eq!(trimmed.to_string(), expected.to_string(), "key order kept");
     }
 
     /// One watch serves every controller: followers see every event, subscribers every touched

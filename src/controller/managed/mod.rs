@@ -30,7 +30,7 @@ pub(crate) use self::resources::WatchKey;
 use self::resources::{ManagedKind, Watch};
 use super::context::{Context, Triggers};
 use super::kinds::{ClaimObject, HandleObject, Kinds, WatchObject};
-use super::listed::{ListedStore, without_managed_fields};
+use super::listed::{ListedStore, Stored, without_managed_fields};
 use crate::api::OperatorDomain;
 use crate::api::refs::ResourceReference;
 use crate::api::watch::ResourceWatchSpec;
@@ -110,7 +110,7 @@ pub(crate) async fn ensure_watch(
     };
     let stream = kube::runtime::watcher(api, super::listed::watch_config())
         .default_backoff()
-        .modify(without_managed_fields)
+        .modify(DynamicObject::trim_for_store)
         .reflect(writer);
     let sweeper = Sweeper::new(ctx.client.clone(), ctx.handles_api(), kind.resource.clone());
     let suspects = move |suspect| sweeper.check(suspect);
