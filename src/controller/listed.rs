@@ -39,6 +39,7 @@ use serde::de::DeserializeOwned;
 use tokio::sync::watch;
 
 use super::kinds::{ClaimObject, HandleObject};
+use crate::api::refs::ProviderParameters;
 use crate::core::json::compact::{compact, compact_map};
 
 /// How long the API server keeps one watch request open (kube-runtime's default is 290 s).
@@ -125,20 +126,18 @@ impl Stored for ClaimObject {
         for resource in spec.resources.iter_mut().flatten() {
             resource.template.iter_mut().for_each(compact);
         }
-        let parameters = spec
-            .provider
-            .as_mut()
-            .and_then(|p| p.parameter_values.as_mut());
-        parameters.into_iter().for_each(compact_map);
+        compact_parameters(spec.provider.as_mut());
         let Some(status) = self.status.as_mut() else {
             return;
         };
         status.summary.iter_mut().for_each(compact);
-        let parameters = status
+        if let Some(values) = status
             .provider
             .as_mut()
-            .and_then(|p| p.parameter_values.as_mut());
-        parameters.into_iter().for_each(compact_map);
+            .and_then(|p| p.parameter_values.as_mut())
+        {
+            compact_map(values);
+        }
         for resource in status.resources.iter_mut().flatten() {
             resource.state.iter_mut().for_each(compact);
         }
@@ -152,14 +151,16 @@ impl Stored for HandleObject {
         for resource in spec.resources.iter_mut().flatten() {
             resource.template.iter_mut().for_each(compact);
         }
-        let parameters = spec
-            .provider
-            .as_mut()
-            .and_then(|p| p.parameter_values.as_mut());
-        parameters.into_iter().for_each(compact_map);
+        compact_parameters(spec.provider.as_mut());
         spec.vars.iter_mut().for_each(compact_map);
         let summary = self.status.as_mut().and_then(|s| s.summary.as_mut());
         summary.into_iter().for_each(compact);
+    }
+}
+
+fn compact_parameters(provider: Option<&mut ProviderParameters>) {
+    if let Some(values) = provider.and_then(|p| p.parameter_values.as_mut()) {
+        compact_map(values);
     }
 }
 
