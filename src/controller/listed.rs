@@ -36,10 +36,10 @@ use kube::runtime::WatchStreamExt;
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::watcher::{self, watcher};
 use serde::de::DeserializeOwned;
+use serde_json::{Map, Value};
 use tokio::sync::watch;
 
 use super::kinds::{ClaimObject, HandleObject};
-use crate::api::refs::ProviderParameters;
 use crate::core::json::compact::{compact, compact_map};
 
 /// How long the API server keeps one watch request open (kube-runtime's default is 290 s).
@@ -123,24 +123,14 @@ impl Stored for ClaimObject {
     fn trim_for_store(&mut self) {
         without_managed_fields(self);
         let spec = &mut self.spec;
-        for resource in spec.resources.iter_mut().flatten() {
-            resource.template.iter_mut().for_each(compact);
-        }
-        compact_parameters(spec.provider.as_mut());
+        compact_all(spec.resources.iter_mut().flatten().map(|r| &mut r.template));
+        compact_all_maps([spec.provider.as_mut().map(|p| &mut p.parameter_values)]);
         let Some(status) = self.status.as_mut() else {
             return;
         };
-        status.summary.iter_mut().for_each(compact);
-        if let Some(values) = status
-            .provider
-            .as_mut()
-            .and_then(|p| p.parameter_values.as_mut())
-        {
-            compact_map(values);
-        }
-        for resource in status.resources.iter_mut().flatten() {
-            resource.state.iter_mut().for_each(compact);
-        }
+        compact_all([&mut status.summary]);
+        compact_all_maps([status.provider.as_mut().map(|p| &mut p.parameter_values)]);
+        compact_all(status.resources.iter_mut().flatten().map(|r| &mut r.state));
     }
 }
 
@@ -148,20 +138,25 @@ impl Stored for HandleObject {
     fn trim_for_store(&mut self) {
         without_managed_fields(self);
         let spec = &mut self.spec;
-        for resource in spec.resources.iter_mut().flatten() {
-            resource.template.iter_mut().for_each(compact);
-        }
-        compact_parameters(spec.provider.as_mut());
-        spec.vars.iter_mut().for_each(compact_map);
-        let summary = self.status.as_mut().and_then(|s| s.summary.as_mut());
-        summary.into_iter().for_each(compact);
+        compact_all(spec.resources.iter_mut().flatten().map(|r| &mut r.template));
+        compact_all_maps([
+            spec.provider.as_mut().map(|p| &mut p.parameter_values),
+            Some(&mut spec.vars),
+        ]);
+        compact_all(self.status.as_mut().map(|s| &mut s.summary));
     }
 }
 
-fn compact_parameters(provider: Option<&mut ProviderParameters>) {
-    if let Some(values) = provider.and_then(|p| p.parameter_values.as_mut()) {
-        compact_map(values);
-    }
+/// Compacts each of `values` that is there.
+fn compact_all<'a>(values: impl IntoIterator<Item = &'a mut Option<Value>>) {
+    values.into_iter().flatten().for_each(compact);
+}
+
+/// Compacts each of `maps` that is there.
+fn compact_all_maps<'a>(
+    maps: impl IntoIterator<Item = Option<&'a mut Option<Map<String, Value>>>>,
+) {
+    maps.into_iter().flatten().flatten().for_each(compact_map);
 }
 
 impl Stored for DynamicObject {
