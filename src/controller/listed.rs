@@ -169,6 +169,68 @@ impl Stored for DynamicObject {
 /// A function that sees every event of a watch after the store has it.
 type Follower<K> = Box<dyn Fn(&watcher::Event<K>) + Send + Sync>;
 
+/// An index kept beside a store from its watch's events ([`SharedWatch::follow`]), by object
+/// name: an applied object replaces what the index had of it, a deleted one is forgotten, and
+/// a re-list replaces everything once it is done (an object deleted while the watch was down
+/// gets no delete event of its own).
+pub(crate) trait FollowedIndex<K: Resource> {
+    /// What the index keeps of one object.
+    type Entry;
+
+    /// What the index keeps of `object`; `None`: nothing.
+    fn entry(object: &K) -> Option<Self::Entry>;
+    fn record(&mut self, name: String, entry: Self::Entry);
+    fn forget(&mut self, name: &str);
+    fn clear(&mut self);
+    /// The entries a re-list in progress has seen so far.
+    fn relisting(&mut self) -> &mut Relisting<Self::Entry>;
+
+    fn apply(&mut self, event: &watcher::Event<K>) {
+        let named = |object: &K| object.meta().name.clone();
+        match event {
+            watcher::Event::Apply(object) => {
+                if let Some(name) = named(object) {
+                    self.forget(&name);
+                    if let Some(entry) = Self::entry(object) {
+                        self.record(name, entry);
+                    }
+                }
+            }
+            watcher::Event::Delete(object) => {
+                if let Some(name) = named(object) {
+                    self.forget(&name);
+                }
+            }
+            watcher::Event::Init => self.relisting().0 = Some(Vec::new()),
+            watcher::Event::InitApply(object) => {
+                if let (Some(name), Some(entry)) = (named(object), Self::entry(object))
+                    && let Some(relisted) = self.relisting().0.as_mut()
+                {
+                    relisted.push((name, entry));
+                }
+            }
+            watcher::Event::InitDone => {
+                if let Some(relisted) = self.relisting().0.take() {
+                    self.clear();
+                    for (name, entry) in relisted {
+                        self.record(name, entry);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The entries of a re-list in progress, by name ([`FollowedIndex::relisting`]).
+#[derive(Debug)]
+pub(crate) struct Relisting<E>(Option<Vec<(String, E)>>);
+
+impl<E> Default for Relisting<E> {
+    fn default() -> Self {
+        Self(None)
+    }
+}
+
 /// One watch of a kind, reflected into one [`ListedStore`], for any number of controllers:
 /// followers see each event and subscribers each touched object after the store has it, so
 /// a reconcile woken by a change always reads it (kube-runtime's reflector stores a list's

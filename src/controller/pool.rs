@@ -33,9 +33,13 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Client, ResourceExt};
 use serde_json::json;
 
+mod index;
+
+use index::PoolIndex;
+
 use super::context::{Context, EventKind};
 use super::kinds::{HandleObject, Kinds, PoolObject};
-use super::listed::{ListedStore, SharedWatch};
+use super::listed::SharedWatch;
 use super::reconciler::Reconciler;
 use super::write::{self, Target, Written};
 use crate::api::pool::ResourcePoolStatus;
@@ -47,8 +51,8 @@ use crate::core::pool::autoscale::{self, AutoscaleDecision, AutoscaleError, Bind
 #[cfg(doc)]
 use crate::core::pool::plan::PENDING_HANDLE_TTL;
 use crate::core::pool::plan::{
-    BoundCounts, PendingHandles, PoolInput, is_handle_of_pool, is_unbound_handle_of_pool,
-    new_handle_names, plan_pool, set_pool_validity,
+    PendingHandles, PoolInput, is_unbound_handle_of_pool, new_handle_names, plan_pool,
+    set_pool_validity,
 };
 use crate::core::pool::refresh::{
     HANDLES_UP_TO_DATE, handle_version, pool_version, provider_specs, set_refresh_condition, stamp,
@@ -87,12 +91,13 @@ pub(crate) enum PoolError {
     },
 }
 
-/// The pool controller and the store of handles its reconciles read. The store is fed by the
-/// same watch that wakes pools, and is updated before the pool is woken: a reconcile woken by
-/// a bind or a deletion always sees it (a separate store could still be behind).
+/// The pool controller and the index of handles its reconciles read. The index (and the store
+/// under it) is fed by the same watch that wakes pools, and is updated before the pool is
+/// woken: a reconcile woken by a bind or a deletion always sees it (a separate store could
+/// still be behind).
 pub(crate) struct PoolController {
     controller: Controller<PoolObject>,
-    handles: ListedStore<HandleObject>,
+    handles: PoolIndex,
 }
 
 impl PoolController {
@@ -124,16 +129,16 @@ pub(crate) fn controller(
     );
     PoolController {
         controller,
-        handles: handles.store(),
+        handles: PoolIndex::following(handles, kinds.handle.clone(), operator_namespace),
     }
 }
 
-/// What pool reconciles share: the operator context, the handle store, and per pool the
+/// What pool reconciles share: the operator context, the index of handles, and per pool the
 /// handles created (by this process or, per the pool status, another) that the store does not
 /// show yet.
 struct PoolContext {
     ctx: Arc<Context>,
-    handles: ListedStore<HandleObject>,
+    handles: PoolIndex,
     memory: Mutex<HashMap<String, PoolMemory>>,
 }
 
@@ -176,17 +181,6 @@ impl PoolContext {
 
     fn status_written(&self, pool: &ResourcePool) {
         self.with_memory(pool, |memory| memory.status_written = Some(Instant::now()));
-    }
-
-    /// Every handle of `pool` the store shows (bound and deleting ones too), as the store
-    /// holds them: only the unbound ones are copied into typed handles, for the plan.
-    fn handles_of(&self, pool: &ResourcePool) -> Vec<Arc<HandleObject>> {
-        self.handles
-            .store()
-            .state()
-            .into_iter()
-            .filter(|h| is_handle_of_pool(&**h, pool))
-            .collect()
     }
 }
 
@@ -276,7 +270,8 @@ async fn pass(pool_object: &PoolObject, pctx: &PoolContext) -> Result<Option<Act
     let pool = Kinds::pool_of(pool_object);
     let name = pool.name_any();
 
-    let handles = pctx.handles_of(&pool);
+    // Only the pool's unclaimed handles are read one by one; the rest comes counted.
+    let unclaimed = pctx.handles.unclaimed(&pool);
     let listed: Vec<&str> = pool
         .status
         .as_ref()
@@ -287,9 +282,7 @@ async fn pass(pool_object: &PoolObject, pctx: &PoolContext) -> Result<Option<Act
         .collect();
     let to_confirm = pctx.with_pending(&pool, |memory| {
         memory.observe(
-            handles
-                .iter()
-                .map(|h| h.metadata.name.as_deref().unwrap_or_default()),
+            |name| pctx.handles.shows(&pool, name),
             listed.iter().copied(),
             now,
         );
@@ -303,13 +296,13 @@ async fn pass(pool_object: &PoolObject, pctx: &PoolContext) -> Result<Option<Act
         });
     }
     let pending = pctx.with_pending(&pool, |memory| memory.names());
-    let unbound: Vec<ResourceHandle> = handles
+    let unbound: Vec<ResourceHandle> = unclaimed
         .iter()
         .filter(|h| is_unbound_handle_of_pool(&***h, &pool, ctx.domain()))
         .map(|h| Kinds::handle_of(h))
         .collect();
     let scaling = consumed_scaling(ctx, &pool, now).await?;
-    let bound = BoundCounts::of(handles.iter().map(|h| &**h));
+    let bound = pctx.handles.bound(&pool);
     // The template of every new handle; its failure is the pool's configuration problem.
     let template = new_handle_template(&pool, ctx, now, None);
     // Issue 14: the unbound handles of an earlier version are refreshed, but not while the
@@ -323,7 +316,7 @@ async fn pass(pool_object: &PoolObject, pctx: &PoolContext) -> Result<Option<Act
             .collect(),
         Err(_) => BTreeSet::new(),
     };
-    let autoscale = autoscale(pctx, &pool, &handles, &unbound, now);
+    let autoscale = autoscale(pctx, &pool, &unbound, now);
     let decision = autoscale.as_ref().and_then(|a| a.as_ref().ok());
     let plan = plan_pool(&PoolInput {
         pool: &pool,
@@ -341,7 +334,7 @@ async fn pass(pool_object: &PoolObject, pctx: &PoolContext) -> Result<Option<Act
 
     let scaling_label = ctx.domain().resource_pool_scaling_name();
     for (doomed, removal) in &plan.delete {
-        if let Some(handle) = handles.iter().find(|h| h.name_any() == *doomed) {
+        if let Some(handle) = unclaimed.iter().find(|h| h.name_any() == *doomed) {
             let reason = removal.as_str();
             tracing::info!(pool = %name, handle = %doomed, reason, "deleting unbound ResourceHandle");
             let deleted = delete_unbound(&ctx.handles_api(), handle, &pool, ctx.domain()).await?;
@@ -358,12 +351,10 @@ async fn pass(pool_object: &PoolObject, pctx: &PoolContext) -> Result<Option<Act
 
     let new_names: Vec<String> = match &template {
         Ok(_) if plan.create > 0 => {
-            let known: Vec<&str> = handles
-                .iter()
-                .map(|h| h.metadata.name.as_deref().unwrap_or_default())
-                .chain(pending.iter().map(String::as_str))
-                .collect();
-            new_handle_names(plan.create, &known, &mut rand::rng())
+            let taken = |name: &str| {
+                pctx.handles.handle(name).is_some() || pending.iter().any(|p| p == name)
+            };
+            new_handle_names(plan.create, taken, &mut rand::rng())
         }
         _ => Vec::new(),
     };
@@ -514,7 +505,6 @@ async fn pass(pool_object: &PoolObject, pctx: &PoolContext) -> Result<Option<Act
 fn autoscale(
     pctx: &PoolContext,
     pool: &ResourcePool,
-    handles: &[Arc<HandleObject>],
     unbound: &[ResourceHandle],
     now: chrono::DateTime<chrono::Utc>,
 ) -> Option<Result<AutoscaleDecision, AutoscaleError>> {
@@ -526,11 +516,12 @@ fn autoscale(
     let unbound = unbound
         .iter()
         .map(|h| h.metadata.name.as_deref().unwrap_or_default());
-    let bound = handles
-        .iter()
-        .filter(|h| h.spec.resource_claim.is_some())
-        .map(|h| h.metadata.name.as_deref().unwrap_or_default());
-    let provisioning = autoscale::provisioning_time(handles.iter().map(|h| &**h));
+    let bound = |name: &str| {
+        pctx.handles
+            .handle(name)
+            .is_some_and(|h| h.spec.resource_claim.is_some())
+    };
+    let provisioning = pctx.handles.provisioning_time(pool);
     let previous = pool.status.as_ref().and_then(|s| s.autoscale.as_ref());
     pctx.with_memory(pool, |memory| {
         memory.binds.observe(unbound, bound, window, now);
@@ -769,8 +760,7 @@ async fn finalize(pool_object: &PoolObject, pctx: &PoolContext) -> Result<(), Po
     let pool = Kinds::pool_of(pool_object);
     let name = pool.name_any();
     let handles_api = ctx.handles_api();
-    let handles = pctx.handles_of(&pool);
-    for handle in &handles {
+    for handle in &pctx.handles.unclaimed(&pool) {
         if is_unbound_handle_of_pool(&**handle, &pool, ctx.domain())
             && delete_unbound(&handles_api, handle, &pool, ctx.domain()).await?
         {
@@ -780,7 +770,7 @@ async fn finalize(pool_object: &PoolObject, pctx: &PoolContext) -> Result<(), Po
     // Handles created but not shown by the store yet: look them up.
     let pending = pctx.with_pending(&pool, |memory| memory.names());
     for pending_name in pending {
-        if handles.iter().any(|h| h.name_any() == pending_name) {
+        if pctx.handles.shows(&pool, &pending_name) {
             continue;
         }
         if let Some(handle) = handles_api.get_opt(&pending_name).await?

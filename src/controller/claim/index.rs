@@ -14,10 +14,10 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use futures::Stream;
 use kube::runtime::reflector::{ObjectRef, Store};
-use kube::runtime::watcher::{self, Event};
+use kube::runtime::watcher;
 
 use super::super::kinds::{HandleObject, Kinds};
-use super::super::listed::{ListedStore, SharedWatch};
+use super::super::listed::{FollowedIndex, ListedStore, Relisting, SharedWatch};
 use crate::api::ResourceHandle;
 
 /// How long a claim let through a provider's limit counts before the claim store shows it
@@ -66,59 +66,19 @@ struct Bindings {
     by_claim: HashMap<ClaimKey, BTreeSet<String>>,
     claim_of: HashMap<String, ClaimKey>,
     free: HashSet<String>,
-    /// Each handle seen so far by a re-list in progress, with its claim; they replace the
-    /// others when it ends (a handle deleted while the watch was down gets no delete event of
-    /// its own).
-    relisting: Option<Vec<(String, Option<ClaimKey>)>>,
+    relisting: Relisting<Option<ClaimKey>>,
 }
 
 /// A claim's (namespace, name).
 type ClaimKey = (String, String);
 
-impl Bindings {
-    /// The handle's name and the claim it names, if any.
-    fn binding(handle: &HandleObject) -> Option<(String, Option<ClaimKey>)> {
-        let name = handle.metadata.name.clone()?;
-        let claim = handle
-            .spec
-            .resource_claim
-            .as_ref()
-            .map(|claim| (claim.namespace.clone(), claim.name.clone()));
-        Some((name, claim))
-    }
+impl FollowedIndex<HandleObject> for Bindings {
+    /// The claim the handle names, if any.
+    type Entry = Option<ClaimKey>;
 
-    fn apply(&mut self, event: &Event<HandleObject>) {
-        match event {
-            Event::Apply(handle) => {
-                if let Some((name, claim)) = Self::binding(handle) {
-                    self.forget(&name);
-                    self.record(name, claim);
-                }
-            }
-            Event::Delete(handle) => {
-                if let Some(name) = handle.metadata.name.as_deref() {
-                    self.forget(name);
-                }
-            }
-            Event::Init => self.relisting = Some(Vec::new()),
-            Event::InitApply(handle) => {
-                if let (Some(relisting), Some(binding)) =
-                    (self.relisting.as_mut(), Self::binding(handle))
-                {
-                    relisting.push(binding);
-                }
-            }
-            Event::InitDone => {
-                if let Some(relisted) = self.relisting.take() {
-                    self.by_claim.clear();
-                    self.claim_of.clear();
-                    self.free.clear();
-                    for (name, claim) in relisted {
-                        self.record(name, claim);
-                    }
-                }
-            }
-        }
+    fn entry(handle: &HandleObject) -> Option<Option<ClaimKey>> {
+        let claim = handle.spec.resource_claim.as_ref();
+        Some(claim.map(|claim| (claim.namespace.clone(), claim.name.clone())))
     }
 
     fn record(&mut self, handle: String, claim: Option<ClaimKey>) {
@@ -131,6 +91,16 @@ impl Bindings {
             .or_default()
             .insert(handle.clone());
         self.claim_of.insert(handle, claim);
+    }
+
+    fn clear(&mut self) {
+        self.by_claim.clear();
+        self.claim_of.clear();
+        self.free.clear();
+    }
+
+    fn relisting(&mut self) -> &mut Relisting<Option<ClaimKey>> {
+        &mut self.relisting
     }
 
     fn forget(&mut self, handle: &str) {
@@ -365,6 +335,7 @@ impl Drop for Reservation {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use kube::runtime::watcher::Event;
 
     fn index() -> ClaimIndex {
         let kind = crate::controller::kinds::Kinds::new(&Default::default()).handle;

@@ -11,7 +11,7 @@
 //! target in the pool's status until then, and it lowers the target (deleting the oldest
 //! surplus unbound handles) only once it has seen a whole window.
 
-use std::collections::{BTreeSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use chrono::{DateTime, TimeDelta, Utc};
 
@@ -35,20 +35,18 @@ pub(crate) struct BindHistory {
 }
 
 impl BindHistory {
-    /// Records the pool's handles as they are now: `unbound` names, and `bound` names (a name
-    /// that was unbound at the last look is a bind); forgets binds older than `window`.
+    /// Records the pool's handles as they are now: `unbound` names, and whether a handle is
+    /// `bound` (one that was unbound at the last look is a bind); forgets binds older than
+    /// `window`.
     pub(crate) fn observe<'a>(
         &mut self,
         unbound: impl IntoIterator<Item = &'a str>,
-        bound: impl IntoIterator<Item = &'a str>,
+        bound: impl Fn(&str) -> bool,
         window: TimeDelta,
         now: DateTime<Utc>,
     ) {
         self.since.get_or_insert(now);
-        let newly_bound = bound
-            .into_iter()
-            .filter(|name| self.unbound.contains(*name))
-            .count();
+        let newly_bound = self.unbound.iter().filter(|name| bound(name)).count();
         self.binds.extend(std::iter::repeat_n(now, newly_bound));
         self.unbound = unbound.into_iter().map(str::to_owned).collect();
         while self.binds.front().is_some_and(|t| *t + window <= now) {
@@ -72,28 +70,117 @@ impl BindHistory {
     }
 }
 
-/// The median time from creation to readiness of `handles` that are ready (their `Ready`
-/// condition's transition), and how many there were.
-pub(crate) fn provisioning_time<'a, H: Into<HandleParts<'a>>>(
-    handles: impl IntoIterator<Item = H>,
-) -> Option<(TimeDelta, usize)> {
-    let mut times: Vec<TimeDelta> = handles
-        .into_iter()
-        .filter_map(|handle| {
-            let handle = handle.into();
-            let created = handle.metadata.creation_timestamp.as_ref()?;
-            let conditions = handle.status?.conditions.as_deref()?;
-            let ready =
-                find(conditions, READY).filter(|c| c.status == ConditionStatus::True.as_str())?;
-            let millis = ready.last_transition_time.0.as_millisecond() - created.0.as_millisecond();
-            Some(TimeDelta::milliseconds(millis.max(0)))
-        })
-        .collect();
-    if times.is_empty() {
-        return None;
+/// The time `handle` took from creation to readiness (its `Ready` condition's transition),
+/// if it is ready.
+pub(crate) fn provisioning_time<'a>(handle: impl Into<HandleParts<'a>>) -> Option<TimeDelta> {
+    let handle = handle.into();
+    let created = handle.metadata.creation_timestamp.as_ref()?;
+    let conditions = handle.status?.conditions.as_deref()?;
+    let ready = find(conditions, READY).filter(|c| c.status == ConditionStatus::True.as_str())?;
+    let millis = ready.last_transition_time.0.as_millisecond() - created.0.as_millisecond();
+    Some(TimeDelta::milliseconds(millis.max(0)))
+}
+
+/// The provisioning times of a pool's ready handles, kept in two sorted halves so that their
+/// median is read at once as handles come and go: a pool pass reads it after every bind, and
+/// sorting every handle's time each time made a bind's cost grow with the pool (issue 11).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct ProvisioningTimes {
+    /// The smallest `len / 2` times, as a count per millisecond value.
+    lower: Multiset,
+    /// The others: the median is the least of them.
+    upper: Multiset,
+}
+
+impl ProvisioningTimes {
+    pub(crate) fn insert(&mut self, time: TimeDelta) {
+        let millis = time.num_milliseconds();
+        match self.upper.least() {
+            Some(least) if millis < least => self.lower.insert(millis),
+            _ => self.upper.insert(millis),
+        }
+        self.balance();
     }
-    times.sort_unstable();
-    Some((times[times.len() / 2], times.len()))
+
+    /// Takes away one `time` that was inserted.
+    pub(crate) fn remove(&mut self, time: TimeDelta) {
+        let millis = time.num_milliseconds();
+        if !self.upper.remove(millis) {
+            self.lower.remove(millis);
+        }
+        self.balance();
+    }
+
+    /// The median (the upper one of an even count), and how many times there are.
+    pub(crate) fn median(&self) -> Option<(TimeDelta, usize)> {
+        let median = self.upper.least()?;
+        Some((
+            TimeDelta::milliseconds(median),
+            self.lower.len + self.upper.len,
+        ))
+    }
+
+    /// Moves times between the halves until the lower one holds `len / 2` of them.
+    fn balance(&mut self) {
+        let half = (self.lower.len + self.upper.len) / 2;
+        while self.lower.len > half {
+            if let Some(greatest) = self.lower.greatest() {
+                self.lower.remove(greatest);
+                self.upper.insert(greatest);
+            }
+        }
+        while self.lower.len < half {
+            if let Some(least) = self.upper.least() {
+                self.upper.remove(least);
+                self.lower.insert(least);
+            }
+        }
+    }
+}
+
+impl FromIterator<TimeDelta> for ProvisioningTimes {
+    fn from_iter<I: IntoIterator<Item = TimeDelta>>(times: I) -> Self {
+        let mut all = Self::default();
+        for time in times {
+            all.insert(time);
+        }
+        all
+    }
+}
+
+/// Millisecond values with repeats.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+struct Multiset {
+    counts: BTreeMap<i64, usize>,
+    len: usize,
+}
+
+impl Multiset {
+    fn insert(&mut self, value: i64) {
+        *self.counts.entry(value).or_insert(0) += 1;
+        self.len += 1;
+    }
+
+    /// Whether `value` was there.
+    fn remove(&mut self, value: i64) -> bool {
+        let Some(count) = self.counts.get_mut(&value) else {
+            return false;
+        };
+        *count -= 1;
+        if *count == 0 {
+            self.counts.remove(&value);
+        }
+        self.len -= 1;
+        true
+    }
+
+    fn least(&self) -> Option<i64> {
+        self.counts.keys().next().copied()
+    }
+
+    fn greatest(&self) -> Option<i64> {
+        self.counts.keys().next_back().copied()
+    }
 }
 
 /// What `spec.autoscale` decides for one pass.

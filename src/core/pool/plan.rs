@@ -30,18 +30,18 @@ pub(crate) const PENDING_HANDLE_TTL: TimeDelta = TimeDelta::seconds(60);
 /// between reserving a name and creating its handle.
 pub(crate) const PENDING_HANDLE_CONFIRM_AFTER: TimeDelta = TimeDelta::seconds(5);
 
-/// `count` new handle names ([`random_handle_name`]), none of them `taken` (the pool's handles
-/// and the names reserved for it) nor repeated: a client-chosen name that collides would make
+/// `count` new handle names ([`random_handle_name`]), none of them `taken` (a handle's, or a
+/// name reserved for the pool) nor repeated: a client-chosen name that collides would make
 /// the create fail after the name was reserved.
 pub(crate) fn new_handle_names<R: rand::Rng + ?Sized>(
     count: usize,
-    taken: &[&str],
+    taken: impl Fn(&str) -> bool,
     rng: &mut R,
 ) -> Vec<String> {
     let mut names: Vec<String> = Vec::with_capacity(count);
     while names.len() < count {
         let candidate = random_handle_name(rng);
-        if !taken.contains(&candidate.as_str()) && !names.contains(&candidate) {
+        if !taken(&candidate) && !names.contains(&candidate) {
             names.push(candidate);
         }
     }
@@ -94,21 +94,28 @@ pub(crate) struct BoundCounts {
 }
 
 impl BoundCounts {
-    /// Counted among `handles`, the pool's.
-    pub(crate) fn of<'a, H: Into<HandleParts<'a>>>(handles: impl IntoIterator<Item = H>) -> Self {
-        let mut counts = Self::default();
-        for handle in handles {
-            let handle = handle.into();
-            if handle.spec.resource_claim.is_none() || handle.metadata.deletion_timestamp.is_some()
-            {
-                continue;
-            }
-            counts.count += 1;
-            if handle.status.as_ref().and_then(|s| s.ready) != Some(true) {
-                counts.unready += 1;
-            }
+    /// What one handle of the pool adds to the counts.
+    pub(crate) fn of_handle<'a>(handle: impl Into<HandleParts<'a>>) -> Self {
+        let handle = handle.into();
+        if handle.spec.resource_claim.is_none() || handle.metadata.deletion_timestamp.is_some() {
+            return Self::default();
         }
-        counts
+        let unready = handle.status.as_ref().and_then(|s| s.ready) != Some(true);
+        Self {
+            count: 1,
+            unready: usize::from(unready),
+        }
+    }
+
+    /// Adds (`add`) or takes away what one handle counted.
+    pub(crate) fn update(&mut self, handle: Self, add: bool) {
+        if add {
+            self.count += handle.count;
+            self.unready += handle.unready;
+        } else {
+            self.count = self.count.saturating_sub(handle.count);
+            self.unready = self.unready.saturating_sub(handle.unready);
+        }
     }
 }
 
@@ -406,8 +413,8 @@ fn fresh_entry(name: &str) -> PoolHandleStatus {
 /// first sees it in the pool's `status.resourceHandles` without the store knowing it (another
 /// process reserved it). It stops being pending, for good ("settled"), when the store shows
 /// it, when the create fails ([`settle`](Self::settle)), or after [`PENDING_HANDLE_TTL`].
-/// Settled names are forgotten once neither the store nor the status names them and the TTL
-/// has passed again, so that a stale status cannot bring a deleted handle back.
+/// Settled names are forgotten once the status no longer lists them and the TTL has passed
+/// again, so that a stale status cannot bring a deleted handle back.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(crate) struct PendingHandles {
     pending: BTreeMap<String, DateTime<Utc>>,
@@ -418,19 +425,33 @@ pub(crate) struct PendingHandles {
 }
 
 impl PendingHandles {
-    /// Brings the memory up to date: `shown` are the names of every handle of the pool the
-    /// store shows (bound and deleting ones too), `listed` the names in the pool's
+    /// Brings the memory up to date: `shown` tells whether the store shows a handle of the
+    /// pool by that name (bound and deleting ones too), `listed` are the names in the pool's
     /// `status.resourceHandles`.
+    ///
+    /// Only pending and listed names are looked up: a pass costs what the pool's unbound
+    /// handles cost, not what all its handles do (at 100,000 bound handles, copying every name
+    /// into the memory on every pass made each bind slower, issue 11).
     pub(crate) fn observe<'a>(
         &mut self,
-        shown: impl IntoIterator<Item = &'a str>,
+        shown: impl Fn(&str) -> bool,
         listed: impl IntoIterator<Item = &'a str>,
         now: DateTime<Utc>,
     ) {
-        let shown: BTreeSet<&str> = shown.into_iter().collect();
         let listed: BTreeSet<&str> = listed.into_iter().collect();
-        for name in &shown {
-            self.pending.remove(*name);
+        let arrived: Vec<String> = self
+            .pending
+            .keys()
+            .filter(|name| shown(name))
+            .cloned()
+            .collect();
+        for name in arrived {
+            self.pending.remove(&name);
+            self.settled.insert(name, now);
+        }
+        // A listed handle the store shows is settled for as long as it is listed, and a TTL
+        // after: a stale status listing it once it is gone must not make it pending.
+        for name in listed.iter().filter(|name| shown(name)) {
             self.settled.insert((*name).to_owned(), now);
         }
         self.confirmed
@@ -446,7 +467,7 @@ impl PendingHandles {
             self.settled.insert(name, now);
         }
         for name in &listed {
-            if !shown.contains(name)
+            if !shown(name)
                 && !self.pending.contains_key(*name)
                 && !self.settled.contains_key(*name)
             {
@@ -454,9 +475,7 @@ impl PendingHandles {
             }
         }
         self.settled.retain(|name, since| {
-            shown.contains(name.as_str())
-                || listed.contains(name.as_str())
-                || *since + PENDING_HANDLE_TTL > now
+            listed.contains(name.as_str()) || *since + PENDING_HANDLE_TTL > now
         });
     }
 

@@ -17,8 +17,18 @@ fn history(watched: TimeDelta, binds: usize) -> BindHistory {
     let mut history = BindHistory::default();
     let start = now() - watched;
     let names: Vec<String> = (0..binds).map(|i| format!("guid-{i}")).collect();
-    history.observe(names.iter().map(String::as_str), [], DEFAULT_WINDOW, start);
-    history.observe([], names.iter().map(String::as_str), DEFAULT_WINDOW, now());
+    history.observe(
+        names.iter().map(String::as_str),
+        |_| false,
+        DEFAULT_WINDOW,
+        start,
+    );
+    history.observe(
+        [],
+        |name| names.iter().any(|n| n == name),
+        DEFAULT_WINDOW,
+        now(),
+    );
     history
 }
 
@@ -26,11 +36,11 @@ fn history(watched: TimeDelta, binds: usize) -> BindHistory {
 fn binds_are_handles_seen_unbound_then_bound_and_leave_with_the_window() {
     let mut history = BindHistory::default();
     let window = TimeDelta::minutes(10);
-    history.observe(["a", "b", "c"], [], window, now());
+    history.observe(["a", "b", "c"], |_| false, window, now());
     // "x" was never seen unbound (made for a claim): not a bind of the pool's.
     history.observe(
         ["c"],
-        ["a", "b", "x"],
+        |name| ["a", "b", "x"].contains(&name),
         window,
         now() + TimeDelta::minutes(1),
     );
@@ -42,7 +52,7 @@ fn binds_are_handles_seen_unbound_then_bound_and_leave_with_the_window() {
         Some(now() + TimeDelta::minutes(10))
     );
     let much_later = now() + TimeDelta::minutes(11);
-    history.observe(["c"], ["a", "b"], window, much_later);
+    history.observe(["c"], |name| ["a", "b"].contains(&name), window, much_later);
     assert_eq!(history.binds.len(), 0, "the window moved past them");
     assert_eq!(history.next_change(window, much_later), None);
 }
@@ -170,9 +180,36 @@ fn provisioning_time_is_the_median_from_creation_to_ready() {
         handle("2026-01-01T00:00:00Z", Some("2026-01-01T00:03:00Z")),
         handle("2026-01-01T00:00:00Z", None),
     ];
-    assert_eq!(
-        provisioning_time(&handles),
-        Some((TimeDelta::minutes(3), 3))
-    );
-    assert_eq!(provisioning_time(&handles[3..]), None);
+    let median = |handles: &[ResourceHandle]| {
+        let times: ProvisioningTimes = handles.iter().filter_map(provisioning_time).collect();
+        times.median()
+    };
+    assert_eq!(median(&handles), Some((TimeDelta::minutes(3), 3)));
+    assert_eq!(median(&handles[3..]), None);
+}
+
+proptest::proptest! {
+    /// Whatever the handles that come and go, the kept median is the sorted times' middle one.
+    #[test]
+    fn the_kept_median_is_that_of_the_times_kept(
+        steps in proptest::collection::vec((proptest::bool::ANY, 0i64..20), 0..200)
+    ) {
+        let mut kept = ProvisioningTimes::default();
+        let mut all: Vec<i64> = Vec::new();
+        for (insert, seconds) in steps {
+            let time = TimeDelta::seconds(seconds);
+            if insert {
+                kept.insert(time);
+                all.push(seconds);
+            } else if let Some(at) = all.iter().position(|s| *s == seconds) {
+                kept.remove(time);
+                all.remove(at);
+            }
+            all.sort_unstable();
+            let expected = all
+                .get(all.len() / 2)
+                .map(|s| (TimeDelta::seconds(*s), all.len()));
+            proptest::prop_assert_eq!(kept.median(), expected);
+        }
+    }
 }

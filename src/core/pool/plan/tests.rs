@@ -354,16 +354,31 @@ fn names(pending: &PendingHandles) -> Vec<String> {
     pending.names()
 }
 
+/// What the store shows: the handles named.
+fn shown<'a>(names: &'a [&'a str]) -> impl Fn(&str) -> bool + 'a {
+    move |name| names.contains(&name)
+}
+
+#[test]
+fn bound_handles_the_store_shows_are_not_remembered() {
+    let mut memory = PendingHandles::default();
+    memory.observe(|_| true, [], now());
+    assert!(
+        memory.is_empty(),
+        "nothing pending or listed: nothing to remember"
+    );
+}
+
 #[test]
 fn an_expected_name_is_pending_until_the_store_shows_it() {
     let mut memory = PendingHandles::default();
     memory.expect("guid-a", now());
-    memory.observe([], ["guid-a"], now());
+    memory.observe(shown(&[]), ["guid-a"], now());
     assert_eq!(names(&memory), ["guid-a"]);
-    memory.observe(["guid-a"], ["guid-a"], now());
+    memory.observe(shown(&["guid-a"]), ["guid-a"], now());
     assert!(names(&memory).is_empty());
     // Deleted later (gone from the store) while a stale status still lists it: not pending.
-    memory.observe([], ["guid-a"], now() + TimeDelta::seconds(1));
+    memory.observe(shown(&[]), ["guid-a"], now() + TimeDelta::seconds(1));
     assert!(names(&memory).is_empty());
 }
 
@@ -371,14 +386,14 @@ fn an_expected_name_is_pending_until_the_store_shows_it() {
 fn an_expected_name_counts_even_when_the_status_drops_it() {
     let mut memory = PendingHandles::default();
     memory.expect("guid-a", now());
-    memory.observe([], [], now());
+    memory.observe(shown(&[]), [], now());
     assert_eq!(names(&memory), ["guid-a"]);
 }
 
 #[test]
 fn a_name_another_process_reserved_is_pending() {
     let mut memory = PendingHandles::default();
-    memory.observe(["guid-a"], ["guid-a", "guid-b"], now());
+    memory.observe(shown(&["guid-a"]), ["guid-a", "guid-b"], now());
     assert_eq!(names(&memory), ["guid-b"]);
     // Looked up on the API server after a moment; confirmed, it waits for the store.
     assert_eq!(
@@ -387,7 +402,7 @@ fn a_name_another_process_reserved_is_pending() {
     );
     memory.confirm("guid-b");
     assert_eq!(memory.next_expiry(), Some(now() + PENDING_HANDLE_TTL));
-    memory.observe(["guid-a", "guid-b"], ["guid-a", "guid-b"], now());
+    memory.observe(shown(&["guid-a", "guid-b"]), ["guid-a", "guid-b"], now());
     assert!(names(&memory).is_empty());
     assert_eq!(memory.next_expiry(), None);
 }
@@ -397,7 +412,7 @@ fn a_name_another_process_reserved_is_pending() {
 #[test]
 fn a_pending_name_is_confirmed_or_settled_after_a_moment() {
     let mut memory = PendingHandles::default();
-    memory.observe([], ["guid-dead", "guid-lagging"], now());
+    memory.observe(shown(&[]), ["guid-dead", "guid-lagging"], now());
     assert!(memory.to_confirm(now()).is_empty(), "too early to ask");
     let later = now() + PENDING_HANDLE_CONFIRM_AFTER;
     assert_eq!(memory.to_confirm(later), ["guid-dead", "guid-lagging"]);
@@ -406,7 +421,7 @@ fn a_pending_name_is_confirmed_or_settled_after_a_moment() {
     assert_eq!(names(&memory), ["guid-lagging"]);
     assert!(memory.to_confirm(later).is_empty(), "asked once");
     // A stale status listing the dead name does not bring it back.
-    memory.observe([], ["guid-dead", "guid-lagging"], later);
+    memory.observe(shown(&[]), ["guid-dead", "guid-lagging"], later);
     assert_eq!(names(&memory), ["guid-lagging"]);
 }
 
@@ -414,13 +429,17 @@ fn a_pending_name_is_confirmed_or_settled_after_a_moment() {
 fn pending_names_expire_and_stay_settled() {
     let mut memory = PendingHandles::default();
     memory.expect("guid-a", now());
-    memory.observe([], ["guid-b"], now());
+    memory.observe(shown(&[]), ["guid-b"], now());
     assert_eq!(names(&memory), ["guid-a", "guid-b"]);
     let later = now() + PENDING_HANDLE_TTL;
-    memory.observe([], ["guid-a", "guid-b"], later);
+    memory.observe(shown(&[]), ["guid-a", "guid-b"], later);
     assert!(names(&memory).is_empty());
     // Still listed by a status: not adopted again.
-    memory.observe([], ["guid-a", "guid-b"], later + TimeDelta::seconds(1));
+    memory.observe(
+        shown(&[]),
+        ["guid-a", "guid-b"],
+        later + TimeDelta::seconds(1),
+    );
     assert!(names(&memory).is_empty());
 }
 
@@ -429,22 +448,22 @@ fn a_failed_create_is_not_adopted_from_the_status() {
     let mut memory = PendingHandles::default();
     memory.expect("guid-a", now());
     memory.settle("guid-a", now());
-    memory.observe([], ["guid-a"], now());
+    memory.observe(shown(&[]), ["guid-a"], now());
     assert!(names(&memory).is_empty());
 }
 
 #[test]
 fn settled_names_are_forgotten_once_unlisted_and_old() {
     let mut memory = PendingHandles::default();
-    memory.observe(["guid-a"], ["guid-a"], now());
-    memory.observe([], [], now() + TimeDelta::seconds(1));
+    memory.observe(shown(&["guid-a"]), ["guid-a"], now());
+    memory.observe(shown(&[]), [], now() + TimeDelta::seconds(1));
     assert!(
         !memory.is_empty(),
         "kept for a TTL: a stale status may list it"
     );
-    memory.observe([], ["guid-a"], now() + TimeDelta::seconds(2));
+    memory.observe(shown(&[]), ["guid-a"], now() + TimeDelta::seconds(2));
     assert!(names(&memory).is_empty());
-    memory.observe([], [], now() + PENDING_HANDLE_TTL * 2);
+    memory.observe(shown(&[]), [], now() + PENDING_HANDLE_TTL * 2);
     assert!(memory.is_empty());
 }
 
@@ -523,7 +542,7 @@ fn new_handle_names_avoid_taken_names_and_each_other() {
         (0..3).map(|_| random_handle_name(&mut rng)).collect()
     };
     let taken = [first[0].as_str(), first[2].as_str()];
-    let names = new_handle_names(3, &taken, &mut seeded());
+    let names = new_handle_names(3, |name| taken.contains(&name), &mut seeded());
     assert_eq!(names.len(), 3);
     assert_eq!(names[0], first[1], "the first free name is kept");
     for name in &names {
@@ -609,11 +628,23 @@ fn bound_counts_leave_out_unbound_and_deleted_handles() {
             k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
         ));
     let unbound = ready("guid-c");
+    let mut counts = BoundCounts::default();
+    for handle in [&bound_ready, &bound_unready, &deleting, &unbound] {
+        counts.update(BoundCounts::of_handle(handle), true);
+    }
     assert_eq!(
-        BoundCounts::of([&bound_ready, &bound_unready, &deleting, &unbound]),
+        counts,
         BoundCounts {
             count: 2,
             unready: 1
+        }
+    );
+    counts.update(BoundCounts::of_handle(&bound_unready), false);
+    assert_eq!(
+        counts,
+        BoundCounts {
+            count: 1,
+            unready: 0
         }
     );
 }
