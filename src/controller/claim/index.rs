@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use futures::Stream;
 use kube::runtime::reflector::{ObjectRef, Store};
-use kube::runtime::watcher;
+use kube::runtime::watcher::{self, Event};
 
 use super::super::kinds::{HandleObject, Kinds};
 use super::super::listed::{FollowedIndex, ListedStore, Relisting, SharedWatch};
@@ -23,9 +23,6 @@ use crate::api::ResourceHandle;
 /// How long a claim let through a provider's limit counts before the claim store shows it
 /// holding a handle: longer than any bind or create takes to show.
 const ADMITTED_FOR: std::time::Duration = std::time::Duration::from_secs(60);
-
-/// Converted handles remembered at most ([`ClaimIndex::view_of`]).
-const VIEWS_AT_MOST: usize = 50_000;
 
 /// Shared by the handle watch (which it follows) and the claim reconciles. Cheap to clone.
 #[derive(Clone)]
@@ -50,10 +47,32 @@ struct Inner {
     deferred: HashMap<(String, String), std::time::Instant>,
     /// The handles bound to each claim, and those bound to none.
     bindings: Bindings,
-    /// Each unbound handle as `core` sees it, by uid, with the resourceVersion it was made
+    /// Each unbound handle as `core` sees it, by name, with the resourceVersion it was made
     /// from: every bind ranks every unbound handle, and converting (deep-copying) each of them
-    /// for each bind made a burst of binds quadratic in copies (issue 11).
+    /// for each bind made a burst of binds quadratic in copies (issue 11). Only free handles
+    /// have one: a handle's view goes when it is bound or deleted.
     views: HashMap<String, (String, Arc<ResourceHandle>)>,
+}
+
+impl Inner {
+    /// Follows one event of the handle watch.
+    fn follow(&mut self, event: &Event<HandleObject>) {
+        self.bindings.apply(event);
+        match event {
+            Event::Apply(handle) | Event::Delete(handle) => {
+                if let Some(name) = handle.metadata.name.as_deref()
+                    && !self.bindings.free.contains(name)
+                {
+                    self.views.remove(name);
+                }
+            }
+            Event::InitDone => {
+                let free = &self.bindings.free;
+                self.views.retain(|name, _| free.contains(name));
+            }
+            Event::Init | Event::InitApply(_) => {}
+        }
+    }
 }
 
 /// What the handle watch says of bindings, kept without scanning every handle: which handles
@@ -129,7 +148,7 @@ impl ClaimIndex {
     ) {
         let inner: Arc<Mutex<Inner>> = Arc::default();
         let follower = inner.clone();
-        handles.follow(move |event| lock(&follower).bindings.apply(event));
+        handles.follow(move |event| lock(&follower).follow(event));
         let events = handles.subscribe();
         let index = Self {
             handles: handles.store(),
@@ -275,26 +294,26 @@ impl ClaimIndex {
 
     /// `handle` as `core` sees it, converted once per version.
     pub(crate) fn view_of(&self, handle: &HandleObject) -> Arc<ResourceHandle> {
-        let (Some(uid), Some(version)) = (
-            handle.metadata.uid.as_deref(),
+        let (Some(name), Some(version)) = (
+            handle.metadata.name.as_deref(),
             handle.metadata.resource_version.as_deref(),
         ) else {
             return Arc::new(Kinds::handle_of(handle));
         };
         let mut inner = self.lock();
-        if let Some((seen, view)) = inner.views.get(uid)
+        if let Some((seen, view)) = inner.views.get(name)
             && seen == version
         {
             return view.clone();
         }
-        // Handles bound or deleted since leave their views behind: start afresh now and then.
-        if inner.views.len() >= VIEWS_AT_MOST {
-            inner.views.clear();
-        }
         let view = Arc::new(Kinds::handle_of(handle));
-        inner
-            .views
-            .insert(uid.to_owned(), (version.to_owned(), view.clone()));
+        // Under the lock the watch follows with: a handle bound meanwhile gets no view to
+        // leave behind.
+        if inner.bindings.free.contains(name) {
+            inner
+                .views
+                .insert(name.to_owned(), (version.to_owned(), view.clone()));
+        }
         view
     }
 
@@ -335,7 +354,6 @@ impl Drop for Reservation {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use kube::runtime::watcher::Event;
 
     fn index() -> ClaimIndex {
         let kind = crate::controller::kinds::Kinds::new(&Default::default()).handle;
@@ -348,7 +366,7 @@ mod tests {
 
     impl ClaimIndex {
         fn apply_handle_event(&self, event: &Event<HandleObject>) {
-            self.lock().bindings.apply(event);
+            self.lock().follow(event);
         }
 
         fn free_names(&self) -> Vec<String> {
@@ -383,6 +401,28 @@ mod tests {
         // b is deleted: c takes its place.
         let left = BTreeSet::from(["a", "c"].map(str::to_owned));
         assert!(index.admit("user", "lab", "c", 2, &active, &left));
+    }
+
+    #[test]
+    fn a_handle_keeps_its_view_only_while_it_is_free() {
+        let index = index();
+        let versioned = |claim: Option<&str>, version: &str| {
+            let mut handle = handle("guid-a", claim);
+            handle.metadata.resource_version = Some(version.to_owned());
+            handle
+        };
+        let free = versioned(None, "1");
+        index.apply_handle_event(&Event::Apply(free.clone()));
+        let view = index.view_of(&free);
+        assert!(
+            Arc::ptr_eq(&view, &index.view_of(&free)),
+            "converted once per version"
+        );
+        let bound = versioned(Some("c"), "2");
+        index.apply_handle_event(&Event::Apply(bound.clone()));
+        assert!(index.lock().views.is_empty(), "bound: its view goes");
+        index.view_of(&bound);
+        assert!(index.lock().views.is_empty(), "nor is one kept for it");
     }
 
     #[test]
