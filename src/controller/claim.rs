@@ -30,7 +30,8 @@ use kube::runtime::watcher;
 
 use self::binding::{Outcome, Pending};
 use super::context::{Context, EventKind};
-use super::kinds::{ClaimObject, HandleObject, Kinds};
+use super::facts::ClaimFacts;
+use super::kinds::{ClaimObject, HandleObject, Kinds, StoredClaim};
 use super::listed::SharedWatch;
 use super::reconciler::Reconciler;
 use super::write::{self, Written};
@@ -67,12 +68,37 @@ pub(crate) enum ClaimError {
     /// Retried with backoff: the object may shrink, or the API server's limit grow.
     #[error("the status is too large to write: {0}")]
     StatusTooLarge(#[source] kube::Error),
+    #[error("cannot decode the claim its store keeps: {0}")]
+    Unpack(#[from] serde_json::Error),
+}
+
+/// The claim controller, with the index of handles its reconciles read and the facts of
+/// claims every controller reads.
+pub(crate) struct ClaimController {
+    controller: Controller<StoredClaim>,
+    index: ClaimIndex,
+    facts: ClaimFacts,
+}
+
+impl ClaimController {
+    /// The store of claims, the one every controller reads (`Context::stores`).
+    pub(crate) fn store(&self) -> kube::runtime::reflector::Store<StoredClaim> {
+        self.controller.store()
+    }
+
+    pub(crate) fn facts(&self) -> ClaimFacts {
+        self.facts.clone()
+    }
+
+    pub(crate) fn index(&self) -> ClaimIndex {
+        self.index.clone()
+    }
 }
 
 /// The controller, watching claims (in `claim_namespace`, or all namespaces), and following
 /// the broker's handle watch: a handle change wakes its claim, and an unbound handle wakes the
 /// claims waiting for one. Its store is the index of claims every controller reads
-/// (`Context::stores`); the returned [`ClaimIndex`] indexes the handles.
+/// (`Context::stores`), beside [`ClaimFacts`]; its [`ClaimIndex`] indexes the handles.
 ///
 /// The claim watch is the handle controller's too: a claim change wakes, through
 /// `wake_handles`, the handle its status names and every handle bound to it (one a process
@@ -86,7 +112,7 @@ pub(crate) fn controller(
     claim_namespace: Option<&str>,
     handles: &mut SharedWatch<HandleObject>,
     wake_handles: UnboundedSender<ObjectRef<HandleObject>>,
-) -> (Controller<ClaimObject>, ClaimIndex) {
+) -> ClaimController {
     let main = match claim_namespace {
         Some(ns) => Api::<ClaimObject>::namespaced_with(client.clone(), ns, &kinds.claim),
         None => Api::<ClaimObject>::all_with(client.clone(), &kinds.claim),
@@ -98,6 +124,7 @@ pub(crate) fn controller(
     let handle_namespace = operator_namespace.to_owned();
     let config = super::listed::watch_config().any_semantic();
     let mut claims = SharedWatch::new(main, config, kinds.claim.clone());
+    let facts = ClaimFacts::following(&mut claims);
     claims.follow(move |event| {
         let claim = match event {
             watcher::Event::Apply(claim)
@@ -113,7 +140,7 @@ pub(crate) fn controller(
     });
     let claim_kind = kinds.claim.clone();
     let waiting = index.clone();
-    let wakes = move |handle: HandleObject| -> Vec<ObjectRef<ClaimObject>> {
+    let wakes = move |handle: HandleObject| -> Vec<ObjectRef<StoredClaim>> {
         let claim_ref = |namespace: &str, name: &str| {
             ObjectRef::new_with(name, claim_kind.clone()).within(namespace)
         };
@@ -130,7 +157,11 @@ pub(crate) fn controller(
     let store = claims.store().store().clone();
     let controller = Controller::for_stream_with(claims.into_stream(), store, kinds.claim.clone())
         .watches_stream_with(handle_events, wakes, kinds.handle.clone());
-    (controller, index)
+    ClaimController {
+        controller,
+        index,
+        facts,
+    }
 }
 
 /// The handles a change of `claim` concerns: the one its status names, and every handle bound
@@ -163,13 +194,15 @@ impl Deref for ClaimContext {
 
 /// Runs `controller` until `shutdown`; `triggers` wake it from outside its watches.
 pub(crate) async fn run(
-    controller: Controller<ClaimObject>,
-    index: ClaimIndex,
+    controller: ClaimController,
     ctx: Arc<Context>,
-    triggers: UnboundedReceiver<ObjectRef<ClaimObject>>,
+    triggers: UnboundedReceiver<ObjectRef<StoredClaim>>,
     concurrency: u16,
     shutdown: Shutdown,
 ) {
+    let ClaimController {
+        controller, index, ..
+    } = controller;
     let health = ctx.health.clone();
     let ctx = Arc::new(ClaimContext { ctx, index });
     let reconciles = controller
@@ -180,13 +213,15 @@ pub(crate) async fn run(
     health.drive(RECONCILER.kind(), reconciles).await;
 }
 
-async fn reconcile(claim: Arc<ClaimObject>, ctx: Arc<ClaimContext>) -> Result<Action, ClaimError> {
-    RECONCILER
-        .observe(&ctx, &*claim, manage(&claim, &ctx))
-        .await
+async fn reconcile(claim: Arc<StoredClaim>, ctx: Arc<ClaimContext>) -> Result<Action, ClaimError> {
+    let work = async {
+        let claim = claim.unpack()?;
+        manage(&claim, &ctx).await
+    };
+    RECONCILER.observe(&ctx, &*claim, work).await
 }
 
-fn error_policy(claim: Arc<ClaimObject>, error: &ClaimError, ctx: Arc<ClaimContext>) -> Action {
+fn error_policy(claim: Arc<StoredClaim>, error: &ClaimError, ctx: Arc<ClaimContext>) -> Action {
     RECONCILER.retry(&ctx, &*claim, error)
 }
 

@@ -16,7 +16,8 @@ use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Client, Resource};
 
-use super::kinds::{ClaimObject, HandleObject, Kinds, PoolObject, ScalingObject};
+use super::facts::ClaimFacts;
+use super::kinds::{ClaimObject, HandleObject, Kinds, PoolObject, ScalingObject, StoredClaim};
 use super::managed::resources::ManagedResources;
 use super::requester::RequesterLookup;
 use crate::api::OperatorDomain;
@@ -51,17 +52,17 @@ pub struct Config {
 /// managed resource changed, a handle was bound).
 #[derive(Clone, Debug)]
 pub(crate) struct Triggers {
-    pub(crate) claims: UnboundedSender<ObjectRef<ClaimObject>>,
+    pub(crate) claims: UnboundedSender<ObjectRef<StoredClaim>>,
     pub(crate) handles: UnboundedSender<ObjectRef<HandleObject>>,
     pub(crate) pools: UnboundedSender<ObjectRef<PoolObject>>,
 }
 
 impl Triggers {
-    /// Wakes the claim controller for `claim` (a closed channel means shutdown: ignored).
-    pub(crate) fn wake_claim(&self, claim: &ClaimObject, kinds: &Kinds) {
-        let _ = self
-            .claims
-            .unbounded_send(ObjectRef::from_obj_with(claim, kinds.claim.clone()));
+    /// Wakes the claim controller for claim `name` of `namespace` (a closed channel means
+    /// shutdown: ignored).
+    pub(crate) fn wake_claim(&self, namespace: &str, name: &str, kinds: &Kinds) {
+        let claim = ObjectRef::new_with(name, kinds.claim.clone()).within(namespace);
+        let _ = self.claims.unbounded_send(claim);
     }
 
     pub(crate) fn wake_handle(&self, handle: &HandleObject, kinds: &Kinds) {
@@ -80,7 +81,10 @@ impl Triggers {
 /// The reflector stores, kept up to date by one shared watch per kind.
 #[derive(Clone)]
 pub(crate) struct Stores {
-    pub(crate) claims: Store<ClaimObject>,
+    /// Claims, packed: decode the one you read.
+    pub(crate) claims: Store<StoredClaim>,
+    /// What is read across all claims, without decoding them.
+    pub(crate) claim_facts: ClaimFacts,
     pub(crate) handles: Store<HandleObject>,
     pub(crate) pools: Store<PoolObject>,
     pub(crate) scalings: Store<ScalingObject>,

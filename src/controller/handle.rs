@@ -553,7 +553,7 @@ async fn get_claim(
 ) -> Result<Option<ResourceClaim>, kube::Error> {
     let key =
         ObjectRef::new_with(&reference.name, ctx.kinds.claim.clone()).within(&reference.namespace);
-    if let Some(claim) = ctx.stores.claims.get(&key) {
+    if let Some(claim) = ctx.stores.claims.get(&key).and_then(|c| c.unpack().ok()) {
         return Ok(Some(Kinds::claim_of(&claim)));
     }
     let claim = ctx

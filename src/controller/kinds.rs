@@ -8,6 +8,8 @@
 
 use kube::core::{ApiResource, GroupVersionKind, Object};
 
+use super::packed::Packed;
+
 use crate::api::claim::{ResourceClaimSpec, ResourceClaimStatus};
 use crate::api::handle::{ResourceHandleSpec, ResourceHandleStatus};
 use crate::api::pool::{ResourcePoolSpec, ResourcePoolStatus};
@@ -25,6 +27,9 @@ pub type PoolObject = Object<ResourcePoolSpec, ResourcePoolStatus>;
 pub type ProviderObject = Object<ResourceProviderSpec, ResourceProviderStatus>;
 pub type ScalingObject = Object<ResourcePoolScalingSpec, ResourcePoolScalingStatus>;
 pub type WatchObject = Object<ResourceWatchSpec, ResourceWatchStatus>;
+
+/// A claim as the claim store keeps it: packed ([`Packed`]), decoded by its reader.
+pub(crate) type StoredClaim = Packed<ClaimObject>;
 
 /// The `ApiResource` of each kind in the configured domain.
 #[derive(Clone, Debug)]

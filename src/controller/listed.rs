@@ -39,7 +39,8 @@ use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 use tokio::sync::watch;
 
-use super::kinds::{ClaimObject, HandleObject};
+use super::kinds::{ClaimObject, HandleObject, StoredClaim};
+use super::packed::Packed;
 use crate::core::json::compact::{compact, compact_map};
 
 /// How long the API server keeps one watch request open (kube-runtime's default is 290 s).
@@ -112,29 +113,47 @@ pub(crate) fn without_managed_fields<K: Resource>(object: &mut K) {
     object.meta_mut().managed_fields = None;
 }
 
-/// An object as the broker's long-lived stores keep it: without `metadata.managedFields`
-/// ([`without_managed_fields`]), its free-form JSON (templates, states, parameters) compacted
-/// (`core::json::compact`).
-pub(crate) trait Stored: Resource {
+/// An object as the broker's watches hand it on and its long-lived stores keep it.
+pub(crate) trait Stored: Resource + Sized {
+    /// What a store keeps of it.
+    type Kept: Resource<DynamicType = Self::DynamicType>
+        + Clone
+        + DeserializeOwned
+        + Debug
+        + Send
+        + Sync
+        + 'static;
+
+    /// Drops what nothing reads (`metadata.managedFields`, [`without_managed_fields`]) and
+    /// compacts what the store keeps parsed (`core::json::compact`): every follower,
+    /// subscriber and store sees the object trimmed.
     fn trim_for_store(&mut self);
+
+    /// What the store keeps of the trimmed object.
+    fn kept(&self) -> Self::Kept;
 }
 
+/// Claims are kept packed: every claim of the cluster sits in the store, and each is read by
+/// one reconcile at a time.
 impl Stored for ClaimObject {
+    type Kept = StoredClaim;
+
     fn trim_for_store(&mut self) {
         without_managed_fields(self);
-        let spec = &mut self.spec;
-        compact_all(spec.resources.iter_mut().flatten().map(|r| &mut r.template));
-        compact_all_maps([spec.provider.as_mut().map(|p| &mut p.parameter_values)]);
-        let Some(status) = self.status.as_mut() else {
-            return;
-        };
-        compact_all([&mut status.summary]);
-        compact_all_maps([status.provider.as_mut().map(|p| &mut p.parameter_values)]);
-        compact_all(status.resources.iter_mut().flatten().map(|r| &mut r.state));
+    }
+
+    fn kept(&self) -> StoredClaim {
+        Packed::pack(self)
     }
 }
 
 impl Stored for HandleObject {
+    type Kept = Self;
+
+    fn kept(&self) -> Self {
+        self.clone()
+    }
+
     fn trim_for_store(&mut self) {
         without_managed_fields(self);
         let spec = &mut self.spec;
@@ -160,60 +179,68 @@ fn compact_all_maps<'a>(
 }
 
 impl Stored for DynamicObject {
+    type Kept = Self;
+
     fn trim_for_store(&mut self) {
         without_managed_fields(self);
         compact(&mut self.data);
+    }
+
+    fn kept(&self) -> Self {
+        self.clone()
     }
 }
 
 /// A function that sees every event of a watch after the store has it.
 type Follower<K> = Box<dyn Fn(&watcher::Event<K>) + Send + Sync>;
 
-/// An index kept beside a store from its watch's events ([`SharedWatch::follow`]), by object
-/// name: an applied object replaces what the index had of it, a deleted one is forgotten, and
-/// a re-list replaces everything once it is done (an object deleted while the watch was down
-/// gets no delete event of its own).
+/// An index kept beside a store from its watch's events ([`SharedWatch::follow`]), by a key
+/// of each object: an applied object replaces what the index had of it, a deleted one is
+/// forgotten, and a re-list replaces everything once it is done (an object deleted while the
+/// watch was down gets no delete event of its own).
 pub(crate) trait FollowedIndex<K: Resource> {
+    /// What names an object in the index.
+    type Key;
     /// What the index keeps of one object.
     type Entry;
 
+    fn key(object: &K) -> Option<Self::Key>;
     /// What the index keeps of `object`; `None`: nothing.
     fn entry(object: &K) -> Option<Self::Entry>;
-    fn record(&mut self, name: String, entry: Self::Entry);
-    fn forget(&mut self, name: &str);
+    fn record(&mut self, key: Self::Key, entry: Self::Entry);
+    fn forget(&mut self, key: &Self::Key);
     fn clear(&mut self);
     /// The entries a re-list in progress has seen so far.
-    fn relisting(&mut self) -> &mut Relisting<Self::Entry>;
+    fn relisting(&mut self) -> &mut Relisting<Self::Key, Self::Entry>;
 
     fn apply(&mut self, event: &watcher::Event<K>) {
-        let named = |object: &K| object.meta().name.clone();
         match event {
             watcher::Event::Apply(object) => {
-                if let Some(name) = named(object) {
-                    self.forget(&name);
+                if let Some(key) = Self::key(object) {
+                    self.forget(&key);
                     if let Some(entry) = Self::entry(object) {
-                        self.record(name, entry);
+                        self.record(key, entry);
                     }
                 }
             }
             watcher::Event::Delete(object) => {
-                if let Some(name) = named(object) {
-                    self.forget(&name);
+                if let Some(key) = Self::key(object) {
+                    self.forget(&key);
                 }
             }
             watcher::Event::Init => self.relisting().0 = Some(Vec::new()),
             watcher::Event::InitApply(object) => {
-                if let (Some(name), Some(entry)) = (named(object), Self::entry(object))
+                if let (Some(key), Some(entry)) = (Self::key(object), Self::entry(object))
                     && let Some(relisted) = self.relisting().0.as_mut()
                 {
-                    relisted.push((name, entry));
+                    relisted.push((key, entry));
                 }
             }
             watcher::Event::InitDone => {
                 if let Some(relisted) = self.relisting().0.take() {
                     self.clear();
-                    for (name, entry) in relisted {
-                        self.record(name, entry);
+                    for (key, entry) in relisted {
+                        self.record(key, entry);
                     }
                 }
             }
@@ -221,11 +248,11 @@ pub(crate) trait FollowedIndex<K: Resource> {
     }
 }
 
-/// The entries of a re-list in progress, by name ([`FollowedIndex::relisting`]).
+/// The entries of a re-list in progress, by key ([`FollowedIndex::relisting`]).
 #[derive(Debug)]
-pub(crate) struct Relisting<E>(Option<Vec<(String, E)>>);
+pub(crate) struct Relisting<Key, E>(Option<Vec<(Key, E)>>);
 
-impl<E> Default for Relisting<E> {
+impl<Key, E> Default for Relisting<Key, E> {
     fn default() -> Self {
         Self(None)
     }
@@ -243,8 +270,8 @@ where
 {
     api: Api<K>,
     config: watcher::Config,
-    writer: reflector::store::Writer<K>,
-    listed: ListedStore<K>,
+    writer: reflector::store::Writer<K::Kept>,
+    listed: ListedStore<K::Kept>,
     followers: Vec<Follower<K>>,
     subscribers: Vec<mpsc::UnboundedSender<K>>,
 }
@@ -268,7 +295,7 @@ where
     }
 
     /// The store, and whether the watch has listed once.
-    pub(crate) fn store(&self) -> ListedStore<K> {
+    pub(crate) fn store(&self) -> ListedStore<K::Kept> {
         self.listed.clone()
     }
 
@@ -289,11 +316,12 @@ where
     }
 
     /// The watch itself, for the controller that drives it: each touched object is sent to
-    /// every subscriber, and the applied ones are yielded (a deleted object has nothing left
-    /// for its own controller to reconcile). The store, with [`SharedWatch::store`].
+    /// every subscriber, and the applied ones are yielded as the store keeps them (a deleted
+    /// object has nothing left for its own controller to reconcile). The store, with
+    /// [`SharedWatch::store`].
     pub(crate) fn into_stream(
         self,
-    ) -> impl Stream<Item = Result<K, watcher::Error>> + Send + 'static {
+    ) -> impl Stream<Item = Result<K::Kept, watcher::Error>> + Send + 'static {
         let Self {
             api,
             config,
@@ -304,49 +332,61 @@ where
         } = self;
         let events = watcher(api, config)
             .default_backoff()
-            .modify(K::trim_for_store)
-            .reflect(writer);
-        fan_out(events, followers, listed, subscribers)
+            .modify(K::trim_for_store);
+        fan_out(events, K::kept, writer, followers, listed, subscribers)
     }
 }
 
-/// What [`SharedWatch::into_stream`] does with the events `reflected` yields once the store
-/// has them: followers see each, subscribers get each touched object, and the applied ones are
-/// yielded.
-fn fan_out<K>(
-    reflected: impl Stream<Item = Result<watcher::Event<K>, watcher::Error>>,
+/// What [`SharedWatch::into_stream`] does with each of the watch's `events`: the store gets
+/// what it `keep`s of it, then followers see it, subscribers get each touched object, and
+/// the applied ones are yielded as the store keeps them.
+fn fan_out<K, S>(
+    events: impl Stream<Item = Result<watcher::Event<K>, watcher::Error>>,
+    keep: fn(&K) -> S,
+    mut writer: reflector::store::Writer<S>,
     followers: Vec<Follower<K>>,
-    listed: ListedStore<K>,
+    listed: ListedStore<S>,
     subscribers: Vec<mpsc::UnboundedSender<K>>,
-) -> impl Stream<Item = Result<K, watcher::Error>>
+) -> impl Stream<Item = Result<S, watcher::Error>>
 where
-    K: Resource + Clone + 'static,
-    K::DynamicType: Eq + Hash + Clone,
+    K: Clone + 'static,
+    S: Resource + Clone + 'static,
+    S::DynamicType: Eq + Hash + Clone,
 {
+    use watcher::Event;
     let send = move |object: &K| {
         for subscriber in &subscribers {
             // Closed only when its controller has stopped.
             let _ = subscriber.unbounded_send(object.clone());
         }
     };
-    reflected.try_filter_map(move |event| {
+    events.try_filter_map(move |event| {
+        let kept = match &event {
+            Event::Apply(object) => Event::Apply(keep(object)),
+            Event::InitApply(object) => Event::InitApply(keep(object)),
+            Event::Delete(object) => Event::Delete(keep(object)),
+            Event::Init => Event::Init,
+            Event::InitDone => Event::InitDone,
+        };
+        writer.apply_watcher_event(&kept);
         for follower in &followers {
             follower(&event);
         }
-        let applied = match event {
-            watcher::Event::Apply(object) | watcher::Event::InitApply(object) => {
+        let applied = match (event, kept) {
+            (Event::Apply(object), Event::Apply(kept))
+            | (Event::InitApply(object), Event::InitApply(kept)) => {
                 send(&object);
-                Some(object)
+                Some(kept)
             }
-            watcher::Event::Delete(object) => {
+            (Event::Delete(object), _) => {
                 send(&object);
                 None
             }
-            watcher::Event::InitDone => {
+            (Event::InitDone, _) => {
                 listed.mark_listed();
                 None
             }
-            watcher::Event::Init => None,
+            _ => None,
         };
         futures::future::ready(Ok(applied))
     })
@@ -450,13 +490,18 @@ mod tests {
                 Event::Delete(configmap("a")),
             ]
             .map(Ok),
+        );
+        let driven: Vec<ConfigMap> = fan_out(
+            events,
+            ConfigMap::clone,
+            writer,
+            vec![follower],
+            listed.clone(),
+            vec![first, second],
         )
-        .reflect(writer);
-        let driven: Vec<ConfigMap> =
-            fan_out(events, vec![follower], listed.clone(), vec![first, second])
-                .try_collect()
-                .await
-                .expect("no watch error");
+        .try_collect()
+        .await
+        .expect("no watch error");
 
         assert_eq!(names(&driven), ["a", "b"]);
         for received in [first_received, second_received] {

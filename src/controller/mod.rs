@@ -4,12 +4,14 @@
 pub(crate) mod admission;
 pub(crate) mod claim;
 pub mod context;
+pub(crate) mod facts;
 pub(crate) mod handle;
 pub mod health;
 pub mod kinds;
 pub(crate) mod listed;
 pub(crate) mod managed;
 pub(crate) mod oversized;
+pub(crate) mod packed;
 pub(crate) mod pool;
 pub(crate) mod providers;
 pub(crate) mod reconciler;

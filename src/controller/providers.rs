@@ -183,10 +183,8 @@ async fn report(ctx: &Context, provider: &ProviderObject) {
 /// Wakes the claims, handles and pools a change of provider `name` concerns
 /// ([`crate::core::provider::users`]).
 fn wake_users(ctx: &Context, name: &str) {
-    for claim in ctx.stores.claims.state() {
-        if users::concerns_claim(&claim.spec, claim.status.as_ref(), name) {
-            ctx.triggers.wake_claim(&claim, &ctx.kinds);
-        }
+    for (namespace, claim) in ctx.stores.claim_facts.concerned_by(name) {
+        ctx.triggers.wake_claim(&namespace, &claim, &ctx.kinds);
     }
     for handle in ctx.stores.handles.state() {
         if users::concerns_handle(&handle.spec, name) {

@@ -88,7 +88,7 @@ pub async fn run(
     let claim_namespace = options.claim_namespace.as_deref();
     let (handle_trigger, handle_triggers) = mpsc::unbounded();
     let mut handle_watch = handle::watch(&client, &kinds, &namespace);
-    let (claims, claim_index) = claim::controller(
+    let claims = claim::controller(
         &client,
         &kinds,
         &namespace,
@@ -99,8 +99,10 @@ pub async fn run(
     let pools = pool::controller(&client, &kinds, &namespace, &mut handle_watch);
     let handles = handle::controller(&kinds, handle_watch);
     let scalings = scaling::controller(&client, &kinds, &namespace);
+    let claim_index = claims.index();
     let stores = Stores {
         claims: claims.store(),
+        claim_facts: claims.facts(),
         handles: handles.store(),
         pools: pools.store(),
         scalings: scalings.store(),
@@ -212,7 +214,6 @@ pub async fn run(
     let controllers = futures::future::join4(
         claim::run(
             claims,
-            claim_index,
             ctx.clone(),
             claim_triggers,
             concurrency,

@@ -85,15 +85,21 @@ struct Bindings {
     by_claim: HashMap<ClaimKey, BTreeSet<String>>,
     claim_of: HashMap<String, ClaimKey>,
     free: HashSet<String>,
-    relisting: Relisting<Option<ClaimKey>>,
+    relisting: Relisting<String, Option<ClaimKey>>,
 }
 
 /// A claim's (namespace, name).
 type ClaimKey = (String, String);
 
 impl FollowedIndex<HandleObject> for Bindings {
+    /// The handle's name.
+    type Key = String;
     /// The claim the handle names, if any.
     type Entry = Option<ClaimKey>;
+
+    fn key(handle: &HandleObject) -> Option<String> {
+        handle.metadata.name.clone()
+    }
 
     fn entry(handle: &HandleObject) -> Option<Option<ClaimKey>> {
         let claim = handle.spec.resource_claim.as_ref();
@@ -118,11 +124,11 @@ impl FollowedIndex<HandleObject> for Bindings {
         self.free.clear();
     }
 
-    fn relisting(&mut self) -> &mut Relisting<Option<ClaimKey>> {
+    fn relisting(&mut self) -> &mut Relisting<String, Option<ClaimKey>> {
         &mut self.relisting
     }
 
-    fn forget(&mut self, handle: &str) {
+    fn forget(&mut self, handle: &String) {
         self.free.remove(handle);
         let Some(claim) = self.claim_of.remove(handle) else {
             return;

@@ -4,13 +4,11 @@
 //! handle the store does not show yet ([`ClaimIndex::admit`](super::index::ClaimIndex::admit)):
 //! two claims of one namespace reconciled at once cannot both take the last place.
 
-use std::collections::BTreeSet;
-
 use kube::runtime::reflector::ObjectRef;
 
 use super::ClaimContext;
 use crate::controller::kinds::ClaimObject;
-use crate::core::claim::limits::{is_active_claim_of, limits_of};
+use crate::core::claim::limits::limits_of;
 use crate::core::claim::plan::ResolvedClaim;
 use crate::core::claim::status::Unbound;
 
@@ -24,20 +22,7 @@ pub(crate) fn admit(
     let namespace = claim.metadata.namespace.as_deref().unwrap_or_default();
     let name = claim.metadata.name.as_deref().unwrap_or_default();
     for (provider, limit) in limits_of(resolved) {
-        let mut active = BTreeSet::new();
-        let mut alive = BTreeSet::new();
-        for other in ctx.stores.claims.state() {
-            if other.metadata.namespace.as_deref() != Some(namespace)
-                || other.metadata.deletion_timestamp.is_some()
-            {
-                continue;
-            }
-            let other_name = other.metadata.name.clone().unwrap_or_default();
-            if is_active_claim_of(&other.metadata, other.status.as_ref(), provider) {
-                active.insert(other_name.clone());
-            }
-            alive.insert(other_name);
-        }
+        let (active, alive) = ctx.stores.claim_facts.holding(namespace, provider);
         let limit_count = usize::try_from(limit).unwrap_or(0);
         let index = &ctx.index;
         if !index.admit(namespace, provider, name, limit_count, &active, &alive) {

@@ -29,7 +29,7 @@ use self::orphans::{Suspect, Sweeper};
 pub(crate) use self::resources::WatchKey;
 use self::resources::{ManagedKind, Watch};
 use super::context::{Context, Triggers};
-use super::kinds::{ClaimObject, HandleObject, Kinds, WatchObject};
+use super::kinds::{HandleObject, Kinds, StoredClaim, WatchObject};
 use super::listed::{ListedStore, Stored, without_managed_fields};
 use crate::api::OperatorDomain;
 use crate::api::refs::ResourceReference;
@@ -231,7 +231,7 @@ struct Router {
     triggers: Triggers,
     kinds: Kinds,
     handles: Store<HandleObject>,
-    claims: Store<ClaimObject>,
+    claims: Store<StoredClaim>,
     domain: OperatorDomain,
     operator_namespace: String,
     health: crate::controller::health::WatchHealth,
@@ -420,7 +420,7 @@ mod tests {
     struct Fixture {
         router: Router,
         handle_wakes: mpsc::UnboundedReceiver<ObjectRef<HandleObject>>,
-        claim_wakes: mpsc::UnboundedReceiver<ObjectRef<ClaimObject>>,
+        claim_wakes: mpsc::UnboundedReceiver<ObjectRef<StoredClaim>>,
     }
 
     fn fixture(handles: Vec<Value>, claims: Vec<Value>) -> Fixture {
@@ -433,7 +433,7 @@ mod tests {
         }
         let mut claim_writer = reflector::store::Writer::new(kinds.claim.clone());
         for claim in claims {
-            let claim: ClaimObject = serde_json::from_value(claim).expect("claim");
+            let claim: StoredClaim = serde_json::from_value(claim).expect("claim");
             claim_writer.apply_watcher_event(&Event::Apply(claim));
         }
         let (claims_tx, claim_wakes) = mpsc::unbounded();

@@ -111,7 +111,7 @@ struct Members {
     /// Each handle of a pool, by name: its pool (shared with `pools`: one copy of the key per
     /// pool, not per handle) and what it adds.
     handles: HashMap<String, (Arc<PoolKey>, Part)>,
-    relisting: Relisting<(PoolKey, Part)>,
+    relisting: Relisting<String, (PoolKey, Part)>,
 }
 
 /// One pool's handles, as the index keeps them.
@@ -134,8 +134,14 @@ struct Part {
 }
 
 impl FollowedIndex<HandleObject> for Members {
+    /// The handle's name.
+    type Key = String;
     /// The handle's pool and what it adds to it; handles of no pool are not kept.
     type Entry = (PoolKey, Part);
+
+    fn key(handle: &HandleObject) -> Option<String> {
+        handle.metadata.name.clone()
+    }
 
     fn entry(handle: &HandleObject) -> Option<(PoolKey, Part)> {
         let pool = handle.spec.resource_pool.as_ref()?;
@@ -164,7 +170,7 @@ impl FollowedIndex<HandleObject> for Members {
         self.handles.insert(name, (pool, part));
     }
 
-    fn forget(&mut self, name: &str) {
+    fn forget(&mut self, name: &String) {
         let Some((pool, part)) = self.handles.remove(name) else {
             return;
         };
@@ -187,7 +193,7 @@ impl FollowedIndex<HandleObject> for Members {
         self.handles.clear();
     }
 
-    fn relisting(&mut self) -> &mut Relisting<(PoolKey, Part)> {
+    fn relisting(&mut self) -> &mut Relisting<String, (PoolKey, Part)> {
         &mut self.relisting
     }
 }

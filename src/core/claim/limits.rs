@@ -32,17 +32,24 @@ pub(crate) fn providers_of(status: &ResourceClaimStatus) -> BTreeSet<&str> {
     names
 }
 
-/// Whether the claim of `metadata` and `status` counts against the limits of `provider`: it
-/// holds a handle (`status.resourceHandle`) through it and is not being deleted.
-pub(crate) fn is_active_claim_of(
+/// The providers whose limits the claim of `metadata` and `status` counts against: those it
+/// uses ([`providers_of`]) while it holds a handle (`status.resourceHandle`) and is not being
+/// deleted; none otherwise.
+pub(crate) fn held_through(
     metadata: &ObjectMeta,
     status: Option<&ResourceClaimStatus>,
-    provider: &str,
-) -> bool {
-    metadata.deletion_timestamp.is_none()
-        && status.is_some_and(|status| {
-            status.resource_handle.is_some() && providers_of(status).contains(provider)
-        })
+) -> Vec<String> {
+    match status {
+        Some(status)
+            if metadata.deletion_timestamp.is_none() && status.resource_handle.is_some() =>
+        {
+            providers_of(status)
+                .into_iter()
+                .map(str::to_owned)
+                .collect()
+        }
+        _ => Vec::new(),
+    }
 }
 
 #[cfg(test)]
@@ -65,7 +72,7 @@ mod tests {
     }
 
     #[test]
-    fn a_claim_is_active_for_the_providers_it_holds_a_handle_through() {
+    fn a_claim_counts_against_the_providers_it_holds_a_handle_through() {
         let handle = json!({"apiVersion": "poolboy.gpte.redhat.com/v1",
             "kind": "ResourceHandle", "name": "guid-a", "namespace": "poolboy"});
         let bound = claim(
@@ -73,24 +80,13 @@ mod tests {
                    "resources": [{"provider": {"name": "cm"}}]}),
             false,
         );
-        assert!(is_active_claim_of(
-            &bound.metadata,
-            bound.status.as_ref(),
-            "lab"
-        ));
-        assert!(is_active_claim_of(
-            &bound.metadata,
-            bound.status.as_ref(),
-            "cm"
-        ));
-        assert!(!is_active_claim_of(
-            &bound.metadata,
-            bound.status.as_ref(),
-            "other"
-        ));
+        assert_eq!(
+            held_through(&bound.metadata, bound.status.as_ref()),
+            ["cm", "lab"]
+        );
         let waiting = claim(json!({"provider": {"name": "lab"}}), false);
         assert!(
-            !is_active_claim_of(&waiting.metadata, waiting.status.as_ref(), "lab"),
+            held_through(&waiting.metadata, waiting.status.as_ref()).is_empty(),
             "no handle yet"
         );
         let going = claim(
@@ -98,7 +94,7 @@ mod tests {
             true,
         );
         assert!(
-            !is_active_claim_of(&going.metadata, going.status.as_ref(), "lab"),
+            held_through(&going.metadata, going.status.as_ref()).is_empty(),
             "being deleted"
         );
     }

@@ -6,27 +6,39 @@ use crate::api::claim::{ResourceClaimSpec, ResourceClaimStatus};
 use crate::api::handle::ResourceHandleSpec;
 use crate::api::pool::ResourcePoolSpec;
 
-/// Whether a change of provider `name` concerns a claim: the claim names it (`spec.provider`,
-/// a resource's `provider`) or was assigned it (`status.resources[].provider`, §6.2); or the
-/// claim is unbound, and may be waiting for this provider to appear or to match its template.
-pub(crate) fn concerns_claim(
-    spec: &ResourceClaimSpec,
-    status: Option<&ResourceClaimStatus>,
-    name: &str,
-) -> bool {
-    let named = spec.provider.as_ref().is_some_and(|p| p.name == name)
-        || spec
-            .resources
-            .iter()
-            .flatten()
-            .any(|r| r.provider.as_ref().is_some_and(|p| p.name == name));
-    let assigned = status
-        .and_then(|s| s.resources.as_ref())
-        .into_iter()
-        .flatten()
-        .any(|r| r.provider.as_ref().is_some_and(|p| p.name == name));
-    let unbound = status.and_then(|s| s.resource_handle.as_ref()).is_none();
-    named || assigned || unbound
+/// What a provider change needs to know of a claim: the providers it names (`spec.provider`,
+/// a resource's `provider`) or was assigned (`status.resources[].provider`, §6.2), and whether
+/// it is unbound (it may be waiting for any provider to appear or to match its template).
+/// Kept beside the claim store, which holds claims packed, so that a change is sifted without
+/// decoding every claim.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct ClaimProviders {
+    named: Box<[String]>,
+    unbound: bool,
+}
+
+impl ClaimProviders {
+    pub(crate) fn of(spec: &ResourceClaimSpec, status: Option<&ResourceClaimStatus>) -> Self {
+        let mut named: Vec<String> = spec.provider.iter().map(|p| p.name.clone()).collect();
+        let resources = spec.resources.iter().flatten();
+        named.extend(resources.filter_map(|r| Some(r.provider.as_ref()?.name.clone())));
+        let assigned = status
+            .and_then(|s| s.resources.as_ref())
+            .into_iter()
+            .flatten();
+        named.extend(assigned.filter_map(|r| Some(r.provider.as_ref()?.name.clone())));
+        named.sort_unstable();
+        named.dedup();
+        Self {
+            named: named.into(),
+            unbound: status.and_then(|s| s.resource_handle.as_ref()).is_none(),
+        }
+    }
+
+    /// Whether a change of provider `name` concerns the claim.
+    pub(crate) fn concern(&self, name: &str) -> bool {
+        self.unbound || self.named.iter().any(|named| named == name)
+    }
 }
 
 /// Whether a change of provider `name` concerns a handle: `spec.provider` or a resource's
@@ -59,34 +71,22 @@ mod tests {
         let named = claim(&format!(
             "metadata: {{name: c}}\nspec: {{provider: {{name: lab}}}}\nstatus: {{{BOUND}}}"
         ));
-        assert!(concerns_claim(&named.spec, named.status.as_ref(), "lab"));
-        assert!(!concerns_claim(&named.spec, named.status.as_ref(), "other"));
+        assert!(ClaimProviders::of(&named.spec, named.status.as_ref()).concern("lab"));
+        assert!(!ClaimProviders::of(&named.spec, named.status.as_ref()).concern("other"));
 
         let assigned = claim(&format!(
             "metadata: {{name: c}}\nspec: {{resources: [{{template: {{}}}}]}}\n\
              status: {{{BOUND}, resources: [{{provider: {{apiVersion: poolboy.gpte.redhat.com/v1, \
              kind: ResourceProvider, name: matched, namespace: poolboy}}}}]}}"
         ));
-        assert!(concerns_claim(
-            &assigned.spec,
-            assigned.status.as_ref(),
-            "matched"
-        ));
-        assert!(!concerns_claim(
-            &assigned.spec,
-            assigned.status.as_ref(),
-            "other"
-        ));
+        assert!(ClaimProviders::of(&assigned.spec, assigned.status.as_ref()).concern("matched"));
+        assert!(!ClaimProviders::of(&assigned.spec, assigned.status.as_ref()).concern("other"));
     }
 
     #[test]
     fn an_unbound_claim_is_concerned_by_every_provider() {
         let unbound = claim("metadata: {name: c}\nspec: {resources: [{template: {}}]}");
-        assert!(concerns_claim(
-            &unbound.spec,
-            unbound.status.as_ref(),
-            "anything"
-        ));
+        assert!(ClaimProviders::of(&unbound.spec, unbound.status.as_ref()).concern("anything"));
     }
 
     #[test]

@@ -1,0 +1,192 @@
+//! What the broker reads across all claims, kept from the claim watch event by event: the
+//! claim store holds claims packed (`controller::packed`), and a provider change (which claims
+//! it concerns) or a provider's `maxClaimsPerNamespace` (which claims of a namespace hold a
+//! handle through it) would otherwise decode every claim.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use super::kinds::ClaimObject;
+use super::listed::{FollowedIndex, Relisting, SharedWatch};
+use crate::core::claim::limits::held_through;
+use crate::core::provider::users::ClaimProviders;
+
+/// A claim's (namespace, name).
+type ClaimKey = (String, String);
+
+/// Shared by the claim watch (which it follows) and the controllers. Cheap to clone.
+#[derive(Clone, Default)]
+pub(crate) struct ClaimFacts {
+    inner: Arc<Mutex<Facts>>,
+}
+
+#[derive(Debug, Default)]
+struct Facts {
+    /// Namespace → claim name → what is known of it.
+    namespaces: HashMap<String, HashMap<String, Fact>>,
+    relisting: Relisting<ClaimKey, Fact>,
+}
+
+#[derive(Debug)]
+struct Fact {
+    providers: ClaimProviders,
+    deleting: bool,
+    /// The providers whose limits it counts against ([`held_through`]).
+    held_through: Box<[String]>,
+}
+
+impl ClaimFacts {
+    /// The facts of the claims `claims` watches; they follow the watch.
+    pub(crate) fn following(claims: &mut SharedWatch<ClaimObject>) -> Self {
+        let facts = Self::default();
+        let follower = facts.inner.clone();
+        claims.follow(move |event| lock(&follower).apply(event));
+        facts
+    }
+
+    /// The claims a change of provider `name` concerns, as (namespace, name).
+    pub(crate) fn concerned_by(&self, provider: &str) -> Vec<ClaimKey> {
+        let facts = self.lock();
+        let claims = facts.namespaces.iter().flat_map(|(namespace, claims)| {
+            claims
+                .iter()
+                .filter(|(_, fact)| fact.providers.concern(provider))
+                .map(|(name, _)| (namespace.clone(), name.clone()))
+        });
+        claims.collect()
+    }
+
+    /// Of the claims of `namespace`: those that hold a handle through `provider` and are not
+    /// being deleted, and all those not being deleted.
+    pub(crate) fn holding(
+        &self,
+        namespace: &str,
+        provider: &str,
+    ) -> (BTreeSet<String>, BTreeSet<String>) {
+        let facts = self.lock();
+        let claims = facts.namespaces.get(namespace).into_iter().flatten();
+        let alive: Vec<(&String, &Fact)> = claims.filter(|(_, fact)| !fact.deleting).collect();
+        let holding = alive
+            .iter()
+            .filter(|(_, fact)| fact.held_through.iter().any(|p| p == provider))
+            .map(|(name, _)| (*name).clone())
+            .collect();
+        let alive = alive.into_iter().map(|(name, _)| name.clone()).collect();
+        (holding, alive)
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Facts> {
+        lock(&self.inner)
+    }
+}
+
+fn lock(facts: &Mutex<Facts>) -> MutexGuard<'_, Facts> {
+    facts.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl FollowedIndex<ClaimObject> for Facts {
+    type Key = ClaimKey;
+    type Entry = Fact;
+
+    fn key(claim: &ClaimObject) -> Option<ClaimKey> {
+        Some((
+            claim.metadata.namespace.clone()?,
+            claim.metadata.name.clone()?,
+        ))
+    }
+
+    fn entry(claim: &ClaimObject) -> Option<Fact> {
+        let status = claim.status.as_ref();
+        Some(Fact {
+            providers: ClaimProviders::of(&claim.spec, status),
+            deleting: claim.metadata.deletion_timestamp.is_some(),
+            held_through: held_through(&claim.metadata, status).into(),
+        })
+    }
+
+    fn record(&mut self, (namespace, name): ClaimKey, fact: Fact) {
+        self.namespaces
+            .entry(namespace)
+            .or_default()
+            .insert(name, fact);
+    }
+
+    fn forget(&mut self, (namespace, name): &ClaimKey) {
+        if let Some(claims) = self.namespaces.get_mut(namespace) {
+            claims.remove(name);
+            if claims.is_empty() {
+                self.namespaces.remove(namespace);
+            }
+        }
+    }
+
+    fn clear(&mut self) {
+        self.namespaces.clear();
+    }
+
+    fn relisting(&mut self) -> &mut Relisting<ClaimKey, Fact> {
+        &mut self.relisting
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use kube::runtime::watcher::Event;
+    use serde_json::json;
+
+    use super::*;
+
+    fn claim(namespace: &str, name: &str, provider: &str, bound: bool) -> ClaimObject {
+        let mut value = json!({
+            "apiVersion": "poolboy.gpte.redhat.com/v1", "kind": "ResourceClaim",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {"provider": {"name": provider}},
+            "status": {"provider": {"name": provider}},
+        });
+        if bound {
+            value["status"]["resourceHandle"] = json!({"apiVersion": "poolboy.gpte.redhat.com/v1",
+                "kind": "ResourceHandle", "name": "guid-a", "namespace": "poolboy"});
+        }
+        serde_json::from_value(value).expect("a claim")
+    }
+
+    fn names(set: &BTreeSet<String>) -> Vec<&str> {
+        set.iter().map(String::as_str).collect()
+    }
+
+    #[test]
+    fn the_facts_follow_each_claim_of_each_namespace() {
+        let facts = ClaimFacts::default();
+        let apply = |event: Event<ClaimObject>| facts.lock().apply(&event);
+        apply(Event::Apply(claim("user", "a", "lab", true)));
+        apply(Event::Apply(claim("user", "b", "lab", false)));
+        apply(Event::Apply(claim("other", "c", "db", true)));
+        let (holding, alive) = facts.holding("user", "lab");
+        assert_eq!(
+            (names(&holding), names(&alive)),
+            (vec!["a"], vec!["a", "b"])
+        );
+        let mut concerned = facts.concerned_by("db");
+        concerned.sort();
+        // b is unbound: any provider may be the one it waits for.
+        assert_eq!(
+            concerned,
+            [("other".into(), "c".into()), ("user".into(), "b".into())]
+        );
+        let mut going = claim("user", "a", "lab", true);
+        going.metadata.deletion_timestamp =
+            Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
+            ));
+        apply(Event::Apply(going));
+        apply(Event::Delete(claim("user", "b", "lab", false)));
+        let (holding, alive) = facts.holding("user", "lab");
+        assert!(holding.is_empty() && alive.is_empty());
+        assert_eq!(names(&facts.holding("other", "db").0), ["c"]);
+        apply(Event::Delete(claim("other", "c", "db", true)));
+        assert!(
+            !facts.lock().namespaces.contains_key("other"),
+            "an empty namespace is forgotten"
+        );
+    }
+}
