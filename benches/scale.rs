@@ -86,6 +86,8 @@ struct Row {
     p50: f64,
     p99: f64,
     requests: f64,
+    /// CPU milliseconds per warm bind, the refill included: the broker, kube-apiserver, etcd.
+    cpu_per_bind: [f64; 3],
     idle_writes: usize,
     idle_cpu: f64,
 }
@@ -119,13 +121,13 @@ async fn main() {
     println!(
         "| size | population (claims/s) | start→ready | start→first bind | start→settled | \
          writes at start | RSS (MiB) | peak RSS (MiB) | warm bind p50 | p99 | requests per bind \
-         | idle writes | idle CPU s |"
+         | CPU ms per bind (broker / kube-apiserver / etcd) | idle writes | idle CPU s |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     for row in &rows {
         println!(
-            "| {} | {:.0} | {:.2} s | {:.2} s | {} | {} | {} | {} | {:.0} ms | {:.0} ms | {:.1} | {} \
-             | {:.2} |",
+            "| {} | {:.0} | {:.2} s | {:.2} s | {} | {} | {} | {} | {:.0} ms | {:.0} ms | {:.1} | \
+             {:.1} / {:.1} / {:.1} | {} | {:.2} |",
             row.size,
             row.population_rate,
             row.ready,
@@ -138,6 +140,9 @@ async fn main() {
             row.p50,
             row.p99,
             row.requests,
+            row.cpu_per_bind[0],
+            row.cpu_per_bind[1],
+            row.cpu_per_bind[2],
             row.idle_writes,
             row.idle_cpu,
         );
@@ -642,8 +647,11 @@ async fn measure(env: &TestEnv, kinds: &Kinds, row: &mut Row) {
         spent.per(size as f64)
     );
 
-    // 4. Warm binds, one at a time, each once the pool is full again.
+    // 4. Warm binds, one at a time, each once the pool is full again. Where the time goes as
+    // the cluster grows: the CPU each process spends per bind.
     let requests = Requests::read(&env.client).await;
+    let broker_cpu = broker.cpu_seconds();
+    let [apiserver_cpu, etcd_cpu] = control_plane_cpu();
     let mut latencies = Vec::new();
     for i in 0..WARM_BINDS {
         probes.wait_pool_full(&broker).await;
@@ -653,6 +661,13 @@ async fn measure(env: &TestEnv, kinds: &Kinds, row: &mut Row) {
         latencies.push((probes.bound(&name) - created).as_secs_f64() * 1000.0);
     }
     probes.wait_pool_full(&broker).await;
+    let [apiserver_after, etcd_after] = control_plane_cpu();
+    let per_bind = |seconds: f64| seconds * 1000.0 / WARM_BINDS as f64;
+    row.cpu_per_bind = [
+        per_bind(broker.cpu_seconds() - broker_cpu),
+        per_bind(apiserver_after - apiserver_cpu),
+        per_bind(etcd_after - etcd_cpu),
+    ];
     let spent = Requests::read(&env.client).await.since(&requests);
     latencies.sort_by(f64::total_cmp);
     row.p50 = percentile(&latencies, 0.50);
@@ -661,11 +676,15 @@ async fn measure(env: &TestEnv, kinds: &Kinds, row: &mut Row) {
     (row.rss, row.peak) = broker.memory();
     println!(
         "warm binds: {WARM_BINDS}, bound p50 {:.0} ms, p99 {:.0} ms; {:.1} API requests each, \
-         the refill included ({}); RSS {} MiB, peak {} MiB",
+         the refill included ({}); CPU ms each: broker {:.1}, kube-apiserver {:.1}, etcd {:.1}; \
+         RSS {} MiB, peak {} MiB",
         row.p50,
         row.p99,
         row.requests,
         spent.per(WARM_BINDS as f64),
+        row.cpu_per_bind[0],
+        row.cpu_per_bind[1],
+        row.cpu_per_bind[2],
         row.rss,
         row.peak
     );
