@@ -23,6 +23,9 @@
 //! (deleted ones too) sent to each subscriber, after the store has it. The kind's own
 //! controller drives the watch (`Controller::for_stream_with`, its runner the store's only
 //! `wait_until_ready` waiter); the others subscribe (`watches_stream_with`).
+//!
+//! The store keeps what [`Stored::kept`] makes of each object (a claim packed,
+//! `controller::packed`), while followers and subscribers see the object itself.
 
 use std::fmt::Debug;
 use std::hash::Hash;
