@@ -153,10 +153,6 @@ impl Stored for ClaimObject {
 impl Stored for HandleObject {
     type Kept = Self;
 
-    fn kept(&self) -> Self {
-        self.clone()
-    }
-
     fn trim_for_store(&mut self) {
         without_managed_fields(self);
         let spec = &mut self.spec;
@@ -166,6 +162,10 @@ impl Stored for HandleObject {
             Some(&mut spec.vars),
         ]);
         compact_all(self.status.as_mut().map(|s| &mut s.summary));
+    }
+
+    fn kept(&self) -> Self {
+        self.clone()
     }
 }
 

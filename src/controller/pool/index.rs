@@ -163,7 +163,7 @@ impl FollowedIndex<HandleObject> for Members {
         if !part.claimed {
             handles.unclaimed.insert(name.clone());
         }
-        handles.bound.update(part.bound, true);
+        handles.bound.add(part.bound);
         if let Some(time) = part.provisioning {
             handles.provisioning.insert(time);
         }
@@ -179,7 +179,7 @@ impl FollowedIndex<HandleObject> for Members {
         };
         handles.members -= 1;
         handles.unclaimed.remove(name);
-        handles.bound.update(part.bound, false);
+        handles.bound.remove(part.bound);
         if let Some(time) = part.provisioning {
             handles.provisioning.remove(time);
         }

@@ -107,15 +107,16 @@ impl BoundCounts {
         }
     }
 
-    /// Adds (`add`) or takes away what one handle counted.
-    pub(crate) fn update(&mut self, handle: Self, add: bool) {
-        if add {
-            self.count += handle.count;
-            self.unready += handle.unready;
-        } else {
-            self.count = self.count.saturating_sub(handle.count);
-            self.unready = self.unready.saturating_sub(handle.unready);
-        }
+    /// Adds what one handle counts ([`BoundCounts::of_handle`]).
+    pub(crate) fn add(&mut self, handle: Self) {
+        self.count += handle.count;
+        self.unready += handle.unready;
+    }
+
+    /// Takes away what one handle counted.
+    pub(crate) fn remove(&mut self, handle: Self) {
+        self.count = self.count.saturating_sub(handle.count);
+        self.unready = self.unready.saturating_sub(handle.unready);
     }
 }
 

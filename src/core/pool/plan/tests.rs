@@ -630,7 +630,7 @@ fn bound_counts_leave_out_unbound_and_deleted_handles() {
     let unbound = ready("guid-c");
     let mut counts = BoundCounts::default();
     for handle in [&bound_ready, &bound_unready, &deleting, &unbound] {
-        counts.update(BoundCounts::of_handle(handle), true);
+        counts.add(BoundCounts::of_handle(handle));
     }
     assert_eq!(
         counts,
@@ -639,7 +639,7 @@ fn bound_counts_leave_out_unbound_and_deleted_handles() {
             unready: 1
         }
     );
-    counts.update(BoundCounts::of_handle(&bound_unready), false);
+    counts.remove(BoundCounts::of_handle(&bound_unready));
     assert_eq!(
         counts,
         BoundCounts {
