@@ -372,42 +372,47 @@ impl Bench<'_> {
             .map_or(0.0, brokers::Brokers::cpu_seconds)
             - before;
         let spent = phase.report(env, scenario, BURST, elsewhere.max(0.0)).await;
-        if let Some((identity, at)) = killed {
+        if let Some(killed) = killed {
             let instants = lock(self.instants);
             // Binds already on their way when the holder died still land after the kill: the
             // failover shows as the longest pause between binds after it.
             let mut after: Vec<Instant> = names
                 .iter()
                 .filter_map(|n| instants.bound.get(n).copied())
-                .filter(|bound| *bound > at)
+                .filter(|bound| *bound > killed.at)
                 .collect();
             after.sort();
-            let pause = std::iter::once(at)
+            let pause = std::iter::once(killed.at)
                 .chain(after.iter().copied())
                 .zip(after.iter().copied())
                 .map(|(before, next)| (next - before).as_secs_f64())
                 .fold(0.0, f64::max);
+            // No replica may take the Lease before it expires: what the failover itself costs
+            // is the time from that expiry to the first bind after it.
+            let resumed = after
+                .iter()
+                .find(|bound| **bound >= killed.expiry)
+                .map_or(f64::NAN, |bound| (*bound - killed.expiry).as_secs_f64());
             let lost = names
                 .iter()
                 .filter(|n| !instants.bound.contains_key(*n))
                 .count();
             println!(
-                "{scenario}: killed {identity} (SIGKILL) with {} of {BURST} bound; binding \
-                 paused {pause:.1} s at most after the kill (Lease duration {} s); {lost} claims \
-                 lost",
+                "{scenario}: killed {} (SIGKILL) with {} of {BURST} bound; binding paused \
+                 {pause:.1} s at most after the kill (Lease duration {} s); the Lease expired \
+                 {:.1} s after the kill, and binding resumed {resumed:.2} s after that; {lost} \
+                 claims lost",
+                killed.holder,
                 BURST - after.len() - lost,
                 poolboy::runtime::lease::LEASE_SECONDS,
+                (killed.expiry - killed.at).as_secs_f64(),
             );
         }
         Row::new(scenario.to_owned(), BURST, rate, spent).latencies(&bound)
     }
 
-    /// Once a third of `names` are bound, kills the replica holding the Lease: who, and when.
-    async fn kill_holder(
-        &self,
-        brokers: &mut brokers::Brokers,
-        names: &[String],
-    ) -> (String, Instant) {
+    /// Once a third of `names` are bound, kills the replica holding the Lease.
+    async fn kill_holder(&self, brokers: &mut brokers::Brokers, names: &[String]) -> Killed {
         wait_until("a third of the burst bound", || {
             let instants = lock(self.instants);
             names
@@ -417,11 +422,20 @@ impl Bench<'_> {
                 >= names.len() / 3
         })
         .await;
-        let holder = brokers::Brokers::holder(&self.env.client, &self.env.namespace)
+        let (holder, expiry) = brokers::Brokers::holder(&self.env.client, &self.env.namespace)
             .await
             .expect("a replica holds the Lease");
         assert!(brokers.kill(&holder), "{holder} is none of the replicas");
-        (holder, Instant::now())
+        let killed = Instant::now();
+        // The API server's clock is this machine's: the Lease's expiry, as an instant.
+        let valid_for = expiry
+            .duration_since(std::time::SystemTime::now())
+            .unwrap_or_default();
+        Killed {
+            holder,
+            at: killed,
+            expiry: killed + valid_for,
+        }
     }
 
     /// Claims arriving at [`SUSTAINED_RATE`] a second against a pool kept full.
@@ -541,6 +555,14 @@ impl Bench<'_> {
         drop(brokers);
         rows
     }
+}
+
+/// The replica the replicas scenario killed: its identity, when, and when its Lease expired
+/// (no other replica can take it before).
+struct Killed {
+    holder: String,
+    at: Instant,
+    expiry: Instant,
 }
 
 /// Creates `count` ConfigMaps, [`CEILING_CLIENTS`] at once: creates per second.

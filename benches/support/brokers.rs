@@ -4,6 +4,7 @@
 
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
+use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::Api;
@@ -48,13 +49,20 @@ impl Brokers {
         }
     }
 
-    /// Who holds the Lease now, if anyone.
-    pub async fn holder(client: &kube::Client, namespace: &str) -> Option<String> {
+    /// Who holds the Lease now, if anyone, and until when it holds without another renewal
+    /// (its renew time plus its duration).
+    pub async fn holder(
+        client: &kube::Client,
+        namespace: &str,
+    ) -> Option<(String, std::time::SystemTime)> {
         let lease = Api::<Lease>::namespaced(client.clone(), namespace)
             .get_opt(LEASE)
             .await
             .ok()??;
-        lease.spec?.holder_identity
+        let spec = lease.spec?;
+        let renewed = std::time::SystemTime::from(spec.renew_time.or(spec.acquire_time)?.0);
+        let duration = Duration::from_secs(u64::try_from(spec.lease_duration_seconds?).ok()?);
+        Some((spec.holder_identity?, renewed + duration))
     }
 
     /// Kills the replica whose Lease identity is `holder` (its `HOSTNAME`, a dash and its
