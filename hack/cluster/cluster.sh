@@ -15,6 +15,9 @@
 #
 # POOLBOY_ETCD_QUOTA_BYTES raises etcd's --quota-backend-bytes (default: etcd's own, 2 GiB), for
 # runs that store more (make bench-scale: 100,000 claims, handles and ConfigMaps).
+#
+# POOLBOY_APISERVER_PROFILING=1 serves kube-apiserver's /debug/pprof (off by default), for
+# hack/profile-apiserver.sh: where the API server's CPU goes during a benchmark.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -23,6 +26,7 @@ dir="${POOLBOY_CLUSTER_DIR:-$repo/target/cluster}"
 pki="$dir/pki"
 node_enabled="${POOLBOY_CLUSTER_NODE:-1}"
 etcd_quota="${POOLBOY_ETCD_QUOTA_BYTES:-}"
+apiserver_profiling="${POOLBOY_APISERVER_PROFILING:-0}"
 node_name=poolboy-node
 # Stop order; start order is the reverse (the node's components stop first, see stop_all).
 control_plane=(kube-controller-manager kube-apiserver etcd)
@@ -200,7 +204,7 @@ start_apiserver() {
     --kubelet-client-certificate="$pki/admin.crt" --kubelet-client-key="$pki/admin.key" \
     --kubelet-preferred-address-types=InternalIP \
     --enable-aggregator-routing=true \
-    --profiling=false
+    --profiling="$([[ "$apiserver_profiling" == 1 ]] && echo true || echo false)"
   wait_for 60 kube-apiserver api_get /readyz
 }
 
