@@ -100,6 +100,11 @@ where
         }
     }
 
+    /// Whether the watch has listed every object once.
+    pub(crate) fn is_listed(&self) -> bool {
+        *self.listed.borrow()
+    }
+
     /// Waits until the watch has listed every object once; any number of callers at once.
     pub(crate) async fn wait_until_listed(&self) {
         let mut listed = self.listed.subscribe();

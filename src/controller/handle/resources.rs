@@ -10,7 +10,7 @@ use super::HandleError;
 use crate::api::refs::ResourceReference;
 use crate::controller::context::Context;
 use crate::controller::listed::without_managed_fields;
-use crate::controller::managed;
+use crate::controller::managed::{self, InStore};
 use crate::controller::write::{self, is_conflict};
 use crate::core::json::patch::{diff, to_json_patch};
 use crate::core::provider::CompiledProvider;
@@ -43,9 +43,16 @@ pub(super) async fn apply(
     managed::ensure_watch(ctx, reference).await?;
     managed::declare_watch(ctx, &managed::WatchKey::of(reference)).await;
     let api = managed::api_for(ctx, reference).await?;
+    // Absent from a listed store: created without a GET first. An object the store has not
+    // caught up with is a 409, read then; a GET first cost a request for every new resource
+    // (issue 11: one of the six requests a pool handle took).
     let mut live = match known {
         Some(live) => Some(live),
-        None => managed::live_state(ctx, reference).await?,
+        None => match managed::stored_state(ctx, reference).await {
+            InStore::Found(state) => Some(state),
+            InStore::Absent => None,
+            InStore::Unknown => managed::fetch(ctx, reference).await?,
+        },
     };
     let mut last_conflict = None;
     for _ in 0..ATTEMPTS {

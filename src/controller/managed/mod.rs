@@ -188,9 +188,30 @@ pub(crate) async fn live_state(
     ctx: &Context,
     reference: &ResourceReference,
 ) -> Result<Option<serde_json::Value>, kube::Error> {
-    if let Some(watch) = ctx.managed.watch(&WatchKey::of(reference))
-        && !watch.waited_out.load(Ordering::Relaxed)
-    {
+    match stored_state(ctx, reference).await {
+        InStore::Found(state) => Ok(Some(state)),
+        InStore::Absent | InStore::Unknown => fetch(ctx, reference).await,
+    }
+}
+
+/// What a managed-resource watch's store says of one object.
+pub(crate) enum InStore {
+    Found(serde_json::Value),
+    /// The watch has listed and lacks it: it does not exist, or the store has not caught up
+    /// with its create yet.
+    Absent,
+    /// No watch of its kind has listed (not started, or waited out: its kind may be one the
+    /// broker may not list).
+    Unknown,
+}
+
+/// The object `reference` points to as its watch's store has it, once the watch has listed
+/// (waited for as [`live_state`] says).
+pub(crate) async fn stored_state(ctx: &Context, reference: &ResourceReference) -> InStore {
+    let Some(watch) = ctx.managed.watch(&WatchKey::of(reference)) else {
+        return InStore::Unknown;
+    };
+    if !watch.waited_out.load(Ordering::Relaxed) {
         let first_list =
             tokio::time::timeout(FIRST_LIST_WAIT, watch.store.wait_until_listed()).await;
         if first_list.is_err() {
@@ -198,9 +219,13 @@ pub(crate) async fn live_state(
         }
     }
     if let Some(state) = ctx.managed.state(reference) {
-        return Ok(Some(state));
+        return InStore::Found(state);
     }
-    fetch(ctx, reference).await
+    if watch.store.is_listed() {
+        InStore::Absent
+    } else {
+        InStore::Unknown
+    }
 }
 
 /// How long a read waits for a managed-resource watch's first list.
