@@ -69,7 +69,7 @@ pub(crate) enum ClaimError {
     #[error("the status is too large to write: {0}")]
     StatusTooLarge(#[source] kube::Error),
     #[error("cannot decode the claim its store keeps: {0}")]
-    Unpack(#[from] serde_json::Error),
+    Unpack(#[from] crate::controller::packed::UnpackError),
 }
 
 /// The claim controller, with the index of handles its reconciles read and the facts of

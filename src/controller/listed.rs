@@ -186,16 +186,17 @@ fn compact_all_maps<'a>(
     maps.into_iter().flatten().flatten().for_each(compact_map);
 }
 
+/// Managed resources are kept packed: every resource of every handle sits in a store, and
+/// each is read by the one reconcile of its handle.
 impl Stored for DynamicObject {
-    type Kept = Self;
+    type Kept = Packed<DynamicObject>;
 
     fn trim_for_store(&mut self) {
         without_managed_fields(self);
-        compact(&mut self.data);
     }
 
-    fn kept(&self) -> Self {
-        self.clone()
+    fn kept(&self) -> Packed<DynamicObject> {
+        Packed::pack(self)
     }
 }
 
@@ -369,13 +370,7 @@ where
         }
     };
     events.try_filter_map(move |event| {
-        let kept = match &event {
-            Event::Apply(object) => Event::Apply(keep(object)),
-            Event::InitApply(object) => Event::InitApply(keep(object)),
-            Event::Delete(object) => Event::Delete(keep(object)),
-            Event::Init => Event::Init,
-            Event::InitDone => Event::InitDone,
-        };
+        let kept = kept_event(&event, keep);
         writer.apply_watcher_event(&kept);
         for follower in &followers {
             follower(&event);
@@ -397,6 +392,34 @@ where
             _ => None,
         };
         futures::future::ready(Ok(applied))
+    })
+}
+
+/// `event` with what the store `keep`s of its object.
+fn kept_event<K, S>(event: &watcher::Event<K>, keep: fn(&K) -> S) -> watcher::Event<S> {
+    use watcher::Event;
+    match event {
+        Event::Apply(object) => Event::Apply(keep(object)),
+        Event::InitApply(object) => Event::InitApply(keep(object)),
+        Event::Delete(object) => Event::Delete(keep(object)),
+        Event::Init => Event::Init,
+        Event::InitDone => Event::InitDone,
+    }
+}
+
+/// Each of `events`, once `writer`'s store has what [`Stored::kept`] makes of it: a watch
+/// that its follower reads whole (events, deletions, re-lists) while its store keeps objects
+/// packed.
+pub(crate) fn reflect_kept<K: Stored>(
+    events: impl Stream<Item = Result<watcher::Event<K>, watcher::Error>>,
+    mut writer: reflector::store::Writer<K::Kept>,
+) -> impl Stream<Item = Result<watcher::Event<K>, watcher::Error>>
+where
+    K::DynamicType: Eq + Hash + Clone,
+{
+    events.map_ok(move |event| {
+        writer.apply_watcher_event(&kept_event(&event, K::kept));
+        event
     })
 }
 

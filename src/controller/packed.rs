@@ -1,5 +1,5 @@
 //! Objects as a long-lived store keeps them packed: the metadata that names and filters them,
-//! and the whole object as compact JSON, decoded by whoever reads it.
+//! and the whole object as compact JSON, compressed, decoded by whoever reads it.
 //!
 //! Parsed, a bound claim took 8.0 KB of memory for 2.3 KB of JSON: its status copies its
 //! resource's state as a `serde_json::Value` (about 2 KB), and each of its references and
@@ -7,8 +7,13 @@
 //! for the broker's whole life, and is read by one reconcile at a time (issue 11: at 100,000
 //! claims the stores were most of the broker's memory). Decoding a claim takes microseconds,
 //! against milliseconds for the reconcile that reads it.
+//!
+//! The JSON is compressed (zstd, each object on its own: the broker's objects share no
+//! dictionary it could rely on): a bound claim's 2,261 bytes of JSON took 743, its handle's
+//! 1,435 took 541, its ConfigMap's 861 took 358.
 
 use std::borrow::Cow;
+use std::cell::RefCell;
 use std::fmt;
 use std::marker::PhantomData;
 use std::sync::Arc;
@@ -18,13 +23,54 @@ use kube::api::ObjectMeta;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer, Serialize};
 
+/// zstd's fastest level: a store packs every object each watch event brings.
+const LEVEL: i32 = 1;
+
+/// Why a packed object does not unpack.
+#[derive(Debug, thiserror::Error)]
+pub enum UnpackError {
+    #[error("cannot decompress a packed object: {0}")]
+    Decompress(#[source] std::io::Error),
+    #[error("cannot decode a packed object: {0}")]
+    Decode(#[from] serde_json::Error),
+}
+
 /// `K` packed: [`Packed::unpack`] gives it back.
 pub(crate) struct Packed<K> {
     /// What the broker reads without decoding: name, namespace, uid, resourceVersion,
     /// generation, labels and deletionTimestamp.
     metadata: ObjectMeta,
-    json: Arc<[u8]>,
+    /// The object as compact JSON, compressed.
+    compressed: Arc<[u8]>,
+    /// The length of that JSON.
+    json_len: u32,
     kind: PhantomData<fn() -> K>,
+}
+
+thread_local! {
+    /// A compression context per thread: a new one for each object cost more than the work.
+    static COMPRESSOR: RefCell<Option<zstd::bulk::Compressor<'static>>> = const { RefCell::new(None) };
+    static DECOMPRESSOR: RefCell<Option<zstd::bulk::Decompressor<'static>>> = const { RefCell::new(None) };
+}
+
+fn compress(json: &[u8]) -> std::io::Result<Vec<u8>> {
+    COMPRESSOR.with_borrow_mut(|compressor| {
+        let compressor = match compressor {
+            Some(compressor) => compressor,
+            None => compressor.insert(zstd::bulk::Compressor::new(LEVEL)?),
+        };
+        compressor.compress(json)
+    })
+}
+
+fn decompress(compressed: &[u8], len: usize) -> std::io::Result<Vec<u8>> {
+    DECOMPRESSOR.with_borrow_mut(|decompressor| {
+        let decompressor = match decompressor {
+            Some(decompressor) => decompressor,
+            None => decompressor.insert(zstd::bulk::Decompressor::new()?),
+        };
+        decompressor.decompress(compressed, len)
+    })
 }
 
 impl<K: Resource + Serialize> Packed<K> {
@@ -40,17 +86,25 @@ impl<K: Resource + Serialize> Packed<K> {
             deletion_timestamp: meta.deletion_timestamp.clone(),
             ..ObjectMeta::default()
         };
-        let json = match serde_json::to_vec(object) {
-            Ok(json) => json,
-            // Not for a typed object (its maps have string keys); unpacking it says so.
+        // Neither fails for a typed object (its maps have string keys) short of memory; an
+        // object packed empty says so when it is unpacked.
+        let packed = serde_json::to_vec(object)
+            .map_err(|error| error.to_string())
+            .and_then(|json| {
+                let compressed = compress(&json).map_err(|error| error.to_string())?;
+                Ok((compressed, json.len()))
+            });
+        let (compressed, json_len) = match packed {
+            Ok((compressed, len)) => (compressed, u32::try_from(len).unwrap_or(u32::MAX)),
             Err(error) => {
                 tracing::error!(%error, name = ?meta.name, "cannot pack an object for its store");
-                Vec::new()
+                (Vec::new(), 0)
             }
         };
         Self {
             metadata,
-            json: json.into(),
+            compressed: compressed.into(),
+            json_len,
             kind: PhantomData,
         }
     }
@@ -58,8 +112,17 @@ impl<K: Resource + Serialize> Packed<K> {
 
 impl<K: DeserializeOwned> Packed<K> {
     /// The object as it was packed.
-    pub(crate) fn unpack(&self) -> Result<K, serde_json::Error> {
-        serde_json::from_slice(&self.json)
+    pub(crate) fn unpack(&self) -> Result<K, UnpackError> {
+        self.unpack_as()
+    }
+}
+
+impl<K> Packed<K> {
+    /// The object as it was packed, decoded as `T` (a JSON value, say).
+    pub(crate) fn unpack_as<T: DeserializeOwned>(&self) -> Result<T, UnpackError> {
+        let json = decompress(&self.compressed, self.json_len as usize)
+            .map_err(UnpackError::Decompress)?;
+        Ok(serde_json::from_slice(&json)?)
     }
 }
 
@@ -67,7 +130,8 @@ impl<K> Clone for Packed<K> {
     fn clone(&self) -> Self {
         Self {
             metadata: self.metadata.clone(),
-            json: self.json.clone(),
+            compressed: self.compressed.clone(),
+            json_len: self.json_len,
             kind: PhantomData,
         }
     }
@@ -79,7 +143,8 @@ impl<K> fmt::Debug for Packed<K> {
             .field("namespace", &self.metadata.namespace)
             .field("name", &self.metadata.name)
             .field("resource_version", &self.metadata.resource_version)
-            .field("bytes", &self.json.len())
+            .field("json_bytes", &self.json_len)
+            .field("compressed_bytes", &self.compressed.len())
             .finish()
     }
 }
@@ -154,5 +219,44 @@ mod tests {
         assert_eq!(packed.resource_version().as_deref(), Some("7"));
         assert_eq!(packed.labels().get("app").map(String::as_str), Some("lab"));
         assert!(packed.annotations().is_empty(), "only what filters it");
+    }
+
+    #[test]
+    fn a_packed_claim_keeps_its_json_compressed() {
+        let state: serde_json::Map<String, serde_json::Value> = (0..40)
+            .map(|i| (format!("key-{i}"), serde_json::json!(format!("value {i} of the state"))))
+            .collect();
+        let claim: ClaimObject = serde_json::from_value(serde_json::json!({
+            "apiVersion": "poolboy.gpte.redhat.com/v1", "kind": "ResourceClaim",
+            "metadata": {"name": "c", "namespace": "user"},
+            "spec": {"resources": [{"template": {"kind": "ConfigMap", "data": state}}]},
+            "status": {"resources": [{"name": "r", "state": {"kind": "ConfigMap", "data": state}}]},
+        }))
+        .expect("a claim");
+        let json = serde_json::to_vec(&claim).expect("serialises");
+        let packed = Packed::pack(&claim);
+        assert_eq!(packed.json_len as usize, json.len());
+        assert!(
+            packed.compressed.len() * 3 < json.len(),
+            "{} bytes kept for {} of JSON",
+            packed.compressed.len(),
+            json.len()
+        );
+        let unpacked = packed.unpack().expect("unpacks");
+        assert_eq!(serde_json::to_vec(&unpacked).expect("serialises"), json);
+    }
+
+    #[test]
+    fn a_claim_packed_empty_does_not_unpack() {
+        let packed = Packed::<ClaimObject> {
+            metadata: ObjectMeta::default(),
+            compressed: Arc::from(Vec::new()),
+            json_len: 0,
+            kind: PhantomData,
+        };
+        assert!(matches!(
+            packed.unpack(),
+            Err(UnpackError::Decompress(_) | UnpackError::Decode(_))
+        ));
     }
 }

@@ -30,7 +30,8 @@ pub(crate) use self::resources::WatchKey;
 use self::resources::{ManagedKind, Watch};
 use super::context::{Context, Triggers};
 use super::kinds::{HandleObject, Kinds, StoredClaim, WatchObject};
-use super::listed::{ListedStore, Stored, without_managed_fields};
+use super::listed::{ListedStore, Stored, reflect_kept, without_managed_fields};
+use super::packed::Packed;
 use crate::api::OperatorDomain;
 use crate::api::refs::ResourceReference;
 use crate::api::watch::ResourceWatchSpec;
@@ -108,10 +109,10 @@ pub(crate) async fn ensure_watch(
         operator_namespace: ctx.config.operator_namespace.clone(),
         health: ctx.health.clone(),
     };
-    let stream = kube::runtime::watcher(api, super::listed::watch_config())
+    let events = kube::runtime::watcher(api, super::listed::watch_config())
         .default_backoff()
-        .modify(DynamicObject::trim_for_store)
-        .reflect(writer);
+        .modify(DynamicObject::trim_for_store);
+    let stream = reflect_kept(events, writer);
     let sweeper = Sweeper::new(ctx.client.clone(), ctx.handles_api(), kind.resource.clone());
     let suspects = move |suspect| sweeper.check(suspect);
     let task = tokio::spawn(follow(stream, router, suspects, key.clone(), listed));
@@ -366,7 +367,7 @@ async fn follow<S>(
     router: Router,
     suspects: impl Fn(Suspect),
     key: WatchKey,
-    listed: ListedStore<DynamicObject>,
+    listed: ListedStore<Packed<DynamicObject>>,
 ) where
     S: futures::Stream<Item = Result<Event<DynamicObject>, watcher::Error>>,
 {

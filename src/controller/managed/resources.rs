@@ -13,6 +13,7 @@ use tokio::task::JoinHandle;
 
 use crate::api::refs::ResourceReference;
 use crate::controller::listed::ListedStore;
+use crate::controller::packed::Packed;
 
 /// What one watch covers: a kind in one namespace, or cluster-wide for cluster-scoped kinds
 /// (Poolboy's RBAC grants managed kinds per namespace, so watches are per namespace too).
@@ -37,7 +38,7 @@ impl WatchKey {
 #[derive(Clone)]
 pub(crate) struct Watch {
     pub(crate) resource: ApiResource,
-    pub(crate) store: ListedStore<DynamicObject>,
+    pub(crate) store: ListedStore<Packed<DynamicObject>>,
     /// Set once a reader gave up waiting for the first list: later readers do not wait.
     pub(crate) waited_out: Arc<AtomicBool>,
 }
@@ -108,12 +109,19 @@ impl ManagedResources {
     pub(crate) fn state(&self, reference: &ResourceReference) -> Option<serde_json::Value> {
         let watch = self.watch(&WatchKey::of(reference))?;
         let mut object_ref =
-            ObjectRef::<DynamicObject>::new_with(&reference.name, watch.resource.clone());
+            ObjectRef::<Packed<DynamicObject>>::new_with(&reference.name, watch.resource.clone());
         if let Some(namespace) = &reference.namespace {
             object_ref = object_ref.within(namespace);
         }
-        let object = watch.store.store().get(&object_ref)?;
-        typed_state(&object, &watch.resource)
+        let packed = watch.store.store().get(&object_ref)?;
+        match packed.unpack_as::<serde_json::Value>() {
+            Ok(state) => Some(typed_state(state, &watch.resource)),
+            // Not for what the store packed itself; the reader reads the object instead.
+            Err(error) => {
+                tracing::error!(%error, name = %reference.name, "cannot unpack a managed resource");
+                None
+            }
+        }
     }
 
     /// Whether the ResourceWatch object of `key` still has to be made sure of in this process.
@@ -162,8 +170,7 @@ impl ManagedResources {
 /// object arrived (issue 13: the status flipped after every restart, and two processes, one
 /// holding a listed copy and one a watched copy, rewrote it forever). Poolboy's state always
 /// has them: it reads the object with a GET.
-fn typed_state(object: &DynamicObject, resource: &ApiResource) -> Option<serde_json::Value> {
-    let mut state = serde_json::to_value(object).ok()?;
+fn typed_state(mut state: serde_json::Value, resource: &ApiResource) -> serde_json::Value {
     if let Some(fields) = state.as_object_mut() {
         for (field, value) in [
             ("apiVersion", &resource.api_version),
@@ -174,7 +181,7 @@ fn typed_state(object: &DynamicObject, resource: &ApiResource) -> Option<serde_j
                 .or_insert_with(|| serde_json::Value::String(value.clone()));
         }
     }
-    Some(state)
+    state
 }
 
 #[cfg(test)]
@@ -195,15 +202,15 @@ mod tests {
         let mut listed = watched.clone();
         listed.types = None;
         assert!(serde_json::to_value(&listed).is_ok_and(|v| v.get("kind").is_none()));
-        let from_list = typed_state(&listed, &resource);
-        assert_eq!(from_list, typed_state(&watched, &resource));
-        assert_eq!(
-            from_list.as_ref().map(|s| &s["kind"]),
-            Some(&json!("ConfigMap"))
-        );
-        assert_eq!(
-            from_list.as_ref().map(|s| &s["apiVersion"]),
-            Some(&json!("v1"))
-        );
+        let state = |object: &DynamicObject| {
+            typed_state(
+                serde_json::to_value(object).expect("serialises"),
+                &resource,
+            )
+        };
+        let from_list = state(&listed);
+        assert_eq!(from_list, state(&watched));
+        assert_eq!(from_list["kind"], json!("ConfigMap"));
+        assert_eq!(from_list["apiVersion"], json!("v1"));
     }
 }
