@@ -427,6 +427,7 @@ where
 mod tests {
     use super::*;
     use k8s_openapi::api::core::v1::ConfigMap;
+    use kube::ResourceExt;
     use kube::api::ObjectMeta;
     use std::sync::Mutex;
 
@@ -555,6 +556,64 @@ mod tests {
         )
         .await
         .expect("listed once InitDone went by");
+    }
+
+    /// A managed-resource watch: its follower gets every event as it came, once the store
+    /// holds the object packed (and no longer holds a deleted one).
+    #[tokio::test]
+    async fn a_watch_reflected_packed_hands_on_each_event_after_the_store_has_it() {
+        use watcher::Event;
+        let resource = kube::core::ApiResource::erase::<ConfigMap>(&());
+        let object = |name: &str, value: &str| {
+            let mut object = DynamicObject::new(name, &resource).within("ns");
+            object.data = serde_json::json!({"data": {"k": value}});
+            object
+        };
+        let writer = reflector::store::Writer::<Packed<DynamicObject>>::new(resource.clone());
+        let store = writer.as_reader();
+        let stored = |name: &str| {
+            let key = reflector::ObjectRef::new_with(name, resource.clone()).within("ns");
+            store
+                .get(&key)
+                .map(|packed| packed.unpack().expect("unpacks").data["data"]["k"].clone())
+        };
+        let events = futures::stream::iter(
+            [
+                Event::Init,
+                Event::InitApply(object("a", "1")),
+                Event::InitDone,
+                Event::Apply(object("a", "2")),
+                Event::Delete(object("a", "2")),
+            ]
+            .map(Ok),
+        );
+        let mut seen = Vec::new();
+        let mut reflected = std::pin::pin!(reflect_kept(events, writer));
+        while let Some(event) = reflected.next().await {
+            seen.push(match event.expect("no watch error") {
+                Event::InitApply(o) | Event::Apply(o) => {
+                    format!(
+                        "apply {} {} stored={:?}",
+                        o.name_any(),
+                        o.data["data"]["k"],
+                        stored("a")
+                    )
+                }
+                Event::Delete(o) => format!("delete {} stored={:?}", o.name_any(), stored("a")),
+                Event::Init => "init".to_owned(),
+                Event::InitDone => format!("init done stored={:?}", stored("a")),
+            });
+        }
+        assert_eq!(
+            seen,
+            [
+                "init",
+                r#"apply a "1" stored=None"#,
+                r#"init done stored=Some(String("1"))"#,
+                r#"apply a "2" stored=Some(String("2"))"#,
+                "delete a stored=None",
+            ]
+        );
     }
 
     #[tokio::test]
