@@ -312,14 +312,18 @@ impl Bench<'_> {
     /// Fills pool `pool` (of the provider of the same name) to [`BURST`] ready handles and
     /// sets its `minAvailable` back to 0, so a burst empties it; `brokers`: the broker
     /// processes doing it, if it is not this process.
+    ///
+    /// Done when the pool has [`BURST`] ready unbound handles, as its `minAvailable` asks,
+    /// however many it had: this bench's handle watch may not have seen the last burst's
+    /// binds yet, and a target counted from it (what it showed unbound, plus [`BURST`]) was
+    /// never reached (a run waited out its timeout).
     async fn fill(&self, pool: &str, scenario: &str, brokers: Option<&brokers::Brokers>) -> Row {
         let env = self.env;
         let before = brokers.map_or(0.0, brokers::Brokers::cpu_seconds);
         let phase = Phase::start(env).await;
-        let target = lock(self.handles).ready_unbound(pool) + BURST;
         apply_pool(env, self.kinds, pool, BURST).await;
-        wait_until(&format!("{target} ready handles of {pool}"), || {
-            lock(self.handles).ready_unbound(pool) >= target
+        wait_until(&format!("{BURST} ready handles of {pool}"), || {
+            lock(self.handles).ready_unbound(pool) >= BURST
         })
         .await;
         let rate = BURST as f64 / phase.started.elapsed().as_secs_f64();
