@@ -224,7 +224,12 @@ mod tests {
     #[test]
     fn a_packed_claim_keeps_its_json_compressed() {
         let state: serde_json::Map<String, serde_json::Value> = (0..40)
-            .map(|i| (format!("key-{i}"), serde_json::json!(format!("value {i} of the state"))))
+            .map(|i| {
+                (
+                    format!("key-{i}"),
+                    serde_json::json!(format!("value {i} of the state")),
+                )
+            })
             .collect();
         let claim: ClaimObject = serde_json::from_value(serde_json::json!({
             "apiVersion": "poolboy.gpte.redhat.com/v1", "kind": "ResourceClaim",

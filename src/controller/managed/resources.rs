@@ -203,10 +203,7 @@ mod tests {
         listed.types = None;
         assert!(serde_json::to_value(&listed).is_ok_and(|v| v.get("kind").is_none()));
         let state = |object: &DynamicObject| {
-            typed_state(
-                serde_json::to_value(object).expect("serialises"),
-                &resource,
-            )
+            typed_state(serde_json::to_value(object).expect("serialises"), &resource)
         };
         let from_list = state(&listed);
         assert_eq!(from_list, state(&watched));
