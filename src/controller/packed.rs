@@ -73,6 +73,12 @@ fn decompress(compressed: &[u8], len: usize) -> std::io::Result<Vec<u8>> {
     })
 }
 
+/// `object` as compact JSON, compressed, and the length of that JSON.
+fn compressed_json(object: &impl Serialize) -> std::io::Result<(Vec<u8>, usize)> {
+    let json = serde_json::to_vec(object)?;
+    Ok((compress(&json)?, json.len()))
+}
+
 impl<K: Resource + Serialize> Packed<K> {
     pub(crate) fn pack(object: &K) -> Self {
         let meta = object.meta();
@@ -86,15 +92,9 @@ impl<K: Resource + Serialize> Packed<K> {
             deletion_timestamp: meta.deletion_timestamp.clone(),
             ..ObjectMeta::default()
         };
-        // Neither fails for a typed object (its maps have string keys) short of memory; an
-        // object packed empty says so when it is unpacked.
-        let packed = serde_json::to_vec(object)
-            .map_err(|error| error.to_string())
-            .and_then(|json| {
-                let compressed = compress(&json).map_err(|error| error.to_string())?;
-                Ok((compressed, json.len()))
-            });
-        let (compressed, json_len) = match packed {
+        // Neither step fails for a typed object (its maps have string keys) short of memory;
+        // an object packed empty says so when it is unpacked.
+        let (compressed, json_len) = match compressed_json(object) {
             Ok((compressed, len)) => (compressed, u32::try_from(len).unwrap_or(u32::MAX)),
             Err(error) => {
                 tracing::error!(%error, name = ?meta.name, "cannot pack an object for its store");
