@@ -13,6 +13,7 @@ use kube::runtime::reflector::ObjectRef;
 
 use super::context::Context;
 use super::kinds::{ClaimObject, HandleObject, Kinds};
+use super::packed::Packed;
 use crate::api::claim::ClaimHandleRef;
 use crate::core::claim::admission::{AdmissionInput, Verdict, admit_claim};
 
@@ -130,8 +131,8 @@ async fn bound_handle(
 ) -> Result<Option<HandleObject>, Unchecked> {
     let key =
         ObjectRef::new_with(&reference.name, ctx.kinds.handle.clone()).within(&reference.namespace);
-    if let Some(handle) = ctx.stores.handles.get(&key) {
-        return Ok(Some((*handle).clone()));
+    if let Some(handle) = Packed::read(&ctx.stores.handles, &key) {
+        return Ok(Some(handle));
     }
     let api = Api::<HandleObject>::namespaced_with(
         ctx.client.clone(),

@@ -31,7 +31,8 @@ use kube::runtime::watcher;
 use self::binding::{Outcome, Pending};
 use super::context::{Context, EventKind};
 use super::facts::ClaimFacts;
-use super::kinds::{ClaimObject, HandleObject, Kinds, StoredClaim};
+use super::free_handles::FreeHandles;
+use super::kinds::{ClaimObject, HandleObject, Kinds, StoredClaim, StoredHandle};
 use super::listed::SharedWatch;
 use super::reconciler::Reconciler;
 use super::write::{self, Written};
@@ -110,15 +111,15 @@ pub(crate) fn controller(
     kinds: &Kinds,
     operator_namespace: &str,
     claim_namespace: Option<&str>,
-    handles: &mut SharedWatch<HandleObject>,
-    wake_handles: UnboundedSender<ObjectRef<HandleObject>>,
+    (handles, free): (&mut SharedWatch<HandleObject>, FreeHandles),
+    wake_handles: UnboundedSender<ObjectRef<StoredHandle>>,
 ) -> ClaimController {
     let main = match claim_namespace {
         Some(ns) => Api::<ClaimObject>::namespaced_with(client.clone(), ns, &kinds.claim),
         None => Api::<ClaimObject>::all_with(client.clone(), &kinds.claim),
     };
     // The store is written before the wake goes out: a woken claim reads the change.
-    let (index, handle_events) = ClaimIndex::following(handles);
+    let (index, handle_events) = ClaimIndex::following(handles, free);
     let bindings = index.clone();
     let handle_kind = kinds.handle.clone();
     let handle_namespace = operator_namespace.to_owned();

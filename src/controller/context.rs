@@ -17,7 +17,9 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Client, Resource};
 
 use super::facts::ClaimFacts;
-use super::kinds::{ClaimObject, HandleObject, Kinds, PoolObject, ScalingObject, StoredClaim};
+use super::kinds::{
+    ClaimObject, HandleObject, Kinds, PoolObject, ScalingObject, StoredClaim, StoredHandle,
+};
 use super::managed::resources::ManagedResources;
 use super::requester::RequesterLookup;
 use crate::api::OperatorDomain;
@@ -53,7 +55,7 @@ pub struct Config {
 #[derive(Clone, Debug)]
 pub(crate) struct Triggers {
     pub(crate) claims: UnboundedSender<ObjectRef<StoredClaim>>,
-    pub(crate) handles: UnboundedSender<ObjectRef<HandleObject>>,
+    pub(crate) handles: UnboundedSender<ObjectRef<StoredHandle>>,
     pub(crate) pools: UnboundedSender<ObjectRef<PoolObject>>,
 }
 
@@ -65,10 +67,12 @@ impl Triggers {
         let _ = self.claims.unbounded_send(claim);
     }
 
-    pub(crate) fn wake_handle(&self, handle: &HandleObject, kinds: &Kinds) {
-        let _ = self
-            .handles
-            .unbounded_send(ObjectRef::from_obj_with(handle, kinds.handle.clone()));
+    pub(crate) fn wake_handle<K: Resource>(&self, handle: &K, kinds: &Kinds) {
+        let meta = handle.meta();
+        let name = meta.name.as_deref().unwrap_or_default();
+        let mut handle = ObjectRef::new_with(name, kinds.handle.clone());
+        handle.namespace = meta.namespace.clone();
+        let _ = self.handles.unbounded_send(handle);
     }
 
     pub(crate) fn wake_pool(&self, pool: &PoolObject, kinds: &Kinds) {
@@ -85,7 +89,9 @@ pub(crate) struct Stores {
     pub(crate) claims: Store<StoredClaim>,
     /// What is read across all claims, without decoding them.
     pub(crate) claim_facts: ClaimFacts,
-    pub(crate) handles: Store<HandleObject>,
+    /// Handles, packed: decode the one you read (the free ones are kept parsed too,
+    /// `controller::free_handles`).
+    pub(crate) handles: Store<StoredHandle>,
     pub(crate) pools: Store<PoolObject>,
     pub(crate) scalings: Store<ScalingObject>,
 }

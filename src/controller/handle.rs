@@ -20,7 +20,7 @@ use kube::{Client, ResourceExt};
 use serde_json::Value;
 
 use super::context::{Context, EventKind};
-use super::kinds::{HandleObject, Kinds};
+use super::kinds::{HandleObject, Kinds, StoredHandle};
 use super::listed::SharedWatch;
 use super::managed;
 use super::oversized;
@@ -60,6 +60,8 @@ pub(crate) enum HandleError {
     Definition(#[from] serde_json::Error),
     #[error("ResourceHandle {0} kept changing under concurrent writes")]
     Conflict(String),
+    #[error(transparent)]
+    Unpack(#[from] super::packed::UnpackError),
     /// Retried with backoff: the object may shrink, or the API server's limit grow.
     #[error("the status is too large to write: {0}")]
     StatusTooLarge(#[source] kube::Error),
@@ -72,7 +74,7 @@ pub(crate) enum HandleError {
 pub(crate) fn controller(
     kinds: &Kinds,
     handles: SharedWatch<HandleObject>,
-) -> Controller<HandleObject> {
+) -> Controller<StoredHandle> {
     let store = handles.store().store().clone();
     Controller::for_stream_with(handles.into_stream(), store, kinds.handle.clone())
 }
@@ -92,9 +94,9 @@ pub(crate) fn watch(
 
 /// Runs `controller` until `shutdown`; `triggers` wake it from outside its watches.
 pub(crate) async fn run(
-    controller: Controller<HandleObject>,
+    controller: Controller<StoredHandle>,
     ctx: Arc<Context>,
-    triggers: UnboundedReceiver<ObjectRef<HandleObject>>,
+    triggers: UnboundedReceiver<ObjectRef<StoredHandle>>,
     concurrency: u16,
     shutdown: Shutdown,
 ) {
@@ -107,13 +109,15 @@ pub(crate) async fn run(
     health.drive(RECONCILER.kind(), reconciles).await;
 }
 
-async fn reconcile(handle: Arc<HandleObject>, ctx: Arc<Context>) -> Result<Action, HandleError> {
-    RECONCILER
-        .observe(&ctx, &*handle, manage(&handle, &ctx))
-        .await
+async fn reconcile(handle: Arc<StoredHandle>, ctx: Arc<Context>) -> Result<Action, HandleError> {
+    let work = async {
+        let handle = handle.unpack()?;
+        manage(handle, &ctx).await
+    };
+    RECONCILER.observe(&ctx, &*handle, work).await
 }
 
-fn error_policy(handle: Arc<HandleObject>, error: &HandleError, ctx: Arc<Context>) -> Action {
+fn error_policy(handle: Arc<StoredHandle>, error: &HandleError, ctx: Arc<Context>) -> Action {
     RECONCILER.retry(&ctx, &*handle, error)
 }
 
@@ -124,9 +128,8 @@ enum Pass {
     Conflict,
 }
 
-async fn manage(handle: &HandleObject, ctx: &Context) -> Result<Action, HandleError> {
-    let name = handle.name_any();
-    let mut object = handle.clone();
+async fn manage(mut object: HandleObject, ctx: &Context) -> Result<Action, HandleError> {
+    let name = object.name_any();
     for _ in 0..CONFLICT_ATTEMPTS {
         // §7.6: an ignored handle is not touched, not even to finalize it.
         if object.labels().contains_key(&ctx.domain().ignore_label()) {

@@ -31,6 +31,10 @@ pub type WatchObject = Object<ResourceWatchSpec, ResourceWatchStatus>;
 /// A claim as the claim store keeps it: packed ([`Packed`]), decoded by its reader.
 pub(crate) type StoredClaim = Packed<ClaimObject>;
 
+/// A handle as the handle store keeps it: packed, like claims (the free ones are also kept
+/// parsed, `controller::free_handles`).
+pub(crate) type StoredHandle = Packed<HandleObject>;
+
 /// The `ApiResource` of each kind in the configured domain.
 #[derive(Clone, Debug)]
 pub struct Kinds {

@@ -24,7 +24,7 @@
 //! controller drives the watch (`Controller::for_stream_with`, its runner the store's only
 //! `wait_until_ready` waiter); the others subscribe (`watches_stream_with`).
 //!
-//! The store keeps what [`Stored::kept`] makes of each object (a claim packed,
+//! The store keeps what [`Stored::kept`] makes of each object (claims and handles packed,
 //! `controller::packed`), while followers and subscribers see the object itself.
 
 use std::fmt::Debug;
@@ -42,7 +42,7 @@ use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 use tokio::sync::watch;
 
-use super::kinds::{ClaimObject, HandleObject, StoredClaim};
+use super::kinds::{ClaimObject, HandleObject, StoredClaim, StoredHandle};
 use super::packed::Packed;
 use crate::core::json::compact::{compact, compact_map};
 
@@ -155,8 +155,10 @@ impl Stored for ClaimObject {
     }
 }
 
+/// Handles are kept packed: one per claim sits in the store. The free ones, which every bind
+/// and pool pass reads, are also kept parsed (`controller::free_handles`), compacted here.
 impl Stored for HandleObject {
-    type Kept = Self;
+    type Kept = StoredHandle;
 
     fn trim_for_store(&mut self) {
         without_managed_fields(self);
@@ -169,8 +171,8 @@ impl Stored for HandleObject {
         compact_all(self.status.as_mut().map(|s| &mut s.summary));
     }
 
-    fn kept(&self) -> Self {
-        self.clone()
+    fn kept(&self) -> StoredHandle {
+        Packed::pack(self)
     }
 }
 

@@ -5,6 +5,7 @@ pub(crate) mod admission;
 pub(crate) mod claim;
 pub mod context;
 pub(crate) mod facts;
+pub(crate) mod free_handles;
 pub(crate) mod handle;
 pub mod health;
 pub mod kinds;

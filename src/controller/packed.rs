@@ -15,11 +15,13 @@
 use std::borrow::Cow;
 use std::cell::RefCell;
 use std::fmt;
+use std::hash::Hash;
 use std::marker::PhantomData;
 use std::sync::Arc;
 
 use kube::Resource;
 use kube::api::ObjectMeta;
+use kube::runtime::reflector::{ObjectRef, Store};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer, Serialize};
 
@@ -114,6 +116,24 @@ impl<K: DeserializeOwned> Packed<K> {
     /// The object as it was packed.
     pub(crate) fn unpack(&self) -> Result<K, UnpackError> {
         self.unpack_as()
+    }
+}
+
+impl<K: Resource + DeserializeOwned> Packed<K>
+where
+    K::DynamicType: Eq + Hash + Clone,
+{
+    /// The object `store` keeps under `key`, unpacked. `None` when the store has none, or has
+    /// one that does not unpack: the broker packed it itself, so only a bug gets there, and
+    /// that is logged; callers treat it as not in the store, as one they have not seen yet.
+    pub(crate) fn read(store: &Store<Self>, key: &ObjectRef<Self>) -> Option<K> {
+        let packed = store.get(key)?;
+        packed
+            .unpack()
+            .inspect_err(
+                |error| tracing::error!(%error, object = %key, "cannot unpack a stored object"),
+            )
+            .ok()
     }
 }
 

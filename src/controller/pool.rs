@@ -38,6 +38,7 @@ mod index;
 use index::PoolIndex;
 
 use super::context::{Context, EventKind};
+use super::free_handles::FreeHandles;
 use super::kinds::{HandleObject, Kinds, PoolObject};
 use super::listed::SharedWatch;
 use super::reconciler::Reconciler;
@@ -113,7 +114,7 @@ pub(crate) fn controller(
     client: &Client,
     kinds: &Kinds,
     operator_namespace: &str,
-    handles: &mut SharedWatch<HandleObject>,
+    (handles, free): (&mut SharedWatch<HandleObject>, FreeHandles),
 ) -> PoolController {
     let main = Api::<PoolObject>::namespaced_with(client.clone(), operator_namespace, &kinds.pool);
     let pool_kind = kinds.pool.clone();
@@ -129,7 +130,7 @@ pub(crate) fn controller(
     );
     PoolController {
         controller,
-        handles: PoolIndex::following(handles, kinds.handle.clone(), operator_namespace),
+        handles: PoolIndex::following(handles, free, kinds.handle.clone(), operator_namespace),
     }
 }
 
@@ -351,9 +352,7 @@ async fn pass(pool_object: &PoolObject, pctx: &PoolContext) -> Result<Option<Act
 
     let new_names: Vec<String> = match &template {
         Ok(_) if plan.create > 0 => {
-            let taken = |name: &str| {
-                pctx.handles.handle(name).is_some() || pending.iter().any(|p| p == name)
-            };
+            let taken = |name: &str| pctx.handles.has(name) || pending.iter().any(|p| p == name);
             new_handle_names(plan.create, taken, &mut rand::rng())
         }
         _ => Vec::new(),
@@ -516,11 +515,7 @@ fn autoscale(
     let unbound = unbound
         .iter()
         .map(|h| h.metadata.name.as_deref().unwrap_or_default());
-    let bound = |name: &str| {
-        pctx.handles
-            .handle(name)
-            .is_some_and(|h| h.spec.resource_claim.is_some())
-    };
+    let bound = |name: &str| pctx.handles.is_claimed(name);
     let provisioning = pctx.handles.provisioning_time(pool);
     let previous = pool.status.as_ref().and_then(|s| s.autoscale.as_ref());
     pctx.with_memory(pool, |memory| {

@@ -186,9 +186,13 @@ fn wake_users(ctx: &Context, name: &str) {
     for (namespace, claim) in ctx.stores.claim_facts.concerned_by(name) {
         ctx.triggers.wake_claim(&namespace, &claim, &ctx.kinds);
     }
+    // Every handle is decoded: a provider change is rare, and an index of each handle's
+    // providers would cost memory for every handle all the time.
     for handle in ctx.stores.handles.state() {
-        if users::concerns_handle(&handle.spec, name) {
-            ctx.triggers.wake_handle(&handle, &ctx.kinds);
+        if let Ok(object) = handle.unpack()
+            && users::concerns_handle(&object.spec, name)
+        {
+            ctx.triggers.wake_handle(&*handle, &ctx.kinds);
         }
     }
     for pool in ctx.stores.pools.state() {

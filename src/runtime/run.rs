@@ -17,6 +17,7 @@ use super::quarantine::WithConditions;
 use super::webhook::{WebhookError, WebhookOptions, WebhookServer};
 use super::{http, lease, quarantine};
 use crate::controller::context::{Config, Context, Stores, Triggers};
+use crate::controller::free_handles::FreeHandles;
 use crate::controller::kinds::Kinds;
 use crate::controller::{claim, handle, pool, providers, scaling};
 use crate::metrics::Metrics;
@@ -88,15 +89,21 @@ pub async fn run(
     let claim_namespace = options.claim_namespace.as_deref();
     let (handle_trigger, handle_triggers) = mpsc::unbounded();
     let mut handle_watch = handle::watch(&client, &kinds, &namespace);
+    let free_handles = FreeHandles::following(&mut handle_watch);
     let claims = claim::controller(
         &client,
         &kinds,
         &namespace,
         claim_namespace,
-        &mut handle_watch,
+        (&mut handle_watch, free_handles.clone()),
         handle_trigger.clone(),
     );
-    let pools = pool::controller(&client, &kinds, &namespace, &mut handle_watch);
+    let pools = pool::controller(
+        &client,
+        &kinds,
+        &namespace,
+        (&mut handle_watch, free_handles),
+    );
     let handles = handle::controller(&kinds, handle_watch);
     let scalings = scaling::controller(&client, &kinds, &namespace);
     let claim_index = claims.index();

@@ -83,9 +83,7 @@ pub(crate) async fn bind_or_create(
     // One snapshot for both questions: a handle another process just bound to this claim is
     // either seen bound here (adopted) or seen unbound (its bind patch then fails, and the
     // fresh read after the failure shows it bound to this claim).
-    let snapshot = ctx
-        .index
-        .free_handles(&ctx.config.operator_namespace, &ctx.kinds.handle);
+    let snapshot = ctx.index.free_handles();
     if let Some(handle) = adoptable(ctx, claim).await? {
         return Ok(Outcome::Bound(Box::new(Pending {
             handle,

@@ -1,6 +1,7 @@
 //! The claim controller's own indexes: the handles as the handle watch shows them, the handles
-//! bound to each claim, the claims waiting for a matching handle (creation disabled, B18), and
-//! the handles found taken before the handle store caught up.
+//! bound to each claim and how many of each pool's each namespace holds, the claims waiting for
+//! a matching handle (creation disabled, B18), and the handles found taken before the handle
+//! store caught up.
 //!
 //! The handle store is the broker's one (`listed::SharedWatch`), updated before the watch
 //! wakes claims, so a claim woken by a handle change always reads that change. Waiting claims are woken when an
@@ -9,15 +10,17 @@
 //! racing for the same handle while a bind of it is under way (all concurrent claims rank the
 //! same handle first: without them, each bind of a burst is fought for by every reconcile).
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use futures::Stream;
-use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher::{self, Event};
 
-use super::super::kinds::{HandleObject, Kinds};
+use super::super::free_handles::FreeHandles;
+use super::super::kinds::{HandleObject, Kinds, StoredHandle};
 use super::super::listed::{FollowedIndex, ListedStore, Relisting, SharedWatch};
+use super::super::packed::Packed;
 use crate::api::ResourceHandle;
 
 /// How long a claim let through a provider's limit counts before the claim store shows it
@@ -27,7 +30,8 @@ const ADMITTED_FOR: std::time::Duration = std::time::Duration::from_secs(60);
 /// Shared by the handle watch (which it follows) and the claim reconciles. Cheap to clone.
 #[derive(Clone)]
 pub(crate) struct ClaimIndex {
-    handles: ListedStore<HandleObject>,
+    handles: ListedStore<StoredHandle>,
+    free: FreeHandles,
     inner: Arc<Mutex<Inner>>,
 }
 
@@ -78,65 +82,104 @@ impl Inner {
 /// What the handle watch says of bindings, kept without scanning every handle: which handles
 /// name each claim in `spec.resourceClaim` (normally one, more when a process died between
 /// binding a handle and recording it in its claim, issue 10: such a handle is found when its
-/// claim changes or goes), and which handles name none (what a bind ranks: at 100,000 bound
-/// handles, each bind copied and filtered them all, issue 11).
+/// claim changes or goes), which handles name none (what a bind ranks: at 100,000 bound
+/// handles, each bind copied and filtered them all, issue 11), and how many handles of each
+/// pool the claims of each namespace hold (a pool's fair line, `claim::line`).
 #[derive(Debug, Default)]
 struct Bindings {
     by_claim: HashMap<ClaimKey, BTreeSet<String>>,
-    claim_of: HashMap<String, ClaimKey>,
+    claim_of: HashMap<String, Binding>,
     free: HashSet<String>,
-    relisting: Relisting<String, Option<ClaimKey>>,
+    /// Pool name → claim namespace → how many of the pool's handles, not being deleted, the
+    /// claims of that namespace hold.
+    held: HashMap<String, BTreeMap<String, usize>>,
+    relisting: Relisting<String, Option<Binding>>,
 }
 
 /// A claim's (namespace, name).
 type ClaimKey = (String, String);
 
+/// The claim a handle names, and the pool it counts for in [`Bindings::held`].
+#[derive(Debug)]
+struct Binding {
+    claim: ClaimKey,
+    /// The handle's pool, when it is not being deleted.
+    held_in: Option<String>,
+}
+
 impl FollowedIndex<HandleObject> for Bindings {
     /// The handle's name.
     type Key = String;
     /// The claim the handle names, if any.
-    type Entry = Option<ClaimKey>;
+    type Entry = Option<Binding>;
 
     fn key(handle: &HandleObject) -> Option<String> {
         handle.metadata.name.clone()
     }
 
-    fn entry(handle: &HandleObject) -> Option<Option<ClaimKey>> {
+    fn entry(handle: &HandleObject) -> Option<Option<Binding>> {
         let claim = handle.spec.resource_claim.as_ref();
-        Some(claim.map(|claim| (claim.namespace.clone(), claim.name.clone())))
+        let held_in = handle
+            .spec
+            .resource_pool
+            .as_ref()
+            .filter(|_| handle.metadata.deletion_timestamp.is_none())
+            .map(|pool| pool.name.clone());
+        Some(claim.map(|claim| Binding {
+            claim: (claim.namespace.clone(), claim.name.clone()),
+            held_in,
+        }))
     }
 
-    fn record(&mut self, handle: String, claim: Option<ClaimKey>) {
-        let Some(claim) = claim else {
+    fn record(&mut self, handle: String, binding: Option<Binding>) {
+        let Some(binding) = binding else {
             self.free.insert(handle);
             return;
         };
         self.by_claim
-            .entry(claim.clone())
+            .entry(binding.claim.clone())
             .or_default()
             .insert(handle.clone());
-        self.claim_of.insert(handle, claim);
+        if let Some(pool) = &binding.held_in {
+            let held = self.held.entry(pool.clone()).or_default();
+            *held.entry(binding.claim.0.clone()).or_insert(0) += 1;
+        }
+        self.claim_of.insert(handle, binding);
     }
 
     fn clear(&mut self) {
         self.by_claim.clear();
         self.claim_of.clear();
         self.free.clear();
+        self.held.clear();
     }
 
-    fn relisting(&mut self) -> &mut Relisting<String, Option<ClaimKey>> {
+    fn relisting(&mut self) -> &mut Relisting<String, Option<Binding>> {
         &mut self.relisting
     }
 
     fn forget(&mut self, handle: &String) {
         self.free.remove(handle);
-        let Some(claim) = self.claim_of.remove(handle) else {
+        let Some(Binding { claim, held_in }) = self.claim_of.remove(handle) else {
             return;
         };
         if let Some(handles) = self.by_claim.get_mut(&claim) {
             handles.remove(handle);
             if handles.is_empty() {
                 self.by_claim.remove(&claim);
+            }
+        }
+        if let Some(pool) = held_in
+            && let Some(held) = self.held.get_mut(&pool)
+        {
+            if let Some(count) = held.get_mut(&claim.0) {
+                *count -= 1;
+                if *count == 0 {
+                    held.remove(&claim.0);
+                }
+            }
+            if held.is_empty() {
+                self.held.remove(&pool);
             }
         }
     }
@@ -148,6 +191,7 @@ impl ClaimIndex {
     /// `watches_stream_with`).
     pub(crate) fn following(
         handles: &mut SharedWatch<HandleObject>,
+        free: FreeHandles,
     ) -> (
         Self,
         impl Stream<Item = Result<HandleObject, watcher::Error>> + Send + 'static,
@@ -158,6 +202,7 @@ impl ClaimIndex {
         let events = handles.subscribe();
         let index = Self {
             handles: handles.store(),
+            free,
             inner,
         };
         (index, events)
@@ -168,35 +213,38 @@ impl ClaimIndex {
         self.handles.wait_until_listed().await;
     }
 
-    /// The handles, as the handle watch last saw them.
-    pub(crate) fn handles(&self) -> &Store<HandleObject> {
-        self.handles.store()
-    }
-
-    /// The handles of `namespace` no claim holds, as the store shows them (it may show one
+    /// The handles no claim holds, as the handle watch last showed them (it may show one
     /// bound a moment ago: callers still check).
-    pub(crate) fn free_handles(
-        &self,
-        namespace: &str,
-        kind: &kube::core::ApiResource,
-    ) -> Vec<Arc<HandleObject>> {
-        let names: Vec<String> = self.lock().bindings.free.iter().cloned().collect();
-        names
-            .iter()
-            .filter_map(|name| self.handle(namespace, name, kind))
-            .collect()
+    pub(crate) fn free_handles(&self) -> Vec<Arc<HandleObject>> {
+        self.free.all()
     }
 
-    /// The stored handle `name` of `namespace`.
+    /// The stored handle `name` of `namespace` (handles live in the operator namespace).
     pub(crate) fn handle(
         &self,
         namespace: &str,
         name: &str,
         kind: &kube::core::ApiResource,
     ) -> Option<Arc<HandleObject>> {
-        self.handles
-            .store()
-            .get(&ObjectRef::new_with(name, kind.clone()).within(namespace))
+        let free = self
+            .free
+            .get(name)
+            .filter(|h| h.metadata.namespace.as_deref() == Some(namespace));
+        free.or_else(|| {
+            let key = ObjectRef::new_with(name, kind.clone()).within(namespace);
+            Packed::read(self.handles.store(), &key).map(Arc::new)
+        })
+    }
+
+    /// How many handles of pool `pool` (by name) the claims of each namespace hold, leaving
+    /// out handles being deleted.
+    pub(crate) fn held(&self, pool: &str) -> BTreeMap<String, usize> {
+        self.lock()
+            .bindings
+            .held
+            .get(pool)
+            .cloned()
+            .unwrap_or_default()
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
@@ -363,9 +411,10 @@ mod tests {
 
     fn index() -> ClaimIndex {
         let kind = crate::controller::kinds::Kinds::new(&Default::default()).handle;
-        let writer = kube::runtime::reflector::store::Writer::<HandleObject>::new(kind);
+        let writer = kube::runtime::reflector::store::Writer::<StoredHandle>::new(kind);
         ClaimIndex {
             handles: ListedStore::listed(writer.as_reader()),
+            free: FreeHandles::default(),
             inner: Arc::default(),
         }
     }
@@ -483,6 +532,48 @@ mod tests {
         assert!(index.bound_to("user", "c").is_empty());
         assert_eq!(index.bound_to("user", "d"), vec!["guid-c"]);
         assert!(index.bound_to("other", "d").is_empty());
+    }
+
+    /// A pool's fair line counts, per namespace, the pool's handles claims hold and that are
+    /// not being deleted.
+    #[test]
+    fn the_handles_held_of_each_pool_follow_the_handle_watch() {
+        let index = index();
+        let of_pool = |name: &str, pool: &str, claim: Option<&str>| {
+            let mut handle = handle(name, claim);
+            handle.spec.resource_pool = Some(crate::api::refs::ObjectRef {
+                api_version: "poolboy.gpte.redhat.com/v1".into(),
+                kind: "ResourcePool".into(),
+                name: pool.into(),
+                namespace: "poolboy".into(),
+            });
+            handle
+        };
+        let held = |pool: &str| index.held(pool).into_iter().collect::<Vec<_>>();
+        index.apply_handle_event(&Event::Apply(of_pool("guid-a", "lab", Some("c"))));
+        index.apply_handle_event(&Event::Apply(of_pool("guid-b", "lab", Some("d"))));
+        index.apply_handle_event(&Event::Apply(of_pool("guid-c", "lab", None)));
+        index.apply_handle_event(&Event::Apply(of_pool("guid-d", "db", Some("e"))));
+        index.apply_handle_event(&Event::Apply(handle("guid-e", Some("f"))));
+        assert_eq!(held("lab"), [("user".to_owned(), 2)]);
+        assert_eq!(held("db"), [("user".to_owned(), 1)]);
+
+        let mut deleting = of_pool("guid-a", "lab", Some("c"));
+        deleting.metadata.deletion_timestamp =
+            Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
+            ));
+        index.apply_handle_event(&Event::Apply(deleting));
+        assert_eq!(
+            held("lab"),
+            [("user".to_owned(), 1)],
+            "a deleting handle is not held"
+        );
+        index.apply_handle_event(&Event::Apply(of_pool("guid-b", "lab", None)));
+        index.apply_handle_event(&Event::Delete(of_pool("guid-d", "db", Some("e"))));
+        assert!(held("lab").is_empty());
+        assert!(held("db").is_empty());
+        assert!(index.lock().bindings.held.is_empty(), "nothing left behind");
     }
 
     #[test]

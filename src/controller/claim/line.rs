@@ -7,7 +7,6 @@
 //! has let others go first for [`PATIENCE`] binds anyway: one ahead of it that can never use
 //! the free handle (its templates do not fit) must not hold the line up.
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 use kube::runtime::reflector::ObjectRef;
@@ -46,7 +45,7 @@ pub(crate) fn turn(
         })
         .collect();
     line.push(Waiting::of(&claim.metadata));
-    let (ahead, of) = position(line, &held(ctx, pool), namespace, name)?;
+    let (ahead, of) = position(line, &ctx.index.held(pool), namespace, name)?;
     if ahead < free || ctx.index.defer(namespace, name) >= PATIENCE {
         return None;
     }
@@ -55,22 +54,4 @@ pub(crate) fn turn(
         ahead,
         of,
     })
-}
-
-/// How many handles of `pool` the claims of each namespace hold.
-fn held(ctx: &ClaimContext, pool: &str) -> BTreeMap<String, usize> {
-    let mut held = BTreeMap::new();
-    for handle in ctx.index.handles().state() {
-        let of_pool = handle
-            .spec
-            .resource_pool
-            .as_ref()
-            .is_some_and(|p| p.name == pool);
-        if let Some(claim) = handle.spec.resource_claim.as_ref().filter(|_| of_pool)
-            && handle.metadata.deletion_timestamp.is_none()
-        {
-            *held.entry(claim.namespace.clone()).or_insert(0) += 1;
-        }
-    }
-    held
 }

@@ -14,13 +14,13 @@ use std::collections::{HashMap, HashSet};
 use std::sync::atomic::Ordering;
 
 use futures::StreamExt;
-use kube::ResourceExt;
 use kube::api::{Api, DynamicObject, ObjectMeta, PostParams};
 use kube::core::GroupVersionKind;
 use kube::discovery::Scope;
 use kube::runtime::WatchStreamExt;
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::watcher::{self, Event};
+use kube::{Resource, ResourceExt};
 
 mod orphans;
 pub(super) mod resources;
@@ -29,7 +29,7 @@ use self::orphans::{Suspect, Sweeper};
 pub(crate) use self::resources::WatchKey;
 use self::resources::{ManagedKind, Watch};
 use super::context::{Context, Triggers};
-use super::kinds::{HandleObject, Kinds, StoredClaim, WatchObject};
+use super::kinds::{Kinds, StoredClaim, StoredHandle, WatchObject};
 use super::listed::{ListedStore, Stored, reflect_kept, without_managed_fields};
 use super::packed::Packed;
 use crate::api::OperatorDomain;
@@ -256,7 +256,7 @@ struct HandleAnnotations<'a> {
 struct Router {
     triggers: Triggers,
     kinds: Kinds,
-    handles: Store<HandleObject>,
+    handles: Store<StoredHandle>,
     claims: Store<StoredClaim>,
     domain: OperatorDomain,
     operator_namespace: String,
@@ -301,10 +301,10 @@ impl Router {
         let handle_ref = ObjectRef::new_with(handle.name, self.kinds.handle.clone())
             .within(&self.operator_namespace);
         let owned = self.handles.get(&handle_ref).is_some_and(|h| {
-            h.metadata.deletion_timestamp.is_none()
+            h.meta().deletion_timestamp.is_none()
                 && handle
                     .uid
-                    .is_none_or(|uid| h.metadata.uid.as_deref() == Some(uid))
+                    .is_none_or(|uid| h.meta().uid.as_deref() == Some(uid))
         });
         if owned {
             return None;
@@ -319,8 +319,12 @@ impl Router {
     }
 
     /// Wakes every handle whose status references a resource that the watch `key` covers.
+    /// Every handle is decoded: this runs once per watch, after its first list.
     fn wake_handles_watching(&self, key: &WatchKey) {
-        for handle in self.handles.state() {
+        for stored in self.handles.state() {
+            let Ok(handle) = stored.unpack() else {
+                continue;
+            };
             let covered = status_references(&Kinds::handle_of(&handle))
                 .iter()
                 .flatten()
@@ -341,11 +345,12 @@ impl Router {
         };
         let ignore = self.domain.ignore_label();
         // B12: deleting and ignored handles, and ignored claims, are left alone.
-        if handle.metadata.deletion_timestamp.is_some() || handle.labels().contains_key(&ignore) {
+        if handle.meta().deletion_timestamp.is_some() || handle.labels().contains_key(&ignore) {
             return;
         }
         let _ = self.triggers.handles.unbounded_send(handle_ref);
-        if let Some(claim) = &handle.spec.resource_claim {
+        let claim = handle.unpack().ok().and_then(|h| h.spec.resource_claim);
+        if let Some(claim) = claim {
             let claim_ref =
                 ObjectRef::new_with(&claim.name, self.kinds.claim.clone()).within(&claim.namespace);
             let ignored = self
@@ -445,7 +450,7 @@ mod tests {
 
     struct Fixture {
         router: Router,
-        handle_wakes: mpsc::UnboundedReceiver<ObjectRef<HandleObject>>,
+        handle_wakes: mpsc::UnboundedReceiver<ObjectRef<StoredHandle>>,
         claim_wakes: mpsc::UnboundedReceiver<ObjectRef<StoredClaim>>,
     }
 
@@ -454,7 +459,7 @@ mod tests {
         let kinds = Kinds::new(&domain);
         let mut handle_writer = reflector::store::Writer::new(kinds.handle.clone());
         for handle in handles {
-            let handle: HandleObject = serde_json::from_value(handle).expect("handle");
+            let handle: StoredHandle = serde_json::from_value(handle).expect("handle");
             handle_writer.apply_watcher_event(&Event::Apply(handle));
         }
         let mut claim_writer = reflector::store::Writer::new(kinds.claim.clone());

@@ -1,8 +1,8 @@
 //! The pool controller's index of each pool's handles, kept from the handle watch event by
 //! event: which handles no claim holds, how many the claims hold (and how many of those are
 //! not ready), and their provisioning times. A pool pass reads its pool's entry and looks up
-//! only the unclaimed handles in the store, so that it costs what the pool's unbound handles
-//! cost. It used to scan the whole store on every pass, and a pass follows every bind: at
+//! only the unclaimed handles, kept parsed (`controller::free_handles`), so that it costs what
+//! the pool's unbound handles cost. It used to scan the whole store on every pass, and a pass follows every bind: at
 //! 100,000 bound handles, one more bind cost two to three times what it did at 10,000
 //! (issue 11).
 
@@ -14,8 +14,10 @@ use kube::ResourceExt;
 use kube::core::ApiResource;
 use kube::runtime::reflector::ObjectRef;
 
-use super::super::kinds::HandleObject;
+use super::super::free_handles::FreeHandles;
+use super::super::kinds::{HandleObject, StoredHandle};
 use super::super::listed::{FollowedIndex, ListedStore, Relisting, SharedWatch};
+use super::super::packed::Packed;
 use crate::api::ResourcePool;
 use crate::core::pool::autoscale::{ProvisioningTimes, provisioning_time};
 use crate::core::pool::plan::{BoundCounts, is_handle_of_pool};
@@ -26,7 +28,8 @@ type PoolKey = (String, String);
 /// Shared by the handle watch (which it follows) and the pool reconciles. Cheap to clone.
 #[derive(Clone)]
 pub(super) struct PoolIndex {
-    handles: ListedStore<HandleObject>,
+    handles: ListedStore<StoredHandle>,
+    free: FreeHandles,
     handle_kind: ApiResource,
     /// Where handles live: the operator namespace.
     namespace: String,
@@ -37,6 +40,7 @@ impl PoolIndex {
     /// The index of the handles `handles` watches, in `namespace`; it follows the watch.
     pub(super) fn following(
         handles: &mut SharedWatch<HandleObject>,
+        free: FreeHandles,
         handle_kind: ApiResource,
         namespace: &str,
     ) -> Self {
@@ -45,6 +49,7 @@ impl PoolIndex {
         handles.follow(move |event| lock(&follower).apply(event));
         Self {
             handles: handles.store(),
+            free,
             handle_kind,
             namespace: namespace.to_owned(),
             members,
@@ -56,29 +61,43 @@ impl PoolIndex {
         self.handles.wait_until_listed().await;
     }
 
-    /// The stored handle `name`, of any pool or none.
-    pub(super) fn handle(&self, name: &str) -> Option<Arc<HandleObject>> {
-        let reference = ObjectRef::new_with(name, self.handle_kind.clone()).within(&self.namespace);
-        self.handles.store().get(&reference)
+    /// Whether the store shows handle `name`, of any pool or none.
+    pub(super) fn has(&self, name: &str) -> bool {
+        self.handles.store().get(&self.key(name)).is_some()
     }
 
     /// Whether the store shows a handle of `pool` named `name` (bound and deleting ones too).
     pub(super) fn shows(&self, pool: &ResourcePool, name: &str) -> bool {
-        self.handle(name)
+        let stored = || Packed::read(self.handles.store(), &self.key(name)).map(Arc::new);
+        self.free
+            .get(name)
+            .or_else(stored)
             .is_some_and(|handle| is_handle_of_pool(&*handle, pool))
     }
 
-    /// The handles of `pool` no claim holds, as the store shows them: deleting, ignored and
-    /// released ones too (callers tell the unbound ones).
+    /// Whether a claim holds handle `name`, of a pool, as the watch last showed it.
+    pub(super) fn is_claimed(&self, name: &str) -> bool {
+        lock(&self.members)
+            .handles
+            .get(name)
+            .is_some_and(|(_, part)| part.claimed)
+    }
+
+    /// The handles of `pool` no claim holds, as the watch last showed them: deleting, ignored
+    /// and released ones too (callers tell the unbound ones).
     pub(super) fn unclaimed(&self, pool: &ResourcePool) -> Vec<Arc<HandleObject>> {
         let names: Vec<String> = self
             .with_pool(pool, |handles| handles.unclaimed.iter().cloned().collect())
             .unwrap_or_default();
         names
             .iter()
-            .filter_map(|name| self.handle(name))
+            .filter_map(|name| self.free.get(name))
             .filter(|handle| is_handle_of_pool(&**handle, pool))
             .collect()
+    }
+
+    fn key(&self, name: &str) -> ObjectRef<StoredHandle> {
+        ObjectRef::new_with(name, self.handle_kind.clone()).within(&self.namespace)
     }
 
     /// How many handles of `pool` claims hold, and how many of those are not ready.
