@@ -129,8 +129,8 @@ async fn bound_handle(
     ctx: &Context,
     reference: &ClaimHandleRef,
 ) -> Result<Option<HandleObject>, Unchecked> {
-    let key =
-        ObjectRef::new_with(&reference.name, ctx.kinds.handle.clone()).within(&reference.namespace);
+    let key = ObjectRef::new_with(&reference.name, ctx.kinds.stored_handle.clone())
+        .within(&reference.namespace);
     if let Some(handle) = Packed::read(&ctx.stores.handles, &key) {
         return Ok(Some(handle));
     }

@@ -121,10 +121,10 @@ pub(crate) fn controller(
     // The store is written before the wake goes out: a woken claim reads the change.
     let (index, handle_events) = ClaimIndex::following(handles, free);
     let bindings = index.clone();
-    let handle_kind = kinds.handle.clone();
+    let handle_kind = kinds.stored_handle.clone();
     let handle_namespace = operator_namespace.to_owned();
     let config = super::listed::watch_config().any_semantic();
-    let mut claims = SharedWatch::new(main, config, kinds.claim.clone());
+    let mut claims = SharedWatch::new(main, config, kinds.stored_claim.clone());
     let facts = ClaimFacts::following(&mut claims);
     claims.follow(move |event| {
         let claim = match event {
@@ -139,7 +139,7 @@ pub(crate) fn controller(
             let _ = wake_handles.unbounded_send(handle);
         }
     });
-    let claim_kind = kinds.claim.clone();
+    let claim_kind = kinds.stored_claim.clone();
     let waiting = index.clone();
     let wakes = move |handle: HandleObject| -> Vec<ObjectRef<StoredClaim>> {
         let claim_ref = |namespace: &str, name: &str| {
@@ -156,8 +156,9 @@ pub(crate) fn controller(
         }
     };
     let store = claims.store().store().clone();
-    let controller = Controller::for_stream_with(claims.into_stream(), store, kinds.claim.clone())
-        .watches_stream_with(handle_events, wakes, kinds.handle.clone());
+    let controller =
+        Controller::for_stream_with(claims.into_stream(), store, kinds.stored_claim.clone())
+            .watches_stream_with(handle_events, wakes, kinds.handle.clone());
     ClaimController {
         controller,
         index,

@@ -63,14 +63,14 @@ impl Triggers {
     /// Wakes the claim controller for claim `name` of `namespace` (a closed channel means
     /// shutdown: ignored).
     pub(crate) fn wake_claim(&self, namespace: &str, name: &str, kinds: &Kinds) {
-        let claim = ObjectRef::new_with(name, kinds.claim.clone()).within(namespace);
+        let claim = ObjectRef::new_with(name, kinds.stored_claim.clone()).within(namespace);
         let _ = self.claims.unbounded_send(claim);
     }
 
     pub(crate) fn wake_handle<K: Resource>(&self, handle: &K, kinds: &Kinds) {
         let meta = handle.meta();
         let name = meta.name.as_deref().unwrap_or_default();
-        let mut handle = ObjectRef::new_with(name, kinds.handle.clone());
+        let mut handle = ObjectRef::new_with(name, kinds.stored_handle.clone());
         handle.namespace = meta.namespace.clone();
         let _ = self.handles.unbounded_send(handle);
     }

@@ -76,7 +76,7 @@ pub(crate) fn controller(
     handles: SharedWatch<HandleObject>,
 ) -> Controller<StoredHandle> {
     let store = handles.store().store().clone();
-    Controller::for_stream_with(handles.into_stream(), store, kinds.handle.clone())
+    Controller::for_stream_with(handles.into_stream(), store, kinds.stored_handle.clone())
 }
 
 /// The broker's one watch of handles (of `operator_namespace`), for [`controller`] to drive
@@ -89,7 +89,7 @@ pub(crate) fn watch(
     let api =
         Api::<HandleObject>::namespaced_with(client.clone(), operator_namespace, &kinds.handle);
     let config = super::listed::watch_config().any_semantic();
-    SharedWatch::new(api, config, kinds.handle.clone())
+    SharedWatch::new(api, config, kinds.stored_handle.clone())
 }
 
 /// Runs `controller` until `shutdown`; `triggers` wake it from outside its watches.
@@ -554,8 +554,8 @@ async fn get_claim(
     ctx: &Context,
     reference: &crate::api::refs::ObjectRef,
 ) -> Result<Option<ResourceClaim>, kube::Error> {
-    let key =
-        ObjectRef::new_with(&reference.name, ctx.kinds.claim.clone()).within(&reference.namespace);
+    let key = ObjectRef::new_with(&reference.name, ctx.kinds.stored_claim.clone())
+        .within(&reference.namespace);
     if let Some(claim) = ctx.stores.claims.get(&key).and_then(|c| c.unpack().ok()) {
         return Ok(Some(Kinds::claim_of(&claim)));
     }

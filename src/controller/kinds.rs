@@ -8,7 +8,7 @@
 
 use kube::core::{ApiResource, GroupVersionKind, Object};
 
-use super::packed::Packed;
+use super::packed::{Packed, SharedType};
 
 use crate::api::claim::{ResourceClaimSpec, ResourceClaimStatus};
 use crate::api::handle::{ResourceHandleSpec, ResourceHandleStatus};
@@ -44,6 +44,10 @@ pub struct Kinds {
     pub provider: ApiResource,
     pub scaling: ApiResource,
     pub watch: ApiResource,
+    /// The dynamic types of the packed kinds, for their stores' keys ([`StoredClaim`],
+    /// [`StoredHandle`]).
+    pub(crate) stored_claim: SharedType<ApiResource>,
+    pub(crate) stored_handle: SharedType<ApiResource>,
 }
 
 impl Kinds {
@@ -52,9 +56,13 @@ impl Kinds {
             let gvk = GroupVersionKind::gvk(domain.group(), VERSION, kind);
             ApiResource::from_gvk_with_plural(&gvk, plural)
         };
+        let claim = resource("ResourceClaim", "resourceclaims");
+        let handle = resource("ResourceHandle", "resourcehandles");
         Self {
-            claim: resource("ResourceClaim", "resourceclaims"),
-            handle: resource("ResourceHandle", "resourcehandles"),
+            stored_claim: SharedType::new(claim.clone()),
+            stored_handle: SharedType::new(handle.clone()),
+            claim,
+            handle,
             pool: resource("ResourcePool", "resourcepools"),
             provider: resource("ResourceProvider", "resourceproviders"),
             scaling: resource("ResourcePoolScaling", "resourcepoolscalings"),

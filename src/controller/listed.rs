@@ -43,7 +43,7 @@ use serde_json::{Map, Value};
 use tokio::sync::watch;
 
 use super::kinds::{ClaimObject, HandleObject, StoredClaim, StoredHandle};
-use super::packed::Packed;
+use super::packed::{Packed, SharedType};
 use crate::core::json::compact::{compact, compact_map};
 
 /// How long the API server keeps one watch request open (kube-runtime's default is 290 s).
@@ -123,8 +123,8 @@ pub(crate) fn without_managed_fields<K: Resource>(object: &mut K) {
 
 /// An object as the broker's watches hand it on and its long-lived stores keep it.
 pub(crate) trait Stored: Resource + Sized {
-    /// What a store keeps of it.
-    type Kept: Resource<DynamicType = Self::DynamicType>
+    /// What a store keeps of it, keyed by the kind's shared dynamic type.
+    type Kept: Resource<DynamicType = SharedType<Self::DynamicType>>
         + Clone
         + DeserializeOwned
         + Debug
@@ -292,8 +292,14 @@ where
     K: Stored + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
     K::DynamicType: Eq + Hash + Clone + Send + Sync,
 {
-    pub(crate) fn new(api: Api<K>, config: watcher::Config, dyntype: K::DynamicType) -> Self {
-        let writer = reflector::store::Writer::new(dyntype);
+    /// The watch of `api`; its store keys objects with `kept` (the kind's shared type, as the
+    /// store's readers build their keys).
+    pub(crate) fn new(
+        api: Api<K>,
+        config: watcher::Config,
+        kept: SharedType<K::DynamicType>,
+    ) -> Self {
+        let writer = reflector::store::Writer::new(kept);
         let listed = ListedStore::of(&writer);
         Self {
             api,
@@ -571,10 +577,11 @@ mod tests {
             object.data = serde_json::json!({"data": {"k": value}});
             object
         };
-        let writer = reflector::store::Writer::<Packed<DynamicObject>>::new(resource.clone());
+        let kept = SharedType::new(resource.clone());
+        let writer = reflector::store::Writer::<Packed<DynamicObject>>::new(kept.clone());
         let store = writer.as_reader();
         let stored = |name: &str| {
-            let key = reflector::ObjectRef::new_with(name, resource.clone()).within("ns");
+            let key = reflector::ObjectRef::new_with(name, kept.clone()).within("ns");
             store
                 .get(&key)
                 .map(|packed| packed.unpack().expect("unpacks").data["data"]["k"].clone())

@@ -130,7 +130,12 @@ pub(crate) fn controller(
     );
     PoolController {
         controller,
-        handles: PoolIndex::following(handles, free, kinds.handle.clone(), operator_namespace),
+        handles: PoolIndex::following(
+            handles,
+            free,
+            kinds.stored_handle.clone(),
+            operator_namespace,
+        ),
     }
 }
 

@@ -65,7 +65,11 @@ pub(crate) async fn find_handle(
     reference: &ClaimHandleRef,
 ) -> Result<Option<HandleObject>, ClaimError> {
     let index = &ctx.index;
-    if let Some(handle) = index.handle(&reference.namespace, &reference.name, &ctx.kinds.handle) {
+    if let Some(handle) = index.handle(
+        &reference.namespace,
+        &reference.name,
+        &ctx.kinds.stored_handle,
+    ) {
         return Ok(Some((*handle).clone()));
     }
     Ok(handles_api(ctx, &reference.namespace)
@@ -188,7 +192,7 @@ async fn adoptable(
 ) -> Result<Option<HandleObject>, ClaimError> {
     let namespace = ctx.config.operator_namespace.as_str();
     for name in bound_handles(ctx, claim) {
-        let stored = ctx.index.handle(namespace, &name, &ctx.kinds.handle);
+        let stored = ctx.index.handle(namespace, &name, &ctx.kinds.stored_handle);
         if stored.is_none_or(|h| h.metadata.deletion_timestamp.is_some()) {
             continue;
         }
@@ -221,7 +225,7 @@ fn strays(
     bound_handles(ctx, claim)
         .into_iter()
         .filter(|name| Some(name.as_str()) != recorded)
-        .filter_map(|name| ctx.index.handle(namespace, &name, &ctx.kinds.handle))
+        .filter_map(|name| ctx.index.handle(namespace, &name, &ctx.kinds.stored_handle))
         .collect()
 }
 
@@ -331,7 +335,7 @@ async fn bind(
                 Written::Conflict => {
                     ctx.metrics.bind_conflicts.inc();
                     let stored_version = index
-                        .handle(operator_namespace, &name, &ctx.kinds.handle)
+                        .handle(operator_namespace, &name, &ctx.kinds.stored_handle)
                         .and_then(|h| h.metadata.resource_version.clone());
                     let Some(fresh) = api.get_opt(&name).await? else {
                         break;

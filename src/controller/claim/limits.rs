@@ -41,7 +41,8 @@ pub(crate) fn admit(
 pub(crate) fn wake_waiting(ctx: &ClaimContext, namespace: &str) {
     for (waiting_namespace, name) in ctx.index.waiting() {
         if waiting_namespace == namespace {
-            let claim = ObjectRef::new_with(&name, ctx.kinds.claim.clone()).within(namespace);
+            let claim =
+                ObjectRef::new_with(&name, ctx.kinds.stored_claim.clone()).within(namespace);
             // Closed only when the operator stops.
             let _ = ctx.triggers.claims.unbounded_send(claim);
         }

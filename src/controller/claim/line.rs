@@ -38,7 +38,7 @@ pub(crate) fn turn(
         .into_iter()
         .filter(|(ns, n)| !(ns == namespace && n == name))
         .filter_map(|(ns, n)| {
-            let reference = ObjectRef::new_with(&n, ctx.kinds.claim.clone()).within(&ns);
+            let reference = ObjectRef::new_with(&n, ctx.kinds.stored_claim.clone()).within(&ns);
             let other = ctx.stores.claims.get(&reference)?.unpack().ok()?;
             waits_for(&other.metadata, other.status.as_ref(), pool, ctx.domain())
                 .then(|| Waiting::of(&other.metadata))

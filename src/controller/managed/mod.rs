@@ -31,7 +31,7 @@ use self::resources::{ManagedKind, Watch};
 use super::context::{Context, Triggers};
 use super::kinds::{Kinds, StoredClaim, StoredHandle, WatchObject};
 use super::listed::{ListedStore, Stored, reflect_kept, without_managed_fields};
-use super::packed::Packed;
+use super::packed::{Packed, SharedType};
 use crate::api::OperatorDomain;
 use crate::api::refs::ResourceReference;
 use crate::api::watch::ResourceWatchSpec;
@@ -89,10 +89,11 @@ pub(crate) async fn ensure_watch(
         }
         _ => Api::all_with(ctx.client.clone(), &kind.resource),
     };
-    let writer = reflector::store::Writer::new(kind.resource.clone());
+    let resource = SharedType::new(kind.resource.clone());
+    let writer = reflector::store::Writer::new(resource.clone());
     let listed = ListedStore::of(&writer);
     let watch = Watch {
-        resource: kind.resource.clone(),
+        resource,
         store: listed.clone(),
         waited_out: Default::default(),
     };
@@ -298,7 +299,7 @@ impl Router {
     /// deleted, or a namesake with another uid: it may have outlived its handle (issue 10).
     fn suspect(&self, object: &DynamicObject) -> Option<Suspect> {
         let handle = self.handle_annotations(object)?;
-        let handle_ref = ObjectRef::new_with(handle.name, self.kinds.handle.clone())
+        let handle_ref = ObjectRef::new_with(handle.name, self.kinds.stored_handle.clone())
             .within(&self.operator_namespace);
         let owned = self.handles.get(&handle_ref).is_some_and(|h| {
             h.meta().deletion_timestamp.is_none()
@@ -336,7 +337,7 @@ impl Router {
     }
 
     fn wake(&self, handle_name: &str) {
-        let handle_ref = ObjectRef::new_with(handle_name, self.kinds.handle.clone())
+        let handle_ref = ObjectRef::new_with(handle_name, self.kinds.stored_handle.clone())
             .within(&self.operator_namespace);
         let Some(handle) = self.handles.get(&handle_ref) else {
             // Not in the store yet (just created): the controller finds it when it is.
@@ -351,8 +352,8 @@ impl Router {
         let _ = self.triggers.handles.unbounded_send(handle_ref);
         let claim = handle.unpack().ok().and_then(|h| h.spec.resource_claim);
         if let Some(claim) = claim {
-            let claim_ref =
-                ObjectRef::new_with(&claim.name, self.kinds.claim.clone()).within(&claim.namespace);
+            let claim_ref = ObjectRef::new_with(&claim.name, self.kinds.stored_claim.clone())
+                .within(&claim.namespace);
             let ignored = self
                 .claims
                 .get(&claim_ref)
@@ -457,12 +458,12 @@ mod tests {
     fn fixture(handles: Vec<Value>, claims: Vec<Value>) -> Fixture {
         let domain = OperatorDomain::default();
         let kinds = Kinds::new(&domain);
-        let mut handle_writer = reflector::store::Writer::new(kinds.handle.clone());
+        let mut handle_writer = reflector::store::Writer::new(kinds.stored_handle.clone());
         for handle in handles {
             let handle: StoredHandle = serde_json::from_value(handle).expect("handle");
             handle_writer.apply_watcher_event(&Event::Apply(handle));
         }
-        let mut claim_writer = reflector::store::Writer::new(kinds.claim.clone());
+        let mut claim_writer = reflector::store::Writer::new(kinds.stored_claim.clone());
         for claim in claims {
             let claim: StoredClaim = serde_json::from_value(claim).expect("claim");
             claim_writer.apply_watcher_event(&Event::Apply(claim));
@@ -738,7 +739,9 @@ mod tests {
             namespace: Some("managed".into()),
         };
         let suspects = std::cell::RefCell::new(Vec::new());
-        let listed = ListedStore::of(&reflector::store::Writer::new(configmaps()));
+        let listed = ListedStore::of(&reflector::store::Writer::new(
+            SharedType::new(configmaps()),
+        ));
         futures::executor::block_on(follow(
             futures::stream::iter(events),
             f.router,

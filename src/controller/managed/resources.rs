@@ -13,7 +13,7 @@ use tokio::task::JoinHandle;
 
 use crate::api::refs::ResourceReference;
 use crate::controller::listed::ListedStore;
-use crate::controller::packed::Packed;
+use crate::controller::packed::{Packed, SharedType};
 
 /// What one watch covers: a kind in one namespace, or cluster-wide for cluster-scoped kinds
 /// (Poolboy's RBAC grants managed kinds per namespace, so watches are per namespace too).
@@ -37,7 +37,8 @@ impl WatchKey {
 /// A running watch: its store (and whether it has listed once), and the kind it serves.
 #[derive(Clone)]
 pub(crate) struct Watch {
-    pub(crate) resource: ApiResource,
+    /// Its kind, as its store's keys hold it.
+    pub(crate) resource: SharedType<ApiResource>,
     pub(crate) store: ListedStore<Packed<DynamicObject>>,
     /// Set once a reader gave up waiting for the first list: later readers do not wait.
     pub(crate) waited_out: Arc<AtomicBool>,

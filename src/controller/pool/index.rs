@@ -17,7 +17,7 @@ use kube::runtime::reflector::ObjectRef;
 use super::super::free_handles::FreeHandles;
 use super::super::kinds::{HandleObject, StoredHandle};
 use super::super::listed::{FollowedIndex, ListedStore, Relisting, SharedWatch};
-use super::super::packed::Packed;
+use super::super::packed::{Packed, SharedType};
 use crate::api::ResourcePool;
 use crate::core::pool::autoscale::{ProvisioningTimes, provisioning_time};
 use crate::core::pool::plan::{BoundCounts, is_handle_of_pool};
@@ -30,7 +30,7 @@ type PoolKey = (String, String);
 pub(super) struct PoolIndex {
     handles: ListedStore<StoredHandle>,
     free: FreeHandles,
-    handle_kind: ApiResource,
+    handle_kind: SharedType<ApiResource>,
     /// Where handles live: the operator namespace.
     namespace: String,
     members: Arc<Mutex<Members>>,
@@ -41,7 +41,7 @@ impl PoolIndex {
     pub(super) fn following(
         handles: &mut SharedWatch<HandleObject>,
         free: FreeHandles,
-        handle_kind: ApiResource,
+        handle_kind: SharedType<ApiResource>,
         namespace: &str,
     ) -> Self {
         let members: Arc<Mutex<Members>> = Arc::default();
