@@ -339,25 +339,31 @@ impl Router {
     fn wake(&self, handle_name: &str) {
         let handle_ref = ObjectRef::new_with(handle_name, self.kinds.stored_handle.clone())
             .within(&self.operator_namespace);
-        let Some(handle) = self.handles.get(&handle_ref) else {
+        let Some(stored) = self.handles.get(&handle_ref) else {
             // Not in the store yet (just created): the controller finds it when it is.
             let _ = self.triggers.handles.unbounded_send(handle_ref);
             return;
         };
-        let ignore = self.domain.ignore_label();
         // B12: deleting and ignored handles, and ignored claims, are left alone.
-        if handle.meta().deletion_timestamp.is_some() || handle.labels().contains_key(&ignore) {
+        if stored.meta().deletion_timestamp.is_some() {
+            return;
+        }
+        let Ok(handle) = stored.unpack() else {
+            return;
+        };
+        let ignore = self.domain.ignore_label();
+        if handle.labels().contains_key(&ignore) {
             return;
         }
         let _ = self.triggers.handles.unbounded_send(handle_ref);
-        let claim = handle.unpack().ok().and_then(|h| h.spec.resource_claim);
-        if let Some(claim) = claim {
+        if let Some(claim) = &handle.spec.resource_claim {
             let claim_ref = ObjectRef::new_with(&claim.name, self.kinds.stored_claim.clone())
                 .within(&claim.namespace);
             let ignored = self
                 .claims
                 .get(&claim_ref)
-                .is_some_and(|c| c.labels().contains_key(&ignore));
+                .and_then(|c| c.decoded_labels().ok())
+                .is_some_and(|labels| labels.contains_key(&ignore));
             if !ignored {
                 let _ = self.triggers.claims.unbounded_send(claim_ref);
             }
