@@ -9,8 +9,11 @@
 use std::collections::HashMap;
 use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
-use super::kinds::HandleObject;
+use kube::runtime::reflector::{ObjectRef, Store};
+
+use super::kinds::{HandleObject, StoredHandle};
 use super::listed::{FollowedIndex, Relisting, SharedWatch};
+use super::packed::Packed;
 
 /// Shared by the handle watch (which it follows) and the claim and pool controllers. Cheap to
 /// clone.
@@ -39,6 +42,19 @@ impl FreeHandles {
     /// Free handle `name`, as the watch last showed it.
     pub(crate) fn get(&self, name: &str) -> Option<Arc<HandleObject>> {
         self.read().handles.get(name).cloned()
+    }
+
+    /// Handle `key` as the watch last showed it: parsed when it is free, else decoded from
+    /// `store`, the handle store.
+    pub(crate) fn or_stored(
+        &self,
+        store: &Store<StoredHandle>,
+        key: &ObjectRef<StoredHandle>,
+    ) -> Option<Arc<HandleObject>> {
+        let free = self
+            .get(&key.name)
+            .filter(|handle| handle.metadata.namespace == key.namespace);
+        free.or_else(|| Packed::read(store, key).map(Arc::new))
     }
 
     /// Every free handle, as the watch last showed it.

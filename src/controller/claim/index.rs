@@ -20,7 +20,7 @@ use kube::runtime::watcher::{self, Event};
 use super::super::free_handles::FreeHandles;
 use super::super::kinds::{HandleObject, Kinds, StoredHandle};
 use super::super::listed::{FollowedIndex, ListedStore, Relisting, SharedWatch};
-use super::super::packed::{Packed, SharedType};
+use super::super::packed::SharedType;
 use crate::api::ResourceHandle;
 
 /// How long a claim let through a provider's limit counts before the claim store shows it
@@ -228,14 +228,8 @@ impl ClaimIndex {
         name: &str,
         kind: &SharedType<kube::core::ApiResource>,
     ) -> Option<Arc<HandleObject>> {
-        let free = self
-            .free
-            .get(name)
-            .filter(|h| h.metadata.namespace.as_deref() == Some(namespace));
-        free.or_else(|| {
-            let key = ObjectRef::new_with(name, kind.clone()).within(namespace);
-            Packed::read(self.handles.store(), &key).map(Arc::new)
-        })
+        let key = ObjectRef::new_with(name, kind.clone()).within(namespace);
+        self.free.or_stored(self.handles.store(), &key)
     }
 
     /// How many handles of pool `pool` (by name) the claims of each namespace hold, leaving

@@ -2,9 +2,9 @@
 //! event: which handles no claim holds, how many the claims hold (and how many of those are
 //! not ready), and their provisioning times. A pool pass reads its pool's entry and looks up
 //! only the unclaimed handles, kept parsed (`controller::free_handles`), so that it costs what
-//! the pool's unbound handles cost. It used to scan the whole store on every pass, and a pass follows every bind: at
-//! 100,000 bound handles, one more bind cost two to three times what it did at 10,000
-//! (issue 11).
+//! the pool's unbound handles cost. It used to scan the whole store on every pass, and a pass
+//! follows every bind: at 100,000 bound handles, one more bind cost two to three times what it
+//! did at 10,000 (issue 11).
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -17,7 +17,7 @@ use kube::runtime::reflector::ObjectRef;
 use super::super::free_handles::FreeHandles;
 use super::super::kinds::{HandleObject, StoredHandle};
 use super::super::listed::{FollowedIndex, ListedStore, Relisting, SharedWatch};
-use super::super::packed::{Packed, SharedType};
+use super::super::packed::SharedType;
 use crate::api::ResourcePool;
 use crate::core::pool::autoscale::{ProvisioningTimes, provisioning_time};
 use crate::core::pool::plan::{BoundCounts, is_handle_of_pool};
@@ -68,10 +68,8 @@ impl PoolIndex {
 
     /// Whether the store shows a handle of `pool` named `name` (bound and deleting ones too).
     pub(super) fn shows(&self, pool: &ResourcePool, name: &str) -> bool {
-        let stored = || Packed::read(self.handles.store(), &self.key(name)).map(Arc::new);
         self.free
-            .get(name)
-            .or_else(stored)
+            .or_stored(self.handles.store(), &self.key(name))
             .is_some_and(|handle| is_handle_of_pool(&*handle, pool))
     }
 
