@@ -276,8 +276,6 @@ async fn pass(pool_object: &PoolObject, pctx: &PoolContext) -> Result<Option<Act
     let pool = Kinds::pool_of(pool_object);
     let name = pool.name_any();
 
-    // Only the pool's unclaimed handles are read one by one; the rest comes counted.
-    let unclaimed = pctx.handles.unclaimed(&pool);
     let listed: Vec<&str> = pool
         .status
         .as_ref()
@@ -302,6 +300,10 @@ async fn pass(pool_object: &PoolObject, pctx: &PoolContext) -> Result<Option<Act
         });
     }
     let pending = pctx.with_pending(&pool, |memory| memory.names());
+    // Only the pool's unclaimed handles are read one by one; the rest comes counted. Read
+    // after the pending names are: a handle that shows up in between is then both, and
+    // counted once (`plan_pool`), never not at all.
+    let unclaimed = pctx.handles.unclaimed(&pool);
     let unbound: Vec<ResourceHandle> = unclaimed
         .iter()
         .filter(|h| is_unbound_handle_of_pool(&***h, &pool, ctx.domain()))
@@ -362,6 +364,10 @@ async fn pass(pool_object: &PoolObject, pctx: &PoolContext) -> Result<Option<Act
         }
         _ => Vec::new(),
     };
+    if !new_names.is_empty() {
+        tracing::debug!(pool = %name, unbound = unbound.len(), ?pending, new = ?new_names,
+            "the pool reserves new handles");
+    }
     let problem = match (&template, &autoscale) {
         (Err(problem), _) => Some(problem.clone()),
         (_, Some(Err(problem))) => Some(problem.to_string()),

@@ -66,11 +66,14 @@ impl PoolIndex {
         self.handles.store().get(&self.key(name)).is_some()
     }
 
-    /// Whether the store shows a handle of `pool` named `name` (bound and deleting ones too).
+    /// Whether the index shows a handle of `pool` named `name` (bound and deleting ones too).
+    ///
+    /// Read from the index, the last follower of the watch to see an event, not from the store
+    /// or the free handles, which see it first: a pass that found a new handle shown there
+    /// but not yet among [`unclaimed`](Self::unclaimed) counted it neither as pending nor as
+    /// available, and created one handle too many (a chaos run left a pool at 11 of 10).
     pub(super) fn shows(&self, pool: &ResourcePool, name: &str) -> bool {
-        self.free
-            .or_stored(self.handles.store(), &self.key(name))
-            .is_some_and(|handle| is_handle_of_pool(&*handle, pool))
+        lock(&self.members).shows(&pool_key(pool), name)
     }
 
     /// Whether a claim holds handle `name`, of a pool, as the watch last showed it.
@@ -112,9 +115,12 @@ impl PoolIndex {
     }
 
     fn with_pool<R>(&self, pool: &ResourcePool, f: impl FnOnce(&PoolHandles) -> R) -> Option<R> {
-        let key = (pool.namespace().unwrap_or_default(), pool.name_any());
-        lock(&self.members).pools.get(&key).map(f)
+        lock(&self.members).pools.get(&pool_key(pool)).map(f)
     }
+}
+
+fn pool_key(pool: &ResourcePool) -> PoolKey {
+    (pool.namespace().unwrap_or_default(), pool.name_any())
 }
 
 fn lock(members: &Mutex<Members>) -> MutexGuard<'_, Members> {
@@ -148,6 +154,13 @@ struct Part {
     claimed: bool,
     bound: BoundCounts,
     provisioning: Option<TimeDelta>,
+}
+
+impl Members {
+    /// Whether handle `name` is one of `pool`'s.
+    fn shows(&self, pool: &PoolKey, name: &str) -> bool {
+        self.handles.get(name).is_some_and(|(of, _)| **of == *pool)
+    }
 }
 
 impl FollowedIndex<HandleObject> for Members {
@@ -287,6 +300,22 @@ mod tests {
             of(&members, "q"),
             Some((vec!["guid-c".into()], counts(0, 0), 1))
         );
+    }
+
+    /// A handle is shown as its pool's from the event that brings it, bound or not, until the
+    /// one that deletes it.
+    #[test]
+    fn a_handle_is_shown_as_its_pools_until_it_is_deleted() {
+        let mut members = Members::default();
+        let p = ("poolboy".to_owned(), "p".to_owned());
+        let q = ("poolboy".to_owned(), "q".to_owned());
+        assert!(!members.shows(&p, "guid-a"));
+        members.apply(&Event::Apply(handle("guid-a", "p", None, false)));
+        assert!(members.shows(&p, "guid-a") && !members.shows(&q, "guid-a"));
+        members.apply(&Event::Apply(handle("guid-a", "p", Some("c1"), true)));
+        assert!(members.shows(&p, "guid-a"), "bound, still the pool's");
+        members.apply(&Event::Delete(handle("guid-a", "p", Some("c1"), true)));
+        assert!(!members.shows(&p, "guid-a"));
     }
 
     #[test]
