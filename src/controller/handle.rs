@@ -8,7 +8,11 @@
 //! resourceVersion; a conflict recomputes from a fresh read.
 
 mod finalize;
+mod render_clock;
 mod resources;
+
+pub(crate) use render_clock::RenderClocks;
+use render_clock::RenderInputs;
 
 use std::sync::Arc;
 
@@ -136,6 +140,7 @@ async fn manage(mut object: HandleObject, ctx: &Context) -> Result<Action, Handl
             return Ok(Action::await_change());
         }
         let pass = if object.metadata.deletion_timestamp.is_some() {
+            ctx.render_clocks.forget(&uid_of(&object));
             finalize::finalize(&object, ctx).await?
         } else {
             manage_once(object, ctx).await?
@@ -163,6 +168,7 @@ async fn manage_once(mut object: HandleObject, ctx: &Context) -> Result<Pass, Ha
         |h: &HandleObject| is_free(&h.metadata, &h.spec) && is_released(&h.metadata, ctx.domain());
     if released(&object) {
         tracing::info!(handle = %object.name_any(), "deleting a handle released by a claim");
+        ctx.render_clocks.forget(&uid_of(&object));
         return match write::delete_while(&ctx.handles_api(), &object, 3, released).await? {
             Written::Conflict => Err(HandleError::Conflict(object.name_any())),
             Written::Done(()) => {
@@ -225,9 +231,16 @@ async fn manage_once(mut object: HandleObject, ctx: &Context) -> Result<Pass, Ha
         None => None,
     };
 
+    // Issue 15: the passes the handle's own writes cause render at the instant its templates
+    // last read the clock, until the re-render they asked for.
+    let uid = uid_of(&object);
+    let inputs = RenderInputs::of(&handle, claim.as_ref());
+    let render_at = ctx.render_clocks.render_at(&uid, &inputs, now);
+    let clock = PassClock { now, render_at };
+
     // Δ§3.2 Manage step 4: a handle with spec.provider regenerates its resources.
     let generated = ctx.providers(|catalog| {
-        let env = plan_environment(ctx, &templates, catalog, now);
+        let env = plan_environment(ctx, &templates, catalog, clock);
         generated_resources(&env, &handle, claim.as_ref())
     });
     match generated {
@@ -276,7 +289,7 @@ async fn manage_once(mut object: HandleObject, ctx: &Context) -> Result<Pass, Ha
             schemas: &ctx.schemas,
         };
         let providers = HandleProviders::resolve(&handle, catalog, &compiler);
-        let env = plan_environment(ctx, &templates, catalog, now);
+        let env = plan_environment(ctx, &templates, catalog, clock);
         let plans = plan_resources(
             &env,
             &PlanInput {
@@ -303,7 +316,7 @@ async fn manage_once(mut object: HandleObject, ctx: &Context) -> Result<Pass, Ha
         plans: &plans,
         problems: &problems,
         apply_failures: Vec::new(),
-        now,
+        clock,
     };
     if has_references_to_record(&handle, &plans) {
         match write_status(ctx, &object, &status, &states).await? {
@@ -373,25 +386,38 @@ async fn manage_once(mut object: HandleObject, ctx: &Context) -> Result<Pass, Ha
         return Err(error);
     }
     // The earlier of the lifespan's end and the next instant a template's result changes.
-    let rerender = ctx.template_rerender(&templates, now);
+    let rerender = ctx.template_rerender(&templates, render_at);
+    ctx.render_clocks.record(&uid, inputs, render_at, rerender);
     Ok(Pass::Done(match expiry.into_iter().chain(rerender).min() {
         Some(at) => Action::requeue(delay_until(at, ctx.now())),
         None => Action::await_change(),
     }))
 }
 
+/// The clock as one pass reads it: its time, and the instant its templates render at.
+#[derive(Clone, Copy)]
+struct PassClock {
+    now: chrono::DateTime<chrono::Utc>,
+    render_at: chrono::DateTime<chrono::Utc>,
+}
+
 fn plan_environment<'a>(
     ctx: &'a Context,
     templates: &'a TemplateEngine,
     catalog: &'a crate::core::provider::ProviderCatalog,
-    now: chrono::DateTime<chrono::Utc>,
+    clock: PassClock,
 ) -> PlanEnvironment<'a> {
     PlanEnvironment {
         catalog,
         templates,
         domain: ctx.domain(),
-        now,
+        now: clock.now,
+        render_at: clock.render_at,
     }
+}
+
+fn uid_of(handle: &HandleObject) -> String {
+    handle.metadata.uid.clone().unwrap_or_default()
 }
 
 /// What the status is computed from, besides the handle and the states.
@@ -404,7 +430,7 @@ struct Status<'a> {
     problems: &'a [String],
     /// The resources this pass could not create or update.
     apply_failures: Vec<ApplyFailure>,
-    now: chrono::DateTime<chrono::Utc>,
+    clock: PassClock,
 }
 
 /// Writes the status computed from `object` and `states` where it differs (§13, B08, B23).
@@ -416,7 +442,7 @@ async fn write_status(
 ) -> Result<Written<HandleObject>, HandleError> {
     let handle = Kinds::handle_of(object);
     let desired = ctx.providers(|catalog| {
-        let env = plan_environment(ctx, status.templates, catalog, status.now);
+        let env = plan_environment(ctx, status.templates, catalog, status.clock);
         desired_status(
             &env,
             &StatusInput {

@@ -360,6 +360,7 @@ impl Renderer<'_> {
             templates: self.templates,
             domain: self.domain(),
             now: self.now(),
+            render_at: self.now(),
         }
     }
 

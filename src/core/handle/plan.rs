@@ -35,7 +35,11 @@ pub(crate) struct PlanEnvironment<'a> {
     pub catalog: &'a ProviderCatalog,
     pub templates: &'a TemplateEngine,
     pub domain: &'a OperatorDomain,
+    /// The clock's time: when a condition changes.
     pub now: chrono::DateTime<chrono::Utc>,
+    /// The instant the templates render at: `now`, or the one they last read while it holds
+    /// (`core::template::ClockPin`, issue 15).
+    pub render_at: chrono::DateTime<chrono::Utc>,
 }
 
 /// The change to `spec.resources` a handle with `spec.provider` needs, and the entries left
@@ -75,7 +79,7 @@ pub(crate) fn generated_resources(
         templates: env.templates,
         domain: env.domain,
         subjects: &subjects,
-        now: env.now,
+        now: env.render_at,
     };
     let generated = generation.resources(provider, values.as_ref())?;
     let (patch, refused) = sync_generated_resources(handle.spec.resources.as_deref(), &generated);
@@ -229,7 +233,7 @@ pub(crate) fn plan_resources_timed(
                 templates: &templates,
                 subjects: &subjects,
                 requester: input.requester,
-                now: env.now,
+                now: env.render_at,
             };
             let label = match &entry.name {
                 Some(name) => format!("spec.resources[{index}] ({name})"),
@@ -268,7 +272,7 @@ fn plan_one(
         context.subjects,
         context.templates,
         env.domain,
-        env.now,
+        env.render_at,
     );
     let linked_vars = match gate {
         Err(error) => return ResourcePlan::Invalid(format!("{label}: {error}")),

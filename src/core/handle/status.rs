@@ -335,7 +335,7 @@ fn run_check(
         Value::Object(map) => map.clone(),
         _ => Map::new(),
     };
-    let scope = RenderContext::new(env.now, &variables)
+    let scope = RenderContext::new(env.render_at, &variables)
         .with_variable("resource_handle", handle_view.clone())
         .with_template_variables(spec.vars.as_ref());
     match env.templates.check(check, &scope) {
@@ -382,7 +382,7 @@ fn summary(
         .as_ref()
         .and_then(|p| p.parameter_values.clone())
         .unwrap_or_default();
-    let scope = RenderContext::new(env.now, &parameter_values)
+    let scope = RenderContext::new(env.render_at, &parameter_values)
         .with_variable("resource_handle", handle_view.clone())
         .with_variable("resources", Value::Array(resources))
         .with_template_variables(provider.spec().vars.as_ref())

@@ -59,6 +59,39 @@ impl ClockReading {
     }
 }
 
+/// The instant an object's templates last read the clock, from which inputs, and when they
+/// asked to be rendered again (issue 15).
+///
+/// A pass before that re-render, over the same inputs, renders at the same instant again.
+/// The object's own writes wake it (a status write, the echo of a resource it updated); a
+/// result that prints the clock, rendered again by such a pass a second later, changed and
+/// was written again, more often than the interval it is refreshed at. Comparisons lose
+/// nothing: none of those rendered at the pinned instant flips before the re-render, and one
+/// a new input brings that has flipped since asks for a re-render already due.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct ClockPin<I> {
+    /// What the templates were rendered from; new inputs are rendered at the clock's time.
+    inputs: I,
+    at: DateTime<Utc>,
+    until: DateTime<Utc>,
+}
+
+impl<I: PartialEq> ClockPin<I> {
+    /// Templates rendered from `inputs` at `at` that ask to be rendered again at `until`.
+    pub(crate) fn new(inputs: I, at: DateTime<Utc>, until: DateTime<Utc>) -> Self {
+        Self { inputs, at, until }
+    }
+
+    /// The instant a pass over `inputs` at `now` renders at: the pinned one while it holds,
+    /// else `now`.
+    pub(crate) fn render_at(pin: Option<&Self>, inputs: &I, now: DateTime<Utc>) -> DateTime<Utc> {
+        match pin {
+            Some(pin) if pin.inputs == *inputs && now < pin.until => pin.at,
+            _ => now,
+        }
+    }
+}
+
 /// Collects what the renders of one engine handle (one reconcile pass) make of the clock.
 #[derive(Debug, Default)]
 pub(crate) struct ClockWatch {

@@ -29,8 +29,8 @@ use minijinja::{AutoEscape, Environment, Error, ErrorKind, UndefinedBehavior, Va
 use rand::RngExt;
 use thiserror::Error;
 
-pub(crate) use clock::ClockReading;
 use clock::ClockWatch;
+pub(crate) use clock::{ClockPin, ClockReading};
 pub(crate) use context::RenderContext;
 use context::RootContext;
 use filters::{from_json_value, str2bool};

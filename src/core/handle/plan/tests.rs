@@ -53,6 +53,7 @@ impl Fixture {
             templates: &self.templates,
             domain: &self.domain,
             now: now(),
+            render_at: now(),
         }
     }
 

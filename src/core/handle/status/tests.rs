@@ -261,6 +261,7 @@ fn conditions_report_readiness_and_problems_and_keep_their_transition_time() {
     let again = {
         let mut env = fixture_later.env();
         env.now = later_now;
+        env.render_at = later_now;
         desired_status(
             &env,
             &StatusInput {

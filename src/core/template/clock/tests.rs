@@ -389,3 +389,72 @@ fn the_next_render_is_the_flip_or_the_fallback_whichever_is_first() {
         Some(now + TimeDelta::seconds(30))
     );
 }
+
+#[test]
+fn a_pin_holds_for_the_same_inputs_until_the_render_it_asked_for() {
+    let pin = ClockPin::new(("handle", 1), now(), now() + TimeDelta::seconds(60));
+    let at = |inputs: (&str, i32), seconds| {
+        ClockPin::render_at(Some(&pin), &inputs, now() + TimeDelta::seconds(seconds))
+    };
+    assert_eq!(at(("handle", 1), 1), now(), "an echo a second later");
+    assert_eq!(at(("handle", 1), 59), now());
+    assert_eq!(
+        at(("handle", 1), 60),
+        now() + TimeDelta::seconds(60),
+        "the re-render is due"
+    );
+    assert_eq!(
+        at(("handle", 2), 1),
+        now() + TimeDelta::seconds(1),
+        "new inputs"
+    );
+    assert_eq!(
+        ClockPin::render_at(None, &("handle", 1), now()),
+        now(),
+        "nothing pinned"
+    );
+}
+
+/// Rendered at the pinned instant, a schedule gives what it gives at the clock's time, at
+/// every instant before the re-render it asked for, and a printed time does not change.
+#[test]
+fn a_pinned_render_gives_what_the_clock_would_until_the_re_render() {
+    let vars = json!({"start": stamp(30), "stop": stamp(90)});
+    let source = "{{ timestamp(start) <= timestamp.utcnow < timestamp(stop) }} \
+                  {{ now(true, '%FT%TZ') }}";
+    let render_at = |at: DateTime<Utc>| {
+        let engine = TemplateEngine::new().watching();
+        let context = RenderContext::new(at, vars.as_object().unwrap());
+        let output = engine
+            .render(&J::String(source.to_owned()), &context)
+            .unwrap_or_else(|e| panic!("{source}: {e}"));
+        (output, engine.clock_reading())
+    };
+    let fallback = std::time::Duration::from_secs(60);
+    let (first, reading) = render_at(now());
+    let until = reading
+        .next_render(now(), fallback)
+        .expect("a schedule and a printed time ask for a re-render");
+    assert_eq!(
+        until,
+        now() + TimeDelta::seconds(30),
+        "the start flips first"
+    );
+    let pin = ClockPin::new((), now(), until);
+    for seconds in [1, 10, 29] {
+        let clock = now() + TimeDelta::seconds(seconds);
+        let (pinned, _) = render_at(ClockPin::render_at(Some(&pin), &(), clock));
+        assert_eq!(pinned, first, "{seconds} s later, before the flip");
+        let schedule = |output: &J| {
+            output
+                .as_str()
+                .map(|s| s.split(' ').next().map(str::to_owned))
+        };
+        assert_eq!(schedule(&pinned), schedule(&render_at(clock).0));
+    }
+    let (flipped, _) = render_at(ClockPin::render_at(Some(&pin), &(), until));
+    assert!(
+        flipped.as_str().is_some_and(|s| s.starts_with("True")),
+        "{flipped}: at the re-render the schedule has started"
+    );
+}
