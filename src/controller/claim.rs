@@ -21,6 +21,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
+use futures::StreamExt;
 use futures::channel::mpsc::{UnboundedReceiver, UnboundedSender};
 use kube::Client;
 use kube::api::Api;
@@ -29,6 +30,7 @@ use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
 
 use self::binding::{Outcome, Pending};
+use super::backlog::{BACKLOG_LIMIT, Backlog};
 use super::context::{Context, EventKind};
 use super::facts::ClaimFacts;
 use super::free_handles::FreeHandles;
@@ -77,6 +79,7 @@ pub(crate) enum ClaimError {
 /// claims every controller reads.
 pub(crate) struct ClaimController {
     controller: Controller<StoredClaim>,
+    backlog: Backlog<StoredClaim>,
     index: ClaimIndex,
     facts: ClaimFacts,
 }
@@ -141,11 +144,13 @@ pub(crate) fn controller(
     });
     let claim_kind = kinds.stored_claim.clone();
     let waiting = index.clone();
+    let (backlog, released) = Backlog::new(BACKLOG_LIMIT);
+    let admit = backlog.clone();
     let wakes = move |handle: HandleObject| -> Vec<ObjectRef<StoredClaim>> {
         let claim_ref = |namespace: &str, name: &str| {
             ObjectRef::new_with(name, claim_kind.clone()).within(namespace)
         };
-        match &handle.spec.resource_claim {
+        let wakes: Vec<_> = match &handle.spec.resource_claim {
             Some(claim) => vec![claim_ref(&claim.namespace, &claim.name)],
             None if handle.metadata.deletion_timestamp.is_none() => waiting
                 .waiting()
@@ -153,14 +158,20 @@ pub(crate) fn controller(
                 .map(|(namespace, name)| claim_ref(namespace, name))
                 .collect(),
             None => Vec::new(),
-        }
+        };
+        wakes
+            .into_iter()
+            .filter(|claim| admit.admit(claim))
+            .collect()
     };
     let store = claims.store().store().clone();
-    let controller =
-        Controller::for_stream_with(claims.into_stream(), store, kinds.stored_claim.clone())
-            .watches_stream_with(handle_events, wakes, kinds.handle.clone());
+    let own = backlog.objects(claims.into_stream(), kinds.stored_claim.clone());
+    let controller = Controller::for_stream_with(own, store, kinds.stored_claim.clone())
+        .watches_stream_with(handle_events, wakes, kinds.handle.clone())
+        .reconcile_on(released);
     ClaimController {
         controller,
+        backlog,
         index,
         facts,
     }
@@ -203,15 +214,19 @@ pub(crate) async fn run(
     shutdown: Shutdown,
 ) {
     let ClaimController {
-        controller, index, ..
+        controller,
+        backlog,
+        index,
+        ..
     } = controller;
     let health = ctx.health.clone();
     let ctx = Arc::new(ClaimContext { ctx, index });
     let reconciles = controller
-        .reconcile_on(triggers)
+        .reconcile_on(backlog.triggers(triggers))
         .with_config(controller::Config::default().concurrency(concurrency))
         .graceful_shutdown_on(shutdown)
-        .run(reconcile, error_policy, ctx);
+        .run(reconcile, error_policy, ctx)
+        .inspect(move |result| backlog.observe(result));
     health.drive(RECONCILER.kind(), reconciles).await;
 }
 

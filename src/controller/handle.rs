@@ -16,6 +16,7 @@ use render_clock::RenderInputs;
 
 use std::sync::Arc;
 
+use futures::StreamExt;
 use futures::channel::mpsc::UnboundedReceiver;
 use kube::api::Api;
 use kube::runtime::controller::{self, Action, Controller};
@@ -23,6 +24,7 @@ use kube::runtime::reflector::ObjectRef;
 use kube::{Client, ResourceExt};
 use serde_json::Value;
 
+use super::backlog::{BACKLOG_LIMIT, Backlog};
 use super::context::{Context, EventKind};
 use super::kinds::{HandleObject, Kinds, StoredHandle};
 use super::listed::SharedWatch;
@@ -75,12 +77,29 @@ pub(crate) enum HandleError {
 /// through its triggers, from the claim watch (`claim::controller`), once the claim store has
 /// them: a handle reads its claim from that store. Its store is the index of handles every
 /// controller reads (`Context::stores`).
-pub(crate) fn controller(
-    kinds: &Kinds,
-    handles: SharedWatch<HandleObject>,
-) -> Controller<StoredHandle> {
+pub(crate) fn controller(kinds: &Kinds, handles: SharedWatch<HandleObject>) -> HandleController {
     let store = handles.store().store().clone();
-    Controller::for_stream_with(handles.into_stream(), store, kinds.stored_handle.clone())
+    let (backlog, released) = Backlog::new(BACKLOG_LIMIT);
+    let own = backlog.objects(handles.into_stream(), kinds.stored_handle.clone());
+    let controller =
+        Controller::for_stream_with(own, store, kinds.stored_handle.clone()).reconcile_on(released);
+    HandleController {
+        controller,
+        backlog,
+    }
+}
+
+/// The handle controller, and the backlog every trigger of it passes.
+pub(crate) struct HandleController {
+    controller: Controller<StoredHandle>,
+    backlog: Backlog<StoredHandle>,
+}
+
+impl HandleController {
+    /// The store of handles, the one every controller reads (`Context::stores`).
+    pub(crate) fn store(&self) -> kube::runtime::reflector::Store<StoredHandle> {
+        self.controller.store()
+    }
 }
 
 /// The broker's one watch of handles (of `operator_namespace`), for [`controller`] to drive
@@ -98,7 +117,10 @@ pub(crate) fn watch(
 
 /// Runs `controller` until `shutdown`; `triggers` wake it from outside its watches.
 pub(crate) async fn run(
-    controller: Controller<StoredHandle>,
+    HandleController {
+        controller,
+        backlog,
+    }: HandleController,
     ctx: Arc<Context>,
     triggers: UnboundedReceiver<ObjectRef<StoredHandle>>,
     concurrency: u16,
@@ -106,10 +128,11 @@ pub(crate) async fn run(
 ) {
     let health = ctx.health.clone();
     let reconciles = controller
-        .reconcile_on(triggers)
+        .reconcile_on(backlog.triggers(triggers))
         .with_config(controller::Config::default().concurrency(concurrency))
         .graceful_shutdown_on(shutdown)
-        .run(reconcile, error_policy, ctx);
+        .run(reconcile, error_policy, ctx)
+        .inspect(move |result| backlog.observe(result));
     health.drive(RECONCILER.kind(), reconciles).await;
 }
 

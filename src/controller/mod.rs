@@ -2,6 +2,7 @@
 //! freshness matters), asks `core` what to do, and acts with guarded writes.
 
 pub(crate) mod admission;
+mod backlog;
 pub(crate) mod claim;
 pub mod context;
 pub(crate) mod facts;
