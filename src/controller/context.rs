@@ -112,7 +112,7 @@ pub(crate) struct Context {
     /// Which watches fail now (`/readyz`).
     pub(crate) health: super::health::WatchHealth,
     /// When each handle's templates last read the clock (issue 15).
-    pub(crate) render_clocks: super::handle::RenderClocks,
+    pub(crate) render_clocks: super::render_clocks::RenderClocks,
     providers: RwLock<ProviderCatalog>,
     /// Whether `providers` has held every provider since a complete list.
     providers_listed: AtomicBool,
@@ -145,7 +145,7 @@ impl Context {
             managed: ManagedResources::default(),
             requesters: RequesterLookup::default(),
             health: super::health::WatchHealth::default(),
-            render_clocks: super::handle::RenderClocks::default(),
+            render_clocks: super::render_clocks::RenderClocks::default(),
             providers: RwLock::new(ProviderCatalog::default()),
             providers_listed: AtomicBool::new(false),
             failures: Mutex::new(HashMap::new()),

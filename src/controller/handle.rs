@@ -8,11 +8,7 @@
 //! resourceVersion; a conflict recomputes from a fresh read.
 
 mod finalize;
-mod render_clock;
 mod resources;
-
-pub(crate) use render_clock::RenderClocks;
-use render_clock::RenderInputs;
 
 use std::sync::Arc;
 
@@ -31,6 +27,7 @@ use super::listed::SharedWatch;
 use super::managed;
 use super::oversized;
 use super::reconciler::Reconciler;
+use super::render_clocks::RenderInputs;
 use super::write::{self, Target, Written};
 use crate::api::ResourceClaim;
 use crate::core::binding::matching::{is_free, is_released};

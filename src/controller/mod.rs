@@ -17,6 +17,7 @@ pub(crate) mod packed;
 pub(crate) mod pool;
 pub(crate) mod providers;
 pub(crate) mod reconciler;
+mod render_clocks;
 pub(crate) mod requester;
 pub(crate) mod scaling;
 pub(crate) mod write;
