@@ -7,11 +7,13 @@
 //!
 //! Every trigger of a controller passes through its [`Backlog`]: an object is let into the
 //! scheduler while fewer than `limit` are there or running ([`Backlog::admit`]); the rest wait
-//! here, in arrival order and once each, and are let in as reconciles finish
-//! ([`Backlog::finished`], fed from the controller's results). A burst of live changes passes
-//! as before; what waits here is dropped, and its tables shrunk, once it has drained.
+//! here, once each, and are let in as reconciles finish ([`Backlog::finished`], fed from the
+//! controller's results). Two lines wait: objects a watch listed that look settled
+//! ([`Applied::routine`]) wait behind changes and the listed objects that need work, so that a
+//! start at 100,000 claims binds a new claim without first going over every bound one. What
+//! waits here is dropped, and its tables shrunk, once it has drained.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -20,6 +22,8 @@ use futures::{Stream, StreamExt, TryStreamExt, future};
 use kube::Resource;
 use kube::runtime::controller::{Action, Error as ControllerError};
 use kube::runtime::reflector::ObjectRef;
+
+use super::listed::Applied;
 
 /// How many objects a controller's scheduler holds at most, besides those it requeued itself:
 /// far more than any concurrency runs at once, so the scheduler never runs dry.
@@ -48,13 +52,24 @@ impl<K: Resource> Clone for Backlog<K> {
 /// An object's namespace and name: what the scheduler tells objects apart by.
 type Key = (Option<String>, String);
 
+/// Which line an object waits in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Line {
+    /// Changes, and listed objects that need work: let in first.
+    First,
+    /// Listed objects that look settled, and triggers from other watches.
+    Routine,
+}
+
 struct State<K: Resource> {
     limit: usize,
     /// Let into the scheduler and not reported finished yet, with when.
     admitted: HashMap<Key, Instant>,
-    /// Waiting for room, in arrival order, once each.
-    waiting: VecDeque<ObjectRef<K>>,
-    waiting_keys: HashSet<Key>,
+    /// Waiting for room, each line in arrival order. An object moved to the first line stays
+    /// in the routine one too, skipped there: `waiting` says where it waits.
+    first: VecDeque<ObjectRef<K>>,
+    routine: VecDeque<ObjectRef<K>>,
+    waiting: HashMap<Key, Line>,
 }
 
 impl<K> Backlog<K>
@@ -70,12 +85,7 @@ where
         K::DynamicType: Send,
     {
         let (release, released) = mpsc::unbounded();
-        let state = State {
-            limit: limit.max(1),
-            admitted: HashMap::new(),
-            waiting: VecDeque::new(),
-            waiting_keys: HashSet::new(),
-        };
+        let state = State::new(limit);
         let backlog = Self {
             state: Arc::new(Mutex::new(state)),
             release,
@@ -83,11 +93,11 @@ where
         (backlog, released)
     }
 
-    /// `objects` (a controller's main stream) without those that wait here; `kind` is their
-    /// dynamic type.
+    /// `objects` (a controller's main stream, from `SharedWatch::into_stream`) without those
+    /// that wait here; `kind` is their dynamic type.
     pub(crate) fn objects<E>(
         &self,
-        objects: impl Stream<Item = Result<K, E>> + Send + 'static,
+        objects: impl Stream<Item = Result<Applied<K>, E>> + Send + 'static,
         kind: K::DynamicType,
     ) -> impl Stream<Item = Result<K, E>> + Send + 'static
     where
@@ -96,9 +106,14 @@ where
         E: Send + 'static,
     {
         let backlog = self.clone();
-        objects.try_filter(move |object| {
-            let object = ObjectRef::from_obj_with(object, kind.clone());
-            future::ready(backlog.admit(&object))
+        objects.try_filter_map(move |applied| {
+            let line = match applied.routine {
+                true => Line::Routine,
+                false => Line::First,
+            };
+            let object = ObjectRef::from_obj_with(&applied.object, kind.clone());
+            let admitted = backlog.admit_in(&object, line);
+            future::ready(Ok(admitted.then_some(applied.object)))
         })
     }
 
@@ -115,9 +130,14 @@ where
         triggers.filter(move |object| future::ready(backlog.admit(object)))
     }
 
-    /// Whether a trigger for `object` goes on to the scheduler now; if not, it waits here.
+    /// Whether a trigger for `object` from another watch goes on to the scheduler now; if
+    /// not, it waits here, in the routine line.
     pub(crate) fn admit(&self, object: &ObjectRef<K>) -> bool {
-        let (now, released) = self.lock().admit(object, Instant::now());
+        self.admit_in(object, Line::Routine)
+    }
+
+    fn admit_in(&self, object: &ObjectRef<K>, line: Line) -> bool {
+        let (now, released) = self.lock().admit(object, line, Instant::now());
         self.send(released);
         now
     }
@@ -169,8 +189,23 @@ where
     K: Resource,
     K::DynamicType: Clone,
 {
+    fn new(limit: usize) -> Self {
+        Self {
+            limit: limit.max(1),
+            admitted: HashMap::new(),
+            first: VecDeque::new(),
+            routine: VecDeque::new(),
+            waiting: HashMap::new(),
+        }
+    }
+
     /// Whether `object` goes on now, and the waiting objects let in meanwhile.
-    fn admit(&mut self, object: &ObjectRef<K>, now: Instant) -> (bool, Vec<ObjectRef<K>>) {
+    fn admit(
+        &mut self,
+        object: &ObjectRef<K>,
+        line: Line,
+        now: Instant,
+    ) -> (bool, Vec<ObjectRef<K>>) {
         let key = key_of(object);
         // Already in the scheduler: it merges the trigger, or runs the object again after
         // the reconcile under way.
@@ -183,14 +218,33 @@ where
                 .retain(|_, since| now.duration_since(*since) < FORGOTTEN_AFTER);
             released = self.fill(now);
         }
-        if self.admitted.len() < self.limit && self.waiting.is_empty() {
+        let ahead = match line {
+            Line::First => self.first.is_empty(),
+            Line::Routine => self.first.is_empty() && self.routine.is_empty(),
+        };
+        if self.admitted.len() < self.limit && ahead && !self.waiting.contains_key(&key) {
             self.admitted.insert(key, now);
             return (true, released);
         }
-        if self.waiting_keys.insert(key) {
-            self.waiting.push_back(object.clone());
+        match (self.waiting.get(&key).copied(), line) {
+            (None, _) => {
+                self.waiting.insert(key, line);
+                self.queue(line).push_back(object.clone());
+            }
+            (Some(Line::Routine), Line::First) => {
+                self.waiting.insert(key, Line::First);
+                self.first.push_back(object.clone());
+            }
+            (Some(_), _) => {}
         }
         (false, released)
+    }
+
+    fn queue(&mut self, line: Line) -> &mut VecDeque<ObjectRef<K>> {
+        match line {
+            Line::First => &mut self.first,
+            Line::Routine => &mut self.routine,
+        }
     }
 
     /// Forgets the finished object and lets in what now fits.
@@ -200,22 +254,31 @@ where
         self.fill(now)
     }
 
-    /// Lets waiting objects in while there is room.
+    /// Lets waiting objects in while there is room, the first line first.
     fn fill(&mut self, now: Instant) -> Vec<ObjectRef<K>> {
         let mut released = Vec::new();
         while self.admitted.len() < self.limit {
-            let Some(object) = self.waiting.pop_front() else {
-                break;
+            let (object, line) = match self.first.pop_front() {
+                Some(object) => (object, Line::First),
+                None => match self.routine.pop_front() {
+                    Some(object) => (object, Line::Routine),
+                    None => break,
+                },
             };
             let key = key_of(&object);
-            self.waiting_keys.remove(&key);
+            // Moved to the first line: let in from there.
+            if self.waiting.get(&key) != Some(&line) {
+                continue;
+            }
+            self.waiting.remove(&key);
             self.admitted.insert(key, now);
             released.push(object);
         }
-        if self.waiting.is_empty() && self.waiting.capacity() > self.limit {
+        if self.waiting.is_empty() && self.routine.capacity() > self.limit {
             // The start's backlog is gone: so are its tables.
-            self.waiting = VecDeque::new();
-            self.waiting_keys = HashSet::new();
+            self.first = VecDeque::new();
+            self.routine = VecDeque::new();
+            self.waiting = HashMap::new();
         }
         released
     }
@@ -231,28 +294,24 @@ mod tests {
         ObjectRef::new(name).within("ns")
     }
 
-    fn state(limit: usize) -> State<ConfigMap> {
-        State {
-            limit,
-            admitted: HashMap::new(),
-            waiting: VecDeque::new(),
-            waiting_keys: HashSet::new(),
-        }
-    }
-
     fn names(objects: &[ObjectRef<ConfigMap>]) -> Vec<&str> {
         objects.iter().map(|o| o.name.as_str()).collect()
+    }
+
+    /// Lets `name` in (or not) from the routine line.
+    fn routine(backlog: &mut State<ConfigMap>, name: &str, now: Instant) -> bool {
+        backlog.admit(&object(name), Line::Routine, now).0
     }
 
     #[test]
     fn objects_beyond_the_limit_wait_and_are_let_in_in_order_as_others_finish() {
         let now = Instant::now();
-        let mut backlog = state(2);
-        assert!(backlog.admit(&object("a"), now).0);
-        assert!(backlog.admit(&object("b"), now).0);
-        assert!(!backlog.admit(&object("c"), now).0);
-        assert!(!backlog.admit(&object("d"), now).0);
-        assert!(!backlog.admit(&object("c"), now).0, "waits once");
+        let mut backlog = State::new(2);
+        assert!(routine(&mut backlog, "a", now));
+        assert!(routine(&mut backlog, "b", now));
+        assert!(!routine(&mut backlog, "c", now));
+        assert!(!routine(&mut backlog, "d", now));
+        assert!(!routine(&mut backlog, "c", now), "waits once");
         assert_eq!(backlog.waiting.len(), 2);
 
         assert_eq!(names(&backlog.finish(Some("ns"), "a", now)), ["c"]);
@@ -264,38 +323,61 @@ mod tests {
     #[test]
     fn an_object_in_the_scheduler_is_always_let_through_again() {
         let now = Instant::now();
-        let mut backlog = state(1);
-        assert!(backlog.admit(&object("a"), now).0);
-        assert!(!backlog.admit(&object("b"), now).0);
-        assert!(
-            backlog.admit(&object("a"), now).0,
-            "the scheduler merges it"
-        );
+        let mut backlog = State::new(1);
+        assert!(routine(&mut backlog, "a", now));
+        assert!(!routine(&mut backlog, "b", now));
+        assert!(routine(&mut backlog, "a", now), "the scheduler merges it");
         assert_eq!(names(&backlog.finish(Some("ns"), "a", now)), ["b"]);
     }
 
     #[test]
-    fn nothing_jumps_the_line_while_objects_wait() {
+    fn nothing_jumps_its_line_while_objects_wait() {
         let now = Instant::now();
-        let mut backlog = state(1);
-        assert!(backlog.admit(&object("a"), now).0);
-        assert!(!backlog.admit(&object("b"), now).0);
+        let mut backlog = State::new(1);
+        assert!(routine(&mut backlog, "a", now));
+        assert!(!routine(&mut backlog, "b", now));
         // A report for an object that was never let in frees nothing it did not hold, and
         // `b` goes first.
         assert!(backlog.finish(Some("ns"), "x", now).is_empty());
-        assert!(!backlog.admit(&object("c"), now).0);
+        assert!(!routine(&mut backlog, "c", now));
         assert_eq!(names(&backlog.finish(Some("ns"), "a", now)), ["b"]);
+    }
+
+    /// A start lists every object: those that need work go before the settled ones, and one
+    /// waiting among the settled moves up when it changes.
+    #[test]
+    fn the_first_line_goes_before_the_routine_one() {
+        let now = Instant::now();
+        let mut backlog = State::new(1);
+        assert!(routine(&mut backlog, "settled-0", now));
+        assert!(!routine(&mut backlog, "settled-1", now));
+        assert!(!routine(&mut backlog, "settled-2", now));
+        assert!(!backlog.admit(&object("unbound"), Line::First, now).0);
+        assert!(
+            !backlog.admit(&object("settled-2"), Line::First, now).0,
+            "changed"
+        );
+        assert_eq!(backlog.waiting.len(), 3);
+
+        let mut order = Vec::new();
+        let mut last = "settled-0".to_owned();
+        while let Some(next) = backlog.finish(Some("ns"), &last, now).pop() {
+            order.push(next.name.clone());
+            last = next.name;
+        }
+        assert_eq!(order, ["unbound", "settled-2", "settled-1"], "each once");
+        assert!(backlog.waiting.is_empty());
     }
 
     #[test]
     fn a_lost_report_stops_counting_after_a_while() {
         let start = Instant::now();
-        let mut backlog = state(1);
-        assert!(backlog.admit(&object("a"), start).0);
-        assert!(!backlog.admit(&object("b"), start).0);
+        let mut backlog = State::new(1);
+        assert!(routine(&mut backlog, "a", start));
+        assert!(!routine(&mut backlog, "b", start));
         // `a` never reports: the next trigger forgets it, `b` goes first and the newcomer
         // waits.
-        let (now, released) = backlog.admit(&object("c"), start + FORGOTTEN_AFTER);
+        let (now, released) = backlog.admit(&object("c"), Line::Routine, start + FORGOTTEN_AFTER);
         assert!(!now);
         assert_eq!(names(&released), ["b"]);
         assert_eq!(names(&backlog.finish(Some("ns"), "b", start)), ["c"]);
@@ -304,15 +386,15 @@ mod tests {
     #[test]
     fn a_drained_backlog_gives_its_memory_back() {
         let now = Instant::now();
-        let mut backlog = state(1);
-        assert!(backlog.admit(&object("first"), now).0);
+        let mut backlog = State::new(1);
+        assert!(routine(&mut backlog, "first", now));
         for index in 0..10_000 {
-            backlog.admit(&object(&format!("o{index}")), now);
+            routine(&mut backlog, &format!("o{index}"), now);
         }
         let mut last = "first".to_owned();
         while let Some(next) = backlog.finish(Some("ns"), &last, now).pop() {
             last = next.name;
         }
-        assert!(backlog.waiting.capacity() <= 1 && backlog.waiting_keys.capacity() <= 1);
+        assert!(backlog.routine.capacity() <= 1 && backlog.waiting.capacity() <= 1);
     }
 }

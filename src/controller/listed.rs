@@ -139,6 +139,20 @@ pub(crate) trait Stored: Resource + Sized {
 
     /// What the store keeps of the trimmed object.
     fn kept(&self) -> Self::Kept;
+
+    /// Whether its status shows that the broker has dealt with it, as far as a list can tell:
+    /// a start or a re-list reconciles the others first ([`Applied::routine`]).
+    fn settled(&self) -> bool {
+        false
+    }
+}
+
+/// An object a watch applied, as its store keeps it, for the controller that drives the watch.
+pub(crate) struct Applied<S> {
+    pub(crate) object: S,
+    /// It came with a list, not as a change, and looked [`Stored::settled`]: its reconcile
+    /// can wait behind those of objects that changed or need work.
+    pub(crate) routine: bool,
 }
 
 /// Claims are kept packed: every claim of the cluster sits in the store, and each is read by
@@ -152,6 +166,15 @@ impl Stored for ClaimObject {
 
     fn kept(&self) -> StoredClaim {
         Packed::pack(self)
+    }
+
+    /// Bound, and not being deleted.
+    fn settled(&self) -> bool {
+        self.metadata.deletion_timestamp.is_none()
+            && self
+                .status
+                .as_ref()
+                .is_some_and(|s| s.resource_handle.is_some())
     }
 }
 
@@ -173,6 +196,11 @@ impl Stored for HandleObject {
 
     fn kept(&self) -> StoredHandle {
         Packed::pack(self)
+    }
+
+    /// With a status, and not being deleted.
+    fn settled(&self) -> bool {
+        self.metadata.deletion_timestamp.is_none() && self.status.is_some()
     }
 }
 
@@ -338,7 +366,7 @@ where
     /// [`SharedWatch::store`].
     pub(crate) fn into_stream(
         self,
-    ) -> impl Stream<Item = Result<K::Kept, watcher::Error>> + Send + 'static {
+    ) -> impl Stream<Item = Result<Applied<K::Kept>, watcher::Error>> + Send + 'static {
         let Self {
             api,
             config,
@@ -350,21 +378,31 @@ where
         let events = watcher(api, config)
             .default_backoff()
             .modify(K::trim_for_store);
-        fan_out(events, K::kept, writer, followers, listed, subscribers)
+        fan_out(
+            events,
+            K::kept,
+            K::settled,
+            writer,
+            followers,
+            listed,
+            subscribers,
+        )
     }
 }
 
 /// What [`SharedWatch::into_stream`] does with each of the watch's `events`: the store gets
 /// what it `keep`s of it, then followers see it, subscribers get each touched object, and
-/// the applied ones are yielded as the store keeps them.
+/// the applied ones are yielded as the store keeps them, routine when a list brought them
+/// `settled`.
 fn fan_out<K, S>(
     events: impl Stream<Item = Result<watcher::Event<K>, watcher::Error>>,
     keep: fn(&K) -> S,
+    settled: fn(&K) -> bool,
     mut writer: reflector::store::Writer<S>,
     followers: Vec<Follower<K>>,
     listed: ListedStore<S>,
     subscribers: Vec<mpsc::UnboundedSender<K>>,
-) -> impl Stream<Item = Result<S, watcher::Error>>
+) -> impl Stream<Item = Result<Applied<S>, watcher::Error>>
 where
     K: Clone + 'static,
     S: Resource + Clone + 'static,
@@ -384,10 +422,19 @@ where
             follower(&event);
         }
         let applied = match (event, kept) {
-            (Event::Apply(object), Event::Apply(kept))
-            | (Event::InitApply(object), Event::InitApply(kept)) => {
+            (Event::Apply(object), Event::Apply(kept)) => {
                 send(&object);
-                Some(kept)
+                Some(Applied {
+                    object: kept,
+                    routine: false,
+                })
+            }
+            (Event::InitApply(object), Event::InitApply(kept)) => {
+                send(&object);
+                Some(Applied {
+                    object: kept,
+                    routine: settled(&object),
+                })
             }
             (Event::Delete(object), _) => {
                 send(&object);
@@ -531,9 +578,10 @@ mod tests {
             ]
             .map(Ok),
         );
-        let driven: Vec<ConfigMap> = fan_out(
+        let driven: Vec<Applied<ConfigMap>> = fan_out(
             events,
             ConfigMap::clone,
+            |_| true,
             writer,
             vec![follower],
             listed.clone(),
@@ -543,6 +591,9 @@ mod tests {
         .await
         .expect("no watch error");
 
+        let routine: Vec<bool> = driven.iter().map(|a| a.routine).collect();
+        assert_eq!(routine, [true, false], "listed and settled, then a change");
+        let driven: Vec<ConfigMap> = driven.into_iter().map(|a| a.object).collect();
         assert_eq!(names(&driven), ["a", "b"]);
         for received in [first_received, second_received] {
             let received: Vec<ConfigMap> = received.collect().await;
