@@ -43,7 +43,7 @@ use serde_json::{Map, Value};
 use tokio::sync::watch;
 
 use super::kinds::{ClaimObject, HandleObject, StoredClaim, StoredHandle};
-use super::packed::{Packed, SharedType};
+use super::packed::{Packed, Packer, SharedType};
 use crate::core::json::compact::{compact, compact_map};
 
 /// How long the API server keeps one watch request open (kube-runtime's default is 290 s).
@@ -137,8 +137,8 @@ pub(crate) trait Stored: Resource + Sized {
     /// subscriber and store sees the object trimmed.
     fn trim_for_store(&mut self);
 
-    /// What the store keeps of the trimmed object.
-    fn kept(&self) -> Self::Kept;
+    /// What the store keeps of the trimmed object, packed by the store's `packer`.
+    fn kept(&self, packer: &mut Packer) -> Self::Kept;
 
     /// Whether its status shows that the broker has dealt with it, as far as a list can tell:
     /// a start or a re-list reconciles the others first ([`Applied::routine`]).
@@ -164,8 +164,8 @@ impl Stored for ClaimObject {
         without_managed_fields(self);
     }
 
-    fn kept(&self) -> StoredClaim {
-        Packed::pack(self)
+    fn kept(&self, packer: &mut Packer) -> StoredClaim {
+        packer.pack(self)
     }
 
     /// Bound, and not being deleted.
@@ -194,8 +194,8 @@ impl Stored for HandleObject {
         compact_all(self.status.as_mut().map(|s| &mut s.summary));
     }
 
-    fn kept(&self) -> StoredHandle {
-        Packed::pack(self)
+    fn kept(&self, packer: &mut Packer) -> StoredHandle {
+        packer.pack(self)
     }
 
     /// With a status, and not being deleted.
@@ -225,8 +225,8 @@ impl Stored for DynamicObject {
         without_managed_fields(self);
     }
 
-    fn kept(&self) -> Packed<DynamicObject> {
-        Packed::pack(self)
+    fn kept(&self, packer: &mut Packer) -> Packed<DynamicObject> {
+        packer.pack(self)
     }
 }
 
@@ -378,9 +378,10 @@ where
         let events = watcher(api, config)
             .default_backoff()
             .modify(K::trim_for_store);
+        let mut packer = Packer::default();
         fan_out(
             events,
-            K::kept,
+            move |object: &K| object.kept(&mut packer),
             K::settled,
             writer,
             followers,
@@ -396,7 +397,7 @@ where
 /// `settled`.
 fn fan_out<K, S>(
     events: impl Stream<Item = Result<watcher::Event<K>, watcher::Error>>,
-    keep: fn(&K) -> S,
+    mut keep: impl FnMut(&K) -> S,
     settled: fn(&K) -> bool,
     mut writer: reflector::store::Writer<S>,
     followers: Vec<Follower<K>>,
@@ -416,7 +417,7 @@ where
         }
     };
     events.try_filter_map(move |event| {
-        let kept = kept_event(&event, keep);
+        let kept = kept_event(&event, &mut keep);
         writer.apply_watcher_event(&kept);
         for follower in &followers {
             follower(&event);
@@ -451,7 +452,10 @@ where
 }
 
 /// `event` with what the store `keep`s of its object.
-fn kept_event<K, S>(event: &watcher::Event<K>, keep: fn(&K) -> S) -> watcher::Event<S> {
+fn kept_event<K, S>(
+    event: &watcher::Event<K>,
+    keep: &mut impl FnMut(&K) -> S,
+) -> watcher::Event<S> {
     use watcher::Event;
     match event {
         Event::Apply(object) => Event::Apply(keep(object)),
@@ -472,8 +476,10 @@ pub(crate) fn reflect_kept<K: Stored>(
 where
     K::DynamicType: Eq + Hash + Clone,
 {
+    let mut packer = Packer::default();
     events.map_ok(move |event| {
-        writer.apply_watcher_event(&kept_event(&event, K::kept));
+        let kept = kept_event(&event, &mut |object: &K| object.kept(&mut packer));
+        writer.apply_watcher_event(&kept);
         event
     })
 }

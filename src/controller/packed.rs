@@ -8,9 +8,13 @@
 //! claims the stores were most of the broker's memory). Decoding a claim takes microseconds,
 //! against milliseconds for the reconcile that reads it.
 //!
-//! The JSON is compressed (zstd, each object on its own: the broker's objects share no
-//! dictionary it could rely on): a bound claim's 2,261 bytes of JSON take 739, its handle's
-//! 1,435 take 537, its ConfigMap's 861 take 354.
+//! The JSON is compressed with zstd, each object on its own, against a dictionary its store
+//! learns from its first objects ([`Packer`]): the objects of a kind repeat the same keys,
+//! templates and values, which one object alone does not. Alone, a bound claim's 2,261 bytes
+//! of JSON took 739, its handle's 1,435 took 537, its ConfigMap's 861 took 354. Of 120 claims of
+//! one provider and their handles, created from the examples with different data, a claim
+//! packed against its store's dictionary took 170 bytes (947 alone), a handle 102 (615 alone),
+//! once the store had learnt it (issue 11).
 
 use std::borrow::Cow;
 use std::cell::RefCell;
@@ -25,17 +29,118 @@ use kube::api::ObjectMeta;
 use kube::runtime::reflector::{ObjectRef, Store};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer, Serialize};
+use zstd::zstd_safe::{self, CCtx, CDict, DCtx, DDict};
 
 /// zstd's fastest level: a store packs every object each watch event brings.
 const LEVEL: i32 = 1;
+
+/// The bytes of JSON a store's dictionary holds: several objects of a kind, small enough to
+/// cost nothing beside the store (its compression tables take a few hundred KiB).
+const DICTIONARY_BYTES: usize = 16 * 1024;
+
+/// A store samples one of this many of its first objects for its dictionary: a start lists
+/// objects by namespace and name, and the dictionary should cover more than the first
+/// namespace's.
+const SAMPLE_EVERY: usize = 4;
 
 /// Why a packed object does not unpack.
 #[derive(Debug, thiserror::Error)]
 pub enum UnpackError {
     #[error("cannot decompress a packed object: {0}")]
-    Decompress(#[source] std::io::Error),
+    Decompress(&'static str),
     #[error("cannot decode a packed object: {0}")]
     Decode(#[from] serde_json::Error),
+}
+
+/// Why an object cannot be packed (short of memory, nothing else gets here).
+#[derive(Debug, thiserror::Error)]
+enum PackError {
+    #[error("cannot compress the object: {0}")]
+    Compress(&'static str),
+}
+
+/// What the objects of one kind mostly repeat, as a zstd raw-content dictionary: the JSON of
+/// some of the first objects its store packed. Shared by every object compressed against it.
+pub(crate) struct Dictionary {
+    compress: CDict<'static>,
+    decompress: DDict<'static>,
+}
+
+impl Dictionary {
+    /// `None` when zstd cannot allocate its tables.
+    fn of(content: &[u8]) -> Option<Self> {
+        Some(Self {
+            compress: CDict::try_create(content, LEVEL)?,
+            decompress: DDict::try_create(content)?,
+        })
+    }
+}
+
+/// Packs the objects of one store, and learns the store's [`Dictionary`] from the first ones.
+/// A store's objects packed before it has one keep none.
+#[derive(Default)]
+pub(crate) struct Packer {
+    learning: Learning,
+}
+
+enum Learning {
+    /// The JSON sampled so far, and how many objects were packed.
+    Sampling {
+        content: Vec<u8>,
+        packed: usize,
+    },
+    Learnt(Arc<Dictionary>),
+    /// zstd could not allocate the dictionary's tables: the store packs without one.
+    Failed,
+}
+
+impl Default for Learning {
+    fn default() -> Self {
+        Self::Sampling {
+            content: Vec::new(),
+            packed: 0,
+        }
+    }
+}
+
+impl Packer {
+    /// `object` packed against the store's dictionary, once it has one.
+    pub(crate) fn pack<K: Resource + Serialize>(&mut self, object: &K) -> Packed<K> {
+        let dictionary = match &self.learning {
+            Learning::Learnt(dictionary) => Some(dictionary.clone()),
+            _ => None,
+        };
+        let Some(json) = Packed::<K>::encode(object) else {
+            return Packed::empty(object);
+        };
+        let packed = Packed::of_json(object, &json, dictionary);
+        self.sample(&json);
+        packed
+    }
+
+    /// Adds `json`, one in [`SAMPLE_EVERY`] objects, to what the dictionary is learnt from,
+    /// until there is enough of it.
+    fn sample(&mut self, json: &[u8]) {
+        let Learning::Sampling { content, packed } = &mut self.learning else {
+            return;
+        };
+        *packed += 1;
+        if (*packed - 1) % SAMPLE_EVERY != 0 {
+            return;
+        }
+        let room = DICTIONARY_BYTES - content.len();
+        content.extend_from_slice(&json[..json.len().min(room)]);
+        if content.len() < DICTIONARY_BYTES {
+            return;
+        }
+        self.learning = match Dictionary::of(content) {
+            Some(dictionary) => Learning::Learnt(Arc::new(dictionary)),
+            None => {
+                tracing::error!("cannot allocate a store's compression dictionary");
+                Learning::Failed
+            }
+        };
+    }
 }
 
 /// `K` packed: [`Packed::unpack`] gives it back.
@@ -49,45 +154,114 @@ pub(crate) struct Packed<K> {
     compressed: Arc<[u8]>,
     /// The length of that JSON.
     json_len: u32,
+    /// The dictionary it was compressed against, if its store had learnt one.
+    dictionary: Option<Arc<Dictionary>>,
     kind: PhantomData<fn() -> K>,
 }
 
 thread_local! {
     /// A compression context per thread: a new one for each object cost more than the work.
-    static COMPRESSOR: RefCell<Option<zstd::bulk::Compressor<'static>>> = const { RefCell::new(None) };
-    static DECOMPRESSOR: RefCell<Option<zstd::bulk::Decompressor<'static>>> = const { RefCell::new(None) };
+    static COMPRESSOR: RefCell<Option<CCtx<'static>>> = const { RefCell::new(None) };
+    static DECOMPRESSOR: RefCell<Option<DCtx<'static>>> = const { RefCell::new(None) };
 }
 
-fn compress(json: &[u8]) -> std::io::Result<Vec<u8>> {
-    COMPRESSOR.with_borrow_mut(|compressor| {
-        let compressor = match compressor {
-            Some(compressor) => compressor,
-            None => compressor.insert(zstd::bulk::Compressor::new(LEVEL)?),
+/// `json` compressed, against `dictionary` if there is one.
+fn compress(json: &[u8], dictionary: Option<&Dictionary>) -> Result<Vec<u8>, PackError> {
+    COMPRESSOR.with_borrow_mut(|context| {
+        let context = match context {
+            Some(context) => context,
+            None => context
+                .insert(CCtx::try_create().ok_or(PackError::Compress("no memory for a context"))?),
         };
-        compressor.compress(json)
+        let mut compressed = Vec::with_capacity(zstd_safe::compress_bound(json.len()));
+        match dictionary {
+            Some(dictionary) => {
+                context.compress_using_cdict(&mut compressed, json, &dictionary.compress)
+            }
+            None => context.compress(&mut compressed, json, LEVEL),
+        }
+        .map_err(|code| PackError::Compress(zstd_safe::get_error_name(code)))?;
+        Ok(compressed)
     })
 }
 
-fn decompress(compressed: &[u8], len: usize) -> std::io::Result<Vec<u8>> {
-    DECOMPRESSOR.with_borrow_mut(|decompressor| {
-        let decompressor = match decompressor {
-            Some(decompressor) => decompressor,
-            None => decompressor.insert(zstd::bulk::Decompressor::new()?),
+/// `compressed` decompressed into its `len` bytes, against `dictionary` if there is one.
+fn decompress(
+    compressed: &[u8],
+    len: usize,
+    dictionary: Option<&Dictionary>,
+) -> Result<Vec<u8>, UnpackError> {
+    DECOMPRESSOR.with_borrow_mut(|context| {
+        let context = match context {
+            Some(context) => context,
+            None => context.insert(
+                DCtx::try_create().ok_or(UnpackError::Decompress("no memory for a context"))?,
+            ),
         };
-        decompressor.decompress(compressed, len)
+        let mut json = Vec::with_capacity(len);
+        match dictionary {
+            Some(dictionary) => {
+                context.decompress_using_ddict(&mut json, compressed, &dictionary.decompress)
+            }
+            None => context.decompress(&mut json, compressed),
+        }
+        .map_err(|code| UnpackError::Decompress(zstd_safe::get_error_name(code)))?;
+        Ok(json)
     })
-}
-
-/// `object` as compact JSON, compressed, and the length of that JSON.
-fn compressed_json(object: &impl Serialize) -> std::io::Result<(Vec<u8>, usize)> {
-    let json = serde_json::to_vec(object)?;
-    Ok((compress(&json)?, json.len()))
 }
 
 impl<K: Resource + Serialize> Packed<K> {
+    /// `object` packed alone, without a store's dictionary.
     pub(crate) fn pack(object: &K) -> Self {
-        let meta = object.meta();
-        let metadata = ObjectMeta {
+        match Self::encode(object) {
+            Some(json) => Self::of_json(object, &json, None),
+            None => Self::empty(object),
+        }
+    }
+
+    /// `object` as compact JSON; `None`, logged, when it does not encode: a typed object's
+    /// maps have string keys, so only a lack of memory gets there.
+    fn encode(object: &K) -> Option<Vec<u8>> {
+        serde_json::to_vec(object)
+            .inspect_err(|error| {
+                let name = object.meta().name.as_deref();
+                tracing::error!(%error, ?name, "cannot pack an object for its store");
+            })
+            .ok()
+    }
+
+    /// `object`, whose JSON is `json`, packed against `dictionary`.
+    fn of_json(object: &K, json: &[u8], dictionary: Option<Arc<Dictionary>>) -> Self {
+        match compress(json, dictionary.as_deref()) {
+            Ok(compressed) => Self {
+                metadata: Self::kept_metadata(object.meta()),
+                compressed: compressed.into(),
+                json_len: u32::try_from(json.len()).unwrap_or(u32::MAX),
+                dictionary,
+                kind: PhantomData,
+            },
+            Err(error) => {
+                let name = object.meta().name.as_deref();
+                tracing::error!(%error, ?name, "cannot pack an object for its store");
+                Self::empty(object)
+            }
+        }
+    }
+
+    /// `object` packed empty: it says so when it is unpacked.
+    fn empty(object: &K) -> Self {
+        Self {
+            metadata: Self::kept_metadata(object.meta()),
+            compressed: Arc::from(Vec::new()),
+            json_len: 0,
+            dictionary: None,
+            kind: PhantomData,
+        }
+    }
+
+    /// What is kept of `meta` beside the JSON.
+    fn kept_metadata(meta: &ObjectMeta) -> ObjectMeta {
+        ObjectMeta {
             name: meta.name.clone(),
             namespace: meta.namespace.clone(),
             uid: meta.uid.clone(),
@@ -95,21 +269,6 @@ impl<K: Resource + Serialize> Packed<K> {
             generation: meta.generation,
             deletion_timestamp: meta.deletion_timestamp.clone(),
             ..ObjectMeta::default()
-        };
-        // Neither step fails for a typed object (its maps have string keys) short of memory;
-        // an object packed empty says so when it is unpacked.
-        let (compressed, json_len) = match compressed_json(object) {
-            Ok((compressed, len)) => (compressed, u32::try_from(len).unwrap_or(u32::MAX)),
-            Err(error) => {
-                tracing::error!(%error, name = ?meta.name, "cannot pack an object for its store");
-                (Vec::new(), 0)
-            }
-        };
-        Self {
-            metadata,
-            compressed: compressed.into(),
-            json_len,
-            kind: PhantomData,
         }
     }
 }
@@ -158,8 +317,11 @@ impl<K> Packed<K> {
 
     /// The object as it was packed, decoded as `T` (a JSON value, say).
     pub(crate) fn unpack_as<T: DeserializeOwned>(&self) -> Result<T, UnpackError> {
-        let json = decompress(&self.compressed, self.json_len as usize)
-            .map_err(UnpackError::Decompress)?;
+        let json = decompress(
+            &self.compressed,
+            self.json_len as usize,
+            self.dictionary.as_deref(),
+        )?;
         Ok(serde_json::from_slice(&json)?)
     }
 }
@@ -170,6 +332,7 @@ impl<K> Clone for Packed<K> {
             metadata: self.metadata.clone(),
             compressed: self.compressed.clone(),
             json_len: self.json_len,
+            dictionary: self.dictionary.clone(),
             kind: PhantomData,
         }
     }
@@ -183,6 +346,7 @@ impl<K> fmt::Debug for Packed<K> {
             .field("resource_version", &self.metadata.resource_version)
             .field("json_bytes", &self.json_len)
             .field("compressed_bytes", &self.compressed.len())
+            .field("dictionary", &self.dictionary.is_some())
             .finish()
     }
 }
@@ -318,12 +482,87 @@ mod tests {
         assert_eq!(serde_json::to_vec(&unpacked).expect("serialises"), json);
     }
 
+    /// A bound claim as the broker leaves it, `i` making its names, uid and data its own.
+    fn bound_claim(i: usize) -> ClaimObject {
+        let state = serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": format!("guid{i}-cfg"), "namespace": "poolboy-managed",
+                "uid": format!("5b0c1a52-{i:04}-4d4e-9c1f-0a1b2c3d4e5f"),
+                "labels": {"example.com/kind": "config"}},
+            "data": {"color": format!("c{}", i % 7), "owner": "unknown"}});
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "poolboy.gpte.redhat.com/v1", "kind": "ResourceClaim",
+            "metadata": {"name": format!("cfg-{i}"), "namespace": format!("user{}", i % 13),
+                "uid": format!("9e1f0c2a-{i:04}-4b7e-8f3d-2c1b0a9f8e7d"),
+                "resourceVersion": format!("{}", 1000 + i), "generation": 1,
+                "finalizers": ["poolboy.gpte.redhat.com"]},
+            "spec": {"resources": [{"name": "config", "template": {"apiVersion": "v1",
+                "kind": "ConfigMap", "metadata": {"labels": {"example.com/kind": "config"}},
+                "data": {"color": format!("c{}", i % 7)}}}]},
+            "status": {"resourceHandle": {"apiVersion": "poolboy.gpte.redhat.com/v1",
+                    "kind": "ResourceHandle", "name": format!("guid-{i:05}"),
+                    "namespace": "poolboy"},
+                "resources": [{"name": "config", "provider": {"name": "configmap",
+                    "namespace": "poolboy"}, "state": state}]},
+        }))
+        .expect("a claim")
+    }
+
+    #[test]
+    fn a_store_learns_a_dictionary_that_packs_its_later_objects_smaller() {
+        let claims: Vec<ClaimObject> = (0..200).map(bound_claim).collect();
+        let mut packer = Packer::default();
+        let packed: Vec<Packed<ClaimObject>> = claims.iter().map(|c| packer.pack(c)).collect();
+        for (claim, packed) in claims.iter().zip(&packed) {
+            assert_eq!(
+                serde_json::to_string(&packed.unpack().expect("unpacks")).expect("serialises"),
+                serde_json::to_string(claim).expect("serialises"),
+                "packed against a dictionary or not, the same claim"
+            );
+        }
+        assert!(packed[0].dictionary.is_none(), "the first have none to use");
+        assert!(
+            packed[199].dictionary.is_some(),
+            "learnt from the first ones"
+        );
+        let size = |packed: &[Packed<ClaimObject>]| -> usize {
+            packed.iter().map(|p| p.compressed.len()).sum()
+        };
+        let alone: Vec<_> = claims[100..].iter().map(Packed::pack).collect();
+        assert!(
+            size(&packed[100..]) * 3 < size(&alone) * 2,
+            "{} bytes against the dictionary, {} alone",
+            size(&packed[100..]),
+            size(&alone)
+        );
+    }
+
+    #[test]
+    fn objects_unlike_the_dictionary_still_unpack() {
+        let mut packer = Packer::default();
+        for i in 0..200 {
+            packer.pack(&bound_claim(i));
+        }
+        let unlike: ClaimObject = serde_json::from_value(serde_json::json!({
+            "apiVersion": "poolboy.gpte.redhat.com/v1", "kind": "ResourceClaim",
+            "metadata": {"name": "other", "namespace": "elsewhere"},
+            "spec": {"provider": {"name": "lab", "parameterValues": {"region": "eu", "size": 3}}},
+        }))
+        .expect("a claim");
+        let packed = packer.pack(&unlike);
+        assert!(packed.dictionary.is_some());
+        assert_eq!(
+            serde_json::to_string(&packed.unpack().expect("unpacks")).expect("serialises"),
+            serde_json::to_string(&unlike).expect("serialises")
+        );
+    }
+
     #[test]
     fn a_claim_packed_empty_does_not_unpack() {
         let packed = Packed::<ClaimObject> {
             metadata: ObjectMeta::default(),
             compressed: Arc::from(Vec::new()),
             json_len: 0,
+            dictionary: None,
             kind: PhantomData,
         };
         assert!(matches!(
