@@ -145,11 +145,16 @@ impl Packer {
 
 /// `K` packed: [`Packed::unpack`] gives it back.
 pub(crate) struct Packed<K> {
-    /// What the broker reads without decoding: name, namespace, uid, resourceVersion,
-    /// generation and deletionTimestamp. Not labels: a `BTreeMap` of labels takes a node of
-    /// about 540 bytes however few they are, a seventh of a store's memory at 10,000 claims
-    /// (issue 11); [`Packed::decoded_labels`] reads them.
+    /// What the broker reads without decoding, and the store's key is made of: name,
+    /// namespace, generation and deletionTimestamp. Not labels: a `BTreeMap` of labels takes a
+    /// node of about 540 bytes however few they are, a seventh of a store's memory at 10,000
+    /// claims (issue 11); [`Packed::decoded_labels`] reads them. Not uid and resourceVersion
+    /// either (`identity`).
     metadata: ObjectMeta,
+    /// The uid and resourceVersion, outside `metadata`: the store's key copies both from
+    /// `metadata` (kube's `ObjectRef::extra`, which no lookup reads), so each object held
+    /// them as four heap strings.
+    identity: Identity,
     /// The object as compact JSON, compressed.
     compressed: Arc<[u8]>,
     /// The length of that JSON.
@@ -157,6 +162,79 @@ pub(crate) struct Packed<K> {
     /// The dictionary it was compressed against, if its store had learnt one.
     dictionary: Option<Arc<Dictionary>>,
     kind: PhantomData<fn() -> K>,
+}
+
+/// An object's uid and resourceVersion as a store keeps them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Identity {
+    /// A UUID and a decimal resourceVersion, as an API server gives them: 24 bytes, no heap.
+    Compact { uid: [u8; 16], version: u64 },
+    /// Anything else, as it came.
+    Other(Box<(Option<String>, Option<String>)>),
+}
+
+impl Identity {
+    fn of(meta: &ObjectMeta) -> Self {
+        let (uid, version) = (meta.uid.as_deref(), meta.resource_version.as_deref());
+        match (uid.and_then(uuid_bytes), version.and_then(decimal)) {
+            (Some(uid), Some(version)) => Self::Compact { uid, version },
+            _ => Self::Other(Box::new((meta.uid.clone(), meta.resource_version.clone()))),
+        }
+    }
+
+    fn uid(&self) -> Option<Cow<'_, str>> {
+        match self {
+            Self::Compact { uid, .. } => Some(Cow::Owned(uuid_text(uid))),
+            Self::Other(other) => other.0.as_deref().map(Cow::Borrowed),
+        }
+    }
+
+    fn resource_version(&self) -> Option<Cow<'_, str>> {
+        match self {
+            Self::Compact { version, .. } => Some(Cow::Owned(version.to_string())),
+            Self::Other(other) => other.1.as_deref().map(Cow::Borrowed),
+        }
+    }
+}
+
+/// The hex digits of a UUID's groups, in order.
+const UUID_GROUPS: [usize; 5] = [8, 4, 4, 4, 12];
+
+/// The 16 bytes of `text`, when it is a UUID written as [`uuid_text`] writes it back
+/// (lowercase, hyphenated).
+fn uuid_bytes(text: &str) -> Option<[u8; 16]> {
+    let groups: Vec<&str> = text.split('-').collect();
+    let well_formed = groups.len() == UUID_GROUPS.len()
+        && groups.iter().zip(UUID_GROUPS).all(|(group, len)| {
+            group.len() == len
+                && group
+                    .bytes()
+                    .all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+        });
+    if !well_formed {
+        return None;
+    }
+    let number = u128::from_str_radix(&groups.concat(), 16).ok()?;
+    Some(number.to_be_bytes())
+}
+
+fn uuid_text(bytes: &[u8; 16]) -> String {
+    let hex = format!("{:032x}", u128::from_be_bytes(*bytes));
+    let mut text = String::with_capacity(36);
+    let mut at = 0;
+    for (i, len) in UUID_GROUPS.into_iter().enumerate() {
+        if i > 0 {
+            text.push('-');
+        }
+        text.push_str(&hex[at..at + len]);
+        at += len;
+    }
+    text
+}
+
+/// `text` as a number, when it is one written as `u64::to_string` writes it back.
+fn decimal(text: &str) -> Option<u64> {
+    text.parse().ok().filter(|n: &u64| n.to_string() == text)
 }
 
 thread_local! {
@@ -235,6 +313,7 @@ impl<K: Resource + Serialize> Packed<K> {
         match compress(json, dictionary.as_deref()) {
             Ok(compressed) => Self {
                 metadata: Self::kept_metadata(object.meta()),
+                identity: Identity::of(object.meta()),
                 compressed: compressed.into(),
                 json_len: u32::try_from(json.len()).unwrap_or(u32::MAX),
                 dictionary,
@@ -252,6 +331,7 @@ impl<K: Resource + Serialize> Packed<K> {
     fn empty(object: &K) -> Self {
         Self {
             metadata: Self::kept_metadata(object.meta()),
+            identity: Identity::of(object.meta()),
             compressed: Arc::from(Vec::new()),
             json_len: 0,
             dictionary: None,
@@ -264,8 +344,6 @@ impl<K: Resource + Serialize> Packed<K> {
         ObjectMeta {
             name: meta.name.clone(),
             namespace: meta.namespace.clone(),
-            uid: meta.uid.clone(),
-            resource_version: meta.resource_version.clone(),
             generation: meta.generation,
             deletion_timestamp: meta.deletion_timestamp.clone(),
             ..ObjectMeta::default()
@@ -299,6 +377,16 @@ where
 }
 
 impl<K> Packed<K> {
+    /// The object's uid (`metadata` does not keep it).
+    pub(crate) fn uid(&self) -> Option<Cow<'_, str>> {
+        self.identity.uid()
+    }
+
+    /// The object's resourceVersion (`metadata` does not keep it).
+    pub(crate) fn resource_version(&self) -> Option<Cow<'_, str>> {
+        self.identity.resource_version()
+    }
+
     /// The object's labels, decoded alone.
     pub(crate) fn decoded_labels(&self) -> Result<BTreeMap<String, String>, UnpackError> {
         #[derive(Deserialize)]
@@ -330,6 +418,7 @@ impl<K> Clone for Packed<K> {
     fn clone(&self) -> Self {
         Self {
             metadata: self.metadata.clone(),
+            identity: self.identity.clone(),
             compressed: self.compressed.clone(),
             json_len: self.json_len,
             dictionary: self.dictionary.clone(),
@@ -343,7 +432,7 @@ impl<K> fmt::Debug for Packed<K> {
         f.debug_struct("Packed")
             .field("namespace", &self.metadata.namespace)
             .field("name", &self.metadata.name)
-            .field("resource_version", &self.metadata.resource_version)
+            .field("resource_version", &self.resource_version())
             .field("json_bytes", &self.json_len)
             .field("compressed_bytes", &self.compressed.len())
             .field("dictionary", &self.dictionary.is_some())
@@ -439,6 +528,7 @@ mod tests {
         );
         assert_eq!(packed.name_any(), "c");
         assert_eq!(packed.namespace().as_deref(), Some("user"));
+        assert_eq!(packed.uid().as_deref(), Some("u1"));
         assert_eq!(packed.resource_version().as_deref(), Some("7"));
         assert!(packed.labels().is_empty(), "labels are not kept aside");
         assert_eq!(
@@ -557,9 +647,39 @@ mod tests {
     }
 
     #[test]
+    fn uid_and_version_are_kept_outside_the_metadata_and_read_back_as_they_came() {
+        let claim = |uid: &str, version: &str| -> ClaimObject {
+            serde_json::from_value(serde_json::json!({
+                "apiVersion": "poolboy.gpte.redhat.com/v1", "kind": "ResourceClaim",
+                "metadata": {"name": "c", "namespace": "user", "uid": uid,
+                             "resourceVersion": version},
+                "spec": {},
+            }))
+            .expect("a claim")
+        };
+        for (uid, version) in [
+            ("0b9e4a6c-5f1d-4c2e-9a7b-3d8f6e1c2b0a", "123456789"),
+            ("00000000-0000-0000-0000-000000000000", "0"),
+            // Not as the compact form writes them back: kept as they came.
+            ("0B9E4A6C-5F1D-4C2E-9A7B-3D8F6E1C2B0A", "0123"),
+            ("u1", "18446744073709551616"),
+            ("0b9e4a6c5f1d4c2e9a7b3d8f6e1c2b0a", "v7"),
+        ] {
+            let packed = Packed::pack(&claim(uid, version));
+            assert_eq!(packed.uid().as_deref(), Some(uid));
+            assert_eq!(packed.resource_version().as_deref(), Some(version));
+            assert_eq!(packed.meta().uid, None, "not in the store's key");
+            assert_eq!(packed.meta().resource_version, None);
+        }
+        let compact = Packed::pack(&claim("0b9e4a6c-5f1d-4c2e-9a7b-3d8f6e1c2b0a", "42"));
+        assert!(matches!(compact.identity, Identity::Compact { .. }));
+    }
+
+    #[test]
     fn a_claim_packed_empty_does_not_unpack() {
         let packed = Packed::<ClaimObject> {
             metadata: ObjectMeta::default(),
+            identity: Identity::of(&ObjectMeta::default()),
             compressed: Arc::from(Vec::new()),
             json_len: 0,
             dictionary: None,

@@ -39,7 +39,7 @@ impl Reconciler {
         reconcile: impl Future<Output = Result<Action, E>>,
     ) -> Result<Action, E>
     where
-        K: ResourceExt,
+        K: ResourceExt + write::Identified,
     {
         if write::is_replaced(object) {
             return Ok(Action::await_change());

@@ -5,17 +5,20 @@
 //! from a fresh read, B06) or gone; anything else is an error. Finalizers (Δ§4.7) are added and
 //! released here, for every kind.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::fmt::Debug;
 use std::sync::{LazyLock, Mutex, PoisonError};
 
 use json_patch::{Patch as JsonPatch, PatchOperation, ReplaceOperation};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, Preconditions};
+use kube::core::Object;
 use kube::{Resource, ResourceExt};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
+use super::packed::Packed;
 use crate::core::json::pointer::{add, pointer, test};
 
 /// How a guarded write or delete ended.
@@ -68,20 +71,46 @@ const REPLACED_AT_MOST: usize = 100_000;
 /// reconcile of it computes from a copy the store has not caught up with, and its guarded
 /// writes conflict; skipping it is safe, since the write's own watch event wakes the object
 /// again (issue 11: half of a burst's handle reconciles conflicted so).
-pub(crate) fn is_replaced<K: Resource>(object: &K) -> bool {
-    let meta = object.meta();
-    let (Some(uid), Some(version)) = (meta.uid.as_deref(), meta.resource_version.as_deref()) else {
+pub(crate) fn is_replaced(object: &impl Identified) -> bool {
+    let (Some(uid), Some(version)) = (object.uid(), object.resource_version()) else {
         return false;
     };
     let mut replaced = REPLACED.lock().unwrap_or_else(PoisonError::into_inner);
-    match replaced.get(uid) {
-        Some(old) if old == version => true,
+    match replaced.get(uid.as_ref()) {
+        Some(old) if *old == version => true,
         // The store moved on: nothing to remember.
         Some(_) => {
-            replaced.remove(uid);
+            replaced.remove(uid.as_ref());
             false
         }
         None => false,
+    }
+}
+
+/// An object's uid and resourceVersion, wherever it keeps them: a packed object keeps them
+/// outside its metadata (`controller::packed`).
+pub(crate) trait Identified {
+    fn uid(&self) -> Option<Cow<'_, str>>;
+    fn resource_version(&self) -> Option<Cow<'_, str>>;
+}
+
+impl<P: Clone, U: Clone> Identified for Object<P, U> {
+    fn uid(&self) -> Option<Cow<'_, str>> {
+        self.metadata.uid.as_deref().map(Cow::Borrowed)
+    }
+
+    fn resource_version(&self) -> Option<Cow<'_, str>> {
+        self.metadata.resource_version.as_deref().map(Cow::Borrowed)
+    }
+}
+
+impl<K> Identified for Packed<K> {
+    fn uid(&self) -> Option<Cow<'_, str>> {
+        Packed::uid(self)
+    }
+
+    fn resource_version(&self) -> Option<Cow<'_, str>> {
+        Packed::resource_version(self)
     }
 }
 
@@ -290,6 +319,27 @@ mod tests {
     use kube::core::response::Status;
 
     use super::*;
+
+    /// A version this process replaced is skipped as its store keeps it, packed (uid and
+    /// resourceVersion outside the metadata) or not; the next version is not.
+    #[test]
+    fn a_replaced_version_is_known_packed_or_not() {
+        let claim = |version: &str| -> crate::controller::kinds::ClaimObject {
+            serde_json::from_value(json!({
+                "apiVersion": "poolboy.gpte.redhat.com/v1", "kind": "ResourceClaim",
+                "metadata": {"name": "c", "namespace": "user", "resourceVersion": version,
+                             "uid": "7c1d2e3f-4a5b-4c6d-8e9f-a0b1c2d3e4f5"},
+                "spec": {},
+            }))
+            .expect("a claim")
+        };
+        let before = claim("41");
+        assert!(!is_replaced(&Packed::pack(&before)));
+        record_replaced(&before, &Written::Done(()));
+        assert!(is_replaced(&before));
+        assert!(is_replaced(&Packed::pack(&before)));
+        assert!(!is_replaced(&Packed::pack(&claim("42"))));
+    }
 
     /// An API error as the API server sends it.
     fn api_error(status: Value) -> kube::Error {

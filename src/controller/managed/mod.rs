@@ -303,9 +303,7 @@ impl Router {
             .within(&self.operator_namespace);
         let owned = self.handles.get(&handle_ref).is_some_and(|h| {
             h.meta().deletion_timestamp.is_none()
-                && handle
-                    .uid
-                    .is_none_or(|uid| h.meta().uid.as_deref() == Some(uid))
+                && handle.uid.is_none_or(|uid| h.uid().as_deref() == Some(uid))
         });
         if owned {
             return None;
