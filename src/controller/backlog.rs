@@ -276,7 +276,8 @@ where
             self.admitted.insert(key, now);
             released.push(object);
         }
-        if self.waiting.is_empty() && self.routine.capacity() > self.limit {
+        let grown = self.first.capacity().max(self.routine.capacity()) > self.limit;
+        if self.waiting.is_empty() && grown {
             // The start's backlog is gone: so are its tables.
             self.first = VecDeque::new();
             self.routine = VecDeque::new();
@@ -298,6 +299,18 @@ mod tests {
 
     fn names(objects: &[ObjectRef<ConfigMap>]) -> Vec<&str> {
         objects.iter().map(|o| o.name.as_str()).collect()
+    }
+
+    /// Reports `last` finished, then each object that lets in, until none is: the order
+    /// they were let in.
+    fn drain(backlog: &mut State<ConfigMap>, last: &str, now: Instant) -> Vec<String> {
+        let mut order = Vec::new();
+        let mut last = last.to_owned();
+        while let Some(next) = backlog.finish(Some("ns"), &last, now).pop() {
+            order.push(next.name.clone());
+            last = next.name;
+        }
+        order
     }
 
     /// Lets `name` in (or not) from the routine line.
@@ -361,13 +374,11 @@ mod tests {
         );
         assert_eq!(backlog.waiting.len(), 3);
 
-        let mut order = Vec::new();
-        let mut last = "settled-0".to_owned();
-        while let Some(next) = backlog.finish(Some("ns"), &last, now).pop() {
-            order.push(next.name.clone());
-            last = next.name;
-        }
-        assert_eq!(order, ["unbound", "settled-2", "settled-1"], "each once");
+        assert_eq!(
+            drain(&mut backlog, "settled-0", now),
+            ["unbound", "settled-2", "settled-1"],
+            "each once"
+        );
         assert!(backlog.waiting.is_empty());
     }
 
@@ -393,10 +404,14 @@ mod tests {
         for index in 0..10_000 {
             routine(&mut backlog, &format!("o{index}"), now);
         }
-        let mut last = "first".to_owned();
-        while let Some(next) = backlog.finish(Some("ns"), &last, now).pop() {
-            last = next.name;
-        }
+        drain(&mut backlog, "first", now);
         assert!(backlog.routine.capacity() <= 1 && backlog.waiting.capacity() <= 1);
+        // A re-list of objects that all need work waits in the first line: it shrinks too.
+        assert!(routine(&mut backlog, "again", now));
+        for index in 0..10_000 {
+            backlog.admit(&object(&format!("o{index}")), Line::First, now);
+        }
+        drain(&mut backlog, "again", now);
+        assert!(backlog.first.capacity() <= 1 && backlog.waiting.capacity() <= 1);
     }
 }
