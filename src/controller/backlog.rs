@@ -4,16 +4,20 @@
 //! delay queue that grow to the largest backlog they ever held and never shrink. A start (or a
 //! re-list) asks for every listed object at once, through several watches, so they grew to
 //! every claim and handle and stayed (`make bench-scale` at 100,000 claims: 10 to 25 MiB less
-//! settled RSS with the bound).
+//! settled RSS with the bound). And the scheduler serves objects due at the same instant last
+//! in, first out (tokio-util's `DelayQueue` keeps each time slot as a stack): of a thousand
+//! claims it held, the first created waited for all the others.
 //!
 //! Every trigger of a controller passes through its [`Backlog`]: an object is let into the
-//! scheduler while fewer than `limit` are there or running ([`Backlog::admit`]); the rest wait
-//! here, once each, and are let in as reconciles finish ([`Backlog::finished`], fed from the
-//! controller's results). Two lines wait: objects a watch listed that look settled
-//! ([`Applied::routine`]) wait behind changes and the listed objects that need work, so that a
-//! start binds a new claim without first going over every bound one (at 10,000 claims, 0.5 s
-//! after ready; with one line it was bound last). What waits here is dropped, and its tables
-//! shrunk, once it has drained.
+//! scheduler while fewer than a few per worker are there or running ([`Backlog::admit`]);
+//! the rest wait here, once each and in arrival order, and are let in as reconciles finish
+//! ([`Backlog::finished`], fed from the controller's results). Two lines wait: objects a watch
+//! listed that look settled ([`Applied::routine`]) and triggers from other watches wait behind
+//! changes and the listed objects that need work, so that a start binds a new claim without
+//! first going over every bound one; one in [`FIRST_PER_ROUTINE`] let in comes from the
+//! routine line while both have objects, so that a steady stream of new claims never starves
+//! the status updates of bound ones. What waits here is dropped, and its tables shrunk, once
+//! it has drained.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -27,9 +31,15 @@ use kube::runtime::reflector::ObjectRef;
 
 use super::listed::Applied;
 
-/// How many objects a controller's scheduler holds at most, besides those it requeued itself:
-/// far more than any concurrency runs at once, so the scheduler never runs dry.
-pub(crate) const BACKLOG_LIMIT: usize = 1024;
+/// How many objects a controller's scheduler holds at most per reconcile it runs at once,
+/// besides those it requeued itself: enough that it never runs dry between a reconcile's end
+/// and the next object let in, few enough that its last-in-first-out order (module comment)
+/// stays among a handful.
+const SCHEDULED_PER_WORKER: usize = 4;
+
+/// While both lines have objects waiting, how many are let in from the first line for each
+/// one from the routine line.
+const FIRST_PER_ROUTINE: usize = 3;
 
 /// An object let in whose reconcile never reported back (none should) stops counting after
 /// this long, so that a lost report cannot shut the gate for good.
@@ -72,6 +82,8 @@ struct State<K: Resource> {
     first: VecDeque<ObjectRef<K>>,
     routine: VecDeque<ObjectRef<K>>,
     waiting: HashMap<Key, Line>,
+    /// Let in from the first line since the last one from the routine line.
+    first_run: usize,
 }
 
 impl<K> Backlog<K>
@@ -79,15 +91,15 @@ where
     K: Resource,
     K::DynamicType: Clone,
 {
-    /// A backlog that lets `limit` objects into the scheduler, and the stream of the objects it
-    /// lets in later (for the controller's `reconcile_on`).
-    pub(crate) fn new(limit: usize) -> (Self, impl Stream<Item = ObjectRef<K>> + Send + 'static)
+    /// The backlog of a controller that runs `concurrency` reconciles at once, and the stream
+    /// of the objects it lets in later (for the controller's `reconcile_on`).
+    pub(crate) fn new(concurrency: u16) -> (Self, impl Stream<Item = ObjectRef<K>> + Send + 'static)
     where
         K: 'static,
         K::DynamicType: Send,
     {
         let (release, released) = mpsc::unbounded();
-        let state = State::new(limit);
+        let state = State::new(usize::from(concurrency) * SCHEDULED_PER_WORKER);
         let backlog = Self {
             state: Arc::new(Mutex::new(state)),
             release,
@@ -198,6 +210,7 @@ where
             first: VecDeque::new(),
             routine: VecDeque::new(),
             waiting: HashMap::new(),
+            first_run: 0,
         }
     }
 
@@ -256,13 +269,22 @@ where
         self.fill(now)
     }
 
-    /// Lets waiting objects in while there is room, the first line first.
+    /// Lets waiting objects in while there is room: the first line first, but one in
+    /// [`FIRST_PER_ROUTINE`] from the routine line while it has objects too.
     fn fill(&mut self, now: Instant) -> Vec<ObjectRef<K>> {
         let mut released = Vec::new();
         while self.admitted.len() < self.limit {
-            let (object, line) = match self.first.pop_front() {
-                Some(object) => (object, Line::First),
-                None => match self.routine.pop_front() {
+            let routine_turn = self.first_run >= FIRST_PER_ROUTINE && !self.routine.is_empty();
+            let (object, line) = match (routine_turn, self.first.pop_front()) {
+                (false, Some(object)) => (object, Line::First),
+                (true, Some(object)) => {
+                    self.first.push_front(object);
+                    match self.routine.pop_front() {
+                        Some(object) => (object, Line::Routine),
+                        None => continue,
+                    }
+                }
+                (_, None) => match self.routine.pop_front() {
                     Some(object) => (object, Line::Routine),
                     None => break,
                 },
@@ -272,6 +294,10 @@ where
             if self.waiting.get(&key) != Some(&line) {
                 continue;
             }
+            self.first_run = match line {
+                Line::First => self.first_run + 1,
+                Line::Routine => 0,
+            };
             self.waiting.remove(&key);
             self.admitted.insert(key, now);
             released.push(object);
@@ -380,6 +406,46 @@ mod tests {
             "each once"
         );
         assert!(backlog.waiting.is_empty());
+    }
+
+    /// New claims arriving without end still let the routine line (the status updates that
+    /// handle changes trigger) in: one in `FIRST_PER_ROUTINE + 1`.
+    #[test]
+    fn a_busy_first_line_still_lets_the_routine_one_in() {
+        let now = Instant::now();
+        let mut backlog = State::new(1);
+        assert!(routine(&mut backlog, "running", now));
+        for index in 0..3 {
+            routine(&mut backlog, &format!("settled-{index}"), now);
+        }
+        for index in 0..7 {
+            backlog.admit(&object(&format!("new-{index}")), Line::First, now);
+        }
+        assert_eq!(
+            drain(&mut backlog, "running", now),
+            [
+                "new-0",
+                "new-1",
+                "new-2",
+                "settled-0",
+                "new-3",
+                "new-4",
+                "new-5",
+                "settled-1",
+                "new-6",
+                "settled-2",
+            ]
+        );
+        assert!(backlog.waiting.is_empty());
+    }
+
+    #[test]
+    fn the_scheduler_holds_a_few_objects_per_worker() {
+        let (backlog, _released) = Backlog::<ConfigMap>::new(8);
+        let admitted = (0..100)
+            .filter(|index| backlog.admit(&object(&format!("o{index}"))))
+            .count();
+        assert_eq!(admitted, 8 * SCHEDULED_PER_WORKER);
     }
 
     #[test]

@@ -30,7 +30,7 @@ use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
 
 use self::binding::{Outcome, Pending};
-use super::backlog::{BACKLOG_LIMIT, Backlog};
+use super::backlog::Backlog;
 use super::context::{Context, EventKind};
 use super::facts::ClaimFacts;
 use super::free_handles::FreeHandles;
@@ -116,6 +116,7 @@ pub(crate) fn controller(
     claim_namespace: Option<&str>,
     (handles, free): (&mut SharedWatch<HandleObject>, FreeHandles),
     wake_handles: UnboundedSender<ObjectRef<StoredHandle>>,
+    concurrency: u16,
 ) -> ClaimController {
     let main = match claim_namespace {
         Some(ns) => Api::<ClaimObject>::namespaced_with(client.clone(), ns, &kinds.claim),
@@ -144,7 +145,7 @@ pub(crate) fn controller(
     });
     let claim_kind = kinds.stored_claim.clone();
     let waiting = index.clone();
-    let (backlog, released) = Backlog::new(BACKLOG_LIMIT);
+    let (backlog, released) = Backlog::new(concurrency);
     let admit = backlog.clone();
     let wakes = move |handle: HandleObject| -> Vec<ObjectRef<StoredClaim>> {
         let claim_ref = |namespace: &str, name: &str| {

@@ -20,7 +20,7 @@ use kube::runtime::reflector::ObjectRef;
 use kube::{Client, ResourceExt};
 use serde_json::Value;
 
-use super::backlog::{BACKLOG_LIMIT, Backlog};
+use super::backlog::Backlog;
 use super::context::{Context, EventKind};
 use super::kinds::{HandleObject, Kinds, StoredHandle};
 use super::listed::SharedWatch;
@@ -74,9 +74,13 @@ pub(crate) enum HandleError {
 /// through its triggers, from the claim watch (`claim::controller`), once the claim store has
 /// them: a handle reads its claim from that store. Its store is the index of handles every
 /// controller reads (`Context::stores`).
-pub(crate) fn controller(kinds: &Kinds, handles: SharedWatch<HandleObject>) -> HandleController {
+pub(crate) fn controller(
+    kinds: &Kinds,
+    handles: SharedWatch<HandleObject>,
+    concurrency: u16,
+) -> HandleController {
     let store = handles.store().store().clone();
-    let (backlog, released) = Backlog::new(BACKLOG_LIMIT);
+    let (backlog, released) = Backlog::new(concurrency);
     let own = backlog.objects(handles.into_stream(), kinds.stored_handle.clone());
     let controller =
         Controller::for_stream_with(own, store, kinds.stored_handle.clone()).reconcile_on(released);

@@ -97,6 +97,7 @@ pub async fn run(
         claim_namespace,
         (&mut handle_watch, free_handles.clone()),
         handle_trigger.clone(),
+        options.concurrency,
     );
     let pools = pool::controller(
         &client,
@@ -104,7 +105,7 @@ pub async fn run(
         &namespace,
         (&mut handle_watch, free_handles),
     );
-    let handles = handle::controller(&kinds, handle_watch);
+    let handles = handle::controller(&kinds, handle_watch, options.concurrency);
     let scalings = scaling::controller(&client, &kinds, &namespace);
     let claim_index = claims.index();
     let stores = Stores {
