@@ -4,16 +4,19 @@
 //! A bind ranks every free handle and a pool pass reads each of its pool's; decoding them for
 //! each pass would cost what the free handles cost, times every bind of a burst. They are few
 //! (a pool's stock) against the bound ones (one per claim: most of the broker's memory at
-//! 100,000 claims when kept parsed, issue 11), so they are kept as the watch brings them.
+//! 100,000 claims when kept parsed, issue 11), so they are kept as the watch brings them, each
+//! also as `core` reads it: converting (deep-copying) every one for each bind and each pool
+//! pass made a burst of binds quadratic in copies.
 
 use std::collections::HashMap;
 use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use kube::runtime::reflector::{ObjectRef, Store};
 
-use super::kinds::{HandleObject, StoredHandle};
+use super::kinds::{HandleObject, Kinds, StoredHandle};
 use super::listed::{FollowedIndex, Relisting, SharedWatch};
 use super::packed::Packed;
+use crate::api::ResourceHandle;
 
 /// Shared by the handle watch (which it follows) and the claim and pool controllers. Cheap to
 /// clone.
@@ -25,8 +28,15 @@ pub(crate) struct FreeHandles {
 #[derive(Debug, Default)]
 struct Free {
     /// Each handle whose `spec.resourceClaim` names no claim, by name (deleting ones too).
-    handles: HashMap<String, Arc<HandleObject>>,
-    relisting: Relisting<String, Arc<HandleObject>>,
+    handles: HashMap<String, FreeHandle>,
+    relisting: Relisting<String, FreeHandle>,
+}
+
+/// A free handle as the watch showed it, and as `core` reads it.
+#[derive(Clone, Debug)]
+struct FreeHandle {
+    object: Arc<HandleObject>,
+    view: Arc<ResourceHandle>,
 }
 
 impl FreeHandles {
@@ -41,7 +51,23 @@ impl FreeHandles {
 
     /// Free handle `name`, as the watch last showed it.
     pub(crate) fn get(&self, name: &str) -> Option<Arc<HandleObject>> {
-        self.read().handles.get(name).cloned()
+        self.read()
+            .handles
+            .get(name)
+            .map(|free| free.object.clone())
+    }
+
+    /// `handle` as `core` reads it: the view kept of it while the watch shows this version of
+    /// it free, else a conversion.
+    pub(crate) fn view_of(&self, handle: &HandleObject) -> Arc<ResourceHandle> {
+        let kept = handle.metadata.name.as_deref().and_then(|name| {
+            let free = self.read();
+            let kept = free.handles.get(name)?;
+            let same = kept.object.metadata.resource_version == handle.metadata.resource_version
+                && handle.metadata.resource_version.is_some();
+            same.then(|| kept.view.clone())
+        });
+        kept.unwrap_or_else(|| Arc::new(Kinds::handle_of(handle)))
     }
 
     /// Handle `key` as the watch last showed it: parsed when it is free, else decoded from
@@ -59,7 +85,11 @@ impl FreeHandles {
 
     /// Every free handle, as the watch last showed it.
     pub(crate) fn all(&self) -> Vec<Arc<HandleObject>> {
-        self.read().handles.values().cloned().collect()
+        self.read()
+            .handles
+            .values()
+            .map(|free| free.object.clone())
+            .collect()
     }
 
     fn read(&self) -> RwLockReadGuard<'_, Free> {
@@ -74,22 +104,21 @@ fn write(free: &RwLock<Free>) -> RwLockWriteGuard<'_, Free> {
 impl FollowedIndex<HandleObject> for Free {
     /// The handle's name.
     type Key = String;
-    /// The handle itself, when it is free.
-    type Entry = Arc<HandleObject>;
+    /// The handle itself and its view, when it is free.
+    type Entry = FreeHandle;
 
     fn key(handle: &HandleObject) -> Option<String> {
         handle.metadata.name.clone()
     }
 
-    fn entry(handle: &HandleObject) -> Option<Arc<HandleObject>> {
-        handle
-            .spec
-            .resource_claim
-            .is_none()
-            .then(|| Arc::new(handle.clone()))
+    fn entry(handle: &HandleObject) -> Option<FreeHandle> {
+        handle.spec.resource_claim.is_none().then(|| FreeHandle {
+            object: Arc::new(handle.clone()),
+            view: Arc::new(Kinds::handle_of(handle)),
+        })
     }
 
-    fn record(&mut self, name: String, handle: Arc<HandleObject>) {
+    fn record(&mut self, name: String, handle: FreeHandle) {
         self.handles.insert(name, handle);
     }
 
@@ -101,7 +130,7 @@ impl FollowedIndex<HandleObject> for Free {
         self.handles.clear();
     }
 
-    fn relisting(&mut self) -> &mut Relisting<String, Arc<HandleObject>> {
+    fn relisting(&mut self) -> &mut Relisting<String, FreeHandle> {
         &mut self.relisting
     }
 }
@@ -152,5 +181,32 @@ mod tests {
         assert_eq!(names(&free), ["d"], "a re-list counts once it is done");
         free.apply(&Event::InitDone);
         assert_eq!(names(&free), ["e"]);
+    }
+
+    /// A bind or a pool pass reads the view kept of a free handle's current version; any
+    /// other version, or a bound handle, is converted on the spot.
+    #[test]
+    fn a_free_handle_is_converted_once_per_version() {
+        let versioned = |claim: Option<&str>, version: &str| {
+            let mut handle = handle("guid-a", claim);
+            handle.metadata.resource_version = Some(version.to_owned());
+            handle
+        };
+        let free = FreeHandles::default();
+        let first = versioned(None, "1");
+        write(&free.inner).apply(&Event::Apply(first.clone()));
+        let view = free.view_of(&first);
+        assert!(Arc::ptr_eq(&view, &free.view_of(&first)), "the kept view");
+        assert_eq!(view.metadata.resource_version.as_deref(), Some("1"));
+
+        let newer = versioned(None, "2");
+        let converted = free.view_of(&newer);
+        assert!(!Arc::ptr_eq(&view, &converted), "not yet seen by the watch");
+        assert_eq!(converted.metadata.resource_version.as_deref(), Some("2"));
+
+        let bound = versioned(Some("claim"), "3");
+        write(&free.inner).apply(&Event::Apply(bound.clone()));
+        assert!(free.read().handles.is_empty(), "bound: nothing kept");
+        assert!(free.view_of(&bound).spec.resource_claim.is_some());
     }
 }

@@ -304,10 +304,10 @@ async fn pass(pool_object: &PoolObject, pctx: &PoolContext) -> Result<Option<Act
     // after the pending names are: a handle that shows up in between is then both, and
     // counted once (`plan_pool`), never not at all.
     let unclaimed = pctx.handles.unclaimed(&pool);
-    let unbound: Vec<ResourceHandle> = unclaimed
+    let unbound: Vec<Arc<ResourceHandle>> = unclaimed
         .iter()
         .filter(|h| is_unbound_handle_of_pool(&***h, &pool, ctx.domain()))
-        .map(|h| Kinds::handle_of(h))
+        .map(|h| pctx.handles.view_of(h))
         .collect();
     let scaling = consumed_scaling(ctx, &pool, now).await?;
     let bound = pctx.handles.bound(&pool);
@@ -515,7 +515,7 @@ async fn pass(pool_object: &PoolObject, pctx: &PoolContext) -> Result<Option<Act
 fn autoscale(
     pctx: &PoolContext,
     pool: &ResourcePool,
-    unbound: &[ResourceHandle],
+    unbound: &[Arc<ResourceHandle>],
     now: chrono::DateTime<chrono::Utc>,
 ) -> Option<Result<AutoscaleDecision, AutoscaleError>> {
     let spec = pool.spec.autoscale.as_ref()?;

@@ -18,7 +18,7 @@ use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher::{self, Event};
 
 use super::super::free_handles::FreeHandles;
-use super::super::kinds::{HandleObject, Kinds, StoredHandle};
+use super::super::kinds::{HandleObject, StoredHandle};
 use super::super::listed::{FollowedIndex, ListedStore, Relisting, SharedWatch};
 use super::super::packed::SharedType;
 use crate::api::ResourceHandle;
@@ -51,31 +51,12 @@ struct Inner {
     deferred: HashMap<(String, String), std::time::Instant>,
     /// The handles bound to each claim, and those bound to none.
     bindings: Bindings,
-    /// Each unbound handle as `core` sees it, by name, with the resourceVersion it was made
-    /// from: every bind ranks every unbound handle, and converting (deep-copying) each of them
-    /// for each bind made a burst of binds quadratic in copies (issue 11). Only free handles
-    /// have one: a handle's view goes when it is bound or deleted.
-    views: HashMap<String, (String, Arc<ResourceHandle>)>,
 }
 
 impl Inner {
     /// Follows one event of the handle watch.
     fn follow(&mut self, event: &Event<HandleObject>) {
         self.bindings.apply(event);
-        match event {
-            Event::Apply(handle) | Event::Delete(handle) => {
-                if let Some(name) = handle.metadata.name.as_deref()
-                    && !self.bindings.free.contains(name)
-                {
-                    self.views.remove(name);
-                }
-            }
-            Event::InitDone => {
-                let free = &self.bindings.free;
-                self.views.retain(|name, _| free.contains(name));
-            }
-            Event::Init | Event::InitApply(_) => {}
-        }
     }
 }
 
@@ -342,29 +323,10 @@ impl ClaimIndex {
             })
     }
 
-    /// `handle` as `core` sees it, converted once per version.
+    /// `handle` as `core` sees it, converted once per version while it is free
+    /// ([`FreeHandles::view_of`]).
     pub(crate) fn view_of(&self, handle: &HandleObject) -> Arc<ResourceHandle> {
-        let (Some(name), Some(version)) = (
-            handle.metadata.name.as_deref(),
-            handle.metadata.resource_version.as_deref(),
-        ) else {
-            return Arc::new(Kinds::handle_of(handle));
-        };
-        let mut inner = self.lock();
-        if let Some((seen, view)) = inner.views.get(name)
-            && seen == version
-        {
-            return view.clone();
-        }
-        let view = Arc::new(Kinds::handle_of(handle));
-        // Under the lock the watch follows with: a handle bound meanwhile gets no view to
-        // leave behind.
-        if inner.bindings.free.contains(name) {
-            inner
-                .views
-                .insert(name.to_owned(), (version.to_owned(), view.clone()));
-        }
-        view
+        self.free.view_of(handle)
     }
 
     /// Whether handle `name` is known taken while the store still shows `store_version`;
@@ -452,28 +414,6 @@ mod tests {
         // b is deleted: c takes its place.
         let left = BTreeSet::from(["a", "c"].map(str::to_owned));
         assert!(index.admit("user", "lab", "c", 2, &active, &left));
-    }
-
-    #[test]
-    fn a_handle_keeps_its_view_only_while_it_is_free() {
-        let index = index();
-        let versioned = |claim: Option<&str>, version: &str| {
-            let mut handle = handle("guid-a", claim);
-            handle.metadata.resource_version = Some(version.to_owned());
-            handle
-        };
-        let free = versioned(None, "1");
-        index.apply_handle_event(&Event::Apply(free.clone()));
-        let view = index.view_of(&free);
-        assert!(
-            Arc::ptr_eq(&view, &index.view_of(&free)),
-            "converted once per version"
-        );
-        let bound = versioned(Some("c"), "2");
-        index.apply_handle_event(&Event::Apply(bound.clone()));
-        assert!(index.lock().views.is_empty(), "bound: its view goes");
-        index.view_of(&bound);
-        assert!(index.lock().views.is_empty(), "nor is one kept for it");
     }
 
     #[test]

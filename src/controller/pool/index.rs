@@ -18,7 +18,7 @@ use super::super::free_handles::FreeHandles;
 use super::super::kinds::{HandleObject, StoredHandle};
 use super::super::listed::{FollowedIndex, ListedStore, Relisting, SharedWatch};
 use super::super::packed::SharedType;
-use crate::api::ResourcePool;
+use crate::api::{ResourceHandle, ResourcePool};
 use crate::core::pool::autoscale::{ProvisioningTimes, provisioning_time};
 use crate::core::pool::plan::{BoundCounts, is_handle_of_pool};
 
@@ -95,6 +95,11 @@ impl PoolIndex {
             .filter_map(|name| self.free.get(name))
             .filter(|handle| is_handle_of_pool(&**handle, pool))
             .collect()
+    }
+
+    /// `handle`, one of the free ones, as `core` reads it ([`FreeHandles::view_of`]).
+    pub(super) fn view_of(&self, handle: &HandleObject) -> Arc<ResourceHandle> {
+        self.free.view_of(handle)
     }
 
     fn key(&self, name: &str) -> ObjectRef<StoredHandle> {

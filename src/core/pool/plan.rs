@@ -7,6 +7,7 @@
 //! ([`super::refresh`]) remove unbound handles.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use chrono::{DateTime, TimeDelta, Utc};
 use kube::ResourceExt;
@@ -125,7 +126,7 @@ impl BoundCounts {
 pub(crate) struct PoolInput<'a> {
     pub pool: &'a ResourcePool,
     /// The pool's unbound handles as the store shows them ([`is_unbound_handle_of_pool`]).
-    pub unbound: &'a [ResourceHandle],
+    pub unbound: &'a [Arc<ResourceHandle>],
     /// Handles of the pool that exist or are being created but the store does not show yet
     /// ([`PendingHandles::names`]): available, readiness unknown.
     pub pending: &'a [String],
@@ -358,6 +359,7 @@ pub(crate) fn plan_pool(input: &PoolInput<'_>) -> PoolPlan {
         let mut current: Vec<&ResourceHandle> = input
             .unbound
             .iter()
+            .map(Arc::as_ref)
             .filter(|h| entries.iter().any(|e| e.name == h.name_any()))
             .filter(|h| !input.stale.contains(&h.name_any()))
             .collect();

@@ -6,6 +6,11 @@ use super::*;
 use crate::core::naming::NAME_ALPHABET;
 use crate::core::test_fixtures::{now, pool_with_spec as pool};
 
+/// `handles` as the controller hands them to the plan.
+fn shared(handles: &[ResourceHandle]) -> Vec<Arc<ResourceHandle>> {
+    handles.iter().cloned().map(Arc::new).collect()
+}
+
 /// An unbound handle of `pool` with `status` (JSON) as given.
 fn handle(name: &str, status: Value) -> ResourceHandle {
     let mut value = json!({
@@ -35,7 +40,7 @@ fn plan(pool: &ResourcePool, unbound: &[ResourceHandle], pending: &[&str]) -> Po
     let pending: Vec<String> = pending.iter().map(|s| (*s).to_owned()).collect();
     plan_pool(&PoolInput {
         pool,
-        unbound,
+        unbound: &shared(unbound),
         pending: &pending,
         scaling_demand: 0,
         stale: &BTreeSet::new(),
@@ -287,7 +292,7 @@ fn scaling_demand_is_created_under_max_unready() {
     let with_scaling = |demand| {
         plan_pool(&PoolInput {
             pool: &p,
-            unbound: &full,
+            unbound: &shared(&full),
             pending: &[],
             scaling_demand: demand,
             stale: &BTreeSet::new(),
@@ -487,7 +492,7 @@ proptest! {
             (0..ready_count).map(|i| ready(&format!("guid-r{i}"))).collect();
         handles.extend((0..unready_count).map(|i| handle(&format!("guid-u{i}"), Value::Null)));
         let pending: Vec<String> = (0..pending_count).map(|i| format!("guid-p{i}")).collect();
-        let plan = plan_pool(&PoolInput { pool: &p, unbound: &handles, pending: &pending, scaling_demand: 0, stale: &BTreeSet::new(),
+        let plan = plan_pool(&PoolInput { pool: &p, unbound: &shared(&handles), pending: &pending, scaling_demand: 0, stale: &BTreeSet::new(),
         autoscale: None, bound: 0, bound_unready: 0 });
         let available = (ready_count + unready_count + pending_count) as i64;
         let unready = (unready_count + pending_count) as i64;
@@ -564,7 +569,7 @@ fn max_size_counts_bound_handles_and_max_concurrent_those_being_provisioned() {
         let p = pool(spec);
         let plan = plan_pool(&PoolInput {
             pool: &p,
-            unbound,
+            unbound: &shared(unbound),
             pending: &[],
             scaling_demand: 0,
             stale: &BTreeSet::new(),
@@ -654,7 +659,7 @@ fn plan_with_stale(pool: &ResourcePool, unbound: &[ResourceHandle], stale: &[&st
     let stale: BTreeSet<String> = stale.iter().map(|s| (*s).to_owned()).collect();
     plan_pool(&PoolInput {
         pool,
-        unbound,
+        unbound: &shared(unbound),
         pending: &[],
         scaling_demand: 0,
         stale: &stale,
@@ -776,7 +781,7 @@ fn autoscale_replaces_min_available_and_shrinks_oldest_first_once_it_may() {
     let planned = |handles: &[ResourceHandle], d: &AutoscaleDecision| {
         plan_pool(&PoolInput {
             pool: &p,
-            unbound: handles,
+            unbound: &shared(handles),
             pending: &[],
             scaling_demand: 0,
             stale: &BTreeSet::new(),
