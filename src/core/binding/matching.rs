@@ -2,14 +2,14 @@
 //! (`matchIgnore`, §7.1), and the order in which bind candidates are tried (Δ§3.2).
 
 use std::cmp::Ordering;
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 
 use chrono::{DateTime, TimeDelta, Utc};
 use fancy_regex::Regex;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde_json::Value;
 
-use crate::api::handle::ResourceHandleSpec;
+use crate::api::handle::{HandleResource, ResourceHandleSpec};
 use crate::api::{OperatorDomain, ResourceHandle};
 use crate::core::json::merge::{MergeMode, deep_merge};
 use crate::core::json::patch::{OpKind, compile_anchored, diff, values_equal};
@@ -314,8 +314,17 @@ pub(crate) fn bind_candidates<'h>(
     now: DateTime<Utc>,
 ) -> Result<Vec<BindCandidate<'h>>, MatchError> {
     let mut candidates = Vec::new();
+    let mut fits = Fits::default();
     for handle in handles {
-        if let Ok(candidate) = assess(claim_resources, pool_name, handle, match_ignores, now)? {
+        let assessed = assess(
+            claim_resources,
+            pool_name,
+            handle,
+            match_ignores,
+            &mut fits,
+            now,
+        )?;
+        if let Ok(candidate) = assessed {
             candidates.push(candidate);
         }
     }
@@ -333,8 +342,17 @@ pub(crate) fn rejections<'h>(
     now: DateTime<Utc>,
 ) -> Result<Vec<(&'h ResourceHandle, Rejection)>, MatchError> {
     let mut rejected = Vec::new();
+    let mut fits = Fits::default();
     for handle in handles {
-        if let Err(rejection) = assess(claim_resources, pool_name, handle, match_ignores, now)? {
+        let assessed = assess(
+            claim_resources,
+            pool_name,
+            handle,
+            match_ignores,
+            &mut fits,
+            now,
+        )?;
+        if let Err(rejection) = assessed {
             rejected.push((handle, rejection));
         }
     }
@@ -347,6 +365,7 @@ fn assess<'h>(
     pool_name: Option<&str>,
     handle: &'h ResourceHandle,
     match_ignores: &HashMap<String, MatchIgnore>,
+    fits: &mut Fits<'h>,
     now: DateTime<Utc>,
 ) -> Result<Result<BindCandidate<'h>, Rejection>, MatchError> {
     if handle.spec.resource_claim.is_some() {
@@ -368,6 +387,63 @@ fn assess<'h>(
         return Ok(Err(Rejection::EndsTooSoon));
     }
     let handle_resources = handle.spec.resources.as_deref().unwrap_or_default();
+    Ok(fits
+        .fit(claim_resources, handle_resources, match_ignores)?
+        .map(|fit| BindCandidate {
+            handle,
+            extra_claim_resources: fit.extra_claim_resources,
+            name_mismatches: fit.name_mismatches,
+            template_differences: fit.template_differences,
+            healthy,
+        }))
+}
+
+/// How a handle's resources fit the claim's, for ranking ([`BindCandidate`]).
+#[derive(Clone, Copy, Debug)]
+struct Fit {
+    extra_claim_resources: usize,
+    name_mismatches: usize,
+    template_differences: usize,
+}
+
+/// The fits of the last few distinct resource lists one ranking met: the handles of a pool
+/// share theirs, so ranking a pool of 1,000 diffs one list against the claim, not 1,000 (issue
+/// 11). Handles that all differ cost a comparison with each kept list besides their own diff.
+#[derive(Default)]
+struct Fits<'h> {
+    kept: VecDeque<(&'h [HandleResource], Result<Fit, Rejection>)>,
+}
+
+/// How many distinct resource lists [`Fits`] keeps.
+const FITS_KEPT: usize = 8;
+
+impl<'h> Fits<'h> {
+    fn fit(
+        &mut self,
+        claim_resources: &[DesiredResource<'_>],
+        handle_resources: &'h [HandleResource],
+        match_ignores: &HashMap<String, MatchIgnore>,
+    ) -> Result<Result<Fit, Rejection>, MatchError> {
+        if let Some((_, fit)) = self.kept.iter().find(|(kept, _)| *kept == handle_resources) {
+            return Ok(fit.clone());
+        }
+        let fit = resources_fit(claim_resources, handle_resources, match_ignores)?;
+        if self.kept.len() == FITS_KEPT {
+            self.kept.pop_front();
+        }
+        self.kept.push_back((handle_resources, fit.clone()));
+        Ok(fit)
+    }
+}
+
+/// [`Fit`] of a handle's resources, or why they do not fit: more resources than the claim, a
+/// provider that differs at some index, a template that differs where `matchIgnore` does not
+/// allow it.
+fn resources_fit(
+    claim_resources: &[DesiredResource<'_>],
+    handle_resources: &[HandleResource],
+    match_ignores: &HashMap<String, MatchIgnore>,
+) -> Result<Result<Fit, Rejection>, MatchError> {
     let Some(extra_claim_resources) = claim_resources.len().checked_sub(handle_resources.len())
     else {
         return Ok(Err(Rejection::MoreResources {
@@ -405,12 +481,10 @@ fn assess<'h>(
             Err(path) => return Ok(Err(Rejection::TemplateDiffers { index, path })),
         }
     }
-    Ok(Ok(BindCandidate {
-        handle,
+    Ok(Ok(Fit {
         extra_claim_resources,
         name_mismatches,
         template_differences,
-        healthy,
     }))
 }
 

@@ -1,3 +1,4 @@
+use kube::ResourceExt;
 use std::collections::HashMap;
 
 use chrono::TimeDelta;
@@ -660,4 +661,52 @@ fn a_handle_that_does_not_fit_says_why_and_taken_ones_are_left_out() {
         explain_no_fit(&rejected[1..]),
         "no unbound ResourceHandle exists"
     );
+}
+
+/// A ranking fits each distinct resource list once and reuses it for the handles that share
+/// it (a pool's): the result is what each handle gets alone, with more distinct lists than
+/// are kept, some fitting with ignored differences and some not, in any order.
+#[test]
+fn handles_that_share_resources_rank_as_each_would_alone() {
+    let template = json!({"spec": {"size": "small", "label": "claim"}});
+    let claim = [resource(None, &template)];
+    let ignore = ignores(&["/spec/label"]);
+    let sizes = ["small", "large"];
+    let handles: Vec<ResourceHandle> = (0..40)
+        .map(|index| {
+            HandleBuilder::new(&format!("h{index:02}"))
+                .set(
+                    "/spec/resources/0/template",
+                    json!({"spec": {"size": sizes[index % 7 / 5], "label": format!("l{}", index % 11)}}),
+                )
+                .build()
+        })
+        .collect();
+    let each_alone = |handles: &[ResourceHandle]| -> Vec<(String, usize)> {
+        let mut alone: Vec<(String, usize)> = handles
+            .iter()
+            .flat_map(|h| bind_candidates(&claim, None, [h], &ignore, now()).expect("selects"))
+            .map(|c| (c.handle.name_any(), c.template_differences))
+            .collect();
+        alone.sort();
+        alone
+    };
+    let together = |handles: &[ResourceHandle]| -> Vec<(String, usize)> {
+        let mut together: Vec<(String, usize)> =
+            bind_candidates(&claim, None, handles, &ignore, now())
+                .expect("selects")
+                .iter()
+                .map(|c| (c.handle.name_any(), c.template_differences))
+                .collect();
+        together.sort();
+        together
+    };
+    let expected = each_alone(&handles);
+    assert!(!expected.is_empty() && expected.len() < handles.len());
+    assert_eq!(together(&handles), expected);
+    let mut reversed = handles.clone();
+    reversed.reverse();
+    assert_eq!(together(&reversed), expected);
+    let rejected = rejections(&claim, None, &handles, &ignore, now()).expect("assesses");
+    assert_eq!(rejected.len() + expected.len(), handles.len());
 }
