@@ -14,9 +14,9 @@
 //! ([`Backlog::finished`], fed from the controller's results). Two lines wait: objects a watch
 //! listed that look settled ([`Applied::routine`]) and triggers from other watches wait behind
 //! changes and the listed objects that need work, so that a start binds a new claim without
-//! first going over every bound one; one in [`FIRST_PER_ROUTINE`] let in comes from the
-//! routine line while both have objects, so that a steady stream of new claims never starves
-//! the status updates of bound ones. What waits here is dropped, and its tables shrunk, once
+//! first going over every bound one; while both lines wait, one object comes from the
+//! routine line after every [`FIRST_PER_ROUTINE`] from the first, so that a steady stream of
+//! new claims never starves the status updates of bound ones. What waits here is dropped, and its tables shrunk, once
 //! it has drained.
 
 use std::collections::{HashMap, VecDeque};
@@ -269,25 +269,21 @@ where
         self.fill(now)
     }
 
-    /// Lets waiting objects in while there is room: the first line first, but one in
-    /// [`FIRST_PER_ROUTINE`] from the routine line while it has objects too.
+    /// Lets waiting objects in while there is room: the first line first, but one from the
+    /// routine line after every [`FIRST_PER_ROUTINE`] from the first.
     fn fill(&mut self, now: Instant) -> Vec<ObjectRef<K>> {
         let mut released = Vec::new();
         while self.admitted.len() < self.limit {
-            let routine_turn = self.first_run >= FIRST_PER_ROUTINE && !self.routine.is_empty();
-            let (object, line) = match (routine_turn, self.first.pop_front()) {
-                (false, Some(object)) => (object, Line::First),
-                (true, Some(object)) => {
-                    self.first.push_front(object);
-                    match self.routine.pop_front() {
-                        Some(object) => (object, Line::Routine),
-                        None => continue,
-                    }
-                }
-                (_, None) => match self.routine.pop_front() {
-                    Some(object) => (object, Line::Routine),
-                    None => break,
-                },
+            let pop =
+                |line: &mut VecDeque<ObjectRef<K>>, which| line.pop_front().map(|o| (o, which));
+            let next = match self.first_run >= FIRST_PER_ROUTINE {
+                true => pop(&mut self.routine, Line::Routine)
+                    .or_else(|| pop(&mut self.first, Line::First)),
+                false => pop(&mut self.first, Line::First)
+                    .or_else(|| pop(&mut self.routine, Line::Routine)),
+            };
+            let Some((object, line)) = next else {
+                break;
             };
             let key = key_of(&object);
             // Moved to the first line: let in from there.
