@@ -313,21 +313,11 @@ pub(crate) fn bind_candidates<'h>(
     match_ignores: &HashMap<String, MatchIgnore>,
     now: DateTime<Utc>,
 ) -> Result<Vec<BindCandidate<'h>>, MatchError> {
-    let mut candidates = Vec::new();
-    let mut fits = Fits::default();
-    for handle in handles {
-        let assessed = assess(
-            claim_resources,
-            pool_name,
-            handle,
-            match_ignores,
-            &mut fits,
-            now,
-        )?;
-        if let Ok(candidate) = assessed {
-            candidates.push(candidate);
-        }
-    }
+    let mut candidates: Vec<BindCandidate<'h>> =
+        assess_all(claim_resources, pool_name, handles, match_ignores, now)?
+            .into_iter()
+            .filter_map(|(_, assessed)| assessed.ok())
+            .collect();
     candidates.sort_by(preference);
     Ok(candidates)
 }
@@ -341,22 +331,40 @@ pub(crate) fn rejections<'h>(
     match_ignores: &HashMap<String, MatchIgnore>,
     now: DateTime<Utc>,
 ) -> Result<Vec<(&'h ResourceHandle, Rejection)>, MatchError> {
-    let mut rejected = Vec::new();
+    Ok(
+        assess_all(claim_resources, pool_name, handles, match_ignores, now)?
+            .into_iter()
+            .filter_map(|(handle, assessed)| assessed.err().map(|rejection| (handle, rejection)))
+            .collect(),
+    )
+}
+
+/// A handle, and what [`assess`] said of it.
+type Assessed<'h> = (&'h ResourceHandle, Result<BindCandidate<'h>, Rejection>);
+
+/// Each of `handles` [`assess`]ed, in order, sharing one [`Fits`].
+fn assess_all<'h>(
+    claim_resources: &[DesiredResource<'_>],
+    pool_name: Option<&str>,
+    handles: impl IntoIterator<Item = &'h ResourceHandle>,
+    match_ignores: &HashMap<String, MatchIgnore>,
+    now: DateTime<Utc>,
+) -> Result<Vec<Assessed<'h>>, MatchError> {
     let mut fits = Fits::default();
-    for handle in handles {
-        let assessed = assess(
-            claim_resources,
-            pool_name,
-            handle,
-            match_ignores,
-            &mut fits,
-            now,
-        )?;
-        if let Err(rejection) = assessed {
-            rejected.push((handle, rejection));
-        }
-    }
-    Ok(rejected)
+    handles
+        .into_iter()
+        .map(|handle| {
+            let assessed = assess(
+                claim_resources,
+                pool_name,
+                handle,
+                match_ignores,
+                &mut fits,
+                now,
+            )?;
+            Ok((handle, assessed))
+        })
+        .collect()
 }
 
 /// One handle against the claim: a candidate with what ranks it, or why not.
