@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use futures::Stream;
 use kube::runtime::reflector::ObjectRef;
-use kube::runtime::watcher::{self, Event};
+use kube::runtime::watcher;
 
 use super::super::free_handles::FreeHandles;
 use super::super::kinds::{HandleObject, StoredHandle};
@@ -51,13 +51,6 @@ struct Inner {
     deferred: HashMap<(String, String), std::time::Instant>,
     /// The handles bound to each claim, and those bound to none.
     bindings: Bindings,
-}
-
-impl Inner {
-    /// Follows one event of the handle watch.
-    fn follow(&mut self, event: &Event<HandleObject>) {
-        self.bindings.apply(event);
-    }
 }
 
 /// What the handle watch says of bindings, kept without scanning every handle: which handles
@@ -181,7 +174,7 @@ impl ClaimIndex {
     ) {
         let inner: Arc<Mutex<Inner>> = Arc::default();
         let follower = inner.clone();
-        handles.follow(move |event| lock(&follower).follow(event));
+        handles.follow(move |event| lock(&follower).bindings.apply(event));
         let events = handles.subscribe();
         let index = Self {
             handles: handles.store(),
@@ -365,6 +358,8 @@ impl Drop for Reservation {
 
 #[cfg(test)]
 mod tests {
+    use kube::runtime::watcher::Event;
+
     use super::*;
 
     fn index() -> ClaimIndex {
@@ -379,7 +374,7 @@ mod tests {
 
     impl ClaimIndex {
         fn apply_handle_event(&self, event: &Event<HandleObject>) {
-            self.lock().follow(event);
+            self.lock().bindings.apply(event);
         }
 
         fn free_names(&self) -> Vec<String> {
