@@ -4,12 +4,16 @@
 //!
 //! 1. ceiling: 1,000 ConfigMaps created by 8 clients at once (the broker's reconciles of one
 //!    kind run 8 at once): the raw write rate every other figure is a ratio to;
-//! 2. pool fill: a pool of 1,000 from empty, until every handle is ready;
-//! 3. burst, warm: 1,000 claims created at once against those 1,000 ready handles;
-//! 4. burst, cold: 1,000 claims no pool serves (a handle and a ConfigMap made for each);
-//! 5. sustained: claims arriving at 50/s (Poisson) for 60 s against a pool kept full;
-//! 6. quiet: then a minute with every claim bound: the writes to claims, handles and ConfigMaps
-//!    (none of their templates reads the clock), and the CPU time of this process.
+//! 2. floor: the warm and cold bursts and the sustained arrivals below, made of only the writes
+//!    a bind cannot do without, by this process with no broker (`support/floor.rs`): no
+//!    broker does better on this API server;
+//! 3. pool fill: a pool of 1,000 from empty, until every handle is ready;
+//! 4. burst, warm: 1,000 claims created at once against those 1,000 ready handles;
+//! 5. burst, cold: 1,000 claims no pool serves (a handle and a ConfigMap made for each);
+//! 6. sustained: claims arriving at 50/s (Poisson) for 60 s against a pool kept full;
+//! 7. quiet: then a minute with every claim bound: the writes to claims, handles and ConfigMaps
+//!    (none of their templates reads the clock), and the CPU time of this process;
+//! 8. replicas: the warm burst with 2 broker processes, then with the Lease holder killed.
 //!
 //! Instants come from watches: claim created → bound (its status names a handle) and → its
 //! ConfigMap exists. Each phase prints the API requests the API server counted (its own
@@ -18,6 +22,8 @@
 
 #[path = "support/brokers.rs"]
 mod brokers;
+#[path = "support/floor.rs"]
+mod floor;
 #[path = "support/machine.rs"]
 mod machine;
 #[path = "support/objects.rs"]
@@ -207,17 +213,22 @@ async fn main() {
         spent,
     ));
 
+    // 2. The floor: what a bind cannot do without, with no broker, each scenario's bound.
+    if wanted("floor") {
+        rows.extend(bench.floor().await);
+    }
+
     let operator = TestOperator::start(env.kube_config(), &env.namespace);
     for name in ["warm", "cold", "steady", "replicas"] {
         create(&env, &kinds.provider, provider(&env, name)).await;
     }
 
-    // 2. Pool fill.
+    // 3. Pool fill.
     if wanted("fill") {
         rows.push(bench.fill("warm", "pool fill: ready handles", None).await);
     }
 
-    // 3 and 4. Bursts.
+    // 4 and 5. Bursts.
     let mut warm_requests = None;
     for scenario in ["warm", "cold"] {
         if !wanted(scenario) {
@@ -238,20 +249,21 @@ async fn main() {
         rows.push(row);
     }
 
-    // 5. Sustained arrivals against a pool kept full.
+    // 6. Sustained arrivals against a pool kept full.
     if wanted("sustained") {
         rows.push(bench.sustained().await);
     }
 
     print_table(&rows, ceiling);
+    print_targets(&rows, ceiling);
 
-    // 6. Quiet.
+    // 7. Quiet.
     if wanted("quiet") {
         bench.quiet().await;
     }
     operator.stop().await;
 
-    // 7. Replicas: the same burst with 2 broker processes, then with the holder killed.
+    // 8. Replicas: the same burst with 2 broker processes, then with the holder killed.
     if wanted("replicas") {
         let replica_rows = bench.replicas(warm_requests).await;
         rows.extend(replica_rows);
@@ -295,6 +307,35 @@ fn print_table(rows: &[Row], ceiling: f64) {
     }
 }
 
+/// Issue 11's burst and sustained targets, each beside what the broker and the floor reached
+/// (the floor: the most any broker can reach on this API server).
+fn print_targets(rows: &[Row], ceiling: f64) {
+    let find = |scenario: &str| rows.iter().find(|r| r.scenario == scenario);
+    let ratio = |scenario: &str| {
+        find(scenario).map_or("not run".to_owned(), |r| format!("{:.2}", r.rate / ceiling))
+    };
+    let latency = |scenario: &str| {
+        find(scenario)
+            .and_then(|r| Some(format!("p50 {:.0} ms / p99 {:.0} ms", r.p50?, r.p99?)))
+            .unwrap_or_else(|| "not run".to_owned())
+    };
+    println!();
+    for (target, at_least) in [("warm", 1.0 / 3.0), ("cold", 1.0 / 5.0)] {
+        println!(
+            "target: burst, {target}: at least {at_least:.2} of the ceiling; the broker {}, the \
+             floor {}",
+            ratio(&format!("burst, {target}")),
+            ratio(&format!("floor, no broker: burst, {target}")),
+        );
+    }
+    println!(
+        "target: sustained {SUSTAINED_RATE}/s: bound p50 at most 30 ms, p99 at most 100 ms; the \
+         broker {}, the floor {}",
+        latency(&format!("sustained {SUSTAINED_RATE}/s: claims bound")),
+        latency(&format!("floor, no broker: sustained {SUSTAINED_RATE}/s")),
+    );
+}
+
 /// The machine's cores (what "CPU busy" is a share of).
 fn cores() -> f64 {
     std::thread::available_parallelism().map_or(1.0, |n| n.get() as f64)
@@ -309,6 +350,78 @@ struct Bench<'a> {
 }
 
 impl Bench<'_> {
+    /// The warm and cold bursts and the sustained arrivals, each made of only the writes a
+    /// bind cannot do without, by this process, before any broker runs (`floor.rs`).
+    async fn floor(&self) -> Vec<Row> {
+        let env = self.env;
+        let floor = Arc::new(floor::Floor::new(env, self.kinds));
+        let names = |prefix: &str, count: usize| -> Vec<String> {
+            (0..count).map(|i| format!("{prefix}-{i:05}")).collect()
+        };
+        let claims = |scenario: &str| -> Vec<Value> {
+            (0..BURST)
+                .map(|i| claim(env, &floor::claim_name(scenario, i), "floor"))
+                .collect()
+        };
+        let row = |scenario: &str, rate: f64, spent: Spent, mut bound: Vec<f64>| {
+            bound.sort_by(f64::total_cmp);
+            Row::new(
+                format!("floor, no broker: {scenario}"),
+                bound.len(),
+                rate,
+                spent,
+            )
+            .latencies(&bound)
+        };
+        let mut rows = Vec::new();
+
+        let staged = floor
+            .stage(&names("guid-floor-h", BURST), PARALLEL_CREATES)
+            .await;
+        let phase = Phase::start(env).await;
+        let bound = floor
+            .warm(
+                claims("warm").into_iter().zip(staged).collect(),
+                PARALLEL_CREATES,
+            )
+            .await;
+        let rate = BURST as f64 / phase.started.elapsed().as_secs_f64();
+        let spent = phase.report(env, "floor: burst, warm", BURST, 0.0).await;
+        rows.push(row("burst, warm", rate, spent, bound));
+
+        let phase = Phase::start(env).await;
+        let bound = floor.cold(claims("cold"), PARALLEL_CREATES).await;
+        let rate = BURST as f64 / phase.started.elapsed().as_secs_f64();
+        let spent = phase.report(env, "floor: burst, cold", BURST, 0.0).await;
+        rows.push(row("burst, cold", rate, spent, bound));
+
+        let staged = floor
+            .stage(&names("guid-floor-s", SUSTAINED_POOL), PARALLEL_CREATES)
+            .await;
+        let phase = Phase::start(env).await;
+        let bound = floor
+            .clone()
+            .sustained(
+                staged,
+                |name| claim(env, name, "floor"),
+                SUSTAINED_RATE,
+                SUSTAINED_WINDOW,
+            )
+            .await;
+        let count = bound.len();
+        let spent = phase.report(env, "floor: sustained", count, 0.0).await;
+        let rate = count as f64 / SUSTAINED_WINDOW.as_secs_f64();
+        rows.push(row(
+            &format!("sustained {SUSTAINED_RATE}/s"),
+            rate,
+            spent,
+            bound,
+        ));
+
+        floor.clean().await;
+        rows
+    }
+
     /// Fills pool `pool` (of the provider of the same name) to [`BURST`] ready handles and
     /// sets its `minAvailable` back to 0, so a burst empties it; `brokers`: the broker
     /// processes doing it, if it is not this process.
@@ -801,6 +914,9 @@ async fn record(
     let configmaps = Api::<ConfigMap>::namespaced(client, &namespace);
     let claim_instants = instants.clone();
     let claims = watches::record_binds(claims, watcher::Config::default(), move |name| {
+        if floor::is_floor_claim(&name) {
+            return;
+        }
         lock(&claim_instants)
             .bound
             .entry(name)

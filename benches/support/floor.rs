@@ -1,0 +1,481 @@
+//! The floor (issue 11): the writes a Poolboy-compatible bind cannot do without, made by this
+//! process with no broker running, with bodies shaped like the broker's. No broker binds
+//! faster, or sooner, on the same API server: where this floor is short of a target, the
+//! control plane is the limit, whatever the broker does.
+//!
+//! A warm bind (§7.2, Δ§3.2) is five requests: the claim's create; its finalizer, init
+//! timestamp and providers (one PATCH); the handle's binding (one PATCH); the claim's status
+//! naming the handle and its resource's state (one status PATCH); the claim annotations on the
+//! ConfigMap (one PATCH). A cold bind (§7.1) creates the handle and its ConfigMap instead of
+//! patching them. A pool's refill is the handle, its ConfigMap and the handle's ready status.
+//! Left out, so that the floor stays below any broker: events, the handle's own status after
+//! a bind, and the claim's second status write once its resource changed.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use poolboy::controller::kinds::Kinds;
+use rand::RngExt;
+use serde_json::{Value, json};
+
+use crate::machine::lock;
+use crate::support::TestEnv;
+
+const DOMAIN: &str = "poolboy.gpte.redhat.com";
+/// Every object the floor makes carries it, for the clean-up.
+const LABEL: &str = "bench/floor";
+/// The provider and pool the floor's objects name (neither exists: no broker reads them).
+const SOURCE: &str = "floor";
+
+/// Claim `index` of the floor's `scenario`.
+pub fn claim_name(scenario: &str, index: usize) -> String {
+    format!("floor-{scenario}-{index:05}")
+}
+
+/// Whether claim `name` is one of the floor's, bound by this process rather than a broker.
+pub fn is_floor_claim(name: &str) -> bool {
+    name.starts_with("floor-")
+}
+
+/// The APIs the floor writes through, in the bench's namespace.
+pub struct Floor {
+    namespace: String,
+    claims: Api<DynamicObject>,
+    handles: Api<DynamicObject>,
+    configmaps: Api<ConfigMap>,
+    params: PatchParams,
+}
+
+/// A pool handle made by [`Floor::stage`]: its name and its ConfigMap as a claim's status
+/// shows it.
+pub struct Staged {
+    handle: String,
+    configmap: String,
+    state: Value,
+}
+
+impl Floor {
+    pub fn new(env: &TestEnv, kinds: &Kinds) -> Self {
+        let namespaced = |resource| {
+            Api::<DynamicObject>::namespaced_with(env.client.clone(), &env.namespace, resource)
+        };
+        Self {
+            namespace: env.namespace.clone(),
+            claims: namespaced(&kinds.claim),
+            handles: namespaced(&kinds.handle),
+            configmaps: Api::namespaced(env.client.clone(), &env.namespace),
+            params: PatchParams {
+                field_manager: Some("poolboy".to_owned()),
+                ..PatchParams::default()
+            },
+        }
+    }
+
+    /// Pool handles `names`, `parallel` at once, each with its ConfigMap and ready status, as
+    /// a pool fill leaves them.
+    pub async fn stage(&self, names: &[String], parallel: usize) -> Vec<Staged> {
+        futures::stream::iter(names)
+            .map(|name| self.refill(name))
+            .buffered(parallel)
+            .collect()
+            .await
+    }
+
+    /// One pool handle, made as a broker refills its pool: three requests.
+    async fn refill(&self, name: &str) -> Staged {
+        let configmap = format!("{name}-cm");
+        let handle = self.create(&self.handles, self.pool_handle(name)).await;
+        let uid = handle["metadata"]["uid"].as_str().unwrap_or_default();
+        let created = self
+            .configmaps
+            .create(
+                &PostParams::default(),
+                &serde_json::from_value(self.configmap(&configmap, name, uid, None))
+                    .expect("a ConfigMap"),
+            )
+            .await
+            .expect("create a ConfigMap");
+        self.handles
+            .patch_status(
+                name,
+                &self.params,
+                &Patch::Merge(handle_status(&self.namespace, &configmap)),
+            )
+            .await
+            .expect("write a handle's status");
+        Staged {
+            handle: name.to_owned(),
+            configmap,
+            state: state_of(&created),
+        }
+    }
+
+    /// Binds each claim of `claims` (this bench's claim bodies) to the staged handle beside
+    /// it, `parallel` at once: milliseconds from each create to its status naming the handle.
+    pub async fn warm(&self, claims: Vec<(Value, Staged)>, parallel: usize) -> Vec<f64> {
+        futures::stream::iter(claims)
+            .map(|(claim, staged)| self.bind_warm(claim, staged))
+            .buffer_unordered(parallel)
+            .collect()
+            .await
+    }
+
+    /// Serves each claim of `claims` with a handle and ConfigMap of its own, `parallel` at
+    /// once: milliseconds from each create to its status naming the handle.
+    pub async fn cold(&self, claims: Vec<Value>, parallel: usize) -> Vec<f64> {
+        futures::stream::iter(claims)
+            .map(|claim| self.bind_cold(claim))
+            .buffer_unordered(parallel)
+            .collect()
+            .await
+    }
+
+    /// Claims made by `claim_of` (given their name) arriving at `rate` a second (Poisson) for
+    /// `window`, each bound to a handle of the pool `staged` that one refill per bind keeps
+    /// full: milliseconds from each create to its status naming the handle.
+    pub async fn sustained(
+        self: Arc<Self>,
+        staged: Vec<Staged>,
+        claim_of: impl Fn(&str) -> Value,
+        rate: f64,
+        window: Duration,
+    ) -> Vec<f64> {
+        let pool = staged.len();
+        let free = Arc::new(Mutex::new(VecDeque::from(staged)));
+        let mut rng = rand::rng();
+        let started = tokio::time::Instant::now();
+        let mut at = Duration::ZERO;
+        let mut arrivals = Vec::new();
+        loop {
+            // Exponential gaps: a Poisson process of the given rate.
+            let uniform: f64 = rng.random_range(f64::EPSILON..1.0);
+            at += Duration::from_secs_f64(-uniform.ln() / rate);
+            if at >= window {
+                break;
+            }
+            let index = arrivals.len();
+            let claim = claim_of(&claim_name("steady", index));
+            let (floor, free) = (self.clone(), free.clone());
+            arrivals.push(tokio::spawn(async move {
+                tokio::time::sleep_until(started + at).await;
+                let created = Instant::now();
+                let staged = loop {
+                    if let Some(staged) = lock(&free).pop_front() {
+                        break staged;
+                    }
+                    tokio::time::sleep(Duration::from_millis(1)).await;
+                };
+                let bound = floor.bind_warm_from(claim, staged, created).await;
+                let refill = floor
+                    .refill(&format!("guid-floor-s-{:05}", pool + index))
+                    .await;
+                lock(&free).push_back(refill);
+                bound
+            }));
+        }
+        let mut bound = Vec::new();
+        for arrival in arrivals {
+            bound.push(arrival.await.expect("an arrival"));
+        }
+        bound
+    }
+
+    async fn bind_warm(&self, claim: Value, staged: Staged) -> f64 {
+        self.bind_warm_from(claim, staged, Instant::now()).await
+    }
+
+    /// The warm bind of `claim` to `staged`, timed from `created`.
+    async fn bind_warm_from(&self, claim: Value, staged: Staged, created: Instant) -> f64 {
+        let name = self.create_claim(&claim).await;
+        self.handles
+            .patch(
+                &staged.handle,
+                &self.params,
+                &Patch::Merge(json!({
+                    "metadata": {"labels": claim_labels(&self.namespace, &name)},
+                    "spec": {
+                        "resourceClaim": reference("ResourceClaim", &name, &self.namespace),
+                        "resources": claimed_resources(&claim),
+                    },
+                })),
+            )
+            .await
+            .expect("bind a handle");
+        self.write_claim_status(
+            &name,
+            &staged.handle,
+            &staged.configmap,
+            Some(&staged.state),
+        )
+        .await;
+        let bound = created.elapsed().as_secs_f64() * 1000.0;
+        self.configmaps
+            .patch(
+                &staged.configmap,
+                &self.params,
+                &Patch::Merge(json!({"metadata": {"annotations": {
+                    format!("{DOMAIN}/resource-claim-name"): name,
+                    format!("{DOMAIN}/resource-claim-namespace"): self.namespace,
+                }}})),
+            )
+            .await
+            .expect("annotate a ConfigMap");
+        bound
+    }
+
+    /// The cold bind of `claim`: a handle and a ConfigMap of its own.
+    async fn bind_cold(&self, claim: Value) -> f64 {
+        let created = Instant::now();
+        let name = self.create_claim(&claim).await;
+        let handle_name = format!("guid-{name}");
+        let configmap = format!("{name}-cm");
+        let mut handle = self.pool_handle(&handle_name);
+        handle["metadata"]["labels"] = claim_labels(&self.namespace, &name);
+        handle["spec"] = json!({
+            "resourceClaim": reference("ResourceClaim", &name, &self.namespace),
+            "resources": claimed_resources(&claim),
+        });
+        let handle = self.create(&self.handles, handle).await;
+        self.write_claim_status(&name, &handle_name, &configmap, None)
+            .await;
+        let bound = created.elapsed().as_secs_f64() * 1000.0;
+        let uid = handle["metadata"]["uid"].as_str().unwrap_or_default();
+        self.configmaps
+            .create(
+                &PostParams::default(),
+                &serde_json::from_value(self.configmap(&configmap, &handle_name, uid, Some(&name)))
+                    .expect("a ConfigMap"),
+            )
+            .await
+            .expect("create a ConfigMap");
+        bound
+    }
+
+    /// Creates `claim`, then gives it its finalizer, init timestamp and providers: its name.
+    async fn create_claim(&self, claim: &Value) -> String {
+        let mut claim = claim.clone();
+        claim["metadata"]["labels"] = json!({LABEL: "yes"});
+        let created = self.create(&self.claims, claim.clone()).await;
+        let name = created["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        self.claims
+            .patch(
+                &name,
+                &self.params,
+                &Patch::Merge(json!({
+                    "metadata": {
+                        "finalizers": [DOMAIN],
+                        "annotations": {format!("{DOMAIN}/resource-claim-init-timestamp"): now()},
+                    },
+                    "spec": {"resources": claimed_resources(&claim)},
+                })),
+            )
+            .await
+            .expect("initialise a claim");
+        name
+    }
+
+    /// The status a broker writes when it binds claim `name` to `handle`, as the claim
+    /// controller's bind pass writes it: conditions, lifespan, the handle and the resource.
+    async fn write_claim_status(
+        &self,
+        name: &str,
+        handle: &str,
+        configmap: &str,
+        state: Option<&Value>,
+    ) {
+        let condition = |kind: &str, status: &str, reason: &str, message: &str| {
+            json!({"type": kind, "status": status, "reason": reason, "message": message,
+                "lastTransitionTime": now(), "observedGeneration": 2})
+        };
+        let mut resource = json!({
+            "name": "config",
+            "provider": reference("ResourceProvider", SOURCE, &self.namespace),
+            "ready": state.is_some(),
+            "reference": {"apiVersion": "v1", "kind": "ConfigMap", "name": configmap,
+                "namespace": self.namespace},
+        });
+        if let Some(state) = state {
+            resource["state"] = state.clone();
+        }
+        let bound = format!("bound to ResourceHandle {handle}");
+        let status = json!({"status": {
+            "conditions": [
+                condition("LifespanEnding", "False", "NoEnd", "the lifespan has no end"),
+                condition("Valid", "True", "Valid",
+                    "the claim's providers resolve and its values pass validation"),
+                condition("Bound", "True", "Bound", &bound),
+                condition("Ready", "True", "Ready",
+                    &format!("the resources of ResourceHandle {handle} are ready")),
+            ],
+            "lifespan": {"firstReady": now(), "start": now()},
+            "ready": state.is_some(),
+            "resourceHandle": reference("ResourceHandle", handle, &self.namespace),
+            "resources": [resource],
+        }});
+        self.claims
+            .patch_status(name, &self.params, &Patch::Merge(status))
+            .await
+            .expect("write a claim's status");
+    }
+
+    async fn create(&self, api: &Api<DynamicObject>, object: Value) -> Value {
+        let object: DynamicObject = serde_json::from_value(object).expect("a valid object");
+        let created = api
+            .create(&PostParams::default(), &object)
+            .await
+            .unwrap_or_else(|e| panic!("create: {e}"));
+        serde_json::to_value(created).expect("an object as JSON")
+    }
+
+    /// A pool's unbound handle `name`, as a broker creates it.
+    fn pool_handle(&self, name: &str) -> Value {
+        json!({
+            "apiVersion": format!("{DOMAIN}/v1"),
+            "kind": "ResourceHandle",
+            "metadata": {
+                "name": name,
+                "annotations": {format!("{DOMAIN}/resource-pool-version"): "ad5a1bd0d8c1f6ca"},
+                "finalizers": [DOMAIN],
+                "labels": {
+                    LABEL: "yes",
+                    format!("{DOMAIN}/resource-pool-name"): SOURCE,
+                    format!("{DOMAIN}/resource-pool-namespace"): self.namespace,
+                },
+            },
+            "spec": {
+                "resourcePool": reference("ResourcePool", SOURCE, &self.namespace),
+                "resources": [{
+                    "provider": reference("ResourceProvider", SOURCE, &self.namespace),
+                    "template": {"apiVersion": "v1", "kind": "ConfigMap",
+                        "metadata": {"labels": {"bench/kind": SOURCE}}},
+                }],
+            },
+        })
+    }
+
+    /// The ConfigMap `name` of `handle` (uid `uid`), with its claim's annotations when it has
+    /// one.
+    fn configmap(&self, name: &str, handle: &str, uid: &str, claim: Option<&str>) -> Value {
+        let annotation = |key: &str| format!("{DOMAIN}/{key}");
+        let mut annotations = json!({
+            annotation("resource-handle-name"): handle,
+            annotation("resource-handle-namespace"): self.namespace,
+            annotation("resource-handle-uid"): uid,
+            annotation("resource-index"): "0",
+            annotation("resource-pool-name"): SOURCE,
+            annotation("resource-pool-namespace"): self.namespace,
+            annotation("resource-provider-name"): SOURCE,
+            annotation("resource-provider-namespace"): self.namespace,
+        });
+        if let Some(claim) = claim {
+            annotations[annotation("resource-claim-name")] = json!(claim);
+            annotations[annotation("resource-claim-namespace")] = json!(self.namespace);
+        }
+        json!({
+            "metadata": {"name": name, "annotations": annotations,
+                "labels": {LABEL: "yes", "bench/kind": SOURCE}},
+        })
+    }
+
+    /// Deletes everything the floor made, its finalizers first (no broker removes them).
+    pub async fn clean(&self) {
+        let labelled = ListParams::default().labels(&format!("{LABEL}=yes"));
+        let unfinalize = Patch::Merge(json!({"metadata": {"finalizers": null}}));
+        for api in [&self.claims, &self.handles] {
+            let names: Vec<String> = api
+                .list_metadata(&labelled)
+                .await
+                .expect("list the floor's objects")
+                .items
+                .into_iter()
+                .filter_map(|o| o.metadata.name)
+                .collect();
+            futures::stream::iter(names)
+                .map(|name| {
+                    let unfinalize = &unfinalize;
+                    async move {
+                        // Gone already is as good.
+                        let _ = api.patch(&name, &PatchParams::default(), unfinalize).await;
+                    }
+                })
+                .buffer_unordered(16)
+                .collect::<Vec<()>>()
+                .await;
+            api.delete_collection(&DeleteParams::default(), &labelled)
+                .await
+                .expect("delete the floor's objects");
+        }
+        self.configmaps
+            .delete_collection(&DeleteParams::default(), &labelled)
+            .await
+            .expect("delete the floor's ConfigMaps");
+    }
+}
+
+/// The labels a bound handle carries.
+fn claim_labels(namespace: &str, claim: &str) -> Value {
+    json!({
+        LABEL: "yes",
+        format!("{DOMAIN}/resource-claim-name"): claim,
+        format!("{DOMAIN}/resource-claim-namespace"): namespace,
+        format!("{DOMAIN}/resource-pool-name"): SOURCE,
+        format!("{DOMAIN}/resource-pool-namespace"): namespace,
+    })
+}
+
+/// `claim`'s resources, each naming the floor's provider.
+fn claimed_resources(claim: &Value) -> Value {
+    let namespace = claim["metadata"]["namespace"].as_str().unwrap_or_default();
+    let mut resources = claim["spec"]["resources"].clone();
+    for resource in resources.as_array_mut().into_iter().flatten() {
+        resource["provider"] = reference("ResourceProvider", SOURCE, namespace);
+    }
+    resources
+}
+
+/// The ready status of a pool handle whose ConfigMap is `configmap`.
+fn handle_status(namespace: &str, configmap: &str) -> Value {
+    let condition = |kind: &str, reason: &str, message: &str| {
+        json!({"type": kind, "status": "True", "reason": reason, "message": message,
+            "lastTransitionTime": now(), "observedGeneration": 1})
+    };
+    json!({"status": {
+        "conditions": [
+            condition("Ready", "ResourcesReady", "every resource is ready"),
+            condition("Valid", "Rendered", "every resource definition renders"),
+        ],
+        "ready": true,
+        "resources": [{"ready": true, "reference": {"apiVersion": "v1", "kind": "ConfigMap",
+            "name": configmap, "namespace": namespace}}],
+    }})
+}
+
+/// A reference to Poolboy object `kind` `name`.
+fn reference(kind: &str, name: &str, namespace: &str) -> Value {
+    json!({"apiVersion": format!("{DOMAIN}/v1"), "kind": kind, "name": name,
+        "namespace": namespace})
+}
+
+/// A created ConfigMap as a claim's status shows it: without managedFields and Poolboy's
+/// annotations.
+fn state_of(configmap: &ConfigMap) -> Value {
+    let mut state = serde_json::to_value(configmap).expect("a ConfigMap as JSON");
+    if let Some(metadata) = state["metadata"].as_object_mut() {
+        metadata.remove("managedFields");
+        metadata.remove("annotations");
+    }
+    state["apiVersion"] = json!("v1");
+    state["kind"] = json!("ConfigMap");
+    state
+}
+
+fn now() -> String {
+    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+}
