@@ -20,6 +20,8 @@
 //! `apiserver_request_total`, per claim, by verb and resource) and the CPU time spent by this
 //! process, kube-apiserver and etcd: on a small machine the CPU is where a burst's limit is.
 
+#[path = "support/arrivals.rs"]
+mod arrivals;
 #[path = "support/brokers.rs"]
 mod brokers;
 #[path = "support/floor.rs"]
@@ -50,7 +52,6 @@ use machine::{
 use objects::{pool, provider};
 use poolboy::api::OperatorDomain;
 use poolboy::controller::kinds::{ClaimObject, HandleObject, Kinds};
-use rand::RngExt;
 use requests::Requests;
 use serde_json::{Value, json};
 use support::TestEnv;
@@ -761,18 +762,10 @@ async fn delete_configmaps(env: &TestEnv) {
 /// Creates claims of the steady provider at [`SUSTAINED_RATE`] a second, each at its Poisson
 /// arrival time, for [`SUSTAINED_WINDOW`]; their names.
 async fn arrive(env: &TestEnv, kinds: &Kinds, instants: &Arc<Mutex<Instants>>) -> Vec<String> {
-    let mut rng = rand::rng();
     let started = tokio::time::Instant::now();
-    let mut at = Duration::ZERO;
     let mut names = Vec::new();
     let mut creates = Vec::new();
-    loop {
-        // Exponential gaps: a Poisson process of the given rate.
-        let uniform: f64 = rng.random_range(f64::EPSILON..1.0);
-        at += Duration::from_secs_f64(-uniform.ln() / SUSTAINED_RATE);
-        if at >= SUSTAINED_WINDOW {
-            break;
-        }
+    for at in arrivals::poisson(SUSTAINED_RATE, SUSTAINED_WINDOW) {
         let name = format!("steady-{:05}", names.len());
         names.push(name.clone());
         let object = claim(env, &name, "steady");

@@ -19,9 +19,9 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use poolboy::controller::kinds::Kinds;
-use rand::RngExt;
 use serde_json::{Value, json};
 
+use crate::arrivals::poisson;
 use crate::machine::lock;
 use crate::support::TestEnv;
 
@@ -146,18 +146,9 @@ impl Floor {
     ) -> Vec<f64> {
         let pool = staged.len();
         let free = Arc::new(Mutex::new(VecDeque::from(staged)));
-        let mut rng = rand::rng();
         let started = tokio::time::Instant::now();
-        let mut at = Duration::ZERO;
         let mut arrivals = Vec::new();
-        loop {
-            // Exponential gaps: a Poisson process of the given rate.
-            let uniform: f64 = rng.random_range(f64::EPSILON..1.0);
-            at += Duration::from_secs_f64(-uniform.ln() / rate);
-            if at >= window {
-                break;
-            }
-            let index = arrivals.len();
+        for (index, at) in poisson(rate, window).into_iter().enumerate() {
             let claim = claim_of(&claim_name("steady", index));
             let (floor, free) = (self.clone(), free.clone());
             arrivals.push(tokio::spawn(async move {
