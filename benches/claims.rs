@@ -356,9 +356,6 @@ impl Bench<'_> {
     async fn floor(&self) -> Vec<Row> {
         let env = self.env;
         let floor = Arc::new(floor::Floor::new(env, self.kinds));
-        let names = |prefix: &str, count: usize| -> Vec<String> {
-            (0..count).map(|i| format!("{prefix}-{i:05}")).collect()
-        };
         let claims = |scenario: &str| -> Vec<Value> {
             (0..BURST)
                 .map(|i| claim(env, &floor::claim_name(scenario, i), "floor"))
@@ -376,9 +373,7 @@ impl Bench<'_> {
         };
         let mut rows = Vec::new();
 
-        let staged = floor
-            .stage(&names("guid-floor-h", BURST), PARALLEL_CREATES)
-            .await;
+        let staged = floor.stage("warm", BURST, PARALLEL_CREATES).await;
         let phase = Phase::start(env).await;
         let bound = floor
             .warm(
@@ -397,7 +392,7 @@ impl Bench<'_> {
         rows.push(row("burst, cold", rate, spent, bound));
 
         let staged = floor
-            .stage(&names("guid-floor-s", SUSTAINED_POOL), PARALLEL_CREATES)
+            .stage("steady", SUSTAINED_POOL, PARALLEL_CREATES)
             .await;
         let phase = Phase::start(env).await;
         let bound = floor

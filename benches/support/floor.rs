@@ -36,6 +36,12 @@ pub fn claim_name(scenario: &str, index: usize) -> String {
     format!("floor-{scenario}-{index:05}")
 }
 
+/// Handle `index` of the floor's `scenario` (handles' names start with `guid-`: their CRD's
+/// pattern).
+fn handle_name(scenario: &str, index: usize) -> String {
+    format!("guid-floor-{scenario}-{index:05}")
+}
+
 /// Whether claim `name` is one of the floor's, bound by this process rather than a broker.
 pub fn is_floor_claim(name: &str) -> bool {
     name.starts_with("floor-")
@@ -75,10 +81,11 @@ impl Floor {
         }
     }
 
-    /// Pool handles `names`, `parallel` at once, each with its ConfigMap and ready status, as
-    /// a pool fill leaves them.
-    pub async fn stage(&self, names: &[String], parallel: usize) -> Vec<Staged> {
-        futures::stream::iter(names)
+    /// `count` pool handles of `scenario`, `parallel` at once, each with its ConfigMap and
+    /// ready status, as a pool fill leaves them.
+    pub async fn stage(&self, scenario: &str, count: usize, parallel: usize) -> Vec<Staged> {
+        let names: Vec<String> = (0..count).map(|i| handle_name(scenario, i)).collect();
+        futures::stream::iter(&names)
             .map(|name| self.refill(name))
             .buffered(parallel)
             .collect()
@@ -161,9 +168,7 @@ impl Floor {
                     tokio::time::sleep(Duration::from_millis(1)).await;
                 };
                 let bound = floor.bind_warm_from(claim, staged, created).await;
-                let refill = floor
-                    .refill(&format!("guid-floor-s-{:05}", pool + index))
-                    .await;
+                let refill = floor.refill(&handle_name("steady", pool + index)).await;
                 lock(&free).push_back(refill);
                 bound
             }));
