@@ -16,8 +16,8 @@
 //! changes and the listed objects that need work, so that a start binds a new claim without
 //! first going over every bound one; while both lines wait, one object comes from the
 //! routine line after every [`FIRST_PER_ROUTINE`] from the first, so that a steady stream of
-//! new claims never starves the status updates of bound ones. What waits here is dropped, and its tables shrunk, once
-//! it has drained.
+//! new claims never starves the status updates of bound ones. What waits here is dropped, and
+//! its tables shrunk, once it has drained.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};

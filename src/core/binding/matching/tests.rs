@@ -674,11 +674,10 @@ fn handles_that_share_resources_rank_as_each_would_alone() {
     let sizes = ["small", "large"];
     let handles: Vec<ResourceHandle> = (0..40)
         .map(|index| {
+            let label = format!("l{}", index % 11);
+            let template = json!({"spec": {"size": sizes[index % 7 / 5], "label": label}});
             HandleBuilder::new(&format!("h{index:02}"))
-                .set(
-                    "/spec/resources/0/template",
-                    json!({"spec": {"size": sizes[index % 7 / 5], "label": format!("l{}", index % 11)}}),
-                )
+                .set("/spec/resources/0/template", template)
                 .build()
         })
         .collect();

@@ -492,8 +492,16 @@ proptest! {
             (0..ready_count).map(|i| ready(&format!("guid-r{i}"))).collect();
         handles.extend((0..unready_count).map(|i| handle(&format!("guid-u{i}"), Value::Null)));
         let pending: Vec<String> = (0..pending_count).map(|i| format!("guid-p{i}")).collect();
-        let plan = plan_pool(&PoolInput { pool: &p, unbound: &shared(&handles), pending: &pending, scaling_demand: 0, stale: &BTreeSet::new(),
-        autoscale: None, bound: 0, bound_unready: 0 });
+        let plan = plan_pool(&PoolInput {
+            pool: &p,
+            unbound: &shared(&handles),
+            pending: &pending,
+            scaling_demand: 0,
+            stale: &BTreeSet::new(),
+            autoscale: None,
+            bound: 0,
+            bound_unready: 0,
+        });
         let available = (ready_count + unready_count + pending_count) as i64;
         let unready = (unready_count + pending_count) as i64;
         let create = plan.create as i64;
