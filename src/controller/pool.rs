@@ -571,7 +571,7 @@ fn new_handle_template(
     let mut handle = handle_for_pool(pool, provider_lifespan.as_ref(), scaling, ctx.domain(), now)
         .map_err(|e| format!("spec.lifespan: {e}"))?;
     let providers = ctx.providers(|c| provider_specs(c, &handle));
-    let version = pool_version(&handle, &providers);
+    let version = pool_version(&handle, &providers, ctx.domain());
     stamp(&mut handle, &version, ctx.domain());
     Ok(NewHandle {
         handle,

@@ -167,7 +167,8 @@ pub fn render(input: RenderInput, options: &RenderOptions) -> Result<Rendered, R
             let lifespan = provider.and_then(|p| p.spec().lifespan.as_ref());
             let mut handle = handle_for_pool(&pool, lifespan, None, &options.domain, options.now)
                 .map_err(failed)?;
-            let version = pool_version(&handle, &provider_specs(&catalog, &handle));
+            let version =
+                pool_version(&handle, &provider_specs(&catalog, &handle), &options.domain);
             stamp(&mut handle, &version, &options.domain);
             renderer.name(&mut handle);
             let refused = renderer.generate_resources(&mut handle, None)?;

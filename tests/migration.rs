@@ -1,0 +1,760 @@
+//! Moving over from Poolboy 1.17 (README, "Moving from Poolboy 1.17"): an installation exactly
+//! as Poolboy 1.17.3 wrote it (tests/fixtures/poolboy-1.17.3), and the same installation in
+//! the other shapes Poolboy writes (a pool with vars, parameters and a linked provider, the
+//! spec references of older releases), is taken over with no object created or deleted, no
+//! claim rebound, the claims' status kept, and no write but those docs/compatibility.md lists
+//! under "Taking over from Poolboy".
+
+mod support;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams};
+use kube::runtime::watcher::{self, Event, watcher};
+use kube::{Api, ResourceExt};
+use serde_json::{Map, Value, json};
+use tokio::time::Instant;
+
+use support::operator::TestOperator;
+use support::{TIMEOUT, TestEnv, eventually};
+
+const D: &str = "poolboy.gpte.redhat.com";
+
+/// The kinds an installation holds, in the order they are loaded.
+const KINDS: [(&str, &str); 5] = [
+    ("ResourceProvider", "resourceproviders"),
+    ("ResourcePool", "resourcepools"),
+    ("ResourceHandle", "resourcehandles"),
+    ("ResourceClaim", "resourceclaims"),
+    ("ConfigMap", "configmaps"),
+];
+
+/// What the broker may write when it takes an installation over, by kind, as JSON pointers
+/// (`*` stands for one segment). docs/compatibility.md, "Taking over from Poolboy", says why
+/// each is written.
+const TAKEOVER_WRITES: &[(&str, &str)] = &[
+    ("ResourceClaim", "/status/conditions"),
+    (
+        "ResourceClaim",
+        "/status/resources/*/state/metadata/creationTimestamp",
+    ),
+    ("ResourceHandle", "/status/conditions"),
+    ("ResourcePool", "/status/conditions"),
+    ("ResourcePool", "/status/resourceHandleCount/**"),
+    ("ResourcePool", "/status/resourceHandles/**"),
+    ("ResourceProvider", "/status"),
+];
+
+/// The API of `kind` in the test namespace, for objects as raw JSON (nothing dropped by a
+/// typed model: kopf's `diffBase` stays as Poolboy wrote it).
+fn api(env: &TestEnv, kind: &str) -> Api<DynamicObject> {
+    let (kind, plural) = KINDS
+        .iter()
+        .find(|(k, _)| *k == kind)
+        .copied()
+        .unwrap_or_else(|| panic!("no kind {kind}"));
+    let gvk = match kind {
+        "ConfigMap" => GroupVersionKind::gvk("", "v1", kind),
+        _ => GroupVersionKind::gvk(D, "v1", kind),
+    };
+    let resource = ApiResource::from_gvk_with_plural(&gvk, plural);
+    Api::namespaced_with(env.client.clone(), &env.namespace, &resource)
+}
+
+/// The objects Poolboy 1.17.3 wrote, moved to `namespace` (both its operator namespace,
+/// `poolboy`, and the claims' namespace, `mig-user`, become the test namespace).
+fn recorded_installation(namespace: &str) -> Vec<Value> {
+    let list: Value = serde_json::from_str(include_str!("fixtures/poolboy-1.17.3/objects.json"))
+        .expect("the fixture is JSON");
+    let mut items = list["items"].as_array().cloned().expect("a List");
+    for item in &mut items {
+        rename_namespaces(item, namespace);
+    }
+    items
+}
+
+/// Every string `poolboy` or `mig-user` in `value` becomes `namespace`; kopf's `diffBase`, a
+/// string holding JSON, stays as it is.
+fn rename_namespaces(value: &mut Value, namespace: &str) {
+    match value {
+        Value::String(s) if s == "poolboy" || s == "mig-user" => *s = namespace.to_owned(),
+        Value::Array(items) => items
+            .iter_mut()
+            .for_each(|v| rename_namespaces(v, namespace)),
+        Value::Object(fields) => fields
+            .values_mut()
+            .for_each(|v| rename_namespaces(v, namespace)),
+        _ => {}
+    }
+}
+
+fn of_kind<'a>(objects: &'a mut [Value], kind: &'a str) -> impl Iterator<Item = &'a mut Value> {
+    objects.iter_mut().filter(move |o| o["kind"] == kind)
+}
+
+fn named<'a>(objects: &'a mut [Value], kind: &str, name: &str) -> &'a mut Value {
+    objects
+        .iter_mut()
+        .find(|o| o["kind"] == kind && o["metadata"]["name"] == name)
+        .unwrap_or_else(|| panic!("no {kind} {name}"))
+}
+
+/// Loads `objects` as the fixture's README says: without uid, resourceVersion,
+/// creationTimestamp and generation, each created and then its `status` written through the
+/// status subresource. The ConfigMaps the handles reference are created as Poolboy creates
+/// them, and each claim's `status.resources[].state` is its ConfigMap as Poolboy records it.
+async fn load(env: &TestEnv, mut objects: Vec<Value>) {
+    for (kind, _) in &KINDS[..4] {
+        for object in of_kind(&mut objects, kind) {
+            create_with_status(env, kind, object).await;
+        }
+    }
+    let handles: Vec<Value> = objects
+        .iter()
+        .filter(|o| o["kind"] == "ResourceHandle")
+        .cloned()
+        .collect();
+    let mut states = BTreeMap::new();
+    for handle in &handles {
+        let handle = api(env, "ResourceHandle")
+            .get(handle["metadata"]["name"].as_str().unwrap_or_default())
+            .await
+            .expect("the handle as created");
+        let handle = serde_json::to_value(handle).expect("JSON");
+        for (index, reference) in references(&handle).into_iter().enumerate() {
+            let configmap = create_configmap(env, &handle, index, &reference).await;
+            states.insert(text(&reference["name"]), poolboy_state(configmap));
+        }
+    }
+    for claim in of_kind(&mut objects, "ResourceClaim") {
+        let name = claim["metadata"]["name"].as_str().unwrap_or_default();
+        let Some(resources) = claim["status"]["resources"].as_array() else {
+            continue;
+        };
+        let resources: Vec<Value> = resources
+            .iter()
+            .map(|r| {
+                let mut r = r.clone();
+                if let Some(state) = states.get(&text(&r["reference"]["name"])) {
+                    r["state"] = state.clone();
+                }
+                r
+            })
+            .collect();
+        api(env, "ResourceClaim")
+            .patch_status(
+                name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"status": {"resources": resources}})),
+            )
+            .await
+            .unwrap_or_else(|e| panic!("the state of claim {name}: {e}"));
+    }
+}
+
+fn text(value: &Value) -> String {
+    value.as_str().unwrap_or_default().to_owned()
+}
+
+async fn create_with_status(env: &TestEnv, kind: &str, object: &Value) {
+    let mut object = object.clone();
+    let status = object.as_object_mut().and_then(|o| o.remove("status"));
+    if let Some(metadata) = object["metadata"].as_object_mut() {
+        for field in ["uid", "resourceVersion", "creationTimestamp", "generation"] {
+            metadata.remove(field);
+        }
+    }
+    let name = object["metadata"]["name"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    let api = api(env, kind);
+    let typed: DynamicObject = serde_json::from_value(object).expect("an object");
+    api.create(&PostParams::default(), &typed)
+        .await
+        .unwrap_or_else(|e| panic!("creating {kind} {name}: {e}"));
+    if let Some(status) = status {
+        api.patch_status(
+            &name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": status})),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("the status of {kind} {name}: {e}"));
+    }
+}
+
+/// The references of a handle's resources: from its status, or from its spec where older
+/// releases kept them.
+fn references(handle: &Value) -> Vec<Value> {
+    let spec = handle["spec"]["resources"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let status = handle["status"]["resources"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    (0..spec.len().max(status.len()))
+        .filter_map(|i| {
+            let from_status = status.get(i).map(|r| r["reference"].clone());
+            let from_spec = spec.get(i).map(|r| r["reference"].clone());
+            [from_status, from_spec]
+                .into_iter()
+                .flatten()
+                .find(|r| r.is_object())
+        })
+        .collect()
+}
+
+/// The ConfigMap of `handle`'s resource `index`, annotated as Poolboy annotates what it
+/// creates (its `resourceprovider.py`), with the template the handle names.
+async fn create_configmap(env: &TestEnv, handle: &Value, index: usize, reference: &Value) -> Value {
+    let spec = &handle["spec"];
+    let resource = &spec["resources"][index];
+    let mut annotations = Map::new();
+    let mut annotate = |key: &str, value: &Value| {
+        if let Some(value) = value.as_str() {
+            annotations.insert(format!("{D}/{key}"), json!(value));
+        }
+    };
+    annotate("resource-provider-name", &resource["provider"]["name"]);
+    annotate(
+        "resource-provider-namespace",
+        &resource["provider"]["namespace"],
+    );
+    annotate("resource-handle-name", &handle["metadata"]["name"]);
+    annotate(
+        "resource-handle-namespace",
+        &handle["metadata"]["namespace"],
+    );
+    annotate("resource-handle-uid", &handle["metadata"]["uid"]);
+    annotate("resource-index", &json!(index.to_string()));
+    annotate("resource-claim-name", &spec["resourceClaim"]["name"]);
+    annotate(
+        "resource-claim-namespace",
+        &spec["resourceClaim"]["namespace"],
+    );
+    annotate("resource-pool-name", &spec["resourcePool"]["name"]);
+    annotate(
+        "resource-pool-namespace",
+        &spec["resourcePool"]["namespace"],
+    );
+    let mut configmap = json!({
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {
+            "name": reference["name"],
+            "generateName": format!("guid{index}-"),
+            "annotations": annotations,
+        },
+    });
+    if let Some(data) = resource["template"].get("data") {
+        configmap["data"] = data.clone();
+    }
+    let configmap: ConfigMap = serde_json::from_value(configmap).expect("a ConfigMap");
+    let created = env
+        .api::<ConfigMap>()
+        .create(&PostParams::default(), &configmap)
+        .await
+        .expect("creating a ConfigMap");
+    serde_json::to_value(created).expect("JSON")
+}
+
+/// `resource` as Poolboy 1.17 records it in a claim's `status.resources[].state`
+/// (`prune_k8s_resource`): without `managedFields`, `generation` and the annotations of its
+/// domain, and its creation time as Python prints it (`+00:00`).
+fn poolboy_state(mut resource: Value) -> Value {
+    if let Some(metadata) = resource["metadata"].as_object_mut() {
+        metadata.remove("managedFields");
+        metadata.remove("generation");
+        if let Some(Value::Object(annotations)) = metadata.get_mut("annotations") {
+            annotations.retain(|key, _| !key.starts_with(&format!("{D}/")));
+            if annotations.is_empty() {
+                metadata.remove("annotations");
+            }
+        }
+        if let Some(Value::String(created)) = metadata.get_mut("creationTimestamp") {
+            *created = created.replace('Z', "+00:00");
+        }
+    }
+    resource
+}
+
+/// Every object of the test namespace, by kind and name.
+async fn snapshot(env: &TestEnv) -> BTreeMap<(String, String), Value> {
+    let mut objects = BTreeMap::new();
+    for (kind, _) in KINDS {
+        let list = api(env, kind)
+            .list(&Default::default())
+            .await
+            .unwrap_or_else(|e| panic!("listing {kind}: {e}"));
+        for object in list {
+            let name = object.name_any();
+            let value = serde_json::to_value(object).expect("JSON");
+            objects.insert((kind.to_owned(), name), value);
+        }
+    }
+    objects
+}
+
+/// What the watches saw after they had listed: each write, and when the last one came.
+#[derive(Default)]
+struct Writes {
+    /// (kind, name, uid, deleting) of every object written.
+    applied: Vec<(String, String, String, bool)>,
+    deleted: Vec<(String, String)>,
+    last: Option<Instant>,
+}
+
+/// Watches every kind of the installation; returns once each watch has listed.
+async fn record_writes(env: &TestEnv) -> Arc<Mutex<Writes>> {
+    let writes = Arc::new(Mutex::new(Writes::default()));
+    for (kind, _) in KINDS {
+        let listed = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (record, done) = (writes.clone(), listed.clone());
+        let mut stream = watcher(api(env, kind), watcher::Config::default()).boxed();
+        tokio::spawn(async move {
+            while let Some(event) = stream.next().await {
+                let Ok(mut writes) = record.lock() else {
+                    return;
+                };
+                match event {
+                    Ok(Event::Apply(object)) => {
+                        writes.applied.push((
+                            kind.to_owned(),
+                            object.name_any(),
+                            object.uid().unwrap_or_default(),
+                            object.metadata.deletion_timestamp.is_some(),
+                        ));
+                        writes.last = Some(Instant::now());
+                    }
+                    Ok(Event::Delete(object)) => {
+                        writes.deleted.push((kind.to_owned(), object.name_any()));
+                        writes.last = Some(Instant::now());
+                    }
+                    Ok(Event::InitDone) => done.store(true, std::sync::atomic::Ordering::SeqCst),
+                    _ => {}
+                }
+            }
+        });
+        eventually(&format!("the {kind} watch listed"), TIMEOUT, || async {
+            listed
+                .load(std::sync::atomic::Ordering::SeqCst)
+                .then_some(())
+        })
+        .await;
+    }
+    writes
+}
+
+/// Waits until nothing has been written for `quiet` (at most [`TIMEOUT`]).
+async fn settled(writes: &Arc<Mutex<Writes>>, quiet: Duration) {
+    let started = Instant::now();
+    eventually("the installation to settle", TIMEOUT, || async {
+        let last = writes.lock().ok()?.last.unwrap_or(started);
+        (last.elapsed() >= quiet).then_some(())
+    })
+    .await;
+}
+
+/// The JSON pointers at which `before` and `after` differ: leaves, or a whole array whose
+/// length changed.
+fn differences(before: &Value, after: &Value, path: &str, out: &mut Vec<String>) {
+    match (before, after) {
+        (Value::Object(a), Value::Object(b)) => {
+            let keys: BTreeSet<&String> = a.keys().chain(b.keys()).collect();
+            for key in keys {
+                let child = format!("{path}/{}", key.replace('~', "~0").replace('/', "~1"));
+                match (a.get(key), b.get(key)) {
+                    (Some(x), Some(y)) => differences(x, y, &child, out),
+                    _ => out.push(child),
+                }
+            }
+        }
+        (Value::Array(a), Value::Array(b)) if a.len() == b.len() => {
+            for (i, (x, y)) in a.iter().zip(b).enumerate() {
+                differences(x, y, &format!("{path}/{i}"), out);
+            }
+        }
+        _ if before == after => {}
+        _ => out.push(path.to_owned()),
+    }
+}
+
+/// Whether `path` matches `pattern`, where a `*` segment matches any one segment and a
+/// trailing `/**` anything below.
+fn matches(pattern: &str, path: &str) -> bool {
+    let (pattern, below) = match pattern.strip_suffix("/**") {
+        Some(p) => (p, true),
+        None => (pattern, false),
+    };
+    let p: Vec<&str> = pattern.split('/').collect();
+    let s: Vec<&str> = path.split('/').collect();
+    (s.len() == p.len() || (below && s.len() > p.len()))
+        && p.iter().zip(&s).all(|(p, s)| *p == "*" || p == s)
+}
+
+/// The writes of the takeover that docs/compatibility.md does not list, as `kind name path`.
+fn unlisted_writes(
+    before: &BTreeMap<(String, String), Value>,
+    after: &BTreeMap<(String, String), Value>,
+) -> Vec<String> {
+    let mut unlisted = Vec::new();
+    for ((kind, name), old) in before {
+        let Some(new) = after.get(&(kind.clone(), name.clone())) else {
+            continue;
+        };
+        let mut changed = Vec::new();
+        differences(old, new, "", &mut changed);
+        for path in changed {
+            let bookkeeping = [
+                "/metadata/resourceVersion",
+                "/metadata/managedFields",
+                "/metadata/generation",
+            ]
+            .iter()
+            .any(|p| path == *p || path.starts_with(&format!("{p}/")));
+            let listed = TAKEOVER_WRITES
+                .iter()
+                .any(|(k, pattern)| k == kind && matches(pattern, &path));
+            if !bookkeeping && !listed {
+                unlisted.push(format!("{kind} {name} {path}"));
+            }
+        }
+    }
+    unlisted
+}
+
+/// Every leaf of `value`, as JSON pointers.
+fn leaves(value: &Value, path: &str, out: &mut Vec<String>) {
+    match value {
+        Value::Object(fields) if !fields.is_empty() => {
+            for (key, v) in fields {
+                leaves(
+                    v,
+                    &format!("{path}/{}", key.replace('~', "~0").replace('/', "~1")),
+                    out,
+                );
+            }
+        }
+        Value::Array(items) if !items.is_empty() => {
+            for (i, v) in items.iter().enumerate() {
+                leaves(v, &format!("{path}/{i}"), out);
+            }
+        }
+        _ => out.push(path.to_owned()),
+    }
+}
+
+/// Takes `objects` over: loads them, starts the broker, waits until it has judged every
+/// object and nothing more is written, and checks the takeover as the module says. Returns
+/// the running broker.
+async fn take_over(env: &TestEnv, objects: Vec<Value>) -> TestOperator {
+    load(env, objects).await;
+    let before = snapshot(env).await;
+    let writes = record_writes(env).await;
+    let operator = TestOperator::start(env.kube_config(), &env.namespace);
+
+    // The broker has judged the pool once its condition about the handles' versions is up,
+    // and every claim once it carries its Ready condition.
+    let pools = api(env, "ResourcePool");
+    let claims = api(env, "ResourceClaim");
+    eventually(
+        "the broker to judge every pool and claim",
+        TIMEOUT,
+        || async {
+            let judged = |object: &DynamicObject, condition: &str| {
+                object.data["status"]["conditions"]
+                    .as_array()
+                    .is_some_and(|c| c.iter().any(|c| c["type"] == condition))
+            };
+            let pools = pools.list(&Default::default()).await.ok()?;
+            let claims = claims.list(&Default::default()).await.ok()?;
+            (pools.iter().all(|p| judged(p, "HandlesUpToDate"))
+                && claims.iter().all(|c| judged(c, "Ready")))
+            .then_some(())
+        },
+    )
+    .await;
+    settled(&writes, Duration::from_secs(3)).await;
+    let after = snapshot(env).await;
+
+    let writes = writes.lock().expect("the record");
+    let known: BTreeSet<&str> = before
+        .values()
+        .filter_map(|o| o["metadata"]["uid"].as_str())
+        .collect();
+    let created: BTreeSet<_> = writes
+        .applied
+        .iter()
+        .filter(|(_, _, uid, _)| !known.contains(uid.as_str()))
+        .map(|(kind, name, _, _)| format!("{kind} {name}"))
+        .collect();
+    let deleting: BTreeSet<_> = writes
+        .applied
+        .iter()
+        .filter(|(.., deleting)| *deleting)
+        .map(|(kind, name, ..)| format!("{kind} {name}"))
+        .chain(
+            writes
+                .deleted
+                .iter()
+                .map(|(kind, name)| format!("{kind} {name}")),
+        )
+        .collect();
+    assert_eq!(created, BTreeSet::new(), "objects created on takeover");
+    assert_eq!(deleting, BTreeSet::new(), "objects deleted on takeover");
+    assert_eq!(
+        after.keys().collect::<Vec<_>>(),
+        before.keys().collect::<Vec<_>>(),
+        "the same objects"
+    );
+
+    for ((kind, name), old) in before.iter().filter(|((k, _), _)| k == "ResourceClaim") {
+        let new = &after[&(kind.clone(), name.clone())];
+        assert_eq!(
+            new["status"]["resourceHandle"], old["status"]["resourceHandle"],
+            "claim {name} keeps its handle"
+        );
+        let mut kept = Vec::new();
+        leaves(&old["status"], "/status", &mut kept);
+        let mut now = Vec::new();
+        leaves(&new["status"], "/status", &mut now);
+        let now: BTreeSet<String> = now.into_iter().collect();
+        let lost: Vec<&String> = kept.iter().filter(|p| !now.contains(*p)).collect();
+        assert!(
+            lost.is_empty(),
+            "claim {name} lost status fields Poolboy wrote: {lost:?}"
+        );
+    }
+    let unlisted = unlisted_writes(&before, &after);
+    assert!(
+        unlisted.is_empty(),
+        "writes on takeover that docs/compatibility.md does not list:\n{}",
+        unlisted.join("\n")
+    );
+    operator
+}
+
+/// The names of the unbound handles of pool `pool`.
+async fn unbound_handles(env: &TestEnv, pool: &str) -> BTreeSet<String> {
+    api(env, "ResourceHandle")
+        .list(&Default::default())
+        .await
+        .expect("listing handles")
+        .into_iter()
+        .filter(|h| h.data["spec"]["resourcePool"]["name"] == pool)
+        .filter(|h| h.data["spec"].get("resourceClaim").is_none())
+        .map(|h| h.name_any())
+        .collect()
+}
+
+/// The pool's unbound handles in the recorded installation.
+const UNBOUND: [&str; 3] = ["guid-5k2mx", "guid-b9ddc", "guid-fh5dm"];
+
+/// After the takeover the broker manages what it took over: a claim's template edit reaches
+/// its ConfigMap, and a deleted claim takes its handle and ConfigMap with it (through
+/// Poolboy's finalizers).
+async fn managed_after_takeover(env: &TestEnv, edited: &str, configmap: &str, deleted: &str) {
+    let claims = api(env, "ResourceClaim");
+    let claim = claims.get(edited).await.expect("the claim");
+    let mut resources = claim.data["spec"]["resources"].clone();
+    resources[0]["template"]["data"]["k"] = json!("edited");
+    claims
+        .patch(
+            edited,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"resources": resources}})),
+        )
+        .await
+        .expect("editing the claim");
+    let configmaps = env.api::<ConfigMap>();
+    eventually("the edit to reach the ConfigMap", TIMEOUT, || async {
+        let data = configmaps.get(configmap).await.ok()?.data?;
+        (data.get("k").map(String::as_str) == Some("edited")).then_some(())
+    })
+    .await;
+
+    let claim = claims.get(deleted).await.expect("the claim");
+    let handle = claim.data["status"]["resourceHandle"]["name"].clone();
+    let handle = handle.as_str().unwrap_or_default().to_owned();
+    let resource = text(&claim.data["status"]["resources"][0]["reference"]["name"]);
+    claims
+        .delete(deleted, &Default::default())
+        .await
+        .expect("deleting the claim");
+    let handles = api(env, "ResourceHandle");
+    eventually(
+        "the claim, its handle and its ConfigMap to go",
+        TIMEOUT,
+        || async {
+            let gone = claims.get_opt(deleted).await.ok()?.is_none()
+                && handles.get_opt(&handle).await.ok()?.is_none()
+                && configmaps.get_opt(&resource).await.ok()?.is_none();
+            gone.then_some(())
+        },
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn the_recorded_installation_moves_over_untouched() {
+    let env = TestEnv::new().await;
+    let objects = recorded_installation(&env.namespace);
+    let operator = take_over(&env, objects).await;
+    assert_eq!(
+        unbound_handles(&env, "pool").await,
+        BTreeSet::from(UNBOUND.map(str::to_owned)),
+    );
+    managed_after_takeover(&env, "warm1", "guid0-xn5p2", "cold1").await;
+    assert_eq!(
+        unbound_handles(&env, "pool").await,
+        BTreeSet::from(UNBOUND.map(str::to_owned)),
+        "the pool's handles stay through the edit and the deletion"
+    );
+    env.teardown([operator]).await;
+}
+
+#[tokio::test]
+async fn a_pool_with_vars_moves_over_untouched() {
+    let env = TestEnv::new().await;
+    let mut objects = recorded_installation(&env.namespace);
+    let vars = json!({"greeting": "hello", "sizes": {"small": 1}});
+    named(&mut objects, "ResourcePool", "pool")["spec"]["vars"] = vars.clone();
+    // Poolboy's create_for_pool copies the pool's vars into each handle it makes.
+    for handle in of_kind(&mut objects, "ResourceHandle") {
+        if handle["spec"].get("resourcePool").is_some() {
+            handle["spec"]["vars"] = vars.clone();
+        }
+    }
+    let operator = take_over(&env, objects).await;
+    assert_eq!(
+        unbound_handles(&env, "pool").await,
+        BTreeSet::from(UNBOUND.map(str::to_owned)),
+    );
+    env.teardown([operator]).await;
+}
+
+#[tokio::test]
+async fn references_in_the_spec_as_poolboy_1_12_kept_them_move_over_untouched() {
+    let env = TestEnv::new().await;
+    let mut objects = recorded_installation(&env.namespace);
+    // Poolboy 1.12 wrote each resource's reference into the handle's spec as well as its
+    // status.
+    for handle in of_kind(&mut objects, "ResourceHandle") {
+        let references: Vec<Value> = handle["status"]["resources"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|r| r["reference"].clone())
+            .collect();
+        for (index, reference) in references.into_iter().enumerate() {
+            handle["spec"]["resources"][index]["reference"] = reference;
+        }
+    }
+    let operator = take_over(&env, objects).await;
+    assert_eq!(
+        unbound_handles(&env, "pool").await,
+        BTreeSet::from(UNBOUND.map(str::to_owned)),
+    );
+    managed_after_takeover(&env, "warm2", "guid0-64f9z", "cold1").await;
+    env.teardown([operator]).await;
+}
+
+/// A reference to provider `name` of `namespace`, as Poolboy writes one.
+fn provider_reference(name: &str, namespace: &str) -> Value {
+    json!({"apiVersion": format!("{D}/v1"), "kind": "ResourceProvider", "name": name,
+        "namespace": namespace})
+}
+
+/// The recorded installation with the pool made through provider `lab`, which takes a
+/// parameter and links provider `base`: every object of the pool as Poolboy 1.17.3 writes it
+/// for such a pool (`create_for_pool` copies the pool's `spec.provider`; each handle's
+/// `spec.resources` are what `ResourceProvider.get_resources` generates, the linked resource
+/// first, each named after its provider, and each status entry takes that name; a bound
+/// handle's `spec.provider` is its claim's, which the bind patch copies; a claim's
+/// `status.provider` holds its parameter values with the defaults applied).
+fn with_linked_provider(namespace: &str) -> Vec<Value> {
+    let mut objects = recorded_installation(namespace);
+    let size_parameter = json!({"name": "size", "default": {"value": "small"},
+        "validation": {"openAPIV3Schema": {"type": "string", "enum": ["small", "large"]}}});
+    let override_ = json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"namespace": namespace}});
+    let provider = |name: &str, spec: Value| {
+        json!({"apiVersion": format!("{D}/v1"), "kind": "ResourceProvider",
+            "metadata": {"name": name, "namespace": namespace}, "spec": spec})
+    };
+    objects.insert(
+        0,
+        provider(
+            "base",
+            json!({"override": override_, "parameters": [size_parameter],
+                "template": {"enable": true, "definition": {"data": {"size": "{{ size }}"}}},
+                "readinessCheck": "metadata.uid is defined",
+                "updateFilters": [{"pathMatch": "/data/.*"}]}),
+        ),
+    );
+    objects.insert(
+        1,
+        provider(
+            "lab",
+            json!({"override": override_, "parameters": [size_parameter],
+                "linkedResourceProviders": [{"name": "base",
+                    "parameterValues": {"size": "{{ size }}"}}],
+                "template": {"enable": true, "definition": {"data": {"lab": "{{ size }}"}}},
+                "readinessCheck": "metadata.uid is defined",
+                "updateFilters": [{"pathMatch": "/data/.*"}]}),
+        ),
+    );
+    let pool_provider = json!({"name": "lab", "parameterValues": {"size": "small"}});
+    named(&mut objects, "ResourcePool", "pool")["spec"] =
+        json!({"minAvailable": 3, "provider": pool_provider});
+    let resources = json!([
+        {"name": "base", "provider": provider_reference("base", namespace),
+            "template": {"data": {"size": "small"}}},
+        {"name": "lab", "provider": provider_reference("lab", namespace),
+            "template": {"data": {"lab": "small"}}},
+    ]);
+    for handle in of_kind(&mut objects, "ResourceHandle") {
+        if handle["spec"].get("resourcePool").is_none() {
+            continue;
+        }
+        let guid = text(&handle["metadata"]["name"]).replace("guid-", "");
+        handle["spec"]["provider"] = pool_provider.clone();
+        handle["spec"]["resources"] = resources.clone();
+        handle["status"]["resources"] = json!([("base", 0), ("lab", 1)].map(|(name, index)| {
+            json!({"name": name, "ready": true,
+                "reference": {"apiVersion": "v1", "kind": "ConfigMap",
+                    "name": format!("guid{index}-{guid}"), "namespace": namespace}})
+        }));
+    }
+    for claim in ["warm1", "warm2"] {
+        let claim = named(&mut objects, "ResourceClaim", claim);
+        claim["spec"] = json!({"provider": pool_provider});
+        claim["status"]["provider"] = pool_provider.clone();
+        let guid = text(&claim["status"]["resourceHandle"]["name"]).replace("guid-", "");
+        claim["status"]["resources"] = json!([("base", 0), ("lab", 1)].map(|(name, index)| {
+            json!({"name": name, "provider": provider_reference(name, namespace), "ready": true,
+                "reference": {"apiVersion": "v1", "kind": "ConfigMap",
+                    "name": format!("guid{index}-{guid}"), "namespace": namespace}})
+        }));
+    }
+    objects
+}
+
+#[tokio::test]
+async fn a_pool_of_a_linked_provider_with_parameters_moves_over_untouched() {
+    let env = TestEnv::new().await;
+    let objects = with_linked_provider(&env.namespace);
+    let operator = take_over(&env, objects).await;
+    assert_eq!(
+        unbound_handles(&env, "pool").await,
+        BTreeSet::from(UNBOUND.map(str::to_owned)),
+    );
+    env.teardown([operator]).await;
+}
