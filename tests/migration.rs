@@ -672,13 +672,14 @@ fn provider_reference(name: &str, namespace: &str) -> Value {
         "namespace": namespace})
 }
 
-/// The recorded installation with the pool made through provider `lab`, which takes a
-/// parameter and links provider `base`: every object of the pool as Poolboy 1.17.3 writes it
-/// for such a pool (`create_for_pool` copies the pool's `spec.provider`; each handle's
-/// `spec.resources` are what `ResourceProvider.get_resources` generates, the linked resource
-/// first, each named after its provider, and each status entry takes that name; a bound
-/// handle's `spec.provider` is its claim's, which the bind patch copies; a claim's
-/// `status.provider` holds its parameter values with the defaults applied).
+/// The recorded installation with every claim made through provider `lab`, which takes a
+/// parameter and links provider `base`, as Poolboy 1.17.3 writes such objects:
+/// `create_for_pool` copies the pool's `spec.provider` into each handle, and
+/// `create_for_claim` the claim's (cold1 asks for a size the pool does not hold); each
+/// handle's `spec.resources` are what `ResourceProvider.get_resources` generates, the linked
+/// resource first, each named after its provider, and each status entry takes that name; a
+/// bound handle's `spec.provider` is its claim's, which the bind patch copies; a claim's
+/// `status.provider` holds its parameter values with the defaults applied.
 fn with_linked_provider(namespace: &str) -> Vec<Value> {
     let mut objects = recorded_installation(namespace);
     let size_parameter = json!({"name": "size", "default": {"value": "small"},
@@ -714,29 +715,31 @@ fn with_linked_provider(namespace: &str) -> Vec<Value> {
     let pool_provider = json!({"name": "lab", "parameterValues": {"size": "small"}});
     named(&mut objects, "ResourcePool", "pool")["spec"] =
         json!({"minAvailable": 3, "provider": pool_provider});
-    let resources = json!([
-        {"name": "base", "provider": provider_reference("base", namespace),
-            "template": {"data": {"size": "small"}}},
-        {"name": "lab", "provider": provider_reference("lab", namespace),
-            "template": {"data": {"lab": "small"}}},
-    ]);
+    // The pool's handles and the claims bound to them are of size small; cold1 asks for a
+    // large one, which its own handle (made by `create_for_claim`) holds.
+    let size_of = |claim: &str| if claim == "cold1" { "large" } else { "small" };
     for handle in of_kind(&mut objects, "ResourceHandle") {
-        if handle["spec"].get("resourcePool").is_none() {
-            continue;
-        }
+        let claim = text(&handle["spec"]["resourceClaim"]["name"]);
+        let size = size_of(&claim);
         let guid = text(&handle["metadata"]["name"]).replace("guid-", "");
-        handle["spec"]["provider"] = pool_provider.clone();
-        handle["spec"]["resources"] = resources.clone();
+        handle["spec"]["provider"] = json!({"name": "lab", "parameterValues": {"size": size}});
+        handle["spec"]["resources"] = json!([
+            {"name": "base", "provider": provider_reference("base", namespace),
+                "template": {"data": {"size": size}}},
+            {"name": "lab", "provider": provider_reference("lab", namespace),
+                "template": {"data": {"lab": size}}},
+        ]);
         handle["status"]["resources"] = json!([("base", 0), ("lab", 1)].map(|(name, index)| {
             json!({"name": name, "ready": true,
                 "reference": {"apiVersion": "v1", "kind": "ConfigMap",
                     "name": format!("guid{index}-{guid}"), "namespace": namespace}})
         }));
     }
-    for claim in ["warm1", "warm2"] {
-        let claim = named(&mut objects, "ResourceClaim", claim);
-        claim["spec"] = json!({"provider": pool_provider});
-        claim["status"]["provider"] = pool_provider.clone();
+    for claim in of_kind(&mut objects, "ResourceClaim") {
+        let size = size_of(&text(&claim["metadata"]["name"]));
+        let provider = json!({"name": "lab", "parameterValues": {"size": size}});
+        claim["spec"] = json!({"provider": provider});
+        claim["status"]["provider"] = provider;
         let guid = text(&claim["status"]["resourceHandle"]["name"]).replace("guid-", "");
         claim["status"]["resources"] = json!([("base", 0), ("lab", 1)].map(|(name, index)| {
             json!({"name": name, "provider": provider_reference(name, namespace), "ready": true,
@@ -748,7 +751,7 @@ fn with_linked_provider(namespace: &str) -> Vec<Value> {
 }
 
 #[tokio::test]
-async fn a_pool_of_a_linked_provider_with_parameters_moves_over_untouched() {
+async fn claims_and_a_pool_of_a_linked_provider_with_parameters_move_over_untouched() {
     let env = TestEnv::new().await;
     let objects = with_linked_provider(&env.namespace);
     let operator = take_over(&env, objects).await;

@@ -44,7 +44,8 @@ struct HandleContent<'a> {
     resource_annotations: Option<&'a BTreeMap<String, String>>,
 }
 
-/// `spec.provider` as [`crate::api::refs::ProviderParameters`] serialises it, without empty parameter values.
+/// `spec.provider` as [`crate::api::refs::ProviderParameters`] serialises it, without empty
+/// parameter values.
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
 struct ProviderContent<'a> {
