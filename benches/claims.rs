@@ -1,6 +1,6 @@
 //! `make bench`: how fast claims are served, against the local control plane, with the whole
 //! operator running in this process (release build), measured against what the same API server
-//! can do at all (issue 11). In order, on one API server:
+//! can do at all. In order, on one API server:
 //!
 //! 1. ceiling: 1,000 ConfigMaps created by 8 clients at once (the broker's reconciles of one
 //!    kind run 8 at once): the raw write rate every other figure is a ratio to;
@@ -308,8 +308,8 @@ fn print_table(rows: &[Row], ceiling: f64) {
     }
 }
 
-/// Issue 11's burst and sustained targets, each beside what the broker and the floor reached
-/// (the floor: the most any broker can reach on this API server).
+/// The burst and sustained targets the broker is held to, each beside what the broker and the
+/// floor reached (the floor: the most any broker can reach on this API server).
 fn print_targets(rows: &[Row], ceiling: f64) {
     let find = |scenario: &str| rows.iter().find(|r| r.scenario == scenario);
     let ratio = |scenario: &str| {

@@ -1,4 +1,4 @@
-//! `make bench-scale`: the broker at 10,000 and 100,000 bound claims (issue 11, "Scale"): the
+//! `make bench-scale`: the broker at 10,000 and 100,000 bound claims: the
 //! release binary as its own process, against the local control plane. For each size of
 //! `POOLBOY_SCALE_SIZES` (default `10000,100000`; the sizes grow cumulatively):
 //!

@@ -1,4 +1,4 @@
-//! `cargo bench --bench screening`: what the client's screening of collection reads (issue 10)
+//! `cargo bench --bench screening`: what the client's screening of collection reads
 //! costs, next to what kube spends decoding the same LIST. No cluster needed.
 //!
 //! A LIST of 2,000 claims (about 1.5 KB each, templates a few levels deep) is screened as the

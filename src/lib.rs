@@ -1,7 +1,8 @@
 //! poolboy: a Kubernetes resource pool broker, wire-compatible with Poolboy 1.17.
 //!
-//! Layout (see `../shared/design.md`): `api` holds the CRD types, `core` the pure broker
-//! decisions (no client, no clock), and `cli` the command-line entry points.
+//! Layout (docs/design.md): `api` holds the CRD types, `core` the pure broker decisions (no
+//! client, no clock), `controller` the I/O shell, `runtime` the wiring, and `cli` the
+//! command-line entry points.
 
 pub mod api;
 pub mod cli;

@@ -56,7 +56,7 @@ pub struct SourceLabels {
     pub source: String,
 }
 
-/// An admission review (issue 14): `operation` `CREATE` or `UPDATE`, `result` `allowed`,
+/// An admission review: `operation` `CREATE` or `UPDATE`, `result` `allowed`,
 /// `warned` (allowed with warnings), `denied`, or `unchecked` (allowed without a check: the
 /// providers were not listed yet, the claim could not be read, or its handle could not be).
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -95,7 +95,7 @@ pub struct Metrics {
     pub pool_ready: Family<PoolLabels, Gauge>,
     /// Watches of managed resource kinds running now.
     pub managed_watches: Gauge,
-    /// Objects set aside now because they cannot be decoded, by kind (issue 10).
+    /// Objects set aside now because they cannot be decoded, by kind.
     pub quarantined_objects: Family<KindLabels, Gauge>,
     /// Objects set aside, counted once per version reported (a Warning Event each), by kind.
     pub quarantined: Family<KindLabels, Counter>,

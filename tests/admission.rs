@@ -1,4 +1,4 @@
-//! The admission webhook (issue 14, part 7) on the real API server: a broker in-process serves
+//! The admission webhook on the real API server: a broker in-process serves
 //! `POST /validate-resourceclaim` over HTTPS with a certificate made here, and a
 //! ValidatingWebhookConfiguration scoped to the test's namespace sends it the claims a user
 //! (a ServiceAccount) creates and changes. A claim its provider's validation refuses is refused

@@ -1,6 +1,6 @@
-//! The house rules on imports (`../shared/design.md`, "Rules of the house"), checked on the
-//! source: `core` and `api` import nothing of the I/O shell, controllers import nothing from
-//! `runtime`, and no module imports a module that imports it back.
+//! The rules on imports (docs/design.md, "Layers"), checked on the source: `core` and `api`
+//! import nothing of the I/O shell, controllers import nothing from `runtime`, and no module
+//! imports a module that imports it back.
 //!
 //! The graph is built from the source text: every `use` tree and every inline `crate::`,
 //! `super::` and `self::` path of a file's non-test code, resolved to the deepest module file
@@ -289,7 +289,7 @@ fn core_and_api_import_nothing_of_the_io_shell() {
     assert!(found.is_empty(), "{found:#?}");
 }
 
-/// The screening of the API server's responses (issue 10) is pure: the client layer and the
+/// The screening of the API server's responses is pure: the client layer and the
 /// quarantine that use it are the runtime's.
 #[test]
 fn the_screening_imports_nothing_of_the_io_shell() {

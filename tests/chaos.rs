@@ -1,4 +1,4 @@
-//! Chaos (issue 10): the broker binary runs as two separate processes, without leader election,
+//! Chaos: the broker binary runs as two separate processes, without leader election,
 //! against a pool on the real control plane; bursts of claims arrive while one process or the
 //! other is killed with SIGKILL at random moments and started again. Once quiet, every claim
 //! is bound to exactly one handle that names it back, every handle has exactly one ConfigMap,

@@ -504,7 +504,7 @@ async fn a_claim_binds_to_a_matching_unbound_pool_handle() {
         .await
         .expect("handles");
     assert_eq!(handles.items.len(), 1);
-    // The broker's writes are the field manager `poolboy`'s (issue 13).
+    // The broker's writes are the field manager `poolboy`'s.
     let managers = |fields: &Option<
         Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry>,
     >,
@@ -577,7 +577,7 @@ async fn disable_creation_waits_without_error_until_a_handle_appears() {
         .await
         .expect("handles");
     assert!(handles.items.is_empty(), "no handle is created");
-    // Issue 14: the waiting claim says why nothing fits, in its Bound condition and an Event.
+    // The waiting claim says why nothing fits, in its Bound condition and an Event.
     let claim = apis.claims.get("by-claim").await.expect("claim");
     let bound = condition(&claim, "Bound").expect("Bound").message.clone();
     assert!(
@@ -791,7 +791,7 @@ async fn a_claim_whose_handle_is_gone_is_deleted() {
 /// Δ B01 across processes: two operators without leader election, 50 claims against 20
 /// matching unbound handles. Every claim is bound, no handle to two claims, no handle
 /// created twice for a claim. A handle bound by a process that then lost the claim to the
-/// other is released and deleted (issue 10): no pre-created handle is left unbound.
+/// other is released and deleted: no pre-created handle is left unbound.
 #[tokio::test]
 async fn fifty_claims_two_operators_twenty_handles_no_handle_bound_twice() {
     const CLAIMS: usize = 50;
@@ -884,7 +884,7 @@ async fn fifty_claims_two_operators_twenty_handles_no_handle_bound_twice() {
     env.teardown([first, second]).await;
 }
 
-/// Issue 13: a claim has a `Ready` condition that `kubectl wait` waits for, and `kubectl get`
+/// A claim has a `Ready` condition that `kubectl wait` waits for, and `kubectl get`
 /// shows why a claim is not ready yet.
 #[tokio::test]
 async fn kubectl_waits_for_a_claim_to_be_ready() {

@@ -1,5 +1,5 @@
 //! The whole broker on the real control plane: claims, handles, pools and managed ConfigMaps
-//! together, as a user sees them (issue 4's acceptance). Every assertion awaits a state with a
+//! together, as a user sees them. Every assertion awaits a state with a
 //! timeout; nothing sleeps and hopes.
 
 mod support;
@@ -440,7 +440,7 @@ async fn a_change_to_a_managed_configmap_shows_in_the_claim_status() {
 /// 200 claims against a pool of 100 ready handles, two operator processes, no leader
 /// election: no handle is bound twice and every claim ends bound, from the pool or on fresh
 /// handles. A pool handle bound by a process that then lost the claim to the other is
-/// released and deleted (issue 10): every pool handle is bound or gone, none left unbound.
+/// released and deleted: every pool handle is bound or gone, none left unbound.
 #[tokio::test]
 async fn two_hundred_claims_two_operators_one_pool_of_a_hundred() {
     let env = TestEnv::new().await;

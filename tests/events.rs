@@ -1,4 +1,4 @@
-//! What users and operators see (issue 13), on the real control plane: the Normal Events of a
+//! What users and operators see, on the real control plane: the Normal Events of a
 //! claim's life, in order, as `kubectl describe` shows them; the metrics a pool is run with,
 //! scraped from `/metrics`; and a status that does not flip between two brokers.
 
@@ -134,7 +134,7 @@ async fn a_scrape_shows_pools_binds_and_reconciles() {
     let elsewhere = json!({"annotations": {objects::key("resource-pool-name"): "elsewhere"}});
     create_config_claim(&env, "cold", elsewhere, json!({}), json!({})).await;
     apis.bound("cold").await;
-    // It is told why no handle fitted (issue 14).
+    // It is told why no handle fitted.
     let why = env
         .event("cold", "Normal", "NoMatchingHandle", TIMEOUT)
         .await
@@ -232,7 +232,7 @@ async fn versions(env: &TestEnv) -> Vec<(String, String)> {
     versions
 }
 
-/// Issue 13, part 1: a managed resource's state carries its apiVersion and kind however the
+/// A managed resource's state carries its apiVersion and kind however the
 /// cached copy arrived. One broker saw the ConfigMaps made (WATCH events carry the kind), a
 /// second started later and listed them (LIST items do not), and was then restarted: the
 /// claims' state keeps `kind: ConfigMap`, and once quiet neither broker writes anything

@@ -1,4 +1,4 @@
-//! Fair queues on the real control plane (issue 14, part 6): the claims waiting for a capped
+//! Fair queues on the real control plane: the claims waiting for a capped
 //! pool are served first come, first served (round-robin across namespaces is decided by the
 //! same line, `core::binding::line`, whose unit tests cover several namespaces: the test
 //! operator serves one namespace), and a provider's `maxClaimsPerNamespace` holds back the

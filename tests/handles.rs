@@ -667,10 +667,10 @@ async fn b11_deleting_a_handle_whose_resource_is_already_gone_completes() {
     env.teardown([operator]).await;
 }
 
-/// Issue 10: a handle's finalizer deletes only resources of this very handle. A process
-/// finalizing from a stale copy, after a namesake (the same claim-derived name) had made the
-/// resource again, took the namesake's resource, and its deletion, marked as Poolboy's, went
-/// unseen: the namesake stayed without its ConfigMap for good.
+/// A handle's finalizer deletes only resources of this very handle. Otherwise a process
+/// finalizing from a stale copy, after a namesake (the same claim-derived name) has made the
+/// resource again, would take the namesake's resource, and its deletion, marked as Poolboy's,
+/// would go unseen: the namesake would stay without its ConfigMap for good.
 #[tokio::test]
 async fn a_deleted_handle_leaves_the_resource_of_a_namesake_alone() {
     let env = TestEnv::new().await;

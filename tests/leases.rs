@@ -1,4 +1,4 @@
-//! Replicas that take turns (issue 11, `poolboy run --lease`), on the real control plane: only
+//! Replicas that take turns (`poolboy run --lease`), on the real control plane: only
 //! the holder of the Lease works; when it stops, the replica standing by takes the Lease and
 //! serves the next claim.
 

@@ -1,4 +1,4 @@
-//! Nothing a crash leaves behind survives (issue 10), on the real control plane: a handle a
+//! Nothing a crash leaves behind survives, on the real control plane: a handle a
 //! process bound and died before recording in its claim, a claim deleted while no broker ran
 //! with such a handle, and a managed resource whose handle is gone. The whole operator runs;
 //! the `config` provider of `support::config` makes ConfigMaps. The dead process's half-done
@@ -49,7 +49,7 @@ async fn bind_by_hand(env: &TestEnv, handle: &str, claim: &str) {
 }
 
 /// A claim records handle A; a process that died had bound spare B to the same claim. B is
-/// released and deleted with its ConfigMap, and the claim keeps A. Before issue 10, B stayed
+/// released and deleted with its ConfigMap, and the claim keeps A. Left alone, B would stay
 /// bound, with its resources, for as long as the claim lived and after.
 #[tokio::test]
 async fn a_handle_bound_by_a_process_that_died_before_recording_it_is_deleted() {

@@ -1,4 +1,4 @@
-//! A claim near the API server's object size limit (issue 10), on the real control plane: its
+//! A claim near the API server's object size limit, on the real control plane: its
 //! status, which copies the state of its ~900 KB ConfigMap, cannot be stored. The claim says
 //! so (`Valid` False, reason `StatusTooLarge`, and a Warning Event) instead of showing an empty
 //! status forever, and the broker keeps serving the other claims.

@@ -1,7 +1,7 @@
 //! The ResourcePool controller on the real control plane (§11, Δ§3.3): a pool fills to exactly
 //! `minAvailable` and stays there, refills after a bind, throttles by `maxUnready`, replaces
 //! unhealthy handles when asked, never scales down, refreshes its unbound handles when its
-//! templates or providers change (issue 14), on deletion deletes its unbound handles only, and
+//! templates or providers change, on deletion deletes its unbound handles only, and
 //! passes its `resourceLabels`/`resourceAnnotations` on to handles and resources
 //! (Δ§2.4–2.5).
 //!
@@ -274,7 +274,7 @@ async fn max_unready_caps_the_handles_in_flight() {
     env.teardown([operator]).await;
 }
 
-/// Issue 14: `maxSize` caps the pool's handles, bound or not. A pool of 2 capped at 3 makes
+/// `maxSize` caps the pool's handles, bound or not. A pool of 2 capped at 3 makes
 /// a third handle only once one is bound; a fourth claim naming the pool waits, saying why,
 /// instead of getting a handle of its own, and binds once a claim goes and the pool makes
 /// room.
@@ -686,7 +686,7 @@ async fn resource_labels_and_annotations_reach_handles_and_resources() {
     env.teardown([operator]).await;
 }
 
-/// The pool version a handle was made from (issue 14).
+/// The pool version a handle was made from.
 fn version_of(handle: &ResourceHandle) -> Option<String> {
     handle
         .annotations()

@@ -1,4 +1,4 @@
-//! Issue 10: one tenant's object that the broker cannot decode never stops it for the others.
+//! One tenant's object that the broker cannot decode never stops it for the others.
 //! The API server accepts objects nested 10,000 levels deep; kube's decoding of a LIST or a
 //! WATCH event fails at 128 for the whole document. The broker's client screens every
 //! collection read: such an object is set aside (a Warning Event, a `Valid` condition where
@@ -31,7 +31,8 @@ use support::objects::D;
 use support::operator::TestOperator;
 use support::{TIMEOUT, TestEnv, apis, eventually};
 
-/// The deepest object the API server accepts is deeper than this; it is what the issue asks.
+/// The deepest object the API server accepts is deeper than this; it is far past the 128
+/// levels at which kube's decoding of a LIST or a WATCH event fails.
 const DEPTH: usize = 10_000;
 
 /// The deepest spec an AnarchySubject can have: its field ownership
@@ -101,7 +102,7 @@ async fn delete_raw(client: &Client, collection: &str, name: &str) {
     raw(client, request).await;
 }
 
-/// Issue 10, 1: a claim nested 10,000 levels deep exists before the operator starts. The
+/// A claim nested 10,000 levels deep exists before the operator starts. The
 /// operator lists claims, binds a claim created after it, reports the deep one, and keeps
 /// serving when a bound claim becomes that deep too, and again once it is fixed.
 #[tokio::test]
@@ -180,7 +181,7 @@ async fn a_claim_nested_10000_levels_deep_is_set_aside_and_every_other_claim_is_
     env.teardown([]).await;
 }
 
-/// Issue 10, 2: a managed resource (a preserve-unknown-fields kind, read as `DynamicObject`)
+/// A managed resource (a preserve-unknown-fields kind, read as `DynamicObject`)
 /// nested 10,000 levels deep is screened out of the real API server's LIST and WATCH
 /// responses, and reported; the others are listed and watched; once fixed or deleted it
 /// leaves the quarantine.

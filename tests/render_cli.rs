@@ -452,7 +452,7 @@ fn no_file_is_a_usage_error() {
     usage_error(&poolboy(&["render"], None));
 }
 
-/// Issue 15: with `--at`, each resource whose rendering a comparison with the current time will
+/// With `--at`, each resource whose rendering a comparison with the current time will
 /// change says when; the document stays valid YAML.
 #[test]
 fn render_at_shows_when_a_schedule_flips() {
@@ -494,7 +494,7 @@ spec:
     assert_eq!(rendered.documents[1]["data"]["state"], "started");
 }
 
-/// Issue 13: `poolboy run --help` shows no Python-style `None` default and offers
+/// `poolboy run --help` shows no Python-style `None` default and offers
 /// `--log-level`; a start-up failure with `--log-json` is a JSON line, exit code 2 for a usage
 /// error.
 #[test]

@@ -124,7 +124,7 @@ async fn a_namespace_without_annotations_has_no_requester() {
     env.teardown([operator]).await;
 }
 
-/// Issue 15 (upstream scenario "requester variables"): on plain Kubernetes the User GET
+/// The upstream scenario "requester variables": on plain Kubernetes the User GET
 /// answers 404, so Poolboy's stub names the requester. (When another test of this suite has
 /// installed the stand-in `user.openshift.io` API, the user simply does not exist: the same
 /// 404, the same stub.)

@@ -1,4 +1,4 @@
-//! Schedules take effect on time (issue 15): templates comparing a time with the current time
+//! Schedules take effect on time: templates comparing a time with the current time
 //! are rendered again at the instant their outcome changes; templates printing the clock at
 //! the configured interval; templates that do not read the clock never by time.
 //!
@@ -24,7 +24,7 @@ use support::{TestEnv, eventually, gone, wait_for};
 /// Long enough for a claim to bind and its resource to appear.
 const SETTLE: Duration = Duration::from_secs(30);
 
-/// How late a change may take effect (issue 15's acceptance).
+/// How late a change may take effect.
 const ON_TIME: Duration = Duration::from_secs(2);
 
 /// `seconds` from now, whole seconds, as templates and claims write instants.

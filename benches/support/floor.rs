@@ -1,4 +1,4 @@
-//! The floor (issue 11): the writes a Poolboy-compatible bind cannot do without, made by this
+//! The floor: the writes a Poolboy-compatible bind cannot do without, made by this
 //! process with no broker running, with bodies shaped like the broker's. No broker binds
 //! faster, or sooner, on the same API server: where this floor is short of a target, the
 //! control plane is the limit, whatever the broker does.

@@ -1,4 +1,4 @@
-//! Admission reviews of claims (issue 14, part 7): a create or update of a ResourceClaim,
+//! Admission reviews of claims: a create or update of a ResourceClaim,
 //! checked by [`admit_claim`] (the claim controller's own validation) against the providers
 //! this process knows. Whatever keeps the check from being made lets the claim in: the claim
 //! controller validates it anyway and says so in its status, so the check can only ever move a

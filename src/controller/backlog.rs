@@ -1,4 +1,4 @@
-//! A bound on how many objects a controller has scheduled at once (issue 11).
+//! A bound on how many objects a controller has scheduled at once.
 //!
 //! kube-runtime's scheduler keeps each object it is asked to reconcile in hash tables and a
 //! delay queue that grow to the largest backlog they ever held and never shrink. A start (or a

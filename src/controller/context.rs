@@ -44,9 +44,9 @@ pub struct Config {
     pub operator_namespace: String,
     /// This process, as Events and logs name it (the pod name in a cluster).
     pub instance: String,
-    /// How often templates that use the clock unpredictably are rendered again (issue 15).
+    /// How often templates that use the clock unpredictably are rendered again.
     pub time_template_interval: Duration,
-    /// How long before its lifespan ends a claim is warned (issue 14); empty: never.
+    /// How long before its lifespan ends a claim is warned; empty: never.
     pub lifespan_warnings: Vec<chrono::TimeDelta>,
 }
 
@@ -111,7 +111,7 @@ pub(crate) struct Context {
     pub(crate) requesters: RequesterLookup,
     /// Which watches fail now (`/readyz`).
     pub(crate) health: super::health::WatchHealth,
-    /// When each handle's templates last read the clock (issue 15).
+    /// When each handle's templates last read the clock.
     pub(crate) render_clocks: super::render_clocks::RenderClocks,
     providers: RwLock<ProviderCatalog>,
     /// Whether `providers` has held every provider since a complete list.
@@ -158,7 +158,7 @@ impl Context {
     }
 
     /// When the templates rendered through `templates` (a watching engine) at `now` must be
-    /// rendered again (issue 15): just after the next instant a comparison with the clock
+    /// rendered again: just after the next instant a comparison with the clock
     /// flips, or one `time_template_interval` later when a result uses the clock in a way no
     /// instant can be derived from; `None` when the clock cannot change them.
     pub(crate) fn template_rerender(
@@ -284,7 +284,7 @@ impl Context {
             secondary: None,
         };
         // Published beside the reconcile, not in its way: an Event is a write of its own, and
-        // waiting for it made every bind two round trips longer (issue 11).
+        // waiting for it makes every bind two round trips longer.
         let recorder = self.recorder.clone();
         let reason = reason.to_owned();
         tokio::spawn(async move {

@@ -4,7 +4,7 @@
 //! A bind ranks every free handle and a pool pass reads each of its pool's; decoding them for
 //! each pass would cost what the free handles cost, times every bind of a burst. They are few
 //! (a pool's stock) against the bound ones (one per claim: most of the broker's memory at
-//! 100,000 claims when kept parsed, issue 11), so they are kept as the watch brings them, each
+//! 100,000 claims when kept parsed), so they are kept as the watch brings them, each
 //! also as `core` reads it: converting (deep-copying) every one for each bind and each pool
 //! pass made a burst of binds quadratic in copies.
 

@@ -1,4 +1,4 @@
-//! Whether the broker's watches work (issue 13): `/readyz` turns not-ready while a watch keeps
+//! Whether the broker's watches work: `/readyz` turns not-ready while a watch keeps
 //! failing, e.g. when the broker lost its rights to list a kind or cannot reach the API
 //! server, instead of reporting ready on stale stores.
 

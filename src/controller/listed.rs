@@ -7,8 +7,8 @@
 //! hence the signal here.
 //!
 //! A kind several controllers follow is watched once ([`SharedWatch`]): handles, by the claim,
-//! handle and pool controllers. Once each, they were three watches and three stores of every
-//! handle, most of the broker's memory at 100,000 claims (issue 11). kube-runtime 5's own
+//! handle and pool controllers. Once each, they would be three watches and three stores of
+//! every handle, most of the broker's memory at 100,000 claims. kube-runtime 5's own
 //! shared streams (`store_shared`, `reflect_shared`, `Writer::subscribe`,
 //! `Controller::for_shared_stream`) do not serve, checked in kube-runtime 5.0.0's source:
 //! - they broadcast `Apply` and `InitDone` only, never `Delete`: the claim controller would not
@@ -115,8 +115,8 @@ where
 
 /// `object` as every store of the broker keeps it, and as templates see a live resource: without
 /// `metadata.managedFields`, as Poolboy's cache keeps objects (#121). No decision reads them,
-/// and they are most of a small object: kept, every pass that copied a handle out of a store
-/// copied them too (issue 11: a fifth of a warm burst's CPU), and every store held them.
+/// and they are most of a small object: kept, every pass that copies a handle out of a store
+/// copies them too (a fifth of a warm burst's CPU), and every store holds them.
 pub(crate) fn without_managed_fields<K: Resource>(object: &mut K) {
     object.meta_mut().managed_fields = None;
 }

@@ -1,4 +1,4 @@
-//! A status the API server refuses for its size (issue 10): a claim near the object size limit
+//! A status the API server refuses for its size: a claim near the object size limit
 //! whose status would copy parts of it (resource templates, the states of large resources)
 //! cannot be stored. Retrying the same write fails the same way, so the object gets what does
 //! fit: its `Valid` condition False with the API server's reason, and a Warning Event; the

@@ -4,8 +4,8 @@
 //! Parsed, a bound claim took 8.0 KB of memory for 2.3 KB of JSON: its status copies its
 //! resource's state as a `serde_json::Value` (about 2 KB), and each of its references and
 //! conditions is four to six heap strings. Every claim of the cluster sits in the claim store
-//! for the broker's whole life, and is read by one reconcile at a time (issue 11: at 100,000
-//! claims the stores were most of the broker's memory). Decoding a claim takes microseconds,
+//! for the broker's whole life, and is read by one reconcile at a time (kept parsed, the
+//! stores are most of the broker's memory at 100,000 claims). Decoding a claim takes microseconds,
 //! against milliseconds for the reconcile that reads it.
 //!
 //! The JSON is compressed with zstd, each object on its own, against a dictionary its store
@@ -14,7 +14,7 @@
 //! of JSON took 739, its handle's 1,435 took 537, its ConfigMap's 861 took 354. Of 120 claims of
 //! one provider and their handles, created from the examples with different data, a claim
 //! packed against its store's dictionary took 170 bytes (947 alone), a handle 102 (615 alone),
-//! once the store had learnt it (issue 11).
+//! once the store had learnt it.
 
 use std::borrow::Cow;
 use std::cell::RefCell;
@@ -148,7 +148,7 @@ pub(crate) struct Packed<K> {
     /// What the broker reads without decoding, and the store's key is made of: name,
     /// namespace, generation and deletionTimestamp. Not labels: a `BTreeMap` of labels takes a
     /// node of about 540 bytes however few they are, a seventh of a store's memory at 10,000
-    /// claims (issue 11); [`Packed::decoded_labels`] reads them. Not uid and resourceVersion
+    /// claims; [`Packed::decoded_labels`] reads them. Not uid and resourceVersion
     /// either (`identity`).
     metadata: ObjectMeta,
     /// The uid and resourceVersion, outside `metadata`: the store's key copies both from
@@ -442,8 +442,8 @@ impl<K> fmt::Debug for Packed<K> {
 
 /// The dynamic type of a packed object: its kind's, shared. Every key of a store, and every
 /// object a controller has scheduled, holds one (`ObjectRef::dyntype`), and the broker's kinds
-/// are `ApiResource`s of five strings each: copied, they took a fifth of a store's memory
-/// (issue 11). Equal by content (an `Arc` compares its pointers first).
+/// are `ApiResource`s of five strings each: copied, they take a fifth of a store's memory.
+/// Equal by content (an `Arc` compares its pointers first).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub(crate) struct SharedType<D>(Arc<D>);
 

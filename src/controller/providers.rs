@@ -63,7 +63,7 @@ pub(crate) async fn watch(ctx: Arc<Context>) {
 }
 
 /// Keeps the catalog current without writing or waking anything: what a replica standing by
-/// for the Lease answers admission reviews from (issue 14). The catalog counts as listed once
+/// for the Lease answers admission reviews from. The catalog counts as listed once
 /// the first list has been applied.
 pub(crate) async fn follow(ctx: Arc<Context>) {
     follow_providers(&ctx, Role::Standby).await;

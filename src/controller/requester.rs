@@ -7,7 +7,7 @@
 //! crashed there). Otherwise a User or Identity that cannot be found is replaced by a stub, as
 //! Poolboy does: its GET answers 404 where the `user.openshift.io` API does not exist (plain
 //! Kubernetes), so the requester named by the annotation is `{metadata: {name: <user>},
-//! identities: []}` there too (issue 15).
+//! identities: []}` there too.
 
 use std::collections::HashMap;
 use std::sync::{Mutex, PoisonError};
@@ -27,7 +27,7 @@ const USER_GROUP: &str = "user.openshift.io";
 
 /// How long a namespace's requester is remembered. A handle is reconciled several times while
 /// its claim binds and becomes ready, and every one of those reconciles needs the requester:
-/// looked up each time, it was a third of the reads of a bind (issue 11). The annotation is set
+/// looked up each time, it would be a third of the reads of a bind. The annotation is set
 /// when a project is requested and does not change after; a change shows within this time.
 const REMEMBERED_FOR: Duration = Duration::from_secs(60);
 

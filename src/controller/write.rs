@@ -70,7 +70,7 @@ const REPLACED_AT_MOST: usize = 100_000;
 /// Whether `object` is a version this process has replaced since with a write of its own. A
 /// reconcile of it computes from a copy the store has not caught up with, and its guarded
 /// writes conflict; skipping it is safe, since the write's own watch event wakes the object
-/// again (issue 11: half of a burst's handle reconciles conflicted so).
+/// again (otherwise half of a burst's handle reconciles conflict so).
 pub(crate) fn is_replaced(object: &impl Identified) -> bool {
     let (Some(uid), Some(version)) = (object.uid(), object.resource_version()) else {
         return false;

@@ -20,7 +20,7 @@ pub(crate) const VALID: &str = "Valid";
 pub(crate) const READY: &str = "Ready";
 /// A claim: whether it is bound to a handle.
 pub(crate) const BOUND: &str = "Bound";
-/// A claim: whether its lifespan ends within a configured lead time (issue 14).
+/// A claim: whether its lifespan ends within a configured lead time.
 pub(crate) const LIFESPAN_ENDING: &str = "LifespanEnding";
 
 /// A condition's `status`.
@@ -153,7 +153,7 @@ pub(crate) fn set_configuration_validity(
 /// The reason of the `Valid` condition of an object the broker cannot decode.
 pub(crate) const UNDECODABLE: &str = "Undecodable";
 
-/// Issue 10: an object the broker cannot decode (nested too deep, a field of the wrong type)
+/// An object the broker cannot decode (nested too deep, a field of the wrong type)
 /// is set aside, and says so in `Valid`; once fixed, its controller sets `Valid` again.
 pub(crate) fn set_undecodable(
     conditions: &mut Vec<Condition>,
@@ -198,7 +198,7 @@ pub(crate) fn news<'a>(
 }
 
 /// Whether condition `type_` is True in `after` and was not in `before`: a milestone that
-/// earns a Normal Event from the writer that made it so (issue 13).
+/// earns a Normal Event from the writer that made it so.
 pub(crate) fn became_true(
     before: Option<&[Condition]>,
     after: Option<&[Condition]>,

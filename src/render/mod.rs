@@ -52,7 +52,7 @@ pub struct RenderedResource {
     /// The entry's name, or its provider's.
     pub name: String,
     pub outcome: RenderedOutcome,
-    /// When this resource's rendering would change with the clock alone (issue 15).
+    /// When this resource's rendering would change with the clock alone.
     pub next_change: NextChange,
 }
 
@@ -521,7 +521,7 @@ spec:
 
     #[test]
     fn each_resource_shows_when_the_clock_alone_would_change_it() {
-        // Issue 15: a stop time in the claim, compared with the current time in the override.
+        // A stop time in the claim, compared with the current time in the override.
         let provider = CONFIGMAP.replace(
             "override: {metadata: {namespace: managed}}",
             "template: {enable: true}\n  override:\n    metadata: {namespace: managed}\n    data:\n      state: \"{{ 'stopped' if timestamp(resource_template.data.stop) < timestamp.utcnow else 'started' }}\"",

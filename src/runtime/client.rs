@@ -1,6 +1,6 @@
 //! The broker's Kubernetes client: kube's default stack, with the screening of collection
 //! reads ([`crate::screening`]) on top, so that no object can fail the LIST or WATCH of the
-//! others (issue 10). Controllers use it as any `kube::Client` and never see an object that
+//! others. Controllers use it as any `kube::Client` and never see an object that
 //! does not decode: it is absent from their stores, and reported by [`super::quarantine`].
 //!
 //! A LIST body is collected, screened and handed on whole (kube collects it anyway); a WATCH
@@ -33,8 +33,8 @@ pub fn broker_client(
     domain: &OperatorDomain,
 ) -> Result<(kube::Client, Quarantine), kube::Error> {
     // The API server names the field manager of a write without `fieldManager` after the
-    // client's User-Agent up to its first `/`: `poolboy` in every object's managedFields
-    // (issue 13), where kube's client, which sends none, leaves `unknown`.
+    // client's User-Agent up to its first `/`: `poolboy` in every object's managedFields,
+    // where kube's client, which sends none, leaves `unknown`.
     config
         .headers
         .retain(|(name, _)| *name != http::header::USER_AGENT);

@@ -1,4 +1,4 @@
-//! Leader election (issue 11): with `poolboy run --lease NAME`, replicas share the work by
+//! Leader election: with `poolboy run --lease NAME`, replicas share the work by
 //! taking turns. Only the holder of Lease `NAME` in the operator namespace watches and
 //! reconciles; the others wait for it. A holder that stops renewing (killed, partitioned) loses
 //! the Lease when it expires, and a waiting replica takes over; a holder that finds it has lost

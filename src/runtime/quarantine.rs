@@ -1,4 +1,4 @@
-//! The objects set aside because they cannot be decoded (issue 10), as the client's
+//! The objects set aside because they cannot be decoded, as the client's
 //! screening ([`super::client`]) finds them, and the task that reports them: one Warning
 //! Event per object and problem, a `Valid` condition in the status of the broker's own kinds,
 //! and the `poolboy_quarantined*` metrics. An object leaves quarantine when it decodes again,

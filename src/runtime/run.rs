@@ -46,7 +46,7 @@ pub struct RunOptions {
     /// Run the controllers only while holding this Lease of the operator namespace (replicas
     /// take turns); always when `None`.
     pub lease: Option<String>,
-    /// Serve the admission webhook (issue 14); not when `None`.
+    /// Serve the admission webhook; not when `None`.
     pub webhook: Option<WebhookOptions>,
 }
 
@@ -193,7 +193,7 @@ pub async fn run(
     }
 
     // An API server that is away (restarting, not reachable yet) is waited for: exiting would
-    // only turn its restart into a crash loop of every replica (issue 10).
+    // only turn its restart into a crash loop of every replica.
     let mut delay = PROVIDERS_RETRY_FIRST;
     while let Err(error) = providers::load(&ctx).await {
         tracing::warn!(%error, retry_in = ?delay, "cannot load the ResourceProviders yet");

@@ -1,4 +1,4 @@
-//! The admission webhook's HTTPS endpoint (issue 14, part 7): `POST /validate-resourceclaim`
+//! The admission webhook's HTTPS endpoint: `POST /validate-resourceclaim`
 //! answers an `admission.k8s.io/v1` AdmissionReview of a ResourceClaim create or update
 //! (`controller::admission`). Its certificate and key are `tls.crt` and `tls.key` of a
 //! directory (a mounted `kubernetes.io/tls` Secret), read again when they change, so a rotated

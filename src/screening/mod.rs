@@ -1,4 +1,4 @@
-//! Screening of the API server's collection responses before kube decodes them (issue 10):
+//! Screening of the API server's collection responses before kube decodes them:
 //! one object the broker cannot decode must not fail the LIST or WATCH of all the others.
 //!
 //! kube decodes a whole LIST body, and each WATCH event, with serde_json, whose recursion

@@ -110,7 +110,7 @@ pub(crate) async fn bind_or_create(
         return Ok(Outcome::Waiting(waiting));
     }
     let outcome = create(ctx, claim, resolved, now).await?;
-    // Issue 14: "why didn't my claim match?", once, when its own handle is made.
+    // The answer to "why didn't my claim match?", once, when its own handle is made.
     let note = format!("{why}: a ResourceHandle is created for the claim");
     ctx.event(
         claim,
@@ -123,7 +123,7 @@ pub(crate) async fn bind_or_create(
     Ok(outcome)
 }
 
-/// Why none of the operator namespace's handles fits the claim (issue 14), in a line.
+/// Why none of the operator namespace's handles fits the claim, in a line.
 fn why_no_handle_fits(
     ctx: &ClaimContext,
     claim: &ClaimObject,
@@ -148,7 +148,7 @@ fn why_no_handle_fits(
     }
 }
 
-/// The pool the claim names, when a `maxSize` caps it (issue 14): such a pool is the only
+/// The pool the claim names, when a `maxSize` caps it: such a pool is the only
 /// source of handles for the claims that name it, or they would get around the cap.
 async fn capped_pool(
     ctx: &ClaimContext,
@@ -215,7 +215,7 @@ fn bound_handles(ctx: &ClaimContext, claim: &ClaimObject) -> Vec<String> {
 
 /// The stored handles bound to the claim besides `recorded`, the one its status names: a
 /// process died between binding one and recording it, or lost a race and died before
-/// releasing it (issue 10).
+/// releasing it.
 fn strays(
     ctx: &ClaimContext,
     claim: &ClaimObject,
@@ -285,7 +285,7 @@ async fn bind(
     let pool_name = requested_pool(&claim.metadata, ctx.domain());
     let candidates =
         resolved.bind_candidates(pool_name, handles.iter().map(|h| h.as_ref()), now)?;
-    // Issue 14: a capped pool's free handles go to the claims waiting for it in a fair order.
+    // A capped pool's free handles go to the claims waiting for it in a fair order.
     if let Some(pool) = pool_name
         && !candidates.is_empty()
         && max_size(ctx, pool).await?.is_some()
@@ -434,7 +434,7 @@ async fn create(
     })))
 }
 
-/// Deletes the handles bound to a deleted claim besides `recorded` (issue 10), each only while
+/// Deletes the handles bound to a deleted claim besides `recorded`, each only while
 /// it is still bound to the claim. The recorded one is the finalizer's own business (§7.3: not
 /// when detached).
 pub(crate) async fn delete_strays(

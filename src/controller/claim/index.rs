@@ -44,10 +44,10 @@ struct Inner {
     taken: HashMap<String, String>,
     /// Handles one reconcile of this process is binding right now.
     reserved: HashSet<String>,
-    /// The claims let through a provider's `maxClaimsPerNamespace` (issue 14), by (namespace,
+    /// The claims let through a provider's `maxClaimsPerNamespace`, by (namespace,
     /// provider), with when: they count until the claim store shows them holding a handle.
     admitted: HashMap<(String, String), HashMap<String, std::time::Instant>>,
-    /// When each claim first let claims ahead of it in a pool's line go first (issue 14).
+    /// When each claim first let claims ahead of it in a pool's line go first.
     deferred: HashMap<(String, String), std::time::Instant>,
     /// The handles bound to each claim, and those bound to none.
     bindings: Bindings,
@@ -55,10 +55,10 @@ struct Inner {
 
 /// What the handle watch says of bindings, kept without scanning every handle: which handles
 /// name each claim in `spec.resourceClaim` (normally one, more when a process died between
-/// binding a handle and recording it in its claim, issue 10: such a handle is found when its
-/// claim changes or goes), which handles name none (what a bind ranks: at 100,000 bound
-/// handles, each bind copied and filtered them all, issue 11), and how many handles of each
-/// pool the claims of each namespace hold (a pool's fair line, `claim::line`).
+/// binding a handle and recording it in its claim: such a handle is found when its claim
+/// changes or goes), which handles name none (what a bind ranks, without copying and filtering
+/// 100,000 bound handles for each bind), and how many handles of each pool the claims of each
+/// namespace hold (a pool's fair line, `claim::line`).
 #[derive(Debug, Default)]
 struct Bindings {
     /// The handles naming each claim, by name, sorted: nearly always one (a `BTreeSet` of one

@@ -1,4 +1,4 @@
-//! A provider's `maxClaimsPerNamespace` (issue 14, part 6), checked before a claim binds or
+//! A provider's `maxClaimsPerNamespace`, checked before a claim binds or
 //! gets a handle of its own. The claims counted are those the claim store shows holding a
 //! handle through the provider, plus those this process let through a moment ago whose
 //! handle the store does not show yet ([`ClaimIndex::admit`](super::index::ClaimIndex::admit)):

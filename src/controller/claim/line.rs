@@ -1,4 +1,4 @@
-//! A claim's turn in the fair line of the capped pool it names (issue 14, part 6): when fewer
+//! A claim's turn in the fair line of the capped pool it names: when fewer
 //! handles of the pool are free than claims wait for it, the first claims of the line
 //! ([`core::binding::line`](crate::core::binding::line)) take them and the others wait.
 //!

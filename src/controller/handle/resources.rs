@@ -44,8 +44,8 @@ pub(super) async fn apply(
     managed::declare_watch(ctx, &managed::WatchKey::of(reference)).await;
     let api = managed::api_for(ctx, reference).await?;
     // Absent from a listed store: created without a GET first. An object the store has not
-    // caught up with is a 409, read then; a GET first cost a request for every new resource
-    // (issue 11: one of the six requests a pool handle took).
+    // caught up with is a 409, read then; a GET first costs a request for every new resource
+    // (one of the six requests a pool handle takes with it).
     let mut live = match known {
         Some(live) => Some(live),
         None => match managed::stored_state(ctx, reference).await {

@@ -1,4 +1,4 @@
-//! Managed resources whose handle is gone (issue 10): a handle's finalizer deletes the
+//! Managed resources whose handle is gone: a handle's finalizer deletes the
 //! resources its status references, but a resource can still outlive it, e.g. one created by
 //! a reconcile of another process that read the handle just before its deletion began. A
 //! resource event whose handle is missing from the store, or being deleted, makes the resource

@@ -168,8 +168,8 @@ impl ManagedResources {
 /// `object` as a JSON state with its `apiVersion` and `kind` from `resource` when it lacks
 /// them: the API server leaves them out of the items of a LIST and sends them in WATCH
 /// events, and a state copied into handle and claim status must not depend on how the
-/// object arrived (issue 13: the status flipped after every restart, and two processes, one
-/// holding a listed copy and one a watched copy, rewrote it forever). Poolboy's state always
+/// object arrived (else the status flips after every restart, and two processes, one
+/// holding a listed copy and one a watched copy, rewrite it forever). Poolboy's state always
 /// has them: it reads the object with a GET.
 fn typed_state(mut state: serde_json::Value, resource: &ApiResource) -> serde_json::Value {
     if let Some(fields) = state.as_object_mut() {

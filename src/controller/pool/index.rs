@@ -2,9 +2,8 @@
 //! event: which handles no claim holds, how many the claims hold (and how many of those are
 //! not ready), and their provisioning times. A pool pass reads its pool's entry and looks up
 //! only the unclaimed handles, kept parsed (`controller::free_handles`), so that it costs what
-//! the pool's unbound handles cost. It used to scan the whole store on every pass, and a pass
-//! follows every bind: at 100,000 bound handles, one more bind cost two to three times what it
-//! did at 10,000 (issue 11).
+//! the pool's unbound handles cost. A pass follows every bind: were it to scan the whole store,
+//! one more bind at 100,000 bound handles would cost two to three times what it does at 10,000.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};

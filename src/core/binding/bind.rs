@@ -127,7 +127,7 @@ pub(crate) fn bind_patch(
 }
 
 /// The patch with which a claim lets go of a handle it does not record (a bind that lost to
-/// another process, or a stray, issue 10): `test` that the handle is still bound to `claim`
+/// another process, or a stray): `test` that the handle is still bound to `claim`
 /// (once let go, it is not this claim's to touch), remove `spec.resourceClaim` and the claim
 /// labels the handle has, and mark it [`OperatorDomain::released_from_claim`] with the
 /// claim's `namespace/name`, so that nobody binds it again and it is deleted

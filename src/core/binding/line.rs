@@ -1,4 +1,4 @@
-//! Fair lines for short pools (issue 14, part 6; not in Poolboy, where every waiting claim
+//! Fair lines for short pools (not in Poolboy, where every waiting claim
 //! races for a freed handle and a tenant with many waiting claims wins most of them): the
 //! claims waiting for a pool are served first come, first served within a namespace and
 //! round-robin across namespaces (counting the handles each already holds), so that one

@@ -115,7 +115,7 @@ fn template_fit(
     Ok(ignored)
 }
 
-/// Why a handle is not a bind candidate for a claim (issue 14: "why didn't my claim match?").
+/// Why a handle is not a bind candidate for a claim: the answer to "why didn't my claim match?".
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum Rejection {
     Bound,
@@ -265,7 +265,7 @@ pub(crate) fn is_free(metadata: &ObjectMeta, spec: &ResourceHandleSpec) -> bool 
 
 /// Whether a claim let go of the handle ([`OperatorDomain::released_from_claim`]): a claim that
 /// lost a bind race to another process, or found a handle bound to it that it never recorded,
-/// unbinds it with this mark (issue 10). Bound for an unknown time, it may have rendered its
+/// unbinds it with this mark. Bound for an unknown time, it may have rendered its
 /// resources for that claim, so it is never bound again, its pool does not count it, and the
 /// handle controller deletes it.
 pub(crate) fn is_released(metadata: &ObjectMeta, domain: &OperatorDomain) -> bool {
@@ -415,8 +415,8 @@ struct Fit {
 }
 
 /// The fits of the last few distinct resource lists one ranking met: the handles of a pool
-/// share theirs, so ranking a pool of 1,000 diffs one list against the claim, not 1,000 (issue
-/// 11). Handles that all differ cost a comparison with each kept list besides their own diff.
+/// share theirs, so ranking a pool of 1,000 diffs one list against the claim, not 1,000.
+/// Handles that all differ cost a comparison with each kept list besides their own diff.
 #[derive(Default)]
 struct Fits<'h> {
     kept: VecDeque<(&'h [HandleResource], Result<Fit, Rejection>)>,

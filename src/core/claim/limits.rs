@@ -1,4 +1,4 @@
-//! Per-namespace claim limits of providers (issue 14, part 6; not in Poolboy): a provider's
+//! Per-namespace claim limits of providers (not in Poolboy): a provider's
 //! `maxClaimsPerNamespace` caps the claims of one namespace that hold a handle through it.
 
 use std::collections::BTreeSet;

@@ -143,7 +143,7 @@ impl ResolvedClaim {
         matching::bind_candidates(&wanted, pool_name, handles, &ignores, now)
     }
 
-    /// Why each of `handles` that is not a bind candidate is not one (issue 14), by the rules
+    /// Why each of `handles` that is not a bind candidate is not one, by the rules
     /// of [`ResolvedClaim::bind_candidates`]; [`matching::explain_no_fit`] words it.
     pub(crate) fn rejections<'h>(
         &self,
@@ -201,7 +201,7 @@ impl ResolvedClaim {
         )?;
         // §7 step 11 in the bind's own write: the claim's edits reach the handle with the bind,
         // so that a bind costs one handle write and one handle reconcile, not two of each racing
-        // each other (issue 11). The propagation is computed on the handle as the bind leaves
+        // each other. The propagation is computed on the handle as the bind leaves
         // it, exactly as it would be once the bind is read back.
         let Some(bound) = after_patch(handle, &plan.patch) else {
             return Ok(plan);

@@ -157,7 +157,7 @@ pub(crate) fn template_with_defaults(
                     })?;
             let before = template.clone();
             deep_merge(&mut template, &rendered, MergeMode::KeepExisting);
-            // Issue 15: defaults are written into the claim once (§6.3); a default printing
+            // Defaults are written into the claim once (§6.3); a default printing
             // the current time makes the claim depend on the clock only while it fills a gap.
             if template != before {
                 templates.absorb(&apart);
@@ -424,7 +424,7 @@ spec:
         template_with_defaults(&claim, index, &compiled, &view, &scope, &env.templates)
     }
 
-    /// Issue 15: a default printing the current time counts only while it fills a gap.
+    /// A default printing the current time counts only while it fills a gap.
     #[test]
     fn a_default_from_the_clock_makes_the_claim_depend_on_it_only_until_written() {
         const SCHEDULED: &str = r#"

@@ -38,7 +38,7 @@ pub(crate) struct PlanEnvironment<'a> {
     /// The clock's time: when a condition changes.
     pub now: chrono::DateTime<chrono::Utc>,
     /// The instant the templates render at: `now`, or the one they last read while it holds
-    /// (`core::template::ClockPin`, issue 15).
+    /// (`core::template::ClockPin`).
     pub render_at: chrono::DateTime<chrono::Utc>,
 }
 
@@ -208,7 +208,7 @@ pub(crate) fn plan_resources(
 }
 
 /// [`plan_resources`], with what each resource's rendering made of the clock: when its plan
-/// would change next (issue 15; `poolboy render --at` shows it). The readings also reach the
+/// would change next (`poolboy render --at` shows it). The readings also reach the
 /// environment's engine, as with [`plan_resources`].
 pub(crate) fn plan_resources_timed(
     env: &PlanEnvironment<'_>,

@@ -1,4 +1,4 @@
-//! Demand-driven pool sizing (issue 14, part 2; not in Poolboy): `spec.autoscale` keeps as
+//! Demand-driven pool sizing (not in Poolboy): `spec.autoscale` keeps as
 //! many unbound handles as claims are likely to bind while one handle is being provisioned.
 //!
 //! With binds arriving at rate λ (the binds of the last `window`, over the window) and a
@@ -83,7 +83,7 @@ pub(crate) fn provisioning_time<'a>(handle: impl Into<HandleParts<'a>>) -> Optio
 
 /// The provisioning times of a pool's ready handles, kept in two sorted halves so that their
 /// median is read at once as handles come and go: a pool pass reads it after every bind, and
-/// sorting every handle's time each time made a bind's cost grow with the pool (issue 11).
+/// sorting every handle's time each time would make a bind's cost grow with the pool.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(crate) struct ProvisioningTimes {
     /// The smallest `len / 2` times, as a count per millisecond value.

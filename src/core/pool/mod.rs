@@ -13,7 +13,7 @@ use crate::api::handle::{ResourceHandleSpec, ResourceHandleStatus};
 
 /// The parts of a handle the pool's rules read, borrowed from either form the broker holds
 /// (the store's object, or the typed resource): a pool pass reads every handle of its pool,
-/// and copying each into the other form was most of a warm burst's CPU (issue 11).
+/// and copying each into the other form would be most of a warm burst's CPU.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct HandleParts<'a> {
     pub metadata: &'a ObjectMeta,

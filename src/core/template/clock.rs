@@ -1,4 +1,4 @@
-//! What renders made of the clock (issue 15): the earliest instant at which a comparison with
+//! What renders made of the clock: the earliest instant at which a comparison with
 //! the current time changes its outcome, or that a result depends on the clock in a way no
 //! instant can be derived from.
 //!
@@ -60,7 +60,7 @@ impl ClockReading {
 }
 
 /// The instant an object's templates last read the clock, from which inputs, and when they
-/// asked to be rendered again (issue 15).
+/// asked to be rendered again.
 ///
 /// A pass before that re-render, over the same inputs, renders at the same instant again.
 /// The object's own writes wake it (a status write, the echo of a resource it updated); a

@@ -495,8 +495,8 @@ impl TemplateEngine {
         }
     }
 
-    /// The same engine, recording what the templates rendered through it make of the clock
-    /// (issue 15): one per reconcile pass, read with [`clock_reading`](Self::clock_reading).
+    /// The same engine, recording what the templates rendered through it make of the clock:
+    /// one per reconcile pass, read with [`clock_reading`](Self::clock_reading).
     pub(crate) fn watching(&self) -> TemplateEngine {
         TemplateEngine {
             shared: self.shared.clone(),

@@ -1,4 +1,4 @@
-//! How large one render may grow (issue 10: template bombs). Tenants write templates too
+//! How large one render may grow (template bombs). Tenants write templates too
 //! (`autoDelete.when`, `autoDetach.when`, parameter values that reach provider templates), so a
 //! render must not be able to take the process's memory. Fuel bounds the instructions and
 //! minijinja bounds `'x' * n` and `range(n)`; what a single instruction can still multiply is

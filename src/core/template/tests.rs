@@ -941,7 +941,7 @@ fn a_chain_that_would_overflow_the_stack_is_an_error() {
     assert!(engine.check_syntax(&format!("{{{{ {dates} }}}}")).is_err());
 }
 
-/// Issue 10: what one instruction can multiply stops at 1 MiB, with the template named.
+/// What one instruction can multiply stops at 1 MiB, with the template named.
 #[test]
 fn templates_that_would_grow_past_a_mebibyte_stop() {
     for (source, cause) in [

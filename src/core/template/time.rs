@@ -349,7 +349,7 @@ impl Object for Moment {
 
     fn custom_cmp(self: &Arc<Self>, other: &DynObject) -> Option<Ordering> {
         let other = other.downcast_ref::<Moment>()?;
-        // Issue 15: a comparison with the clock records when its outcome changes.
+        // A comparison with the clock records when its outcome changes.
         if let Ok(difference) = self.minus(other)
             && let Some(clock) = &difference.clock
         {
@@ -507,7 +507,7 @@ impl Object for Duration {
 
     fn custom_cmp(self: &Arc<Self>, other: &DynObject) -> Option<Ordering> {
         let other = other.downcast_ref::<Duration>()?;
-        // Issue 15: a comparison with a timedelta that changes with the clock records when its
+        // A comparison with a timedelta that changes with the clock records when its
         // outcome changes.
         if let Ok(difference) = self.combined(other, true)
             && let Some(clock) = &difference.clock

@@ -412,7 +412,7 @@ fn a_name_another_process_reserved_is_pending() {
     assert_eq!(memory.next_expiry(), None);
 }
 
-/// Issue 10: a name a process reserved in the status and died before creating stops counting
+/// A name a process reserved in the status and died before creating stops counting
 /// as soon as the API server says its handle does not exist, not after the whole TTL.
 #[test]
 fn a_pending_name_is_confirmed_or_settled_after_a_moment() {

@@ -1,4 +1,4 @@
-//! The instant extraction (issue 15): what a render records about the clock, through the engine,
+//! The instant extraction: what a render records about the clock, through the engine,
 //! with `now` pinned.
 
 use chrono::{DateTime, TimeDelta, TimeZone, Utc};
@@ -281,7 +281,7 @@ fn an_engine_that_is_not_watching_records_nothing() {
     assert_eq!(engine.clock_reading(), ClockReading::default());
 }
 
-/// The start/stop schedule Babylon-style catalogues use (issue 15).
+/// The start/stop schedule Babylon-style catalogues use.
 #[test]
 fn the_schedule_flips_at_start_and_at_stop() {
     const DESIRED_STATE: &str = "{%- if timestamp(start) > timestamp.utcnow or \
