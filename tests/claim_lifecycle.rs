@@ -260,9 +260,9 @@ async fn a_detached_claim_retries_deleting_its_handle_until_it_succeeds() {
     env.teardown([operator]).await;
 }
 
-/// Issue 13: a broker without rights on a managed kind says so where users look: the handle
-/// and the claim get a Warning Event `Forbidden` and a `Ready` condition with that reason,
-/// where the 403 used to go only to the log. Once allowed, the ConfigMap is made.
+/// A broker without rights on a managed kind says so where users look, not only in the log:
+/// the handle and the claim get a Warning Event `Forbidden` and a `Ready` condition with that
+/// reason. Once allowed, the ConfigMap is made.
 #[tokio::test]
 async fn a_kind_the_broker_may_not_create_is_reported_on_handle_and_claim() {
     let env = TestEnv::new().await;
@@ -559,9 +559,10 @@ async fn a_changed_or_cleared_handle_end_earns_the_claim_an_event() {
     env.teardown([operator]).await;
 }
 
-/// Issue 14: a claim whose lifespan ends within a lead time (24 h and 1 h here) has a
-/// `LifespanEnding` condition saying so and a Warning Event per lead time crossed; asking for
-/// an end past the maximum earns a Warning Event naming the maximum that applies.
+/// A claim whose lifespan ends within a lead time has a `LifespanEnding` condition saying so
+/// and a Warning Event per lead time crossed while it lived: a lead time longer than the
+/// lifespan it was given is no news. Asking for an end past the maximum earns a Warning Event
+/// naming the maximum that applies.
 #[tokio::test]
 async fn a_claim_is_warned_before_its_end_and_when_its_request_is_clamped() {
     let env = TestEnv::new().await;
@@ -569,10 +570,19 @@ async fn a_claim_is_warned_before_its_end_and_when_its_request_is_clamped() {
     apis.create_providers(vec![provider(
         &env.namespace,
         "short",
-        json!({"lifespan": {"default": "30m", "maximum": "2h"}}),
+        json!({"lifespan": {"default": "1m", "maximum": "2h"}}),
     )])
     .await;
-    let operator = TestOperator::start(env.kube_config(), &env.namespace);
+    // 24 h and 1 h are longer than the minute the claim lives: only 50 s is crossed.
+    let leads = [
+        TimeDelta::hours(24),
+        TimeDelta::hours(1),
+        TimeDelta::seconds(50),
+    ];
+    let operator =
+        TestOperator::start_configured(env.kube_config(), &env.namespace, None, "operator", |c| {
+            c.lifespan_warnings = leads.to_vec()
+        });
     apis.create_claim(&claim("expiring", "short", json!({})))
         .await;
     let ending = |c: &ResourceClaim| {
@@ -582,19 +592,33 @@ async fn a_claim_is_warned_before_its_end_and_when_its_request_is_clamped() {
             .and_then(|cs| cs.iter().find(|c| c.type_ == "LifespanEnding"))
             .map(|c| (c.status.clone(), c.message.clone()))
     };
-    let within_the_hour = apis
-        .claim_when("expiring", "warned of its end within the hour", |c| {
+    let within = apis
+        .claim_when("expiring", "warned of its end within 50 s", |c| {
             ending(c).is_some_and(|(status, message)| {
-                status == "True" && message.ends_with("in less than 1h")
+                status == "True" && message.ends_with("in less than 50s")
             })
         })
         .await;
     let warned = env
         .event("expiring", "Warning", "LifespanEnding", TIMEOUT)
         .await;
-    assert_eq!(warned.note, ending(&within_the_hour).map(|(_, m)| m));
+    assert_eq!(warned.note, ending(&within).map(|(_, m)| m));
+    let warnings = env
+        .api::<k8s_openapi::api::events::v1::Event>()
+        .list(&ListParams::default())
+        .await
+        .expect("listing Events")
+        .items
+        .into_iter()
+        .filter(|e| e.reason.as_deref() == Some("LifespanEnding"))
+        .count();
+    assert_eq!(
+        warnings, 1,
+        "no warning of a day or an hour the claim never lived"
+    );
 
-    // Five hours asked, two allowed: clamped, said, and now within the day only.
+    // Five hours asked, two allowed: clamped, and said; two hours from the start, the end is
+    // neither within 50 s nor within the hour yet, and a day is longer than the lifespan.
     let asked = Utc::now() + TimeDelta::hours(5);
     let patch =
         json!({"spec": {"lifespan": {"end": asked.format("%Y-%m-%dT%H:%M:%SZ").to_string()}}});
@@ -607,10 +631,9 @@ async fn a_claim_is_warned_before_its_end_and_when_its_request_is_clamped() {
         .await;
     let note = clamped.note.unwrap_or_default();
     assert!(note.contains("maximum 2h"), "{note}");
-    apis.claim_when("expiring", "warned of its end within the day", |c| {
-        ending(c).is_some_and(|(status, message)| {
-            status == "True" && message.ends_with("in less than 1d")
-        })
+    apis.claim_when("expiring", "no longer ending soon", |c| {
+        ending(c)
+            .is_some_and(|(status, message)| status == "False" && !message.contains("less than"))
     })
     .await;
 

@@ -1,7 +1,10 @@
 //! The operator domain (API group) and every key derived from it, exactly as Poolboy spells
 //! them (§3, §12.3, Δ§2.7), so that objects can move between the two implementations.
 
+use std::collections::BTreeMap;
 use std::fmt;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 /// The operator domain, `D` in the spec; default `poolboy.gpte.redhat.com`.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -68,6 +71,20 @@ impl OperatorDomain {
     pub fn ignore_label(&self) -> String {
         self.key("ignore")
     }
+
+    /// Whether an object of `metadata` is left alone (§7.6): labelled [`Self::ignore_label`],
+    /// it is neither managed, validated, counted by its pool nor finalized.
+    pub fn ignores(&self, metadata: &ObjectMeta) -> bool {
+        metadata
+            .labels
+            .as_ref()
+            .is_some_and(|labels| self.ignores_labelled(labels))
+    }
+
+    /// [`Self::ignores`] for an object of which only the labels are at hand.
+    pub fn ignores_labelled(&self, labels: &BTreeMap<String, String>) -> bool {
+        labels.contains_key(&self.ignore_label())
+    }
     pub fn resource_claim_name(&self) -> String {
         self.key("resource-claim-name")
     }
@@ -80,7 +97,7 @@ impl OperatorDomain {
     pub fn resource_pool_namespace(&self) -> String {
         self.key("resource-pool-namespace")
     }
-    /// The version of the pool a handle was made from (issue 14, not in Poolboy).
+    /// The version of the pool a handle was made from (not in Poolboy).
     pub fn resource_pool_version(&self) -> String {
         self.key("resource-pool-version")
     }
@@ -146,6 +163,19 @@ mod tests {
             OperatorDomain::default().resource_handle_deleted(),
             "poolboy.gpte.redhat.com/resource-handle-deleted"
         );
+    }
+
+    #[test]
+    fn only_the_ignore_label_of_the_domain_leaves_an_object_alone() {
+        let d = OperatorDomain::new("poolboy.dev.local");
+        let labelled = |key: &str| ObjectMeta {
+            labels: Some(BTreeMap::from([(key.to_owned(), String::new())])),
+            ..ObjectMeta::default()
+        };
+        assert!(d.ignores(&labelled("poolboy.dev.local/ignore")));
+        assert!(!d.ignores(&labelled("poolboy.gpte.redhat.com/ignore")));
+        assert!(!d.ignores(&labelled("ignore")));
+        assert!(!d.ignores(&ObjectMeta::default()));
     }
 
     #[test]

@@ -38,8 +38,9 @@ use super::kinds::{ClaimObject, HandleObject, Kinds, StoredClaim, StoredHandle};
 use super::listed::SharedWatch;
 use super::reconciler::Reconciler;
 use super::write::{self, Written};
+use crate::api::claim::ClaimStatusLifespan;
 use crate::core::claim::gates::{
-    self, ApprovalGate, AutoAction, AutoInput, approval_gate, auto_action, claim_metadata_patch,
+    ApprovalGate, AutoAction, AutoInput, approval_gate, auto_action, claim_metadata_patch,
 };
 use crate::core::claim::plan::{ClaimPlanInput, ResolvedClaim, resolve_claim};
 use crate::core::claim::status::{
@@ -106,9 +107,9 @@ impl ClaimController {
 ///
 /// The claim watch is the handle controller's too: a claim change wakes, through
 /// `wake_handles`, the handle its status names and every handle bound to it (one a process
-/// bound and died before recording must hear that its claim went, issue 10), once the store
+/// bound and died before recording must hear that its claim went), once the store
 /// has the change. So a handle reads its claim from the store rather than with a GET, and
-/// claims are watched once (issue 11).
+/// claims are watched once.
 pub(crate) fn controller(
     client: &Client,
     kinds: &Kinds,
@@ -251,7 +252,8 @@ enum Pass {
 }
 
 async fn manage(object: &ClaimObject, ctx: &ClaimContext) -> Result<Action, ClaimError> {
-    if is_ignored(object, ctx) {
+    // Deleting an ignored claim waits for the label to go.
+    if ctx.domain().ignores(&object.metadata) {
         return Ok(Action::await_change());
     }
     if object.metadata.deletion_timestamp.is_some() {
@@ -269,7 +271,9 @@ async fn manage(object: &ClaimObject, ctx: &ClaimContext) -> Result<Action, Clai
                 RECONCILER.conflict(ctx);
                 match writes::refetch(ctx, &claim).await? {
                     // Labelled ignore meanwhile: stop here, the fresh copy is not ours to act on.
-                    Some(fresh) if is_ignored(&fresh, ctx) => return Ok(Action::await_change()),
+                    Some(fresh) if ctx.domain().ignores(&fresh.metadata) => {
+                        return Ok(Action::await_change());
+                    }
                     Some(fresh) if fresh.metadata.deletion_timestamp.is_none() => claim = fresh,
                     // Gone or going: a handle bound in this reconcile is deleted with its
                     // claim by the handle controller.
@@ -279,11 +283,6 @@ async fn manage(object: &ClaimObject, ctx: &ClaimContext) -> Result<Action, Clai
         }
     }
     Ok(Action::requeue(Duration::from_secs(1)))
-}
-
-/// §7.6: an ignored claim is not touched at all (deleting it waits for the label to go).
-fn is_ignored(claim: &ClaimObject, ctx: &ClaimContext) -> bool {
-    gates::is_ignored(&claim.metadata, ctx.domain())
 }
 
 /// §7.3: the handle goes with the claim (unless detached); then every Poolboy finalizer.
@@ -304,7 +303,7 @@ async fn finalize(ctx: &ClaimContext, claim: &ClaimObject) -> Result<Action, Cla
         );
         match api.delete(&handle.name, &Default::default()).await {
             Ok(deleted) => {
-                // Being deleted now (its finalizer runs): it says why (issue 13).
+                // Being deleted now (its finalizer runs): it says why.
                 if let Some(deleted) = deleted.left() {
                     ctx.metrics.handle_deleted("claim_deleted");
                     let note = format!(
@@ -344,7 +343,7 @@ async fn pass(
     // Δ§3.1.1, B19: nothing at all happens before the claim's start (but the finalizer).
     let gate = lifespan::start_gate(&view, now);
     // A claim seen for the first time, and started, gets its finalizer in the write of its
-    // initialisation (§6.3): a write and a reconcile fewer per claim (issue 11). Should it
+    // initialisation (§6.3): a write and a reconcile fewer per claim. Should it
     // not get that far, it is added on the way out.
     let finalizer = domain.finalizer();
     let deferred_finalizer = claim.status.is_none()
@@ -403,7 +402,7 @@ async fn pass(
     }
 
     let handle_view = handle.as_ref().map(Kinds::handle_of);
-    // Issue 15: what this pass's templates make of the clock decides when it runs again.
+    // What this pass's templates make of the clock decides when it runs again.
     let templates = ctx.templates.watching();
     let resolved = ctx.providers(|catalog| {
         resolve_claim(&ClaimPlanInput {
@@ -592,7 +591,7 @@ async fn sync_bound(
         &sync.status,
     );
     let states = live_states(ctx, &handle_view);
-    let ending = lifespan_ending(ctx, sync.status.end.as_deref(), now);
+    let ending = lifespan_ending(ctx, Some(&sync.status), now);
     let next_crossing = ending.as_ref().and_then(|e| e.next_crossing);
     let conditions_before = claim.status.as_ref().and_then(|s| s.conditions.clone());
     let input = StatusInput {
@@ -616,7 +615,7 @@ async fn sync_bound(
     };
     announce_milestones(ctx, &claim, conditions_before.as_deref(), &handle_view).await;
     warn_lifespan_ending(ctx, &claim, conditions_before.as_deref()).await;
-    // The end moved, short of what the claim asks for: the request was cut back (issue 14).
+    // The end moved, short of what the claim asks for: the request was cut back.
     let requested = parse_end(claim.spec.lifespan.as_ref().and_then(|l| l.end.as_deref()));
     if end_event.is_some()
         && let (Some(requested), Some(end)) = (requested, parse_end(sync.status.end.as_deref()))
@@ -694,18 +693,25 @@ async fn sync_bound(
     ))
 }
 
-/// The claim's `LifespanEnding` condition for its lifespan end `end` (RFC 3339, as in its
-/// status), under the configured lead times.
+/// The claim's `LifespanEnding` condition for its lifespan (its status's `start` and `end`,
+/// RFC 3339), under the configured lead times.
 fn lifespan_ending(
     ctx: &ClaimContext,
-    end: Option<&str>,
+    lifespan: Option<&ClaimStatusLifespan>,
     now: DateTime<Utc>,
 ) -> Option<warnings::LifespanEnding> {
-    warnings::lifespan_ending(parse_end(end), &ctx.config.lifespan_warnings, now)
+    let start = lifespan.and_then(|l| l.start.as_deref());
+    let end = lifespan.and_then(|l| l.end.as_deref());
+    warnings::lifespan_ending(
+        start.and_then(|start| lifespan::parse_timestamp("start", start).ok()),
+        parse_end(end),
+        &ctx.config.lifespan_warnings,
+        now,
+    )
 }
 
 /// A Warning Event when the claim's `LifespanEnding` condition turns True or says a new lead
-/// time was crossed (issue 14), from the process whose write made it so.
+/// time was crossed, from the process whose write made it so.
 async fn warn_lifespan_ending(
     ctx: &ClaimContext,
     claim: &ClaimObject,
@@ -734,13 +740,13 @@ fn parse_end(end: Option<&str>) -> Option<DateTime<Utc>> {
 }
 
 /// A Warning Event when the end a claim asked for was cut back to the latest its lifespan
-/// allows (issue 14), naming the maximums that apply.
+/// allows, naming the maximums that apply.
 async fn warn_clamped(
     ctx: &ClaimContext,
     claim: &ClaimObject,
     requested: DateTime<Utc>,
     end: DateTime<Utc>,
-    lifespan: &crate::api::claim::ClaimStatusLifespan,
+    lifespan: &ClaimStatusLifespan,
 ) {
     let limits: Vec<String> = [
         ("maximum", lifespan.maximum.as_deref()),
@@ -765,7 +771,7 @@ async fn warn_clamped(
     .await;
 }
 
-/// Normal Events for the claim's milestones (issue 13), from the process whose status write
+/// Normal Events for the claim's milestones, from the process whose status write
 /// reached them: `Bound` (saying where the handle came from) and `Ready`.
 async fn announce_milestones(
     ctx: &ClaimContext,
@@ -812,8 +818,8 @@ async fn announce_milestones(
 }
 
 /// A pass that waits for a change also wakes when the clock alone changes what the templates
-/// rendered through `templates` (the pass's watching engine) gave (issue 15), or at `also`
-/// (the next expiry warning, issue 14), whichever comes first.
+/// rendered through `templates` (the pass's watching engine) gave, or at `also`
+/// (the next expiry warning), whichever comes first.
 fn wake_with_the_clock(
     ctx: &ClaimContext,
     templates: &TemplateEngine,
@@ -845,7 +851,7 @@ async fn delete_handle(ctx: &ClaimContext, handle: &HandleObject) -> Result<(), 
     Ok(())
 }
 
-/// B18: nothing fits and creation is disabled (or the claim's pool is capped, issue 14): the
+/// B18: nothing fits and creation is disabled (or the claim's pool is capped): the
 /// claim stays unbound, without error, until an unbound handle appears (its watch wakes the
 /// claim).
 async fn waiting(
@@ -854,7 +860,7 @@ async fn waiting(
     resolved: &ResolvedClaim,
     unbound: Unbound,
 ) -> Result<Pass, ClaimError> {
-    // Issue 14: a claim that starts waiting, or waits for other reasons, hears why.
+    // A claim that starts waiting, or waits for other reasons, hears why.
     let (reason, message) = unbound.waiting();
     let in_line = matches!(unbound, Unbound::InLine { .. });
     let said = claim
@@ -923,11 +929,7 @@ async fn report_invalid(
             lifespan: None,
             lifespan_ending: lifespan_ending(
                 ctx,
-                claim
-                    .status
-                    .as_ref()
-                    .and_then(|s| s.lifespan.as_ref())
-                    .and_then(|l| l.end.as_deref()),
+                claim.status.as_ref().and_then(|s| s.lifespan.as_ref()),
                 ctx.now(),
             ),
         }),

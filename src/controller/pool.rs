@@ -233,7 +233,7 @@ fn error_policy(pool: Arc<PoolObject>, error: &PoolError, pctx: Arc<PoolContext>
 async fn manage(pool: &PoolObject, pctx: &PoolContext) -> Result<Action, PoolError> {
     let ctx = &pctx.ctx;
     // §7.6: ignored pools are not touched at all.
-    if pool.labels().contains_key(&ctx.domain().ignore_label()) {
+    if ctx.domain().ignores(&pool.metadata) {
         return Ok(Action::await_change());
     }
     // Counting from a store that has not listed yet would overfill the pool.
@@ -313,7 +313,7 @@ async fn pass(pool_object: &PoolObject, pctx: &PoolContext) -> Result<Option<Act
     let bound = pctx.handles.bound(&pool);
     // The template of every new handle; its failure is the pool's configuration problem.
     let template = new_handle_template(&pool, ctx, now, None);
-    // Issue 14: the unbound handles of an earlier version are refreshed, but not while the
+    // The unbound handles of an earlier version are refreshed, but not while the
     // pool cannot make current ones.
     let version = template.as_ref().ok().map(|t| t.version.clone());
     let stale: BTreeSet<String> = match &template {
@@ -397,7 +397,7 @@ async fn pass(pool_object: &PoolObject, pctx: &PoolContext) -> Result<Option<Act
         None => Change::Unchanged,
     };
     // A status that only brings the counts up to date waits its turn: in a burst every bind
-    // changes them, and one write per bind was a tenth of a bind's writes (issue 11). A status
+    // changes them, and one write per bind would be a tenth of a bind's writes. A status
     // that reserves new names, or says something new about the pool's validity, goes at once.
     let counts_wait = match new_names.is_empty() && !validity.is_news() && !refresh.is_news() {
         true => pctx.counts_wait(&pool),
@@ -510,7 +510,7 @@ async fn pass(pool_object: &PoolObject, pctx: &PoolContext) -> Result<Option<Act
     }))
 }
 
-/// What `spec.autoscale` decides for this pass (issue 14), after recording the binds the
+/// What `spec.autoscale` decides for this pass, after recording the binds the
 /// pool's `handles` show (`unbound`: those of them unbound); `None` without `spec.autoscale`.
 fn autoscale(
     pctx: &PoolContext,
@@ -550,9 +550,9 @@ struct NewHandle {
     providers: BTreeMap<String, serde_json::Value>,
 }
 
-/// The handle the pool creates, without its name, stamped with the pool's version (issue
-/// 14); an error message a pool author can act on when the pool's provider is missing or
-/// invalid or its lifespan does not parse.
+/// The handle the pool creates, without its name, stamped with the pool's version; an error
+/// message a pool author can act on when the pool's provider is missing or invalid or its
+/// lifespan does not parse.
 fn new_handle_template(
     pool: &ResourcePool,
     ctx: &Context,
@@ -580,8 +580,8 @@ fn new_handle_template(
     })
 }
 
-/// A Normal Event when the pool starts refreshing its unbound handles, or has refreshed them
-/// (issue 14); none for a pool that had no refresh to do.
+/// A Normal Event when the pool starts refreshing its unbound handles, or has refreshed them;
+/// none for a pool that had no refresh to do.
 async fn refresh_event(
     ctx: &Context,
     pool: &PoolObject,

@@ -22,8 +22,7 @@ use crate::core::conditions::Change;
 use crate::core::json::pointer::{add, test};
 use crate::core::lifespan::delay_until;
 use crate::core::pool::scaling::{
-    desired_state, is_active, is_ignored, next_deadline, owner_references, state_patch,
-    validity_conditions,
+    desired_state, is_active, next_deadline, owner_references, state_patch, validity_conditions,
 };
 use crate::shutdown::Shutdown;
 
@@ -109,7 +108,7 @@ async fn manage(object: &ScalingObject, ctx: &Context) -> Result<Action, Scaling
     let scaling = Kinds::scaling_of(object);
     let domain = ctx.domain();
     // §7.6: an ignored scaling is neither handled nor consumed.
-    if is_ignored(&scaling, domain) {
+    if domain.ignores(&scaling.metadata) {
         return Ok(Action::await_change());
     }
     let name = scaling.name_any();

@@ -296,7 +296,7 @@ impl Router {
     }
 
     /// `object`, when the handle its annotations name is missing from the store, being
-    /// deleted, or a namesake with another uid: it may have outlived its handle (issue 10).
+    /// deleted, or a namesake with another uid: it may have outlived its handle.
     fn suspect(&self, object: &DynamicObject) -> Option<Suspect> {
         let handle = self.handle_annotations(object)?;
         let handle_ref = ObjectRef::new_with(handle.name, self.kinds.stored_handle.clone())
@@ -349,8 +349,7 @@ impl Router {
         let Ok(handle) = stored.unpack() else {
             return;
         };
-        let ignore = self.domain.ignore_label();
-        if handle.labels().contains_key(&ignore) {
+        if self.domain.ignores(&handle.metadata) {
             return;
         }
         let _ = self.triggers.handles.unbounded_send(handle_ref);
@@ -361,7 +360,7 @@ impl Router {
                 .claims
                 .get(&claim_ref)
                 .and_then(|c| c.decoded_labels().ok())
-                .is_some_and(|labels| labels.contains_key(&ignore));
+                .is_some_and(|labels| self.domain.ignores_labelled(&labels));
             if !ignored {
                 let _ = self.triggers.claims.unbounded_send(claim_ref);
             }
@@ -384,7 +383,7 @@ async fn follow<S>(
     let mut stream = std::pin::pin!(stream);
     // Object (namespace, name: the watch is of one kind) → handle, for every routed object
     // currently known. Not `ObjectRef`s: each carries a copy of the kind's `ApiResource`,
-    // five strings per object at 100,000 objects (issue 11).
+    // five strings per object at 100,000 objects.
     let mut known: HashMap<(Option<String>, String), String> = HashMap::new();
     let mut relisted: HashSet<(Option<String>, String)> = HashSet::new();
     let key_of = |object: &DynamicObject| (object.metadata.namespace.clone(), object.name_any());

@@ -1,4 +1,4 @@
-//! Admission checks (issue 14, part 7): whether a claim being created or changed would be
+//! Admission checks: whether a claim being created or changed would be
 //! refused by the claim controller's validation, decided by the very functions the controller
 //! resolves a claim with ([`resolve_claim`]), so that the message a user gets from
 //! `kubectl apply` is the one the claim's status would say.
@@ -13,7 +13,6 @@
 use chrono::{DateTime, Utc};
 
 use crate::api::{OperatorDomain, ResourceClaim, ResourceHandle};
-use crate::core::claim::gates::is_ignored;
 use crate::core::claim::plan::{ClaimPlanError, ClaimPlanInput, resolve_claim};
 use crate::core::claim::resolve::ClaimError;
 use crate::core::lifespan::{StartGate, start_gate};
@@ -69,7 +68,7 @@ pub(crate) fn admit_claim(input: &AdmissionInput<'_>) -> Verdict {
     // What the controller does not validate: a claim being deleted (§7.3), ignored (§7.6), or
     // detached (§7 step 2).
     if claim.metadata.deletion_timestamp.is_some()
-        || is_ignored(&claim.metadata, input.domain)
+        || input.domain.ignores(&claim.metadata)
         || claim
             .status
             .as_ref()

@@ -6,7 +6,6 @@
 use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde_json::{Map, Value, json};
 
 use crate::api::claim::{ApprovalState, ResourceClaimStatus};
@@ -20,15 +19,6 @@ mod tests;
 
 /// Poolboy 1.12 §6.1: the approval message when the provider sets no `pendingMessage`.
 pub(crate) const DEFAULT_PENDING_MESSAGE: &str = "Approval pending.";
-
-/// §7.6: a claim labelled `D/ignore` is not touched at all (deleting it waits for the label to
-/// go), nor validated.
-pub(crate) fn is_ignored(metadata: &ObjectMeta, domain: &OperatorDomain) -> bool {
-    metadata
-        .labels
-        .as_ref()
-        .is_some_and(|l| l.contains_key(&domain.ignore_label()))
-}
 
 /// What approval allows for a provider claim (§6.1).
 #[derive(Debug, Clone, PartialEq, Eq)]

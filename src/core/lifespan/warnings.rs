@@ -1,7 +1,7 @@
-//! Expiry warnings (issue 14, not in Poolboy): a claim whose lifespan ends within one of the
-//! configured lead times (`poolboy run --lifespan-warnings`, 24 h and 1 h by default) says so in a `LifespanEnding` condition,
-//! and hears it in an Event, once per lead time crossed; the claim controller looks again at
-//! the next crossing.
+//! Expiry warnings (not in Poolboy): a claim whose lifespan ends within one of the configured
+//! lead times (`poolboy run --lifespan-warnings`, 24 h and 1 h by default) says so in a
+//! `LifespanEnding` condition, and hears it in an Event, once per lead time crossed while it
+//! lived; the claim controller looks again at the next crossing.
 
 use chrono::{DateTime, TimeDelta, Utc};
 
@@ -19,9 +19,12 @@ pub(crate) struct LifespanEnding {
     pub next_crossing: Option<DateTime<Utc>>,
 }
 
-/// The condition for a lifespan ending at `end` (none without an end), given the `leads`;
-/// `None` when no lead time is configured (warnings off).
+/// The condition for a lifespan that started at `start` and ends at `end` (none without an
+/// end), given the `leads`; `None` when no lead time is configured (warnings off). A lead
+/// time longer than the whole lifespan was crossed before the claim lived: no news, so it is
+/// left out (a 2 h claim hears "in less than 1h", never "in less than 1d").
 pub(crate) fn lifespan_ending(
+    start: Option<DateTime<Utc>>,
     end: Option<DateTime<Utc>>,
     leads: &[TimeDelta],
     now: DateTime<Utc>,
@@ -37,12 +40,14 @@ pub(crate) fn lifespan_ending(
             next_crossing: None,
         });
     };
+    let lived_through = |lead: &&TimeDelta| start.is_none_or(|start| end - **lead >= start);
+    let leads: Vec<&TimeDelta> = leads.iter().filter(lived_through).collect();
     let remaining = end - now;
     // The tightest lead time crossed: "in less than 1h" once within the hour.
-    let crossed = leads.iter().filter(|lead| remaining <= **lead).min();
+    let crossed = leads.iter().filter(|lead| remaining <= ***lead).min();
     let next_crossing = leads
         .iter()
-        .map(|lead| end - *lead)
+        .map(|lead| end - **lead)
         .filter(|at| *at > now)
         .min();
     let end_text = format_timestamp(end);
@@ -52,7 +57,7 @@ pub(crate) fn lifespan_ending(
             reason: "EndsSoon",
             message: format!(
                 "the lifespan ends at {end_text}, in less than {}",
-                format_interval(*lead)
+                format_interval(**lead)
             ),
             next_crossing,
         },
@@ -74,13 +79,13 @@ mod tests {
     fn each_lead_time_crossed_is_said_once_and_the_next_crossing_is_known() {
         let leads = [TimeDelta::hours(24), TimeDelta::hours(1)];
         let end = at("2026-11-25T12:00:00Z");
-        let far = lifespan_ending(Some(end), &leads, at("2026-11-23T12:00:00Z")).expect("on");
+        let far = lifespan_ending(None, Some(end), &leads, at("2026-11-23T12:00:00Z")).expect("on");
         assert_eq!(
             (far.status, far.reason),
             (ConditionStatus::False, "EndsLater")
         );
         assert_eq!(far.next_crossing, Some(at("2026-11-24T12:00:00Z")));
-        let day = lifespan_ending(Some(end), &leads, at("2026-11-24T12:00:00Z")).expect("on");
+        let day = lifespan_ending(None, Some(end), &leads, at("2026-11-24T12:00:00Z")).expect("on");
         assert_eq!(
             (day.status, day.message.as_str()),
             (
@@ -90,9 +95,11 @@ mod tests {
         );
         assert_eq!(day.next_crossing, Some(at("2026-11-25T11:00:00Z")));
         // Still within the day: the same message, so no new Event.
-        let later = lifespan_ending(Some(end), &leads, at("2026-11-24T18:00:00Z")).expect("on");
+        let later =
+            lifespan_ending(None, Some(end), &leads, at("2026-11-24T18:00:00Z")).expect("on");
         assert_eq!(later.message, day.message);
-        let hour = lifespan_ending(Some(end), &leads, at("2026-11-25T11:30:00Z")).expect("on");
+        let hour =
+            lifespan_ending(None, Some(end), &leads, at("2026-11-25T11:30:00Z")).expect("on");
         assert!(
             hour.message.ends_with("in less than 1h"),
             "{}",
@@ -101,9 +108,30 @@ mod tests {
         assert_eq!(hour.next_crossing, None);
         // No end, or warnings off.
         assert_eq!(
-            lifespan_ending(None, &leads, now()).map(|e| e.reason),
+            lifespan_ending(None, None, &leads, now()).map(|e| e.reason),
             Some("NoEnd")
         );
-        assert_eq!(lifespan_ending(Some(end), &[], now()), None);
+        assert_eq!(lifespan_ending(None, Some(end), &[], now()), None);
+    }
+
+    #[test]
+    fn a_lead_time_longer_than_the_lifespan_is_no_news() {
+        let leads = [TimeDelta::hours(24), TimeDelta::hours(1)];
+        let start = at("2026-11-25T10:00:00Z");
+        let end = at("2026-11-25T12:00:00Z");
+        let fresh = lifespan_ending(Some(start), Some(end), &leads, start).expect("on");
+        assert_eq!(
+            (fresh.status, fresh.message.as_str()),
+            (
+                ConditionStatus::False,
+                "the lifespan ends at 2026-11-25T12:00:00Z"
+            )
+        );
+        assert_eq!(fresh.next_crossing, Some(at("2026-11-25T11:00:00Z")));
+        let hour = lifespan_ending(Some(start), Some(end), &leads, at("2026-11-25T11:00:00Z"));
+        assert!(
+            hour.expect("on").message.ends_with("in less than 1h"),
+            "the hour's crossing happened while it lived"
+        );
     }
 }

@@ -26,7 +26,7 @@ use crate::core::pool::autoscale::AutoscaleDecision;
 pub(crate) const PENDING_HANDLE_TTL: TimeDelta = TimeDelta::seconds(60);
 
 /// How long a pending name waits before the API server is asked whether its handle exists:
-/// a name reserved in the status by a process that died before creating it (issue 10) would
+/// a name reserved in the status by a process that died before creating it would
 /// otherwise hold the pool short for the whole TTL. Past the moment a live process needs
 /// between reserving a name and creating its handle.
 pub(crate) const PENDING_HANDLE_CONFIRM_AFTER: TimeDelta = TimeDelta::seconds(5);
@@ -78,16 +78,12 @@ pub(crate) fn is_unbound_handle_of_pool<'a>(
     is_handle_of_pool(handle, pool)
         && handle.spec.resource_claim.is_none()
         && handle.metadata.deletion_timestamp.is_none()
-        && !handle
-            .metadata
-            .labels
-            .as_ref()
-            .is_some_and(|labels| labels.contains_key(&domain.ignore_label()))
+        && !domain.ignores(handle.metadata)
         && !is_released(handle.metadata, domain)
 }
 
 /// A pool's bound handles not being deleted, which count toward `maxSize`, and how many of
-/// them are not ready yet, which count toward `maxConcurrent` (issue 14).
+/// them are not ready yet, which count toward `maxConcurrent`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct BoundCounts {
     pub count: usize,
@@ -145,7 +141,7 @@ pub(crate) struct PoolInput<'a> {
     pub bound_unready: usize,
 }
 
-/// The cap that kept a pool from creating all the handles it wants (issue 14): `maxUnready`,
+/// The cap that kept a pool from creating all the handles it wants: `maxUnready`,
 /// `maxSize` or `maxConcurrent`, with its value.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum PoolCap {
@@ -250,7 +246,7 @@ pub(crate) fn set_pool_validity(
 /// - `deficit = minAvailable − available`; handles are created while the deficit (or the
 ///   scaling's demand) is positive and, when `maxUnready` is set, `unready < maxUnready`.
 ///
-/// Rolling refresh (issue 14): stale handles do not count toward the deficit, so current
+/// Rolling refresh: stale handles do not count toward the deficit, so current
 /// ones are made for them under the same caps. A stale handle that is not ready is deleted at
 /// once (it serves nobody yet); a ready one once the current ready handles and the stale ones
 /// left exceed `minAvailable`, oldest first, so the pool never has fewer ready handles than
@@ -354,7 +350,7 @@ pub(crate) fn plan_pool(input: &PoolInput<'_>) -> PoolPlan {
     available -= retired;
     ready -= retired;
 
-    // Demand fell below what the pool holds: the oldest current handles go (issue 14).
+    // Demand fell below what the pool holds: the oldest current handles go.
     if input.autoscale.is_some_and(|d| d.shrink) && available > min_available {
         let mut current: Vec<&ResourceHandle> = input
             .unbound
@@ -434,7 +430,7 @@ impl PendingHandles {
     ///
     /// Only pending and listed names are looked up: a pass costs what the pool's unbound
     /// handles cost, not what all its handles do (at 100,000 bound handles, copying every name
-    /// into the memory on every pass made each bind slower, issue 11).
+    /// into the memory on every pass would make each bind slower).
     pub(crate) fn observe<'a>(
         &mut self,
         shown: impl Fn(&str) -> bool,

@@ -77,11 +77,6 @@ pub(crate) fn remaining(scaling: &ResourcePoolScaling) -> u64 {
     u64::try_from(scaling.spec.count.saturating_sub(created(scaling))).unwrap_or(0)
 }
 
-/// Whether the scaling is labelled `D/ignore` (§7.6: neither handled nor consumed).
-pub(crate) fn is_ignored(scaling: &ResourcePoolScaling, domain: &OperatorDomain) -> bool {
-    scaling.labels().contains_key(&domain.ignore_label())
-}
-
 /// Whether the pool should create handles for the scaling now (Δ§2.1 "Active"): `at` has
 /// come (absent = now), `spec.count > status.count`, and the scaling is not ignored.
 pub(crate) fn is_active(
@@ -90,7 +85,7 @@ pub(crate) fn is_active(
     now: DateTime<Utc>,
 ) -> Result<bool, ScalingError> {
     let started = start(scaling)?.is_none_or(|at| at <= now);
-    Ok(started && remaining(scaling) > 0 && !is_ignored(scaling, domain))
+    Ok(started && remaining(scaling) > 0 && !domain.ignores(&scaling.metadata))
 }
 
 /// The state a scaling whose count is `count` shows: `waiting` before `at`, `scaling` while

@@ -80,7 +80,7 @@ fn a_count_of_zero_is_never_active() {
 fn an_ignored_scaling_is_not_active() {
     let mut s = scaling("s", json!({}), Value::Null);
     s.metadata.labels = Some([(domain().ignore_label(), String::new())].into());
-    assert!(is_ignored(&s, &domain()));
+    assert!(domain().ignores(&s.metadata));
     assert_eq!(is_active(&s, &domain(), now()), Ok(false));
 }
 
