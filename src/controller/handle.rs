@@ -159,8 +159,10 @@ enum Pass {
 async fn manage(mut object: HandleObject, ctx: &Context) -> Result<Action, HandleError> {
     let name = object.name_any();
     for _ in 0..CONFLICT_ATTEMPTS {
-        // §7.6: an ignored handle is not touched, not even to finalize it.
-        if object.labels().contains_key(&ctx.domain().ignore_label()) {
+        // §7.6: an ignored handle is not touched, not even to finalize it; once resumed, it
+        // renders at the clock's time.
+        if ctx.domain().ignores(&object.metadata) {
+            ctx.render_clocks.forget(&uid_of(&object));
             return Ok(Action::await_change());
         }
         let pass = if object.metadata.deletion_timestamp.is_some() {
@@ -185,7 +187,7 @@ async fn manage(mut object: HandleObject, ctx: &Context) -> Result<Action, Handl
 
 /// One pass of Δ§3.2 Manage over `object`.
 async fn manage_once(mut object: HandleObject, ctx: &Context) -> Result<Pass, HandleError> {
-    // Issue 10: a handle a claim let go of may hold resources rendered for that claim; it is
+    // A handle a claim let go of may hold resources rendered for that claim; it is
     // deleted, as long as it is still unbound and released (a binder with a stale copy may have
     // bound it since: then it is that claim's).
     let released =
@@ -211,7 +213,7 @@ async fn manage_once(mut object: HandleObject, ctx: &Context) -> Result<Pass, Ha
     };
 
     let now = ctx.now();
-    // Issue 15: what this pass's templates make of the clock decides when it runs again.
+    // What this pass's templates make of the clock decides when it runs again.
     let templates = ctx.templates.watching();
     let mut problems = Vec::new();
     // Δ§3.2 Manage step 3 (B10): past its end, the handle is deleted, and nothing else is done.
@@ -255,10 +257,10 @@ async fn manage_once(mut object: HandleObject, ctx: &Context) -> Result<Pass, Ha
         None => None,
     };
 
-    // Issue 15: the passes the handle's own writes cause render at the instant its templates
+    // The passes the handle's own writes cause render at the instant its templates
     // last read the clock, until the re-render they asked for.
     let uid = uid_of(&object);
-    let inputs = RenderInputs::of(&handle, claim.as_ref());
+    let inputs = RenderInputs::of(&handle, claim.as_ref(), ctx.domain());
     let render_at = ctx.render_clocks.render_at(&uid, &inputs, now);
     let clock = PassClock { now, render_at };
 
@@ -332,7 +334,7 @@ async fn manage_once(mut object: HandleObject, ctx: &Context) -> Result<Pass, Ha
     // The references go into the status before anything is created, so that a deletion
     // always finds what this handle made (§12.4 step 7 before step 9). Only new ones: a write
     // here that recomputed the rest would also drop, and the write below bring back, a
-    // failure to apply (issue 13), on every retry.
+    // failure to apply, on every retry.
     let mut status = Status {
         templates: &templates,
         providers: &providers,
@@ -404,7 +406,7 @@ async fn manage_once(mut object: HandleObject, ctx: &Context) -> Result<Pass, Ha
         Written::Conflict => return Ok(Pass::Conflict),
         Written::Gone => return Ok(Pass::Done(Action::await_change())),
     }
-    report_problem(ctx, &object, original_problem.as_deref()).await;
+    report_problem(ctx, &object, original_problem.as_deref(), claim.as_ref()).await;
     report_apply_failure(ctx, &object, before.as_ref(), claim.as_ref()).await;
     if let Some(error) = first_error {
         return Err(error);
@@ -517,8 +519,8 @@ fn apply_failure(index: usize, error: &HandleError) -> ApplyFailure {
 }
 
 /// A Warning Event on the handle and its claim when a resource could not be applied and the
-/// `Ready` condition says something new about it (issue 13: a 403 went only to the log). Only
-/// the process whose status write made the change reports it.
+/// `Ready` condition says something new about it, so that a failure such as a 403 reaches more
+/// than the log. Only the process whose status write made the change reports it.
 async fn report_apply_failure(
     ctx: &Context,
     object: &HandleObject,
@@ -550,8 +552,14 @@ async fn report_apply_failure(
     }
 }
 
-/// A Warning Event, once per new problem (the `Valid` condition's message changed).
-async fn report_problem(ctx: &Context, object: &HandleObject, before: Option<&str>) {
+/// A Warning Event on the handle and its claim, once per new problem (the `Valid` condition's
+/// message changed): the claim's owner is the one who can fix a template the claim fills in.
+async fn report_problem(
+    ctx: &Context,
+    object: &HandleObject,
+    before: Option<&str>,
+    claim: Option<&ResourceClaim>,
+) {
     let Some(problem) = problem_message(object.status.as_ref()) else {
         return;
     };
@@ -567,9 +575,21 @@ async fn report_problem(ctx: &Context, object: &HandleObject, before: Option<&st
         problem.to_owned(),
     )
     .await;
+    if let Some(claim) = claim {
+        let claim = ctx.kinds.claim_object(claim.clone());
+        let note = format!("ResourceHandle {}: {problem}", object.name_any());
+        ctx.event(
+            &claim,
+            &ctx.kinds.claim,
+            EventKind::Warning,
+            "InvalidResource",
+            note,
+        )
+        .await;
+    }
 }
 
-/// A Normal Event on the handle about to be deleted (issue 13), announced by the process that
+/// A Normal Event on the handle about to be deleted, announced by the process that
 /// decided to delete it; its finalizer tells the claim when it takes the claim along.
 async fn announce_deletion(ctx: &Context, object: &HandleObject, reason: &str, note: &str) {
     ctx.event(

@@ -1,13 +1,13 @@
 //! The instant each handle's templates last read the clock, by handle uid, so that the passes
-//! its own writes cause render at it again until the re-render it asked for (issue 15,
-//! `core::template::ClockPin`).
+//! its own writes cause render at it again until the re-render it asked for
+//! (`core::template::ClockPin`).
 
 use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use chrono::{DateTime, Utc};
 
-use crate::api::{ResourceClaim, ResourceHandle};
+use crate::api::{OperatorDomain, ResourceClaim, ResourceHandle};
 use crate::core::template::ClockPin;
 
 /// Shared by the handle reconciles.
@@ -17,19 +17,35 @@ pub(crate) struct RenderClocks {
 }
 
 /// What a handle's templates render from, as far as taking the clock's time again goes: the
-/// handle's spec and its claim's. Their statuses and the resources' states change with the
-/// broker's own writes; a spec changes when someone means it to.
+/// handle's spec and its claim's, and whether the claim is paused (§7.6). Their statuses and
+/// the resources' states change with the broker's own writes; a spec changes, and a claim is
+/// paused or resumed, when someone means it to.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct RenderInputs {
     handle: Option<i64>,
-    claim: Option<(Option<String>, Option<i64>)>,
+    claim: Option<ClaimInputs>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct ClaimInputs {
+    uid: Option<String>,
+    generation: Option<i64>,
+    ignored: bool,
 }
 
 impl RenderInputs {
-    pub(crate) fn of(handle: &ResourceHandle, claim: Option<&ResourceClaim>) -> Self {
+    pub(crate) fn of(
+        handle: &ResourceHandle,
+        claim: Option<&ResourceClaim>,
+        domain: &OperatorDomain,
+    ) -> Self {
         Self {
             handle: handle.metadata.generation,
-            claim: claim.map(|c| (c.metadata.uid.clone(), c.metadata.generation)),
+            claim: claim.map(|c| ClaimInputs {
+                uid: c.metadata.uid.clone(),
+                generation: c.metadata.generation,
+                ignored: domain.ignores(&c.metadata),
+            }),
         }
     }
 }
@@ -65,12 +81,68 @@ impl RenderClocks {
         }
     }
 
-    /// Handle `uid` is on its way out.
+    /// Handle `uid` is on its way out, or paused: its next pass takes the clock's time.
     pub(crate) fn forget(&self, uid: &str) {
         self.lock().remove(uid);
     }
 
     fn lock(&self) -> MutexGuard<'_, HashMap<String, ClockPin<RenderInputs>>> {
         self.pins.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn handle() -> ResourceHandle {
+        serde_json::from_value(json!({"metadata": {"name": "guid-a", "generation": 1},
+            "spec": {}}))
+        .expect("a handle")
+    }
+
+    fn claim(labels: serde_json::Value) -> ResourceClaim {
+        serde_json::from_value(
+            json!({"metadata": {"name": "c", "uid": "u", "generation": 2,
+            "labels": labels}, "spec": {}}),
+        )
+        .expect("a claim")
+    }
+
+    fn at(timestamp: &str) -> DateTime<Utc> {
+        timestamp.parse().expect("a timestamp")
+    }
+
+    #[test]
+    fn a_claim_paused_or_resumed_takes_the_clock_time_again() {
+        let domain = OperatorDomain::default();
+        let clocks = RenderClocks::default();
+        let running = RenderInputs::of(&handle(), Some(&claim(json!({}))), &domain);
+        let rendered = at("2026-11-27T10:00:00Z");
+        clocks.record(
+            "u",
+            running.clone(),
+            rendered,
+            Some(at("2026-11-27T10:01:00Z")),
+        );
+        let now = at("2026-11-27T10:00:30Z");
+        assert_eq!(
+            clocks.render_at("u", &running, now),
+            rendered,
+            "its own writes"
+        );
+
+        let paused = RenderInputs::of(
+            &handle(),
+            Some(&claim(json!({"poolboy.gpte.redhat.com/ignore": ""}))),
+            &domain,
+        );
+        assert_ne!(paused, running);
+        assert_eq!(clocks.render_at("u", &paused, now), now);
+
+        clocks.forget("u");
+        assert_eq!(clocks.render_at("u", &running, now), now);
     }
 }

@@ -38,9 +38,9 @@ pub(crate) enum Unbound {
     /// It is invalid: nothing is bound until it is corrected.
     Invalid,
     /// No unbound handle fits and creation is disabled: it waits for one (Δ§2.3, B18).
-    /// `why`: why none fits, per handle (issue 14).
+    /// `why`: why none fits, per handle.
     WaitingForHandle { why: String },
-    /// It names a pool capped by `maxSize` (issue 14) none of whose handles is free: it waits
+    /// It names a pool capped by `maxSize` none of whose handles is free: it waits
     /// for one rather than get a handle of its own.
     WaitingForPool {
         pool: String,
@@ -48,14 +48,14 @@ pub(crate) enum Unbound {
         why: String,
     },
     /// Its namespace holds `limit` claims with a handle of `provider` already, the provider's
-    /// `maxClaimsPerNamespace` (issue 14): it waits for one of them to go.
+    /// `maxClaimsPerNamespace`: it waits for one of them to go.
     OverLimit {
         provider: String,
         limit: i64,
         namespace: String,
     },
     /// A handle of the capped pool it names is free, but claims ahead of it in the pool's fair
-    /// line (issue 14) go first: `ahead` of the `of` claims waiting.
+    /// line go first: `ahead` of the `of` claims waiting.
     InLine {
         pool: String,
         ahead: usize,
@@ -145,7 +145,7 @@ pub(crate) struct BoundHandle<'a> {
     /// `status.lifespan` as [`crate::core::lifespan::sync_claim_lifespan`] computed it;
     /// `None` keeps the claim's.
     pub lifespan: Option<ClaimStatusLifespan>,
-    /// The `LifespanEnding` condition (issue 14); `None` when expiry warnings are off.
+    /// The `LifespanEnding` condition; `None` when expiry warnings are off.
     pub lifespan_ending: Option<LifespanEnding>,
 }
 
@@ -264,7 +264,7 @@ pub(crate) fn desired_claim_status(
     status
 }
 
-/// The claim's `Ready` condition (issue 13: what `kubectl wait --for=condition=Ready` waits
+/// The claim's `Ready` condition (what `kubectl wait --for=condition=Ready` waits
 /// for): True once its handle's resources are all ready; else why not, with the handle's own
 /// `Ready` message when it has one, or the claim's own problem.
 fn ready_condition(
@@ -304,7 +304,14 @@ fn ready_condition(
             .and_then(|c| ApplyFailureReason::parse(&c.reason))
             .map_or(default, ApplyFailureReason::as_str)
     };
-    match status.and_then(|s| s.ready) {
+    // The handle's `Ready` condition, which also reads resources whose provider has no
+    // `readinessCheck`; Poolboy's `status.ready` for a handle without one yet.
+    let ready = match handle_ready.map(|c| c.status.as_str()) {
+        Some("True") => Some(true),
+        Some("False") => Some(false),
+        _ => status.and_then(|s| s.ready),
+    };
+    match ready {
         Some(true) => (
             ConditionStatus::True,
             "Ready",

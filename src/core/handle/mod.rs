@@ -4,6 +4,7 @@
 pub(crate) mod definition;
 pub(crate) mod desired;
 pub(crate) mod generated;
+pub(crate) mod kstatus;
 pub(crate) mod new;
 pub(crate) mod plan;
 pub(crate) mod status;

@@ -11,6 +11,7 @@ use crate::api::handle::ResourceHandleStatus;
 use crate::core::conditions::{
     self, ConditionStatus, DesiredCondition, READY, VALID, set_condition,
 };
+use crate::core::handle::kstatus::{self, Observed};
 use crate::core::handle::plan::{HandleProviders, PlanEnvironment, ResourcePlan};
 use crate::core::json::patch::{PatchOp, escape_pointer_segment};
 use crate::core::provider::CompiledProvider;
@@ -37,7 +38,7 @@ pub(crate) struct StatusInput<'a> {
     pub apply_failures: &'a [ApplyFailure],
 }
 
-/// A resource the API server would not let the broker create or update (issue 13): its
+/// A resource the API server would not let the broker create or update: its
 /// `Ready` condition says so with a stable reason, and the handle and claim get an Event.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct ApplyFailure {
@@ -131,6 +132,8 @@ pub(crate) fn desired_status(env: &PlanEnvironment<'_>, input: &StatusInput<'_>)
     let view = handle_view(handle, env.domain);
     let mut failures = Vec::new();
     let mut resources = Vec::with_capacity(entries.len());
+    // Each resource's readiness as the `Ready` condition counts it.
+    let mut resources_ready = Vec::with_capacity(entries.len());
     let mut not_ready = Vec::new();
     let mut problems: Vec<String> = input.problems.to_vec();
 
@@ -180,20 +183,38 @@ pub(crate) fn desired_status(env: &PlanEnvironment<'_>, input: &StatusInput<'_>)
         };
         resource.healthy = healthy;
         resource.ready = ready;
+        // The `Ready` condition goes by the provider's `readinessCheck`; without one, by the
+        // resource's own status (`kstatus`). Poolboy's `ready` stays the provider's alone.
+        let observed = match (ready, state, provider) {
+            (None, Some(state), Some(provider)) if provider.spec().readiness_check.is_none() => {
+                Some(kstatus::observed(state))
+            }
+            _ => None,
+        };
+        let condition_ready = match &observed {
+            Some(observed) => Some(*observed == Observed::Ready),
+            None => ready,
+        };
         let failure = input.apply_failures.iter().find(|f| f.index == index);
         if let Some(failure) = failure {
             not_ready.push(format!("{label}: {}", failure.message));
-        } else if ready != Some(true) {
+        } else if let Some(ResourcePlan::Invalid(message)) = plan {
+            not_ready.push(format!("{label}: invalid definition: {message}"));
+        } else if let Some(Observed::NotReady(why)) = &observed {
+            not_ready.push(format!("{label}: {why}"));
+        } else if condition_ready != Some(true) {
             not_ready.push(format!(
                 "{label}: {}",
                 why_not_ready(plan, state.is_some(), healthy, ready)
             ));
         }
         resources.push(resource);
+        resources_ready.push(condition_ready);
     }
 
     let healthy = overall(resources.iter().map(|r| r.healthy));
     let ready = overall(resources.iter().map(|r| r.ready));
+    let condition_ready = overall(resources_ready.into_iter());
     let summary = match input.summary_provider {
         Some(provider) => match summary(env, handle, provider, input.states, &view) {
             Ok(Some(summary)) => Some(summary),
@@ -206,12 +227,13 @@ pub(crate) fn desired_status(env: &PlanEnvironment<'_>, input: &StatusInput<'_>)
         None => current.summary.clone(),
     };
 
-    // `Ready` mirrors `status.ready`, with the reason of each resource not ready; `Valid`
-    // reports bad input: definitions that cannot be rendered, a missing provider, a broken
+    // `Ready` follows `status.ready` where the providers say, and the resources' own status
+    // where they do not, with the reason of each resource not ready; `Valid` reports bad
+    // input: definitions that cannot be rendered, a missing provider, a broken
     // `spec.lifespan.end`.
-    let ready_condition = match (input.apply_failures.first(), ready) {
+    let ready_condition = match (input.apply_failures.first(), condition_ready) {
         (Some(failure), _) => (
-            if ready == Some(true) {
+            if condition_ready == Some(true) {
                 ConditionStatus::True
             } else {
                 ConditionStatus::False
@@ -291,7 +313,6 @@ fn why_not_ready(
     match plan {
         Some(ResourcePlan::WaitingForClaim) => "waiting for a ResourceClaim",
         Some(ResourcePlan::WaitingForLink { .. }) => "waiting for a linked resource",
-        Some(ResourcePlan::Invalid(_)) => "invalid definition",
         _ if !has_state => "not created yet",
         _ if healthy == Some(false) => "unhealthy",
         _ if ready == Some(false) => "not ready",

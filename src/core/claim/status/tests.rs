@@ -408,6 +408,12 @@ fn the_ready_condition_follows_the_handle_and_says_why_not() {
         )
     );
     assert_eq!(bound_to(&handle(json!({}))).1, "ReadinessUnknown");
+    // Without a readinessCheck, the handle's Ready condition reads its resources themselves,
+    // while Poolboy's `status.ready` stays unset: the claim follows the condition.
+    let ready_by_itself = handle(json!({"conditions": [{
+        "type": "Ready", "status": "True", "reason": "ResourcesReady",
+        "message": "every resource is ready", "lastTransitionTime": "2026-11-24T10:00:00Z"}]}));
+    assert_eq!(bound_to(&ready_by_itself).0, "True");
     let unbound = desired_claim_status(
         None,
         &input(

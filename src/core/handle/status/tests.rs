@@ -152,6 +152,71 @@ fn a_failing_or_missing_check_is_unknown() {
 }
 
 #[test]
+fn without_a_readiness_check_the_ready_condition_reads_the_resource_itself() {
+    let fixture = Fixture::new(vec![
+        configmap_provider("nochecks", json!({})),
+        checked_provider(),
+    ]);
+    let ready_condition = |status: &ResourceHandleStatus| {
+        let conditions = status.conditions.as_ref().expect("conditions");
+        let ready = conditions.iter().find(|c| c.type_ == READY).expect("Ready");
+        (
+            ready.status.clone(),
+            ready.reason.clone(),
+            ready.message.clone(),
+        )
+    };
+
+    // A ConfigMap is ready once it exists; Poolboy's `ready` stays unset without a check.
+    let handle_value = handle(&[("a", "nochecks", json!({}))]);
+    let status = compute(&fixture, &handle_value, &[apply("a")], &[state("no", "no")]).status;
+    assert_eq!(status.ready, None);
+    assert_eq!(status.resources.as_ref().expect("resources")[0].ready, None);
+    assert_eq!(
+        ready_condition(&status),
+        (
+            "True".into(),
+            "ResourcesReady".into(),
+            "every resource is ready".into()
+        )
+    );
+
+    // A kind with a status is ready by it.
+    let rolling = json!({"apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "a", "generation": 1},
+        "status": {"observedGeneration": 1, "replicas": 1, "updatedReplicas": 1}});
+    let status = compute(&fixture, &handle_value, &[apply("a")], &[Some(rolling)]).status;
+    assert_eq!(status.ready, None);
+    assert_eq!(
+        ready_condition(&status),
+        (
+            "False".into(),
+            "ResourcesNotReady".into(),
+            "a: 0 of 1 replicas available".into()
+        )
+    );
+
+    // A provider's readinessCheck wins over the resource's own status.
+    let checked = handle(&[("a", "nochecks", json!({})), ("b", "cm", json!({}))]);
+    let status = compute(
+        &fixture,
+        &checked,
+        &[apply("a"), apply("b")],
+        &[state("no", "no"), state("no", "no")],
+    )
+    .status;
+    assert_eq!(status.ready, Some(false));
+    assert_eq!(
+        ready_condition(&status),
+        (
+            "False".into(),
+            "ResourcesNotReady".into(),
+            "b: not ready".into()
+        )
+    );
+}
+
+#[test]
 fn the_overall_rule_is_false_then_unknown_then_true() {
     assert_eq!(
         overall([Some(true), None, Some(false)].into_iter()),
@@ -239,7 +304,10 @@ fn conditions_report_readiness_and_problems_and_keep_their_transition_time() {
     let conditions = first.conditions.clone().expect("conditions");
     let ready = conditions.iter().find(|c| c.type_ == READY).expect("Ready");
     assert_eq!(ready.status, "False");
-    assert_eq!(ready.message, "a: invalid definition; b: not ready");
+    assert_eq!(
+        ready.message,
+        "a: invalid definition: spec.resources[0] (a): broken; b: not ready"
+    );
     let valid = conditions.iter().find(|c| c.type_ == VALID).expect("Valid");
     assert_eq!(valid.status, "False");
     assert_eq!(valid.message, "spec.resources[0] (a): broken");
