@@ -217,33 +217,34 @@ async fn create_configmap(env: &TestEnv, handle: &Value, index: usize, reference
     let spec = &handle["spec"];
     let resource = &spec["resources"][index];
     let mut annotations = Map::new();
-    let mut annotate = |key: &str, value: &Value| {
+    for (key, value) in [
+        ("resource-provider-name", &resource["provider"]["name"]),
+        (
+            "resource-provider-namespace",
+            &resource["provider"]["namespace"],
+        ),
+        ("resource-handle-name", &handle["metadata"]["name"]),
+        (
+            "resource-handle-namespace",
+            &handle["metadata"]["namespace"],
+        ),
+        ("resource-handle-uid", &handle["metadata"]["uid"]),
+        ("resource-index", &json!(index.to_string())),
+        ("resource-claim-name", &spec["resourceClaim"]["name"]),
+        (
+            "resource-claim-namespace",
+            &spec["resourceClaim"]["namespace"],
+        ),
+        ("resource-pool-name", &spec["resourcePool"]["name"]),
+        (
+            "resource-pool-namespace",
+            &spec["resourcePool"]["namespace"],
+        ),
+    ] {
         if let Some(value) = value.as_str() {
             annotations.insert(format!("{D}/{key}"), json!(value));
         }
-    };
-    annotate("resource-provider-name", &resource["provider"]["name"]);
-    annotate(
-        "resource-provider-namespace",
-        &resource["provider"]["namespace"],
-    );
-    annotate("resource-handle-name", &handle["metadata"]["name"]);
-    annotate(
-        "resource-handle-namespace",
-        &handle["metadata"]["namespace"],
-    );
-    annotate("resource-handle-uid", &handle["metadata"]["uid"]);
-    annotate("resource-index", &json!(index.to_string()));
-    annotate("resource-claim-name", &spec["resourceClaim"]["name"]);
-    annotate(
-        "resource-claim-namespace",
-        &spec["resourceClaim"]["namespace"],
-    );
-    annotate("resource-pool-name", &spec["resourcePool"]["name"]);
-    annotate(
-        "resource-pool-namespace",
-        &spec["resourcePool"]["namespace"],
-    );
+    }
     let mut configmap = json!({
         "apiVersion": "v1",
         "kind": "ConfigMap",

@@ -93,6 +93,11 @@ fn provider_subset(providers: &BTreeMap<String, Value>, name: &str) -> BTreeMap<
         .collect()
 }
 
+/// The version of the pool of `spec`, with provider `cm` of spec `{x: 1}`.
+fn made_version(spec: Value) -> String {
+    pool_version(&made(spec), &providers(json!({"x": 1})), &domain())
+}
+
 /// The version a handle of `spec` without a version annotation is judged to have.
 fn judged(spec: Value) -> String {
     handle_version(
@@ -143,11 +148,7 @@ fn empty_and_absent_are_the_same_content_as_poolboy_reads_them() {
     for (pool_spec, handle_spec) in alike {
         assert_eq!(
             judged(handle_spec.clone()),
-            pool_version(
-                &made(pool_spec.clone()),
-                &providers(json!({"x": 1})),
-                &domain()
-            ),
+            made_version(pool_spec.clone()),
             "{pool_spec} and {handle_spec}"
         );
     }
@@ -177,11 +178,7 @@ fn empty_and_absent_are_the_same_content_as_poolboy_reads_them() {
     for (pool_spec, handle_spec) in different {
         assert_ne!(
             judged(handle_spec.clone()),
-            pool_version(
-                &made(pool_spec.clone()),
-                &providers(json!({"x": 1})),
-                &domain()
-            ),
+            made_version(pool_spec.clone()),
             "{pool_spec} and {handle_spec}"
         );
     }
