@@ -21,11 +21,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use futures::StreamExt;
 use futures::channel::mpsc::{UnboundedReceiver, UnboundedSender};
 use kube::Client;
 use kube::api::Api;
-use kube::runtime::controller::{self, Action, Controller};
+use kube::runtime::controller::{Action, Controller};
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
 
@@ -36,7 +35,7 @@ use super::facts::ClaimFacts;
 use super::free_handles::FreeHandles;
 use super::kinds::{ClaimObject, HandleObject, Kinds, StoredClaim, StoredHandle};
 use super::listed::SharedWatch;
-use super::reconciler::Reconciler;
+use super::reconciler::{Drive, Reconciler};
 use super::write::{self, Written};
 use crate::api::claim::ClaimStatusLifespan;
 use crate::core::claim::gates::{
@@ -223,13 +222,15 @@ pub(crate) async fn run(
     } = controller;
     let health = ctx.health.clone();
     let ctx = Arc::new(ClaimContext { ctx, index });
-    let reconciles = controller
-        .reconcile_on(backlog.triggers(triggers))
-        .with_config(controller::Config::default().concurrency(concurrency))
-        .graceful_shutdown_on(shutdown)
-        .run(reconcile, error_policy, ctx)
-        .inspect(move |result| backlog.observe(result));
-    health.drive(RECONCILER.kind(), reconciles).await;
+    let drive = Drive {
+        triggers: Some(triggers),
+        backlog: Some(backlog),
+        concurrency,
+        shutdown,
+    };
+    RECONCILER
+        .run(controller, drive, reconcile, error_policy, ctx, &health)
+        .await;
 }
 
 async fn reconcile(claim: Arc<StoredClaim>, ctx: Arc<ClaimContext>) -> Result<Action, ClaimError> {

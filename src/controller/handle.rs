@@ -12,10 +12,9 @@ mod resources;
 
 use std::sync::Arc;
 
-use futures::StreamExt;
 use futures::channel::mpsc::UnboundedReceiver;
 use kube::api::Api;
-use kube::runtime::controller::{self, Action, Controller};
+use kube::runtime::controller::{Action, Controller};
 use kube::runtime::reflector::ObjectRef;
 use kube::{Client, ResourceExt};
 use serde_json::Value;
@@ -26,7 +25,7 @@ use super::kinds::{HandleObject, Kinds, StoredHandle};
 use super::listed::SharedWatch;
 use super::managed;
 use super::oversized;
-use super::reconciler::Reconciler;
+use super::reconciler::{Drive, Reconciler};
 use super::render_clocks::RenderInputs;
 use super::write::{self, Target, Written};
 use crate::api::ResourceClaim;
@@ -128,13 +127,15 @@ pub(crate) async fn run(
     shutdown: Shutdown,
 ) {
     let health = ctx.health.clone();
-    let reconciles = controller
-        .reconcile_on(backlog.triggers(triggers))
-        .with_config(controller::Config::default().concurrency(concurrency))
-        .graceful_shutdown_on(shutdown)
-        .run(reconcile, error_policy, ctx)
-        .inspect(move |result| backlog.observe(result));
-    health.drive(RECONCILER.kind(), reconciles).await;
+    let drive = Drive {
+        triggers: Some(triggers),
+        backlog: Some(backlog),
+        concurrency,
+        shutdown,
+    };
+    RECONCILER
+        .run(controller, drive, reconcile, error_policy, ctx, &health)
+        .await;
 }
 
 async fn reconcile(handle: Arc<StoredHandle>, ctx: Arc<Context>) -> Result<Action, HandleError> {

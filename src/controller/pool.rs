@@ -28,7 +28,7 @@ use std::time::{Duration, Instant};
 
 use futures::channel::mpsc::UnboundedReceiver;
 use kube::api::{Api, Patch, PostParams};
-use kube::runtime::controller::{self, Action, Controller};
+use kube::runtime::controller::{Action, Controller};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Client, ResourceExt};
 use serde_json::json;
@@ -41,7 +41,7 @@ use super::context::{Context, EventKind};
 use super::free_handles::FreeHandles;
 use super::kinds::{HandleObject, Kinds, PoolObject};
 use super::listed::SharedWatch;
-use super::reconciler::Reconciler;
+use super::reconciler::{Drive, Reconciler};
 use super::write::{self, Target, Written};
 use crate::api::pool::ResourcePoolStatus;
 use crate::api::{OperatorDomain, ResourceHandle, ResourcePool, ResourcePoolScaling};
@@ -212,12 +212,22 @@ pub(crate) async fn run(
         handles,
         memory: Mutex::new(HashMap::new()),
     });
-    let reconciles = controller
-        .reconcile_on(triggers)
-        .with_config(controller::Config::default().concurrency(concurrency))
-        .graceful_shutdown_on(shutdown)
-        .run(reconcile, error_policy, pool_ctx);
-    health.drive(RECONCILER.kind(), reconciles).await;
+    let drive = Drive {
+        triggers: Some(triggers),
+        backlog: None,
+        concurrency,
+        shutdown,
+    };
+    RECONCILER
+        .run(
+            controller,
+            drive,
+            reconcile,
+            error_policy,
+            pool_ctx,
+            &health,
+        )
+        .await;
 }
 
 async fn reconcile(pool: Arc<PoolObject>, pctx: Arc<PoolContext>) -> Result<Action, PoolError> {

@@ -4,16 +4,36 @@
 //! object's own backoff (`Context::retry_delay`), so that a failing object never turns into a
 //! retry storm. Conflicts, which each controller recomputes in its own loop, are counted here.
 //! A version this process has itself replaced is not reconciled (`write::is_replaced`).
+//! Every controller is also driven by one function ([`Reconciler::run`]).
 
-use std::fmt::Display;
+use std::fmt::{Debug, Display};
 use std::future::Future;
+use std::hash::Hash;
+use std::sync::Arc;
 use std::time::Instant;
 
-use kube::ResourceExt;
-use kube::runtime::controller::Action;
+use futures::channel::mpsc::UnboundedReceiver;
+use futures::{StreamExt, TryFuture};
+use kube::runtime::controller::{self, Action, Controller};
+use kube::runtime::reflector::ObjectRef;
+use kube::{Resource, ResourceExt};
+use serde::de::DeserializeOwned;
 
+use super::backlog::Backlog;
 use super::context::Context;
+use super::health::WatchHealth;
 use super::write;
+use crate::shutdown::Shutdown;
+
+/// How a controller is driven besides its own watches: what else wakes its objects, the
+/// backlog they wait in (claims and handles, of which a start lists many), how many
+/// reconciles run at once, and when to stop.
+pub(crate) struct Drive<K: Resource> {
+    pub(crate) triggers: Option<UnboundedReceiver<ObjectRef<K>>>,
+    pub(crate) backlog: Option<Backlog<K>>,
+    pub(crate) concurrency: u16,
+    pub(crate) shutdown: Shutdown,
+}
 
 /// One controller's bookkeeping: the kind it reconciles, as the metrics label it.
 #[derive(Clone, Copy, Debug)]
@@ -24,11 +44,6 @@ pub(crate) struct Reconciler {
 impl Reconciler {
     pub(crate) const fn new(kind: &'static str) -> Self {
         Self { kind }
-    }
-
-    /// The kind this controller reconciles.
-    pub(crate) const fn kind(&self) -> &'static str {
-        self.kind
     }
 
     /// Runs `reconcile` for `object`, timed and counted; a success forgets its failures.
@@ -72,6 +87,46 @@ impl Reconciler {
     /// A guarded write of this reconcile found the object changed (it is recomputed).
     pub(crate) fn conflict(&self, ctx: &Context) {
         ctx.metrics.conflict(self.kind);
+    }
+
+    /// Runs `controller` as `drive` says until it stops; every result reaches the backlog,
+    /// which lets the next waiting object in, and `health` (`/readyz`).
+    pub(crate) async fn run<K, Ctx, Fut>(
+        &self,
+        controller: Controller<K>,
+        drive: Drive<K>,
+        reconcile: impl FnMut(Arc<K>, Arc<Ctx>) -> Fut,
+        error_policy: impl Fn(Arc<K>, &Fut::Error, Arc<Ctx>) -> Action,
+        ctx: Arc<Ctx>,
+        health: &WatchHealth,
+    ) where
+        K: Clone + Resource + DeserializeOwned + Debug + Send + Sync + 'static,
+        K::DynamicType: Debug + Unpin + Hash + Eq + Clone + Send + Sync,
+        Fut: TryFuture<Ok = Action> + Send + 'static,
+        Fut::Error: std::error::Error + Send + 'static,
+        Ctx: Send + Sync + 'static,
+    {
+        let Drive {
+            triggers,
+            backlog,
+            concurrency,
+            shutdown,
+        } = drive;
+        let controller = match (triggers, &backlog) {
+            (Some(triggers), Some(backlog)) => controller.reconcile_on(backlog.triggers(triggers)),
+            (Some(triggers), None) => controller.reconcile_on(triggers),
+            (None, _) => controller,
+        };
+        let reconciles = controller
+            .with_config(controller::Config::default().concurrency(concurrency))
+            .graceful_shutdown_on(shutdown)
+            .run(reconcile, error_policy, ctx)
+            .inspect(move |result| {
+                if let Some(backlog) = &backlog {
+                    backlog.observe(result);
+                }
+            });
+        health.drive(self.kind, reconciles).await;
     }
 
     /// The object's key in the failures map: its kind, namespace and name.

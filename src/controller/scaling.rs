@@ -8,14 +8,14 @@ use std::sync::Arc;
 use chrono::{DateTime, Utc};
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::WatchStreamExt;
-use kube::runtime::controller::{self, Action, Controller};
+use kube::runtime::controller::{Action, Controller};
 use kube::runtime::reflector::ObjectRef;
 use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
 
 use super::context::{Context, EventKind};
 use super::kinds::{Kinds, PoolObject, ScalingObject};
-use super::reconciler::Reconciler;
+use super::reconciler::{Drive, Reconciler};
 use super::write::{self, Target, Written};
 use crate::api::ResourcePoolScaling;
 use crate::core::conditions::Change;
@@ -80,11 +80,15 @@ pub(crate) async fn run(
     shutdown: Shutdown,
 ) {
     let health = ctx.health.clone();
-    let reconciles = controller
-        .with_config(controller::Config::default().concurrency(concurrency))
-        .graceful_shutdown_on(shutdown)
-        .run(reconcile, error_policy, ctx);
-    health.drive(RECONCILER.kind(), reconciles).await;
+    let drive = Drive {
+        triggers: None,
+        backlog: None,
+        concurrency,
+        shutdown,
+    };
+    RECONCILER
+        .run(controller, drive, reconcile, error_policy, ctx, &health)
+        .await;
 }
 
 async fn reconcile(
