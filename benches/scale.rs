@@ -49,7 +49,7 @@ use machine::{
 };
 use objects::{pool, provider};
 use poolboy::api::OperatorDomain;
-use poolboy::controller::kinds::{ClaimObject, HandleObject, Kinds};
+use poolboy::api::kinds::{ClaimObject, HandleObject, Kinds};
 use requests::Requests;
 use serde_json::{Value, json};
 use support::TestEnv;

@@ -9,7 +9,7 @@
 use std::time::{Duration, Instant};
 
 use kube::core::ObjectList;
-use poolboy::controller::kinds::ClaimObject;
+use poolboy::api::kinds::ClaimObject;
 use poolboy::screening::{TypedDecode, screen_list};
 
 const CLAIMS: usize = 2_000;

@@ -132,7 +132,7 @@ fn positive_interval(text: &str) -> Result<std::time::Duration, String> {
 const SERVICE_ACCOUNT_NAMESPACE: &str = "/var/run/secrets/kubernetes.io/serviceaccount/namespace";
 
 /// How long a response from the API server may stay silent before the request fails (and is
-/// retried): longer than any request (60 s) or watch (`controller::listed::WATCH_TIMEOUT_SECS`)
+/// retried): longer than any request (60 s) or watch (`store::shared_watch::WATCH_TIMEOUT_SECS`)
 /// the server keeps open.
 const API_READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(90);
 

@@ -13,3 +13,4 @@ pub(crate) mod render;
 pub mod runtime;
 pub mod screening;
 pub(crate) mod shutdown;
+pub mod store;

@@ -1,6 +1,6 @@
 //! The rules on imports (docs/design.md, "Layers"), checked on the source: `core` and `api`
-//! import nothing of the I/O shell, controllers import nothing from `runtime`, and no module
-//! imports a module that imports it back.
+//! import nothing of the I/O shell, the store nothing of the controllers, controllers nothing
+//! from `runtime`, and no module imports a module that imports it back.
 //!
 //! The graph is built from the source text: every `use` tree and every inline `crate::`,
 //! `super::` and `self::` path of a file's non-test code, resolved to the deepest module file
@@ -276,7 +276,7 @@ fn controllers_import_nothing_from_the_runtime() {
     let found = violations(
         &imports(),
         "controller",
-        &["controller", "core", "api", "metrics", "shutdown"],
+        &["controller", "store", "core", "api", "metrics", "shutdown"],
     );
     assert!(found.is_empty(), "{found:#?}");
 }
@@ -286,6 +286,18 @@ fn core_and_api_import_nothing_of_the_io_shell() {
     let graph = imports();
     let mut found = violations(&graph, "core", &["core", "api"]);
     found.extend(violations(&graph, "api", &["api"]));
+    assert!(found.is_empty(), "{found:#?}");
+}
+
+/// What the broker holds in memory is filled by watches and read by the controllers; it
+/// knows nothing of them.
+#[test]
+fn the_store_imports_nothing_of_the_controllers() {
+    let found = violations(
+        &imports(),
+        "store",
+        &["store", "core", "api", "metrics", "shutdown"],
+    );
     assert!(found.is_empty(), "{found:#?}");
 }
 
@@ -315,4 +327,7 @@ fn the_graph_sees_the_imports_it_checks() {
     let run = &graph[&vec!["runtime".to_owned(), "run".to_owned()]];
     assert!(run.contains(&controller("claim")), "{run:?}");
     assert!(run.contains(&vec!["metrics".to_owned()]), "{run:?}");
+    let summaries = &graph[&["store", "claim_summaries"].map(str::to_owned).to_vec()];
+    let watch = ["store", "shared_watch"].map(str::to_owned).to_vec();
+    assert!(summaries.contains(&watch), "{summaries:?}");
 }

@@ -13,7 +13,7 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::core::ApiResource;
 use poolboy::api::OperatorDomain;
-use poolboy::controller::kinds::{ClaimObject, HandleObject, Kinds, PoolObject};
+use poolboy::api::kinds::{ClaimObject, HandleObject, Kinds, PoolObject};
 use serde_json::{Value, json};
 use support::apis::bound;
 use support::objects::{self, merged, resource_name};

@@ -9,8 +9,8 @@ use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
+use poolboy::api::kinds::{Kinds, WatchObject};
 use poolboy::api::{OperatorDomain, ResourceHandle, ResourceProvider};
-use poolboy::controller::kinds::{Kinds, WatchObject};
 use poolboy::core::naming::resource_watch_name;
 use serde_json::{Value, json};
 use support::fixtures::{

@@ -13,7 +13,7 @@ use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use poolboy::api::OperatorDomain;
 use poolboy::api::ResourceClaim;
-use poolboy::controller::kinds::Kinds;
+use poolboy::api::kinds::Kinds;
 use serde_json::{Value, json};
 use support::objects::{handle_name, resource_name};
 use support::operator::TestOperator;

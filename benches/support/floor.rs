@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
-use poolboy::controller::kinds::Kinds;
+use poolboy::api::kinds::Kinds;
 use serde_json::{Value, json};
 
 use crate::arrivals::poisson;

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use futures::StreamExt;
 use kube::Api;
 use kube::runtime::{WatchStreamExt, watcher};
-use poolboy::controller::kinds::{ClaimObject, HandleObject};
+use poolboy::api::kinds::{ClaimObject, HandleObject};
 
 use crate::machine::lock;
 

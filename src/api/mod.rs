@@ -8,6 +8,7 @@ pub mod claim;
 pub mod crd;
 pub mod domain;
 pub mod handle;
+pub mod kinds;
 pub mod pool;
 pub mod provider;
 pub mod refs;

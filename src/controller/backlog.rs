@@ -29,7 +29,7 @@ use kube::Resource;
 use kube::runtime::controller::{Action, Error as ControllerError};
 use kube::runtime::reflector::ObjectRef;
 
-use super::listed::Applied;
+use crate::store::shared_watch::Applied;
 
 /// How many objects a controller's scheduler holds at most per reconcile it runs at once,
 /// besides those it requeued itself: enough that it never runs dry between a reconcile's end

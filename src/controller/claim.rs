@@ -11,7 +11,6 @@
 //! read (B06), remembering a handle it bound but has not recorded yet.
 
 mod binding;
-mod index;
 mod limits;
 mod line;
 mod writes;
@@ -31,13 +30,10 @@ use kube::runtime::watcher;
 use self::binding::{Outcome, Pending};
 use super::backlog::Backlog;
 use super::context::{Context, EventKind};
-use super::facts::ClaimFacts;
-use super::free_handles::FreeHandles;
-use super::kinds::{ClaimObject, HandleObject, Kinds, StoredClaim, StoredHandle};
-use super::listed::SharedWatch;
 use super::reconciler::{Drive, Reconciler};
 use super::write::{self, Written};
 use crate::api::claim::ClaimStatusLifespan;
+use crate::api::kinds::{ClaimObject, HandleObject, Kinds};
 use crate::core::claim::gates::{
     ApprovalGate, AutoAction, AutoInput, approval_gate, auto_action, claim_metadata_patch,
 };
@@ -53,8 +49,12 @@ use crate::core::naming::claim_handle_name;
 use crate::core::template::TemplateEngine;
 use crate::core::template::view::Subjects;
 use crate::shutdown::Shutdown;
+use crate::store::claim_summaries::ClaimSummaries;
+use crate::store::free_handles::FreeHandles;
+use crate::store::packed::{StoredClaim, StoredHandle};
+use crate::store::shared_watch::SharedWatch;
 
-pub(crate) use self::index::ClaimIndex;
+pub(crate) use crate::store::claim_index::ClaimIndex;
 
 /// How many times one reconcile recomputes after a conflicting write (Poolboy: 12 attempts,
 /// Δ§3.1.3) before it lets the next event or a short requeue take over.
@@ -72,16 +72,16 @@ pub(crate) enum ClaimError {
     #[error("the status is too large to write: {0}")]
     StatusTooLarge(#[source] kube::Error),
     #[error("cannot decode the claim its store keeps: {0}")]
-    Unpack(#[from] crate::controller::packed::UnpackError),
+    Unpack(#[from] crate::store::packed::UnpackError),
 }
 
-/// The claim controller, with the index of handles its reconciles read and the facts of
+/// The claim controller, with the index of handles its reconciles read and the summaries of
 /// claims every controller reads.
 pub(crate) struct ClaimController {
     controller: Controller<StoredClaim>,
     backlog: Backlog<StoredClaim>,
     index: ClaimIndex,
-    facts: ClaimFacts,
+    summaries: ClaimSummaries,
 }
 
 impl ClaimController {
@@ -90,8 +90,8 @@ impl ClaimController {
         self.controller.store()
     }
 
-    pub(crate) fn facts(&self) -> ClaimFacts {
-        self.facts.clone()
+    pub(crate) fn summaries(&self) -> ClaimSummaries {
+        self.summaries.clone()
     }
 
     pub(crate) fn index(&self) -> ClaimIndex {
@@ -102,7 +102,7 @@ impl ClaimController {
 /// The controller, watching claims (in `claim_namespace`, or all namespaces), and following
 /// the broker's handle watch: a handle change wakes its claim, and an unbound handle wakes the
 /// claims waiting for one. Its store is the index of claims every controller reads
-/// (`Context::stores`), beside [`ClaimFacts`]; its [`ClaimIndex`] indexes the handles.
+/// (`Context::stores`), beside [`ClaimSummaries`]; its [`ClaimIndex`] indexes the handles.
 ///
 /// The claim watch is the handle controller's too: a claim change wakes, through
 /// `wake_handles`, the handle its status names and every handle bound to it (one a process
@@ -127,9 +127,9 @@ pub(crate) fn controller(
     let bindings = index.clone();
     let handle_kind = kinds.stored_handle.clone();
     let handle_namespace = operator_namespace.to_owned();
-    let config = super::listed::watch_config().any_semantic();
+    let config = crate::store::shared_watch::watch_config().any_semantic();
     let mut claims = SharedWatch::new(main, config, kinds.stored_claim.clone());
-    let facts = ClaimFacts::following(&mut claims);
+    let summaries = ClaimSummaries::following(&mut claims);
     claims.follow(move |event| {
         let claim = match event {
             watcher::Event::Apply(claim)
@@ -174,7 +174,7 @@ pub(crate) fn controller(
         controller,
         backlog,
         index,
-        facts,
+        summaries,
     }
 }
 

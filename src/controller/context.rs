@@ -16,17 +16,16 @@ use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Client, Resource};
 
-use super::facts::ClaimFacts;
-use super::kinds::{
-    ClaimObject, HandleObject, Kinds, PoolObject, ScalingObject, StoredClaim, StoredHandle,
-};
 use super::managed::resources::ManagedResources;
 use super::requester::RequesterLookup;
 use crate::api::OperatorDomain;
+use crate::api::kinds::{ClaimObject, HandleObject, Kinds, PoolObject, ScalingObject};
 use crate::core::provider::schema::SchemaCache;
 use crate::core::provider::{ProviderCatalog, ProviderCompiler};
 use crate::core::template::TemplateEngine;
 use crate::metrics::Metrics;
+use crate::store::claim_summaries::ClaimSummaries;
+use crate::store::packed::{StoredClaim, StoredHandle};
 
 /// How often a template whose result depends on the clock in a way no instant can be derived
 /// from (it prints the current time) is rendered again: Poolboy's `MANAGE_HANDLES_INTERVAL`.
@@ -88,9 +87,9 @@ pub(crate) struct Stores {
     /// Claims, packed: decode the one you read.
     pub(crate) claims: Store<StoredClaim>,
     /// What is read across all claims, without decoding them.
-    pub(crate) claim_facts: ClaimFacts,
+    pub(crate) claim_summaries: ClaimSummaries,
     /// Handles, packed: decode the one you read (the free ones are kept parsed too,
-    /// `controller::free_handles`).
+    /// `store::free_handles`).
     pub(crate) handles: Store<StoredHandle>,
     pub(crate) pools: Store<PoolObject>,
     pub(crate) scalings: Store<ScalingObject>,
@@ -110,9 +109,9 @@ pub(crate) struct Context {
     /// Who asked for claims, per namespace (§12.3 step 7).
     pub(crate) requesters: RequesterLookup,
     /// Which watches fail now (`/readyz`).
-    pub(crate) health: super::health::WatchHealth,
+    pub(crate) health: crate::store::health::WatchHealth,
     /// When each handle's templates last read the clock.
-    pub(crate) render_clocks: super::render_clocks::RenderClocks,
+    pub(crate) render_clocks: crate::store::render_clocks::RenderClocks,
     providers: RwLock<ProviderCatalog>,
     /// Whether `providers` has held every provider since a complete list.
     providers_listed: AtomicBool,
@@ -144,8 +143,8 @@ impl Context {
             metrics,
             managed: ManagedResources::default(),
             requesters: RequesterLookup::default(),
-            health: super::health::WatchHealth::default(),
-            render_clocks: super::render_clocks::RenderClocks::default(),
+            health: crate::store::health::WatchHealth::default(),
+            render_clocks: crate::store::render_clocks::RenderClocks::default(),
             providers: RwLock::new(ProviderCatalog::default()),
             providers_listed: AtomicBool::new(false),
             failures: Mutex::new(HashMap::new()),

@@ -21,14 +21,12 @@ use serde_json::Value;
 
 use super::backlog::Backlog;
 use super::context::{Context, EventKind};
-use super::kinds::{HandleObject, Kinds, StoredHandle};
-use super::listed::SharedWatch;
 use super::managed;
 use super::oversized;
 use super::reconciler::{Drive, Reconciler};
-use super::render_clocks::RenderInputs;
 use super::write::{self, Target, Written};
 use crate::api::ResourceClaim;
+use crate::api::kinds::{HandleObject, Kinds};
 use crate::core::binding::matching::{is_free, is_released};
 use crate::core::conditions;
 use crate::core::handle::definition::status_references;
@@ -45,6 +43,9 @@ use crate::core::lifespan::{Expiry, delay_until, handle_expiry};
 use crate::core::provider::{CompiledProvider, ProviderCompiler};
 use crate::core::template::TemplateEngine;
 use crate::shutdown::Shutdown;
+use crate::store::packed::StoredHandle;
+use crate::store::render_clocks::RenderInputs;
+use crate::store::shared_watch::SharedWatch;
 
 /// How often one reconcile re-reads the handle after a conflicting write before giving up
 /// (the error policy then retries with backoff).
@@ -63,7 +64,7 @@ pub(crate) enum HandleError {
     #[error("ResourceHandle {0} kept changing under concurrent writes")]
     Conflict(String),
     #[error(transparent)]
-    Unpack(#[from] super::packed::UnpackError),
+    Unpack(#[from] crate::store::packed::UnpackError),
     /// Retried with backoff: the object may shrink, or the API server's limit grow.
     #[error("the status is too large to write: {0}")]
     StatusTooLarge(#[source] kube::Error),
@@ -111,7 +112,7 @@ pub(crate) fn watch(
 ) -> SharedWatch<HandleObject> {
     let api =
         Api::<HandleObject>::namespaced_with(client.clone(), operator_namespace, &kinds.handle);
-    let config = super::listed::watch_config().any_semantic();
+    let config = crate::store::shared_watch::watch_config().any_semantic();
     SharedWatch::new(api, config, kinds.stored_handle.clone())
 }
 

@@ -33,16 +33,10 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Client, ResourceExt};
 use serde_json::json;
 
-mod index;
-
-use index::PoolIndex;
-
 use super::context::{Context, EventKind};
-use super::free_handles::FreeHandles;
-use super::kinds::{HandleObject, Kinds, PoolObject};
-use super::listed::SharedWatch;
 use super::reconciler::{Drive, Reconciler};
 use super::write::{self, Target, Written};
+use crate::api::kinds::{HandleObject, Kinds, PoolObject};
 use crate::api::pool::ResourcePoolStatus;
 use crate::api::{OperatorDomain, ResourceHandle, ResourcePool, ResourcePoolScaling};
 use crate::core::conditions::{Change, became_true};
@@ -64,6 +58,9 @@ use crate::core::pool::scaling::{
 };
 use crate::metrics::{PoolCounts, PoolLabels};
 use crate::shutdown::Shutdown;
+use crate::store::free_handles::FreeHandles;
+use crate::store::pool_index::PoolIndex;
+use crate::store::shared_watch::SharedWatch;
 
 /// Guarded status writes that conflict are recomputed from a fresh read this many times in one
 /// reconcile before the error policy takes over.
@@ -118,7 +115,7 @@ pub(crate) fn controller(
 ) -> PoolController {
     let main = Api::<PoolObject>::namespaced_with(client.clone(), operator_namespace, &kinds.pool);
     let pool_kind = kinds.pool.clone();
-    let config = super::listed::watch_config().any_semantic();
+    let config = crate::store::shared_watch::watch_config().any_semantic();
     let controller = Controller::new_with(main, config, kinds.pool.clone()).watches_stream_with(
         handles.subscribe(),
         move |handle: HandleObject| {

@@ -16,7 +16,7 @@ use kube::runtime::watcher::Event;
 use serde_json::json;
 
 use super::context::{Context, EventKind};
-use super::kinds::{Kinds, ProviderObject};
+use crate::api::kinds::{Kinds, ProviderObject};
 use crate::core::conditions::{self, Change, VALID};
 use crate::core::provider::status::provider_conditions;
 use crate::core::provider::users;
@@ -80,7 +80,8 @@ enum Role {
 async fn follow_providers(ctx: &Context, role: Role) {
     const WATCH: &str = "ResourceProvider";
     let acting = role == Role::Holder;
-    let stream = kube::runtime::watcher(api(ctx), super::listed::watch_config()).default_backoff();
+    let stream = kube::runtime::watcher(api(ctx), crate::store::shared_watch::watch_config())
+        .default_backoff();
     let mut stream = std::pin::pin!(stream);
     let mut relisted: HashSet<String> = HashSet::new();
     while let Some(event) = stream.next().await {
@@ -183,7 +184,7 @@ async fn report(ctx: &Context, provider: &ProviderObject) {
 /// Wakes the claims, handles and pools a change of provider `name` concerns
 /// ([`crate::core::provider::users`]).
 fn wake_users(ctx: &Context, name: &str) {
-    for (namespace, claim) in ctx.stores.claim_facts.concerned_by(name) {
+    for (namespace, claim) in ctx.stores.claim_summaries.concerned_by(name) {
         ctx.triggers.wake_claim(&namespace, &claim, &ctx.kinds);
     }
     // Every handle is decoded: a provider change is rare, and an index of each handle's

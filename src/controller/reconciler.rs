@@ -21,9 +21,9 @@ use serde::de::DeserializeOwned;
 
 use super::backlog::Backlog;
 use super::context::Context;
-use super::health::WatchHealth;
 use super::write;
 use crate::shutdown::Shutdown;
+use crate::store::health::WatchHealth;
 
 /// How a controller is driven besides its own watches: what else wakes its objects, the
 /// backlog they wait in (claims and handles, of which a start lists many), how many

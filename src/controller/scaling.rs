@@ -14,10 +14,10 @@ use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
 
 use super::context::{Context, EventKind};
-use super::kinds::{Kinds, PoolObject, ScalingObject};
 use super::reconciler::{Drive, Reconciler};
 use super::write::{self, Target, Written};
 use crate::api::ResourcePoolScaling;
+use crate::api::kinds::{Kinds, PoolObject, ScalingObject};
 use crate::core::conditions::Change;
 use crate::core::json::pointer::{add, test};
 use crate::core::lifespan::delay_until;
@@ -46,7 +46,7 @@ pub(crate) fn controller(
     let main =
         Api::<ScalingObject>::namespaced_with(client.clone(), operator_namespace, &kinds.scaling);
     let pools = Api::<PoolObject>::namespaced_with(client.clone(), operator_namespace, &kinds.pool);
-    let config = super::listed::watch_config().any_semantic();
+    let config = crate::store::shared_watch::watch_config().any_semantic();
     let controller = Controller::new_with(main, config.clone(), kinds.scaling.clone());
     let scalings = controller.store();
     let scaling_kind = kinds.scaling.clone();

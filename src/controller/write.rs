@@ -18,8 +18,8 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
-use super::packed::Packed;
 use crate::core::json::pointer::{add, pointer, test};
+use crate::store::packed::Packed;
 
 /// How a guarded write or delete ended.
 #[derive(Debug, PartialEq, Eq)]
@@ -88,7 +88,7 @@ pub(crate) fn is_replaced(object: &impl Identified) -> bool {
 }
 
 /// An object's uid and resourceVersion, wherever it keeps them: a packed object keeps them
-/// outside its metadata (`controller::packed`).
+/// outside its metadata (`store::packed`).
 pub(crate) trait Identified {
     fn uid(&self) -> Option<Cow<'_, str>>;
     fn resource_version(&self) -> Option<Cow<'_, str>>;
@@ -324,7 +324,7 @@ mod tests {
     /// resourceVersion outside the metadata) or not; the next version is not.
     #[test]
     fn a_replaced_version_is_known_packed_or_not() {
-        let claim = |version: &str| -> crate::controller::kinds::ClaimObject {
+        let claim = |version: &str| -> crate::api::kinds::ClaimObject {
             serde_json::from_value(json!({
                 "apiVersion": "poolboy.gpte.redhat.com/v1", "kind": "ResourceClaim",
                 "metadata": {"name": "c", "namespace": "user", "resourceVersion": version,

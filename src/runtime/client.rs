@@ -21,7 +21,7 @@ use tower::{BoxError, Layer, Service};
 
 use super::quarantine::Quarantine;
 use crate::api::OperatorDomain;
-use crate::controller::kinds::{
+use crate::api::kinds::{
     ClaimObject, HandleObject, Kinds, PoolObject, ProviderObject, ScalingObject, WatchObject,
 };
 use crate::screening::request::CollectionRead;

@@ -11,8 +11,8 @@ use axum::http::{StatusCode, header};
 use axum::response::IntoResponse;
 use axum::routing::get;
 
-use crate::controller::health::WatchHealth;
 use crate::metrics::Metrics;
+use crate::store::health::WatchHealth;
 
 #[derive(Clone)]
 struct Shared {

@@ -2,6 +2,7 @@
 //! quarantine of objects that cannot be decoded, the HTTP endpoint, and the admission
 //! webhook's HTTPS endpoint.
 
+pub(crate) mod admission;
 pub mod client;
 pub mod http;
 pub mod lease;

@@ -14,7 +14,7 @@ use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use serde_json::json;
 use tokio::sync::Notify;
 
-use crate::controller::kinds::Kinds;
+use crate::api::kinds::Kinds;
 use crate::core::conditions::{UNDECODABLE, set_undecodable};
 use crate::metrics::Metrics;
 use crate::screening::request::CollectionRead;

@@ -1,6 +1,6 @@
 //! `poolboy run`: each controller watches its kind into a reflector store (the index every
 //! decision reads) and follows the related kinds it is woken by; handles, which three
-//! controllers follow, are watched once (`controller::listed::SharedWatch`); providers are loaded before any controller starts; the controllers
+//! controllers follow, are watched once (`store::shared_watch::SharedWatch`); providers are loaded before any controller starts; the controllers
 //! run until shutdown. The admission webhook, when configured, answers from start to end, a
 //! replica standing by for the Lease included (it follows the providers for it).
 
@@ -16,12 +16,12 @@ use super::client::broker_client;
 use super::quarantine::WithConditions;
 use super::webhook::{WebhookError, WebhookOptions, WebhookServer};
 use super::{http, lease, quarantine};
+use crate::api::kinds::Kinds;
 use crate::controller::context::{Config, Context, Stores, Triggers};
-use crate::controller::free_handles::FreeHandles;
-use crate::controller::kinds::Kinds;
 use crate::controller::{claim, handle, pool, providers, scaling};
 use crate::metrics::Metrics;
 use crate::shutdown::Shutdown;
+use crate::store::free_handles::FreeHandles;
 
 /// How long in-flight reconciles may run on after shutdown (Kubernetes' default termination
 /// grace period is 30 s).
@@ -110,7 +110,7 @@ pub async fn run(
     let claim_index = claims.index();
     let stores = Stores {
         claims: claims.store(),
-        claim_facts: claims.facts(),
+        claim_summaries: claims.summaries(),
         handles: handles.store(),
         pools: pools.store(),
         scalings: scalings.store(),

@@ -1,6 +1,6 @@
 //! The admission webhook's HTTPS endpoint: `POST /validate-resourceclaim`
 //! answers an `admission.k8s.io/v1` AdmissionReview of a ResourceClaim create or update
-//! (`controller::admission`). Its certificate and key are `tls.crt` and `tls.key` of a
+//! (`runtime::admission`). Its certificate and key are `tls.crt` and `tls.key` of a
 //! directory (a mounted `kubernetes.io/tls` Secret), read again when they change, so a rotated
 //! certificate is served without a restart.
 
@@ -21,8 +21,8 @@ use rustls::ServerConfig;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 
-use crate::controller::admission;
 use crate::controller::context::Context;
+use crate::runtime::admission;
 
 /// The path the webhook configuration names.
 pub const VALIDATE_CLAIM_PATH: &str = "/validate-resourceclaim";

@@ -10,11 +10,11 @@ use kube::ResourceExt;
 use kube::api::{Api, Patch, PostParams};
 use kube::runtime::reflector::ObjectRef;
 
-use super::super::kinds::{ClaimObject, HandleObject, Kinds};
 use super::super::write::{self, Target, Written};
 use super::{ClaimContext, ClaimError};
 use crate::api::ResourceHandle;
 use crate::api::claim::ClaimHandleRef;
+use crate::api::kinds::{ClaimObject, HandleObject, Kinds};
 use crate::controller::context::EventKind;
 use crate::core::binding::bind::unbind_patch;
 use crate::core::binding::matching::{explain_no_fit, is_bind_candidate, is_free};

@@ -1,13 +1,13 @@
 //! A provider's `maxClaimsPerNamespace`, checked before a claim binds or
 //! gets a handle of its own. The claims counted are those the claim store shows holding a
 //! handle through the provider, plus those this process let through a moment ago whose
-//! handle the store does not show yet ([`ClaimIndex::admit`](super::index::ClaimIndex::admit)):
+//! handle the store does not show yet ([`ClaimIndex::admit`](crate::store::claim_index::ClaimIndex::admit)):
 //! two claims of one namespace reconciled at once cannot both take the last place.
 
 use kube::runtime::reflector::ObjectRef;
 
 use super::ClaimContext;
-use crate::controller::kinds::ClaimObject;
+use crate::api::kinds::ClaimObject;
 use crate::core::claim::limits::limits_of;
 use crate::core::claim::plan::ResolvedClaim;
 use crate::core::claim::status::Unbound;
@@ -22,7 +22,7 @@ pub(crate) fn admit(
     let namespace = claim.metadata.namespace.as_deref().unwrap_or_default();
     let name = claim.metadata.name.as_deref().unwrap_or_default();
     for (provider, limit) in limits_of(resolved) {
-        let (active, alive) = ctx.stores.claim_facts.holding(namespace, provider);
+        let (active, alive) = ctx.stores.claim_summaries.holding(namespace, provider);
         let limit_count = usize::try_from(limit).unwrap_or(0);
         let index = &ctx.index;
         if !index.admit(namespace, provider, name, limit_count, &active, &alive) {

@@ -12,7 +12,7 @@ use std::time::Duration;
 use kube::runtime::reflector::ObjectRef;
 
 use super::ClaimContext;
-use crate::controller::kinds::ClaimObject;
+use crate::api::kinds::ClaimObject;
 use crate::core::binding::line::{Waiting, position, waits_for};
 use crate::core::claim::status::Unbound;
 

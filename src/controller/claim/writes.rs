@@ -8,10 +8,10 @@ use kube::api::{Api, Patch};
 use serde_json::{Value, json};
 
 use super::super::context::Context;
-use super::super::kinds::{ClaimObject, Kinds};
 use super::super::oversized;
 use super::super::write::{self, Target, Written};
 use super::ClaimError;
+use crate::api::kinds::{ClaimObject, Kinds};
 use crate::core::claim::status::{StatusInput, desired_claim_status, status_patch};
 use crate::core::lifespan::{format_timestamp, parse_timestamp};
 

@@ -10,9 +10,9 @@ use kube::runtime::reflector::ObjectRef;
 use serde_json::{Value, json};
 
 use super::{HandleError, Pass, get_claim};
+use crate::api::kinds::{HandleObject, Kinds};
 use crate::api::refs::ResourceReference;
 use crate::controller::context::{Context, EventKind};
-use crate::controller::kinds::{HandleObject, Kinds};
 use crate::controller::managed;
 use crate::controller::write::{self, Written};
 use crate::core::handle::definition::status_references;

@@ -9,11 +9,11 @@ use serde_json::Value;
 use super::HandleError;
 use crate::api::refs::ResourceReference;
 use crate::controller::context::Context;
-use crate::controller::listed::without_managed_fields;
 use crate::controller::managed::{self, InStore};
 use crate::controller::write::{self, is_conflict};
 use crate::core::json::patch::{diff, to_json_patch};
 use crate::core::provider::CompiledProvider;
+use crate::store::shared_watch::without_managed_fields;
 
 /// How often a patch that lost a race (or a create that found the object) is retried on a
 /// fresh read.

@@ -29,14 +29,16 @@ use self::orphans::{Suspect, Sweeper};
 pub(crate) use self::resources::WatchKey;
 use self::resources::{ManagedKind, Watch};
 use super::context::{Context, Triggers};
-use super::kinds::{Kinds, StoredClaim, StoredHandle, WatchObject};
-use super::listed::{ListedStore, Stored, reflect_kept, without_managed_fields};
-use super::packed::{Packed, SharedType};
 use crate::api::OperatorDomain;
+use crate::api::kinds::SharedType;
+use crate::api::kinds::{Kinds, WatchObject};
 use crate::api::refs::ResourceReference;
 use crate::api::watch::ResourceWatchSpec;
 use crate::core::handle::definition::status_references;
 use crate::core::naming::resource_watch_name;
+use crate::store::packed::Packed;
+use crate::store::packed::{StoredClaim, StoredHandle};
+use crate::store::shared_watch::{ListedStore, Stored, reflect_kept, without_managed_fields};
 
 /// The kind `api_version`/`kind` as the API server serves it, discovered once per process.
 pub(crate) async fn discover(
@@ -110,7 +112,7 @@ pub(crate) async fn ensure_watch(
         operator_namespace: ctx.config.operator_namespace.clone(),
         health: ctx.health.clone(),
     };
-    let events = kube::runtime::watcher(api, super::listed::watch_config())
+    let events = kube::runtime::watcher(api, crate::store::shared_watch::watch_config())
         .default_backoff()
         .modify(DynamicObject::trim_for_store);
     let stream = reflect_kept(events, writer);
@@ -261,7 +263,7 @@ struct Router {
     claims: Store<StoredClaim>,
     domain: OperatorDomain,
     operator_namespace: String,
-    health: crate::controller::health::WatchHealth,
+    health: crate::store::health::WatchHealth,
 }
 
 impl Router {

@@ -12,7 +12,7 @@ use std::time::Duration;
 use kube::api::{Api, DeleteParams, DynamicObject, Preconditions};
 use kube::core::ApiResource;
 
-use crate::controller::kinds::HandleObject;
+use crate::api::kinds::HandleObject;
 use crate::controller::write;
 
 /// How long a suspect waits before its handle is looked up: a handle created a moment ago may

@@ -11,9 +11,10 @@ use kube::core::ApiResource;
 use kube::runtime::reflector::ObjectRef;
 use tokio::task::JoinHandle;
 
+use crate::api::kinds::SharedType;
 use crate::api::refs::ResourceReference;
-use crate::controller::listed::ListedStore;
-use crate::controller::packed::{Packed, SharedType};
+use crate::store::packed::Packed;
+use crate::store::shared_watch::ListedStore;
 
 /// What one watch covers: a kind in one namespace, or cluster-wide for cluster-scoped kinds
 /// (Poolboy's RBAC grants managed kinds per namespace, so watches are per namespace too).

@@ -1,56 +1,56 @@
 //! What the broker reads across all claims, kept from the claim watch event by event: the
-//! claim store holds claims packed (`controller::packed`), and a provider change (which claims
+//! claim store holds claims packed (`store::packed`), and a provider change (which claims
 //! it concerns) or a provider's `maxClaimsPerNamespace` (which claims of a namespace hold a
 //! handle through it) would otherwise decode every claim.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use super::kinds::ClaimObject;
-use super::listed::{FollowedIndex, Relisting, SharedWatch};
+use crate::api::kinds::ClaimObject;
 use crate::core::claim::limits::held_through;
 use crate::core::provider::users::ClaimProviders;
+use crate::store::shared_watch::{FollowedIndex, Relisting, SharedWatch};
 
 /// A claim's (namespace, name).
 type ClaimKey = (String, String);
 
 /// Shared by the claim watch (which it follows) and the controllers. Cheap to clone.
 #[derive(Clone, Default)]
-pub(crate) struct ClaimFacts {
-    inner: Arc<Mutex<Facts>>,
+pub(crate) struct ClaimSummaries {
+    inner: Arc<Mutex<Summaries>>,
 }
 
 #[derive(Debug, Default)]
-struct Facts {
+struct Summaries {
     /// Namespace → claim name → what is known of it.
-    namespaces: HashMap<String, HashMap<String, Fact>>,
-    relisting: Relisting<ClaimKey, Fact>,
+    namespaces: HashMap<String, HashMap<String, Summary>>,
+    relisting: Relisting<ClaimKey, Summary>,
 }
 
 #[derive(Debug)]
-struct Fact {
+struct Summary {
     providers: ClaimProviders,
     deleting: bool,
     /// The providers whose limits it counts against ([`held_through`]).
     held_through: Box<[String]>,
 }
 
-impl ClaimFacts {
-    /// The facts of the claims `claims` watches; they follow the watch.
+impl ClaimSummaries {
+    /// The summaries of the claims `claims` watches; they follow the watch.
     pub(crate) fn following(claims: &mut SharedWatch<ClaimObject>) -> Self {
-        let facts = Self::default();
-        let follower = facts.inner.clone();
+        let summaries = Self::default();
+        let follower = summaries.inner.clone();
         claims.follow(move |event| lock(&follower).apply(event));
-        facts
+        summaries
     }
 
     /// The claims a change of provider `name` concerns, as (namespace, name).
     pub(crate) fn concerned_by(&self, provider: &str) -> Vec<ClaimKey> {
-        let facts = self.lock();
-        let claims = facts.namespaces.iter().flat_map(|(namespace, claims)| {
+        let summaries = self.lock();
+        let claims = summaries.namespaces.iter().flat_map(|(namespace, claims)| {
             claims
                 .iter()
-                .filter(|(_, fact)| fact.providers.concern(provider))
+                .filter(|(_, summary)| summary.providers.concern(provider))
                 .map(|(name, _)| (namespace.clone(), name.clone()))
         });
         claims.collect()
@@ -63,30 +63,31 @@ impl ClaimFacts {
         namespace: &str,
         provider: &str,
     ) -> (BTreeSet<String>, BTreeSet<String>) {
-        let facts = self.lock();
-        let claims = facts.namespaces.get(namespace).into_iter().flatten();
-        let alive: Vec<(&String, &Fact)> = claims.filter(|(_, fact)| !fact.deleting).collect();
+        let summaries = self.lock();
+        let claims = summaries.namespaces.get(namespace).into_iter().flatten();
+        let alive: Vec<(&String, &Summary)> =
+            claims.filter(|(_, summary)| !summary.deleting).collect();
         let holding = alive
             .iter()
-            .filter(|(_, fact)| fact.held_through.iter().any(|p| p == provider))
+            .filter(|(_, summary)| summary.held_through.iter().any(|p| p == provider))
             .map(|(name, _)| (*name).clone())
             .collect();
         let alive = alive.into_iter().map(|(name, _)| name.clone()).collect();
         (holding, alive)
     }
 
-    fn lock(&self) -> MutexGuard<'_, Facts> {
+    fn lock(&self) -> MutexGuard<'_, Summaries> {
         lock(&self.inner)
     }
 }
 
-fn lock(facts: &Mutex<Facts>) -> MutexGuard<'_, Facts> {
-    facts.lock().unwrap_or_else(PoisonError::into_inner)
+fn lock(summaries: &Mutex<Summaries>) -> MutexGuard<'_, Summaries> {
+    summaries.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-impl FollowedIndex<ClaimObject> for Facts {
+impl FollowedIndex<ClaimObject> for Summaries {
     type Key = ClaimKey;
-    type Entry = Fact;
+    type Entry = Summary;
 
     fn key(claim: &ClaimObject) -> Option<ClaimKey> {
         Some((
@@ -95,20 +96,20 @@ impl FollowedIndex<ClaimObject> for Facts {
         ))
     }
 
-    fn entry(claim: &ClaimObject) -> Option<Fact> {
+    fn entry(claim: &ClaimObject) -> Option<Summary> {
         let status = claim.status.as_ref();
-        Some(Fact {
+        Some(Summary {
             providers: ClaimProviders::of(&claim.spec, status),
             deleting: claim.metadata.deletion_timestamp.is_some(),
             held_through: held_through(&claim.metadata, status).into(),
         })
     }
 
-    fn record(&mut self, (namespace, name): ClaimKey, fact: Fact) {
+    fn record(&mut self, (namespace, name): ClaimKey, summary: Summary) {
         self.namespaces
             .entry(namespace)
             .or_default()
-            .insert(name, fact);
+            .insert(name, summary);
     }
 
     fn forget(&mut self, (namespace, name): &ClaimKey) {
@@ -124,7 +125,7 @@ impl FollowedIndex<ClaimObject> for Facts {
         self.namespaces.clear();
     }
 
-    fn relisting(&mut self) -> &mut Relisting<ClaimKey, Fact> {
+    fn relisting(&mut self) -> &mut Relisting<ClaimKey, Summary> {
         &mut self.relisting
     }
 }
@@ -155,18 +156,18 @@ mod tests {
     }
 
     #[test]
-    fn the_facts_follow_each_claim_of_each_namespace() {
-        let facts = ClaimFacts::default();
-        let apply = |event: Event<ClaimObject>| facts.lock().apply(&event);
+    fn the_summaries_follow_each_claim_of_each_namespace() {
+        let summaries = ClaimSummaries::default();
+        let apply = |event: Event<ClaimObject>| summaries.lock().apply(&event);
         apply(Event::Apply(claim("user", "a", "lab", true)));
         apply(Event::Apply(claim("user", "b", "lab", false)));
         apply(Event::Apply(claim("other", "c", "db", true)));
-        let (holding, alive) = facts.holding("user", "lab");
+        let (holding, alive) = summaries.holding("user", "lab");
         assert_eq!(
             (names(&holding), names(&alive)),
             (vec!["a"], vec!["a", "b"])
         );
-        let mut concerned = facts.concerned_by("db");
+        let mut concerned = summaries.concerned_by("db");
         concerned.sort();
         // b is unbound: any provider may be the one it waits for.
         assert_eq!(
@@ -180,12 +181,12 @@ mod tests {
             ));
         apply(Event::Apply(going));
         apply(Event::Delete(claim("user", "b", "lab", false)));
-        let (holding, alive) = facts.holding("user", "lab");
+        let (holding, alive) = summaries.holding("user", "lab");
         assert!(holding.is_empty() && alive.is_empty());
-        assert_eq!(names(&facts.holding("other", "db").0), ["c"]);
+        assert_eq!(names(&summaries.holding("other", "db").0), ["c"]);
         apply(Event::Delete(claim("other", "c", "db", true)));
         assert!(
-            !facts.lock().namespaces.contains_key("other"),
+            !summaries.lock().namespaces.contains_key("other"),
             "an empty namespace is forgotten"
         );
     }

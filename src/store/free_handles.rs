@@ -1,5 +1,5 @@
 //! The handles no claim holds, kept parsed beside the handle store, which keeps every handle
-//! packed (`controller::packed`).
+//! packed (`store::packed`).
 //!
 //! A bind ranks every free handle and a pool pass reads each of its pool's; decoding them for
 //! each pass would cost what the free handles cost, times every bind of a burst. They are few
@@ -13,10 +13,11 @@ use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use kube::runtime::reflector::{ObjectRef, Store};
 
-use super::kinds::{HandleObject, Kinds, StoredHandle};
-use super::listed::{FollowedIndex, Relisting, SharedWatch};
-use super::packed::Packed;
 use crate::api::ResourceHandle;
+use crate::api::kinds::{HandleObject, Kinds};
+use crate::store::packed::Packed;
+use crate::store::packed::StoredHandle;
+use crate::store::shared_watch::{FollowedIndex, Relisting, SharedWatch};
 
 /// Shared by the handle watch (which it follows) and the claim and pool controllers. Cheap to
 /// clone.

@@ -11,11 +11,11 @@ use kube::core::DynamicObject;
 use kube::core::admission::{AdmissionRequest, AdmissionResponse, Operation};
 use kube::runtime::reflector::ObjectRef;
 
-use super::context::Context;
-use super::kinds::{ClaimObject, HandleObject, Kinds};
-use super::packed::Packed;
 use crate::api::claim::ClaimHandleRef;
+use crate::api::kinds::{ClaimObject, HandleObject, Kinds};
+use crate::controller::context::Context;
 use crate::core::claim::admission::{AdmissionInput, Verdict, admit_claim};
+use crate::store::packed::Packed;
 
 /// How long a review waits to read a bound handle the store does not hold: well within the
 /// API server's wait for the review (the chart's `timeoutSeconds`, 5 s).

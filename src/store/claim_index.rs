@@ -3,7 +3,7 @@
 //! a matching handle (creation disabled, B18), and the handles found taken before the handle
 //! store caught up.
 //!
-//! The handle store is the broker's one (`listed::SharedWatch`), updated before the watch
+//! The handle store is the broker's one (`shared_watch::SharedWatch`), updated before the watch
 //! wakes claims, so a claim woken by a handle change always reads that change. Waiting claims are woken when an
 //! unbound handle appears or changes; the taken notes stop concurrent reconciles of this
 //! process from racing for a handle another one just bound, and reservations stop them from
@@ -17,11 +17,12 @@ use futures::Stream;
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
 
-use super::super::free_handles::FreeHandles;
-use super::super::kinds::{HandleObject, StoredHandle};
-use super::super::listed::{FollowedIndex, ListedStore, Relisting, SharedWatch};
-use super::super::packed::SharedType;
 use crate::api::ResourceHandle;
+use crate::api::kinds::HandleObject;
+use crate::api::kinds::SharedType;
+use crate::store::free_handles::FreeHandles;
+use crate::store::packed::StoredHandle;
+use crate::store::shared_watch::{FollowedIndex, ListedStore, Relisting, SharedWatch};
 
 /// How long a claim let through a provider's limit counts before the claim store shows it
 /// holding a handle: longer than any bind or create takes to show.
@@ -363,7 +364,7 @@ mod tests {
     use super::*;
 
     fn index() -> ClaimIndex {
-        let kind = crate::controller::kinds::Kinds::new(&Default::default()).stored_handle;
+        let kind = crate::api::kinds::Kinds::new(&Default::default()).stored_handle;
         let writer = kube::runtime::reflector::store::Writer::<StoredHandle>::new(kind);
         ClaimIndex {
             handles: ListedStore::listed(writer.as_reader()),

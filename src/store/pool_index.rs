@@ -1,7 +1,7 @@
 //! The pool controller's index of each pool's handles, kept from the handle watch event by
 //! event: which handles no claim holds, how many the claims hold (and how many of those are
 //! not ready), and their provisioning times. A pool pass reads its pool's entry and looks up
-//! only the unclaimed handles, kept parsed (`controller::free_handles`), so that it costs what
+//! only the unclaimed handles, kept parsed (`store::free_handles`), so that it costs what
 //! the pool's unbound handles cost. A pass follows every bind: were it to scan the whole store,
 //! one more bind at 100,000 bound handles would cost two to three times what it does at 10,000.
 
@@ -13,20 +13,21 @@ use kube::ResourceExt;
 use kube::core::ApiResource;
 use kube::runtime::reflector::ObjectRef;
 
-use super::super::free_handles::FreeHandles;
-use super::super::kinds::{HandleObject, StoredHandle};
-use super::super::listed::{FollowedIndex, ListedStore, Relisting, SharedWatch};
-use super::super::packed::SharedType;
+use crate::api::kinds::HandleObject;
+use crate::api::kinds::SharedType;
 use crate::api::{ResourceHandle, ResourcePool};
 use crate::core::pool::autoscale::{ProvisioningTimes, provisioning_time};
 use crate::core::pool::plan::{BoundCounts, is_handle_of_pool};
+use crate::store::free_handles::FreeHandles;
+use crate::store::packed::StoredHandle;
+use crate::store::shared_watch::{FollowedIndex, ListedStore, Relisting, SharedWatch};
 
 /// A pool's (namespace, name).
 type PoolKey = (String, String);
 
 /// Shared by the handle watch (which it follows) and the pool reconciles. Cheap to clone.
 #[derive(Clone)]
-pub(super) struct PoolIndex {
+pub(crate) struct PoolIndex {
     handles: ListedStore<StoredHandle>,
     free: FreeHandles,
     handle_kind: SharedType<ApiResource>,
@@ -37,7 +38,7 @@ pub(super) struct PoolIndex {
 
 impl PoolIndex {
     /// The index of the handles `handles` watches, in `namespace`; it follows the watch.
-    pub(super) fn following(
+    pub(crate) fn following(
         handles: &mut SharedWatch<HandleObject>,
         free: FreeHandles,
         handle_kind: SharedType<ApiResource>,
@@ -56,12 +57,12 @@ impl PoolIndex {
     }
 
     /// Waits until the handle watch has listed once; any number of callers at once.
-    pub(super) async fn wait_until_listed(&self) {
+    pub(crate) async fn wait_until_listed(&self) {
         self.handles.wait_until_listed().await;
     }
 
     /// Whether the store shows handle `name`, of any pool or none.
-    pub(super) fn has(&self, name: &str) -> bool {
+    pub(crate) fn has(&self, name: &str) -> bool {
         self.handles.store().get(&self.key(name)).is_some()
     }
 
@@ -71,12 +72,12 @@ impl PoolIndex {
     /// or the free handles, which see it first: a pass that found a new handle shown there
     /// but not yet among [`unclaimed`](Self::unclaimed) counted it neither as pending nor as
     /// available, and created one handle too many (a chaos run left a pool at 11 of 10).
-    pub(super) fn shows(&self, pool: &ResourcePool, name: &str) -> bool {
+    pub(crate) fn shows(&self, pool: &ResourcePool, name: &str) -> bool {
         lock(&self.members).shows(&pool_key(pool), name)
     }
 
     /// Whether a claim holds handle `name`, of a pool, as the watch last showed it.
-    pub(super) fn is_claimed(&self, name: &str) -> bool {
+    pub(crate) fn is_claimed(&self, name: &str) -> bool {
         lock(&self.members)
             .handles
             .get(name)
@@ -85,7 +86,7 @@ impl PoolIndex {
 
     /// The handles of `pool` no claim holds, as the watch last showed them: deleting, ignored
     /// and released ones too (callers tell the unbound ones).
-    pub(super) fn unclaimed(&self, pool: &ResourcePool) -> Vec<Arc<HandleObject>> {
+    pub(crate) fn unclaimed(&self, pool: &ResourcePool) -> Vec<Arc<HandleObject>> {
         let names: Vec<String> = self
             .with_pool(pool, |handles| handles.unclaimed.iter().cloned().collect())
             .unwrap_or_default();
@@ -97,7 +98,7 @@ impl PoolIndex {
     }
 
     /// `handle`, one of the free ones, as `core` reads it ([`FreeHandles::view_of`]).
-    pub(super) fn view_of(&self, handle: &HandleObject) -> Arc<ResourceHandle> {
+    pub(crate) fn view_of(&self, handle: &HandleObject) -> Arc<ResourceHandle> {
         self.free.view_of(handle)
     }
 
@@ -106,14 +107,14 @@ impl PoolIndex {
     }
 
     /// How many handles of `pool` claims hold, and how many of those are not ready.
-    pub(super) fn bound(&self, pool: &ResourcePool) -> BoundCounts {
+    pub(crate) fn bound(&self, pool: &ResourcePool) -> BoundCounts {
         self.with_pool(pool, |handles| handles.bound)
             .unwrap_or_default()
     }
 
     /// The median time from creation to readiness of `pool`'s handles that got ready, and how
     /// many there are.
-    pub(super) fn provisioning_time(&self, pool: &ResourcePool) -> Option<(TimeDelta, usize)> {
+    pub(crate) fn provisioning_time(&self, pool: &ResourcePool) -> Option<(TimeDelta, usize)> {
         self.with_pool(pool, |handles| handles.provisioning.median())
             .flatten()
     }

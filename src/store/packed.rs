@@ -31,6 +31,15 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer, Serialize};
 use zstd::zstd_safe::{self, CCtx, CDict, DCtx, DDict};
 
+use crate::api::kinds::{ClaimObject, HandleObject, SharedType};
+
+/// A claim as the claim store keeps it: packed ([`Packed`]), decoded by its reader.
+pub(crate) type StoredClaim = Packed<ClaimObject>;
+
+/// A handle as the handle store keeps it: packed, like claims (the free ones are also kept
+/// parsed, `store::free_handles`).
+pub(crate) type StoredHandle = Packed<HandleObject>;
+
 /// zstd's fastest level: a store packs every object each watch event brings.
 const LEVEL: i32 = 1;
 
@@ -440,49 +449,28 @@ impl<K> fmt::Debug for Packed<K> {
     }
 }
 
-/// The dynamic type of a packed object: its kind's, shared. Every key of a store, and every
-/// object a controller has scheduled, holds one (`ObjectRef::dyntype`), and the broker's kinds
-/// are `ApiResource`s of five strings each: copied, they take a fifth of a store's memory.
-/// Equal by content (an `Arc` compares its pointers first).
-#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
-pub(crate) struct SharedType<D>(Arc<D>);
-
-impl<D> SharedType<D> {
-    pub(crate) fn new(dyntype: D) -> Self {
-        Self(Arc::new(dyntype))
-    }
-}
-
-impl<D> std::ops::Deref for SharedType<D> {
-    type Target = D;
-
-    fn deref(&self) -> &D {
-        &self.0
-    }
-}
-
 impl<K: Resource> Resource for Packed<K> {
     type DynamicType = SharedType<K::DynamicType>;
     type Scope = K::Scope;
 
     fn kind(dt: &Self::DynamicType) -> Cow<'_, str> {
-        K::kind(&dt.0)
+        K::kind(dt)
     }
 
     fn group(dt: &Self::DynamicType) -> Cow<'_, str> {
-        K::group(&dt.0)
+        K::group(dt)
     }
 
     fn version(dt: &Self::DynamicType) -> Cow<'_, str> {
-        K::version(&dt.0)
+        K::version(dt)
     }
 
     fn api_version(dt: &Self::DynamicType) -> Cow<'_, str> {
-        K::api_version(&dt.0)
+        K::api_version(dt)
     }
 
     fn plural(dt: &Self::DynamicType) -> Cow<'_, str> {
-        K::plural(&dt.0)
+        K::plural(dt)
     }
 
     fn meta(&self) -> &ObjectMeta {
@@ -507,7 +495,7 @@ mod tests {
     use kube::ResourceExt;
 
     use super::*;
-    use crate::controller::kinds::ClaimObject;
+    use crate::api::kinds::ClaimObject;
 
     #[test]
     fn a_packed_claim_unpacks_to_the_same_claim_and_keeps_what_filters_it() {

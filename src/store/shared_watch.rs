@@ -25,7 +25,7 @@
 //! `wait_until_ready` waiter); the others subscribe (`watches_stream_with`).
 //!
 //! The store keeps what [`Stored::kept`] makes of each object (claims and handles packed,
-//! `controller::packed`), while followers and subscribers see the object itself.
+//! `store::packed`), while followers and subscribers see the object itself.
 
 use std::fmt::Debug;
 use std::hash::Hash;
@@ -42,9 +42,11 @@ use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 use tokio::sync::watch;
 
-use super::kinds::{ClaimObject, HandleObject, StoredClaim, StoredHandle};
-use super::packed::{Packed, Packer, SharedType};
+use crate::api::kinds::SharedType;
+use crate::api::kinds::{ClaimObject, HandleObject};
 use crate::core::json::compact::{compact, compact_map};
+use crate::store::packed::{Packed, Packer};
+use crate::store::packed::{StoredClaim, StoredHandle};
 
 /// How long the API server keeps one watch request open (kube-runtime's default is 290 s).
 /// A watch made while kube-apiserver was going down can stay open but silent, so no event
@@ -179,7 +181,7 @@ impl Stored for ClaimObject {
 }
 
 /// Handles are kept packed: one per claim sits in the store. The free ones, which every bind
-/// and pool pass reads, are also kept parsed (`controller::free_handles`), compacted here.
+/// and pool pass reads, are also kept parsed (`store::free_handles`), compacted here.
 impl Stored for HandleObject {
     type Kept = StoredHandle;
 

@@ -1,0 +1,12 @@
+//! What the broker holds in memory: the watches it shares between controllers and the stores
+//! they fill (objects packed), and the indexes and summaries kept from them event by event. The
+//! store reads the API server through its watches and writes nothing.
+
+pub(crate) mod claim_index;
+pub(crate) mod claim_summaries;
+pub(crate) mod free_handles;
+pub mod health;
+pub(crate) mod packed;
+pub(crate) mod pool_index;
+pub(crate) mod render_clocks;
+pub(crate) mod shared_watch;
