@@ -1,6 +1,7 @@
 //! The rules on imports (docs/design.md, "Layers"), checked on the source: `core` and `api`
 //! import nothing of the I/O shell, the store nothing of the controllers, controllers nothing
-//! from `runtime`, and no module imports a module that imports it back.
+//! from `runtime`, no module imports a module that imports it back, and only the write layer
+//! calls the client's write methods.
 //!
 //! The graph is built from the source text: every `use` tree and every inline `crate::`,
 //! `super::` and `self::` path of a file's non-test code, resolved to the deepest module file
@@ -299,6 +300,53 @@ fn the_store_imports_nothing_of_the_controllers() {
         &["store", "core", "api", "metrics", "shutdown"],
     );
     assert!(found.is_empty(), "{found:#?}");
+}
+
+/// The client's write methods, and the parameters only a write takes.
+const WRITES: [&str; 12] = [
+    ".create(",
+    ".patch(",
+    ".patch_status(",
+    ".patch_subresource(",
+    ".patch_metadata(",
+    ".replace_status(",
+    ".delete(",
+    ".delete_collection(",
+    "PostParams",
+    "PatchParams",
+    "DeleteParams",
+    "Preconditions",
+];
+
+/// Every write goes through the write layer (`controller::write`), which guards each with the
+/// read it was decided on. Events (kube's `Recorder`) and the lease (kube-lease-manager) are
+/// written by their crates.
+#[test]
+fn only_the_write_layer_calls_the_clients_write_methods() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let write_layer: Module = ["controller", "write"].map(str::to_owned).to_vec();
+    let mut found = Vec::new();
+    for (module, file) in modules(&root) {
+        let text = fs::read_to_string(&file).expect("a source file");
+        let code = code(&text);
+        for write in WRITES {
+            if module != write_layer && code.contains(write) {
+                found.push(format!("{} calls {write}", name(&module)));
+            }
+        }
+    }
+    assert!(found.is_empty(), "{found:#?}");
+    // The check sees the write layer's own calls.
+    let text = fs::read_to_string(root.join("controller/write.rs")).expect("write.rs");
+    for write in [
+        ".create(",
+        ".patch(",
+        ".patch_status(",
+        ".delete(",
+        "DeleteParams",
+    ] {
+        assert!(code(&text).contains(write), "{write}");
+    }
 }
 
 /// The screening of the API server's responses is pure: the client layer and the

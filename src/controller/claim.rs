@@ -15,9 +15,8 @@ mod limits;
 mod line;
 mod writes;
 
-use std::ops::Deref;
+use std::ops::{ControlFlow, Deref};
 use std::sync::Arc;
-use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use futures::channel::mpsc::{UnboundedReceiver, UnboundedSender};
@@ -30,8 +29,8 @@ use kube::runtime::watcher;
 use self::binding::{Outcome, Pending};
 use super::backlog::Backlog;
 use super::context::{Context, EventKind};
-use super::reconciler::{Drive, Reconciler};
-use super::write::{self, Written};
+use super::reconciler::{self, Drive, Lifecycle};
+use super::write::{self, Halt, OrHalt, Written};
 use crate::api::claim::ClaimStatusLifespan;
 use crate::api::kinds::{ClaimObject, HandleObject, Kinds};
 use crate::core::claim::gates::{
@@ -39,7 +38,8 @@ use crate::core::claim::gates::{
 };
 use crate::core::claim::plan::{ClaimPlanInput, ResolvedClaim, resolve_claim};
 use crate::core::claim::status::{
-    Binding, BoundHandle, StatusInput, Unbound, Validity, invalid_message, lifespan_event,
+    Binding, BoundHandle, LifespanEvent, StatusInput, Unbound, Validity, invalid_message,
+    lifespan_event,
 };
 use crate::core::conditions;
 use crate::core::handle::definition::status_references;
@@ -56,12 +56,6 @@ use crate::store::shared_watch::SharedWatch;
 
 pub(crate) use crate::store::claim_index::ClaimIndex;
 
-/// How many times one reconcile recomputes after a conflicting write (Poolboy: 12 attempts,
-/// Δ§3.1.3) before it lets the next event or a short requeue take over.
-const MAX_PASSES: usize = 12;
-
-const RECONCILER: Reconciler = Reconciler::new("ResourceClaim");
-
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum ClaimError {
     #[error(transparent)]
@@ -71,8 +65,17 @@ pub(crate) enum ClaimError {
     /// Retried with backoff: the object may shrink, or the API server's limit grow.
     #[error("the status is too large to write: {0}")]
     StatusTooLarge(#[source] kube::Error),
+    /// Retried with backoff: the API server makes another name.
+    #[error("the generated name of a new handle was taken")]
+    NameTaken,
     #[error("cannot decode the claim its store keeps: {0}")]
     Unpack(#[from] crate::store::packed::UnpackError),
+}
+
+impl From<kube::Error> for Halt<ClaimError> {
+    fn from(error: kube::Error) -> Self {
+        Halt::Failed(error.into())
+    }
 }
 
 /// The claim controller, with the index of handles its reconciles read and the summaries of
@@ -181,7 +184,7 @@ pub(crate) fn controller(
 /// The handles a change of `claim` concerns: the one its status names, and every handle bound
 /// to it.
 fn handles_of_claim(claim: &ClaimObject, bindings: &ClaimIndex) -> Vec<String> {
-    let (namespace, name) = writes::key(claim);
+    let (namespace, name) = namespace_and_name(claim);
     let mut handles = bindings.bound_to(namespace, name);
     let recorded = claim
         .status
@@ -220,75 +223,70 @@ pub(crate) async fn run(
         index,
         ..
     } = controller;
-    let health = ctx.health.clone();
-    let ctx = Arc::new(ClaimContext { ctx, index });
     let drive = Drive {
         triggers: Some(triggers),
         backlog: Some(backlog),
         concurrency,
         shutdown,
     };
-    RECONCILER
-        .run(controller, drive, reconcile, error_policy, ctx, &health)
-        .await;
+    reconciler::run(controller, drive, Arc::new(ClaimContext { ctx, index })).await;
 }
 
-async fn reconcile(claim: Arc<StoredClaim>, ctx: Arc<ClaimContext>) -> Result<Action, ClaimError> {
-    let work = async {
-        let claim = claim.unpack()?;
-        manage(&claim, &ctx).await
-    };
-    RECONCILER.observe(&ctx, &*claim, work).await
-}
+impl Lifecycle for ClaimContext {
+    const KIND: &'static str = "ResourceClaim";
+    type Stored = StoredClaim;
+    type Object = ClaimObject;
+    type Error = ClaimError;
+    /// A handle a pass bound before a conflicting write, until a pass records it.
+    type Carry = Option<Pending>;
 
-fn error_policy(claim: Arc<StoredClaim>, error: &ClaimError, ctx: Arc<ClaimContext>) -> Action {
-    RECONCILER.retry(&ctx, &*claim, error)
-}
-
-/// What one pass over a claim ended with.
-enum Pass {
-    Done(Action),
-    /// A guarded write found the claim changed: recompute from a fresh read.
-    Conflict,
-}
-
-async fn manage(object: &ClaimObject, ctx: &ClaimContext) -> Result<Action, ClaimError> {
-    // Deleting an ignored claim waits for the label to go.
-    if ctx.domain().ignores(&object.metadata) {
-        return Ok(Action::await_change());
+    fn context(&self) -> &Context {
+        &self.ctx
     }
-    if object.metadata.deletion_timestamp.is_some() {
-        return finalize(ctx, object).await;
+
+    fn unpack(stored: &StoredClaim) -> Result<ClaimObject, ClaimError> {
+        Ok(stored.unpack()?)
     }
-    // Binding decisions need every handle listed once: a claim must not create a handle
-    // because the list had not arrived yet.
-    ctx.index.wait_until_listed().await;
-    let mut claim = object.clone();
-    let mut pending: Option<Pending> = None;
-    for _ in 0..MAX_PASSES {
-        match pass(ctx, claim.clone(), &mut pending).await? {
-            Pass::Done(action) => return Ok(action),
-            Pass::Conflict => {
-                RECONCILER.conflict(ctx);
-                match writes::refetch(ctx, &claim).await? {
-                    // Labelled ignore meanwhile: stop here, the fresh copy is not ours to act on.
-                    Some(fresh) if ctx.domain().ignores(&fresh.metadata) => {
-                        return Ok(Action::await_change());
-                    }
-                    Some(fresh) if fresh.metadata.deletion_timestamp.is_none() => claim = fresh,
-                    // Gone or going: a handle bound in this reconcile is deleted with its
-                    // claim by the handle controller.
-                    _ => return Ok(Action::await_change()),
-                }
-            }
-        }
+
+    /// Binding decisions need every handle listed once: a claim must not create a handle
+    /// because the list had not arrived yet.
+    async fn prepare(&self) {
+        self.index.wait_until_listed().await;
     }
-    Ok(Action::requeue(Duration::from_secs(1)))
+
+    async fn finalize(&self, claim: &ClaimObject) -> Result<Action, Halt<ClaimError>> {
+        finalize(self, claim).await
+    }
+
+    async fn pass(
+        &self,
+        claim: ClaimObject,
+        pending: &mut Option<Pending>,
+    ) -> Result<Action, Halt<ClaimError>> {
+        pass(self, claim, pending).await
+    }
+
+    async fn reread(
+        &self,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> Result<Option<ClaimObject>, ClaimError> {
+        let api = self.claims_api(namespace.unwrap_or_default());
+        Ok(api.get_opt(name).await?)
+    }
+}
+
+/// The claim's namespace and name, as the claim index keys waiting claims.
+pub(crate) fn namespace_and_name(claim: &ClaimObject) -> (&str, &str) {
+    (
+        claim.metadata.namespace.as_deref().unwrap_or_default(),
+        claim.metadata.name.as_deref().unwrap_or_default(),
+    )
 }
 
 /// §7.3: the handle goes with the claim (unless detached); then every Poolboy finalizer.
-async fn finalize(ctx: &ClaimContext, claim: &ClaimObject) -> Result<Action, ClaimError> {
-    let (namespace, name) = writes::key(claim);
+async fn finalize(ctx: &ClaimContext, claim: &ClaimObject) -> Result<Action, Halt<ClaimError>> {
+    let (namespace, name) = namespace_and_name(claim);
     ctx.index.stop_waiting(namespace, name);
     // A claim held back by a provider's limit may take this one's place.
     limits::wake_waiting(ctx, namespace);
@@ -297,139 +295,157 @@ async fn finalize(ctx: &ClaimContext, claim: &ClaimObject) -> Result<Action, Cla
         .as_ref()
         .and_then(|s| s.resource_handle.as_ref());
     if let Some(handle) = handle.filter(|h| h.detached != Some(true)) {
-        let api = Api::<HandleObject>::namespaced_with(
-            ctx.client.clone(),
-            &handle.namespace,
-            &ctx.kinds.handle,
-        );
-        match api.delete(&handle.name, &Default::default()).await {
-            Ok(deleted) => {
-                // Being deleted now (its finalizer runs): it says why.
-                if let Some(deleted) = deleted.left() {
-                    ctx.metrics.handle_deleted("claim_deleted");
-                    let note = format!(
-                        "ResourceClaim {namespace}/{name} was deleted: deleting the handle and \
-                         its resources"
-                    );
-                    ctx.event(
-                        &deleted,
-                        &ctx.kinds.handle,
-                        EventKind::Normal,
-                        "ClaimDeleted",
-                        note,
-                    )
-                    .await;
-                }
-            }
-            Err(e) if write::is_not_found(&e) => {}
-            Err(e) => return Err(e.into()),
+        let api = binding::handles_api(ctx, &handle.namespace);
+        // Being deleted now (its finalizer runs): it says why.
+        if let Written::Done(Some(deleted)) = write::delete_named(&api, &handle.name).await? {
+            ctx.metrics.handle_deleted("claim_deleted");
+            let note = format!(
+                "ResourceClaim {namespace}/{name} was deleted: deleting the handle and its resources"
+            );
+            let kind = &ctx.kinds.handle;
+            ctx.event(&deleted, kind, EventKind::Normal, "ClaimDeleted", note)
+                .await;
         }
     }
     binding::delete_strays(ctx, claim, handle.map(|h| h.name.as_str())).await?;
-    match writes::remove_finalizers(ctx, claim).await? {
-        Written::Done(_) | Written::Gone => Ok(Action::await_change()),
-        // The next version of the claim comes with its own event.
-        Written::Conflict => Ok(Action::await_change()),
-    }
+    writes::remove_finalizers(ctx, claim).await.or_halt()?;
+    Ok(Action::await_change())
 }
 
+/// Whether a claim's finalizer waits for the write of its initialisation (§6.3): a claim seen
+/// for the first time, and started, gets it there, a write and a reconcile fewer per claim.
+fn defers_finalizer(
+    claim: &ClaimObject,
+    gate: &Result<StartGate, lifespan::LifespanError>,
+    finalizer: &str,
+) -> bool {
+    claim.status.is_none()
+        && matches!(gate, Ok(StartGate::Open))
+        && !writes::has_finalizer(claim, finalizer)
+}
+
+/// One pass of §7 over a claim that is not being deleted.
 async fn pass(
     ctx: &ClaimContext,
     claim: ClaimObject,
     pending: &mut Option<Pending>,
-) -> Result<Pass, ClaimError> {
-    let domain = ctx.domain();
+) -> Result<Action, Halt<ClaimError>> {
     let now = ctx.now();
-    let view = writes::view(&claim);
     // Δ§3.1.1, B19: nothing at all happens before the claim's start (but the finalizer).
-    let gate = lifespan::start_gate(&view, now);
-    // A claim seen for the first time, and started, gets its finalizer in the write of its
-    // initialisation (§6.3): a write and a reconcile fewer per claim. Should it
-    // not get that far, it is added on the way out.
-    let finalizer = domain.finalizer();
-    let deferred_finalizer = claim.status.is_none()
-        && matches!(gate, Ok(StartGate::Open))
-        && !writes::has_finalizer(&claim, &finalizer);
-    let mut claim = claim;
-    if !deferred_finalizer {
-        claim = match writes::ensure_finalizer(ctx, claim).await? {
-            Written::Done(claim) => claim,
-            Written::Conflict => return Ok(Pass::Conflict),
-            Written::Gone => return Ok(Pass::Done(Action::await_change())),
-        };
-    }
+    let gate = lifespan::start_gate(&Kinds::claim_of(&claim), now);
+    let defer = defers_finalizer(&claim, &gate, &ctx.domain().finalizer());
+    let claim = match defer {
+        true => claim,
+        false => writes::ensure_finalizer(ctx, claim).await.or_halt()?,
+    };
     match gate {
         Ok(StartGate::OpensAt(start)) => {
-            return Ok(Pass::Done(Action::requeue(lifespan::delay_until(
-                start, now,
-            ))));
+            return Ok(Action::requeue(lifespan::delay_until(start, now)));
         }
         Ok(StartGate::Open) => {}
         Err(e) => return report_invalid(ctx, claim, None, None, e.to_string()).await,
     }
+    let handle = match recorded_handle(ctx, &claim, pending, now).await? {
+        ControlFlow::Continue(handle) => handle,
+        ControlFlow::Break(action) => return Ok(action),
+    };
+    // What this pass's templates make of the clock decides when it runs again.
+    let templates = ctx.templates.watching();
+    let resolved = resolve(ctx, claim, handle.as_ref(), &templates, defer, now).await?;
+    let (claim, resolved) = match resolved {
+        ControlFlow::Continue(resolved) => resolved,
+        ControlFlow::Break(action) => return Ok(action),
+    };
+    // §7 step 6: an invalid claim neither binds nor changes its handle.
+    if !resolved.is_valid() {
+        let message = resolved.problem_message();
+        let action = report_invalid(ctx, claim, handle.as_ref(), Some(&resolved), message).await?;
+        // A check comparing a time with now may pass later without any change.
+        return Ok(wake_with_the_clock(ctx, &templates, now, action, None));
+    }
+    if let ControlFlow::Break(action) = approval(ctx, &claim, &resolved).await? {
+        return Ok(action);
+    }
+    match handle {
+        Some(handle) => sync_bound(ctx, &templates, claim, &resolved, handle, None).await,
+        None => bind(ctx, &templates, claim, &resolved, pending, now).await,
+    }
+}
 
+/// The handle the claim's status records, once a handle an earlier pass of this reconcile
+/// bound is settled: recorded by now, or lost to another process that recorded a different
+/// one. `Break` when the pass ends here: the claim is detached (§7 step 2), or its handle is
+/// gone, and the claim with it (§7 step 5; never bind anew, §16).
+async fn recorded_handle(
+    ctx: &ClaimContext,
+    claim: &ClaimObject,
+    pending: &mut Option<Pending>,
+    now: DateTime<Utc>,
+) -> Result<ControlFlow<Action, Option<HandleObject>>, Halt<ClaimError>> {
     let recorded = claim
         .status
         .as_ref()
         .and_then(|s| s.resource_handle.clone());
-    // §7 step 2: a detached claim only waits for its end.
     if let Some(recorded) = recorded.as_ref().filter(|h| h.detached == Some(true)) {
-        return detached(ctx, &claim, recorded, now).await;
+        return detached(ctx, claim, recorded, now)
+            .await
+            .map(ControlFlow::Break);
     }
-    // A handle this reconcile bound before a conflicting write: recorded by now, or lost to
-    // another process that recorded a different one.
     if let (Some(bound), Some(recorded)) = (pending.as_ref(), recorded.as_ref()) {
         if bound.name() != recorded.name {
-            binding::release(ctx, &claim, &bound.handle).await?;
+            binding::release(ctx, claim, &bound.handle).await?;
         }
         *pending = None;
     }
-
-    // §7 step 5: the recorded handle is gone: so is the claim. Never bind anew (§16).
-    let handle = match &recorded {
-        Some(reference) => match binding::find_handle(ctx, reference).await? {
-            Some(handle) => Some(handle),
-            None => {
-                tracing::info!(claim = %binding::claim_key(&claim), handle = %reference.name,
-                    "the claim's handle is gone: deleting the claim");
-                writes::delete(ctx, &claim).await?;
-                return Ok(Pass::Done(Action::await_change()));
-            }
-        },
-        None => None,
+    let Some(reference) = recorded else {
+        return Ok(ControlFlow::Continue(None));
     };
-    if let Some(recorded) = &recorded {
-        binding::release_strays(ctx, &claim, &recorded.name).await?;
-    }
+    let Some(handle) = binding::find_handle(ctx, &reference).await? else {
+        tracing::info!(claim = %binding::claim_key(claim), handle = %reference.name,
+            "the claim's handle is gone: deleting the claim");
+        writes::delete(ctx, claim).await?;
+        return Ok(ControlFlow::Break(Action::await_change()));
+    };
+    binding::release_strays(ctx, claim, &reference.name).await?;
+    Ok(ControlFlow::Continue(Some(handle)))
+}
 
-    let handle_view = handle.as_ref().map(Kinds::handle_of);
-    // What this pass's templates make of the clock decides when it runs again.
-    let templates = ctx.templates.watching();
+/// What the claim is (§6: its provider, parameters and validity), with its one-time
+/// initialisation written (§6.3, with a deferred finalizer) and the provider's
+/// resourceClaimAnnotations/Labels whenever they differ (§6.1). `Break` when the claim cannot
+/// be resolved: the problem is in its status.
+async fn resolve(
+    ctx: &ClaimContext,
+    claim: ClaimObject,
+    handle: Option<&HandleObject>,
+    templates: &TemplateEngine,
+    defer_finalizer: bool,
+    now: DateTime<Utc>,
+) -> Result<ControlFlow<Action, (ClaimObject, ResolvedClaim)>, Halt<ClaimError>> {
+    let finalizer = ctx.domain().finalizer();
+    let handle_view = handle.map(Kinds::handle_of);
     let resolved = ctx.providers(|catalog| {
         resolve_claim(&ClaimPlanInput {
-            claim: &view,
+            claim: &Kinds::claim_of(&claim),
             handle: handle_view.as_ref(),
             catalog,
-            templates: &templates,
-            domain,
+            templates,
+            domain: ctx.domain(),
             now,
         })
     });
     let resolved = match resolved {
         Ok(resolved) => resolved,
         Err(e) => {
-            if deferred_finalizer {
-                claim = match writes::ensure_finalizer(ctx, claim).await? {
-                    Written::Done(claim) => claim,
-                    Written::Conflict => return Ok(Pass::Conflict),
-                    Written::Gone => return Ok(Pass::Done(Action::await_change())),
-                };
-            }
-            return report_invalid(ctx, claim, handle.as_ref(), None, e.to_string()).await;
+            let claim = match defer_finalizer {
+                true => writes::ensure_finalizer(ctx, claim).await.or_halt()?,
+                false => claim,
+            };
+            let action = report_invalid(ctx, claim, handle, None, e.to_string()).await?;
+            return Ok(ControlFlow::Break(action));
         }
     };
-    // §6.3: initialise once, in one write (with a new claim's finalizer).
-    let initialisation = match deferred_finalizer {
+    let initialisation = match defer_finalizer {
         true => Some(writes::with_finalizer(
             resolved.initialisation.clone(),
             &claim,
@@ -437,99 +453,81 @@ async fn pass(
         )),
         false => resolved.initialisation.clone(),
     };
-    let claim = match &initialisation {
-        Some(patch) => match writes::initialise(ctx, &claim, patch).await? {
-            Written::Done(claim) => claim,
-            Written::Conflict => return Ok(Pass::Conflict),
-            Written::Gone => return Ok(Pass::Done(Action::await_change())),
-        },
-        None => claim,
-    };
-    // §6.1: the provider's resourceClaimAnnotations/Labels, whenever they differ.
-    let claim = match &resolved.provider {
-        Some(provider) => {
-            let spec = provider.spec();
-            let patch = claim_metadata_patch(
-                &writes::view(&claim),
-                spec.resource_claim_annotations.as_ref(),
-                spec.resource_claim_labels.as_ref(),
-            );
-            match patch {
-                Some(patch) => match writes::initialise(ctx, &claim, &patch).await? {
-                    Written::Done(claim) => claim,
-                    Written::Conflict => return Ok(Pass::Conflict),
-                    Written::Gone => return Ok(Pass::Done(Action::await_change())),
-                },
-                None => claim,
-            }
-        }
-        None => claim,
-    };
-    // §7 step 6: an invalid claim neither binds nor changes its handle.
-    if !resolved.is_valid() {
-        let message = resolved.problem_message();
-        let pass = report_invalid(ctx, claim, handle.as_ref(), Some(&resolved), message).await?;
-        // A check comparing a time with now may pass later without any change.
-        return Ok(wake_with_the_clock(ctx, &templates, now, pass, None));
+    let mut claim = claim;
+    if let Some(patch) = &initialisation {
+        claim = writes::initialise(ctx, &claim, patch).await.or_halt()?;
     }
-    // §6.1: nothing is provisioned before approval; a bound claim counts as approved.
-    if let Some(provider) = &resolved.provider {
-        match approval_gate(provider.spec().approval.as_ref(), claim.status.as_ref()) {
-            ApprovalGate::Open => {}
-            ApprovalGate::SetPending { message } => {
-                let (namespace, name) = writes::key(&claim);
-                ctx.index.stop_waiting(namespace, name);
-                return match writes::approval_pending(ctx, &claim, &message).await? {
-                    Written::Conflict => Ok(Pass::Conflict),
-                    Written::Done(_) | Written::Gone => Ok(Pass::Done(Action::await_change())),
-                };
-            }
-            // Woken by the status change that approves it (the claim watch sees status).
-            ApprovalGate::Closed => {
-                let (namespace, name) = writes::key(&claim);
-                ctx.index.stop_waiting(namespace, name);
-                return Ok(Pass::Done(Action::await_change()));
-            }
-        }
+    let metadata = resolved.provider.as_ref().and_then(|provider| {
+        let spec = provider.spec();
+        claim_metadata_patch(
+            &Kinds::claim_of(&claim),
+            spec.resource_claim_annotations.as_ref(),
+            spec.resource_claim_labels.as_ref(),
+        )
+    });
+    if let Some(patch) = &metadata {
+        claim = writes::initialise(ctx, &claim, patch).await.or_halt()?;
     }
-    if let Some(handle) = handle {
-        return sync_bound(ctx, &templates, claim, &resolved, handle, None).await;
-    }
+    Ok(ControlFlow::Continue((claim, resolved)))
+}
 
-    // §7 step 8: bind, or create.
-    let (namespace, name) = writes::key(&claim);
+/// §6.1: nothing is provisioned before approval; a bound claim counts as approved. `Break`
+/// while the claim waits for it, woken by the status change that approves it (the claim
+/// watch sees status).
+async fn approval(
+    ctx: &ClaimContext,
+    claim: &ClaimObject,
+    resolved: &ResolvedClaim,
+) -> Result<ControlFlow<Action>, Halt<ClaimError>> {
+    let Some(provider) = &resolved.provider else {
+        return Ok(ControlFlow::Continue(()));
+    };
+    let gate = approval_gate(provider.spec().approval.as_ref(), claim.status.as_ref());
+    if gate == ApprovalGate::Open {
+        return Ok(ControlFlow::Continue(()));
+    }
+    let (namespace, name) = namespace_and_name(claim);
+    ctx.index.stop_waiting(namespace, name);
+    if let ApprovalGate::SetPending { message } = gate {
+        writes::approval_pending(ctx, claim, &message)
+            .await
+            .or_halt()?;
+    }
+    Ok(ControlFlow::Break(Action::await_change()))
+}
+
+/// §7 step 8: bind an unbound handle that fits, or create one, or wait.
+async fn bind(
+    ctx: &ClaimContext,
+    templates: &TemplateEngine,
+    claim: ClaimObject,
+    resolved: &ResolvedClaim,
+    pending: &mut Option<Pending>,
+    now: DateTime<Utc>,
+) -> Result<Action, Halt<ClaimError>> {
+    let (namespace, name) = namespace_and_name(&claim);
     // Registered before looking, so that a handle appearing meanwhile still wakes the claim.
     ctx.index.wait(namespace, name);
     let outcome = match pending.take() {
         Some(bound) => Outcome::Bound(Box::new(bound)),
-        None => binding::bind_or_create(ctx, &claim, &resolved, now).await?,
+        None => binding::bind_or_create(ctx, &claim, resolved, now).await?,
     };
-    match outcome {
-        Outcome::Waiting(unbound) => waiting(ctx, claim, &resolved, unbound).await,
+    let bound = match outcome {
+        Outcome::Waiting(unbound) => return waiting(ctx, claim, resolved, unbound).await,
         Outcome::Invalid(message) => {
-            report_invalid(ctx, claim, None, Some(&resolved), message).await
+            return report_invalid(ctx, claim, None, Some(resolved), message).await;
         }
-        Outcome::Bound(bound) => {
-            let (namespace, name) = writes::key(&claim);
-            ctx.index.stop_waiting(namespace, name);
-            *pending = Some((*bound).clone());
-            let rewrite = bound.rewrite_requested_end;
-            let result = sync_bound(
-                ctx,
-                &templates,
-                claim,
-                &resolved,
-                bound.handle.clone(),
-                rewrite,
-            )
-            .await?;
-            if matches!(result, Pass::Done(_)) {
-                *pending = None;
-                binding::wake_pool(ctx, &bound.handle);
-            }
-            Ok(result)
-        }
-    }
+        Outcome::Bound(bound) => bound,
+    };
+    let (namespace, name) = namespace_and_name(&claim);
+    ctx.index.stop_waiting(namespace, name);
+    *pending = Some((*bound).clone());
+    let rewrite = bound.rewrite_requested_end;
+    let handle = bound.handle.clone();
+    let action = sync_bound(ctx, templates, claim, resolved, handle, rewrite).await?;
+    *pending = None;
+    binding::wake_pool(ctx, &bound.handle);
+    Ok(action)
 }
 
 /// The live state of each of the handle's resources (None where no watch has it).
@@ -543,21 +541,22 @@ fn live_states(
         .collect()
 }
 
-/// A bound, valid claim: status from the handle (§7.4, Δ§3.1.3), the first-ready reset, then
-/// claim edits to the handle (§7 step 11). `requested_end` is a clamped end from binding.
-/// `templates` is the pass's watching engine: the claim is looked at again when what its
-/// templates (autoDelete, autoDetach, lifespan, validation) gave may change with the clock.
+/// A bound, valid claim: status from the handle (§7.4, Δ§3.1.3), the automatic actions, the
+/// first-ready reset, then claim edits to the handle (§7 step 11). `requested_end` is a
+/// clamped end from binding. `templates` is the pass's watching engine: the claim is looked at
+/// again when what its templates (autoDelete, autoDetach, lifespan, validation) gave may
+/// change with the clock.
 async fn sync_bound(
     ctx: &ClaimContext,
     templates: &TemplateEngine,
     claim: ClaimObject,
     resolved: &ResolvedClaim,
     handle: HandleObject,
-    requested_end: Option<chrono::DateTime<chrono::Utc>>,
-) -> Result<Pass, ClaimError> {
+    requested_end: Option<DateTime<Utc>>,
+) -> Result<Action, Halt<ClaimError>> {
     let now = ctx.now();
     let domain = ctx.domain();
-    let view = writes::view(&claim);
+    let view = Kinds::claim_of(&claim);
     let handle_view = Kinds::handle_of(&handle);
     let subjects = Subjects::new(Some(&resolved.claim), Some(&handle_view), domain);
     let lifespan = handle_lifespan(&handle_view, &subjects, templates, now)
@@ -581,96 +580,25 @@ async fn sync_bound(
         domain,
         now,
     });
-    let validity = match auto.errors.is_empty() {
-        true => Validity::Valid,
-        false => Validity::Invalid(auto.errors.join("; ")),
-    };
-    let previous = invalid_message(claim.status.as_ref()).map(str::to_owned);
-    // Δ§3.1.3: a claim that had a lifespan hears about its end changing.
-    let end_event = lifespan_event(
-        claim.status.as_ref().and_then(|s| s.lifespan.as_ref()),
-        &sync.status,
-    );
-    let states = live_states(ctx, &handle_view);
-    let ending = lifespan_ending(ctx, Some(&sync.status), now);
-    let next_crossing = ending.as_ref().and_then(|e| e.next_crossing);
-    let conditions_before = claim.status.as_ref().and_then(|s| s.conditions.clone());
-    let input = StatusInput {
-        validity: validity.clone(),
-        provider: resolved.status_provider.as_ref(),
-        resources: resolved.status_resources.as_deref(),
-        binding: Binding::Bound(BoundHandle {
-            handle: &handle_view,
-            states: &states,
-            lifespan: Some(sync.status.clone()),
-            lifespan_ending: ending,
-        }),
-        generation: claim.metadata.generation,
-        domain,
+    let bound = Mirrored {
+        resolved,
+        handle: &handle_view,
+        lifespan: &sync.status,
+        errors: &auto.errors,
         now,
     };
-    let claim = match writes::status(ctx, claim, &input).await? {
-        Written::Done(claim) => claim,
-        Written::Conflict => return Ok(Pass::Conflict),
-        Written::Gone => return Ok(Pass::Done(Action::await_change())),
-    };
-    announce_milestones(ctx, &claim, conditions_before.as_deref(), &handle_view).await;
-    warn_lifespan_ending(ctx, &claim, conditions_before.as_deref()).await;
-    // The end moved, short of what the claim asks for: the request was cut back.
-    let requested = parse_end(claim.spec.lifespan.as_ref().and_then(|l| l.end.as_deref()));
-    if end_event.is_some()
-        && let (Some(requested), Some(end)) = (requested, parse_end(sync.status.end.as_deref()))
-        && requested > end
-    {
-        warn_clamped(ctx, &claim, requested, end, &sync.status).await;
-    }
-    if let Some(event) = end_event {
-        ctx.event_with_action(
-            &claim,
-            &ctx.kinds.claim,
-            EventKind::Normal,
-            event.reason,
-            "LifespanChange",
-            event.note,
-        )
-        .await;
-    }
-    if let Validity::Invalid(message) = validity
-        && previous.as_deref() != Some(message.as_str())
-    {
-        warn_invalid(ctx, &claim, message).await;
-    }
+    let (claim, next_crossing) = mirror_handle(ctx, claim, &bound).await?;
     if handle.metadata.deletion_timestamp.is_some() {
         // Going away, and the claim with it: nothing to propagate.
-        return Ok(Pass::Done(Action::await_change()));
+        return Ok(Action::await_change());
     }
-    match auto.action {
-        AutoAction::Nothing => {}
-        AutoAction::Delete => {
-            tracing::info!(claim = %binding::claim_key(&claim), "autoDelete: deleting the claim");
-            writes::delete(ctx, &claim).await?;
-            return Ok(Pass::Done(Action::await_change()));
-        }
-        AutoAction::Detach => {
-            tracing::info!(claim = %binding::claim_key(&claim), "autoDetach: detaching the claim");
-            match writes::detach(ctx, &claim).await? {
-                Written::Done(_) => {}
-                Written::Conflict => return Ok(Pass::Conflict),
-                Written::Gone => return Ok(Pass::Done(Action::await_change())),
-            }
-            // Detached first: the handle controller then leaves the claim alone.
-            delete_handle(ctx, &handle).await?;
-            ctx.metrics.handle_deleted("detached");
-            return Ok(Pass::Done(Action::await_change()));
-        }
+    if let ControlFlow::Break(action) = act_automatically(ctx, &claim, &handle, auto.action).await?
+    {
+        return Ok(action);
     }
     // §7.4 first-ready reset: the default lifespan counts from readiness.
     let claim = match sync.reset_request {
-        Some(end) => match writes::requested_end(ctx, claim, end).await? {
-            Written::Done(claim) => claim,
-            Written::Conflict => return Ok(Pass::Conflict),
-            Written::Gone => return Ok(Pass::Done(Action::await_change())),
-        },
+        Some(end) => writes::requested_end(ctx, claim, end).await.or_halt()?,
         None => claim,
     };
     let rewrite = match binding::propagate(ctx, &claim, resolved, handle.clone(), now).await? {
@@ -682,16 +610,125 @@ async fn sync_bound(
     if let Some(end) = rewrite.or(requested_end) {
         match writes::requested_end(ctx, claim, end).await? {
             Written::Done(_) | Written::Gone => {}
-            Written::Conflict => return Ok(Pass::Conflict),
+            Written::Conflict => return Err(Halt::Conflict),
         }
     }
+    let action = Action::await_change();
     Ok(wake_with_the_clock(
         ctx,
         templates,
         now,
-        Pass::Done(Action::await_change()),
+        action,
         next_crossing,
     ))
+}
+
+/// What a bound claim's status mirrors: its handle, the lifespan synced with it, and the
+/// template errors of its automatic actions.
+struct Mirrored<'a> {
+    resolved: &'a ResolvedClaim,
+    handle: &'a crate::api::ResourceHandle,
+    lifespan: &'a ClaimStatusLifespan,
+    errors: &'a [String],
+    now: DateTime<Utc>,
+}
+
+/// Writes the claim's status from its handle (§7.4, Δ§3.1.3), then the Events the change
+/// earns; the claim as written, and the instant its `LifespanEnding` condition crosses its
+/// next lead time.
+async fn mirror_handle(
+    ctx: &ClaimContext,
+    claim: ClaimObject,
+    bound: &Mirrored<'_>,
+) -> Result<(ClaimObject, Option<DateTime<Utc>>), Halt<ClaimError>> {
+    let validity = match bound.errors.is_empty() {
+        true => Validity::Valid,
+        false => Validity::Invalid(bound.errors.join("; ")),
+    };
+    let previous = invalid_message(claim.status.as_ref()).map(str::to_owned);
+    // Δ§3.1.3: a claim that had a lifespan hears about its end changing.
+    let recorded_lifespan = claim.status.as_ref().and_then(|s| s.lifespan.as_ref());
+    let end_event = lifespan_event(recorded_lifespan, bound.lifespan);
+    let states = live_states(ctx, bound.handle);
+    let ending = lifespan_ending(ctx, Some(bound.lifespan), bound.now);
+    let next_crossing = ending.as_ref().and_then(|e| e.next_crossing);
+    let before = claim.status.as_ref().and_then(|s| s.conditions.clone());
+    let input = StatusInput {
+        validity: validity.clone(),
+        provider: bound.resolved.status_provider.as_ref(),
+        resources: bound.resolved.status_resources.as_deref(),
+        binding: Binding::Bound(BoundHandle {
+            handle: bound.handle,
+            states: &states,
+            lifespan: Some(bound.lifespan.clone()),
+            lifespan_ending: ending,
+        }),
+        generation: claim.metadata.generation,
+        domain: ctx.domain(),
+        now: bound.now,
+    };
+    let claim = writes::status(ctx, claim, &input).await.or_halt()?;
+    announce_milestones(ctx, &claim, before.as_deref(), bound.handle).await;
+    warn_lifespan_ending(ctx, &claim, before.as_deref()).await;
+    if let Some(event) = end_event {
+        announce_lifespan_change(ctx, &claim, bound.lifespan, event).await;
+    }
+    if let Validity::Invalid(message) = validity
+        && previous.as_deref() != Some(message.as_str())
+    {
+        warn_invalid(ctx, &claim, message).await;
+    }
+    Ok((claim, next_crossing))
+}
+
+/// The Events of a changed lifespan end: a Warning when the end moved short of what the
+/// claim asks for (the request was cut back), and the Normal `event`.
+async fn announce_lifespan_change(
+    ctx: &ClaimContext,
+    claim: &ClaimObject,
+    lifespan: &ClaimStatusLifespan,
+    event: LifespanEvent,
+) {
+    let requested = parse_end(claim.spec.lifespan.as_ref().and_then(|l| l.end.as_deref()));
+    if let (Some(requested), Some(end)) = (requested, parse_end(lifespan.end.as_deref()))
+        && requested > end
+    {
+        warn_clamped(ctx, claim, requested, end, lifespan).await;
+    }
+    ctx.event_with_action(
+        claim,
+        &ctx.kinds.claim,
+        EventKind::Normal,
+        event.reason,
+        "LifespanChange",
+        event.note,
+    )
+    .await;
+}
+
+/// §7 steps 9–10: autoDelete deletes the claim; autoDetach detaches it, then deletes its
+/// handle (detached first: the handle controller then leaves the claim alone). `Break` when
+/// one of them was done.
+async fn act_automatically(
+    ctx: &ClaimContext,
+    claim: &ClaimObject,
+    handle: &HandleObject,
+    action: AutoAction,
+) -> Result<ControlFlow<Action>, Halt<ClaimError>> {
+    match action {
+        AutoAction::Nothing => return Ok(ControlFlow::Continue(())),
+        AutoAction::Delete => {
+            tracing::info!(claim = %binding::claim_key(claim), "autoDelete: deleting the claim");
+            writes::delete(ctx, claim).await?;
+        }
+        AutoAction::Detach => {
+            tracing::info!(claim = %binding::claim_key(claim), "autoDetach: detaching the claim");
+            writes::detach(ctx, claim).await.or_halt()?;
+            delete_handle(ctx, handle).await?;
+            ctx.metrics.handle_deleted("detached");
+        }
+    }
+    Ok(ControlFlow::Break(Action::await_change()))
 }
 
 /// The claim's `LifespanEnding` condition for its lifespan (its status's `start` and `end`,
@@ -825,19 +862,19 @@ fn wake_with_the_clock(
     ctx: &ClaimContext,
     templates: &TemplateEngine,
     now: DateTime<Utc>,
-    pass: Pass,
+    action: Action,
     also: Option<DateTime<Utc>>,
-) -> Pass {
+) -> Action {
     let at = ctx
         .template_rerender(templates, now)
         .into_iter()
         .chain(also)
         .min();
-    match (pass, at) {
-        (Pass::Done(action), Some(at)) if action == Action::await_change() => {
-            Pass::Done(Action::requeue(lifespan::delay_until(at, ctx.now())))
+    match at {
+        Some(at) if action == Action::await_change() => {
+            Action::requeue(lifespan::delay_until(at, ctx.now()))
         }
-        (pass, _) => pass,
+        _ => action,
     }
 }
 
@@ -860,7 +897,7 @@ async fn waiting(
     claim: ClaimObject,
     resolved: &ResolvedClaim,
     unbound: Unbound,
-) -> Result<Pass, ClaimError> {
+) -> Result<Action, Halt<ClaimError>> {
     // A claim that starts waiting, or waits for other reasons, hears why.
     let (reason, message) = unbound.waiting();
     let in_line = matches!(unbound, Unbound::InLine { .. });
@@ -879,30 +916,19 @@ async fn waiting(
         domain: ctx.domain(),
         now: ctx.now(),
     };
-    let event_on = claim.clone();
-    match writes::status(ctx, claim, &input).await? {
-        // Woken by the handle watch when an unbound handle appears or changes; the watch
-        // writes the claim index's store before it wakes, so the claim sees that handle.
-        Written::Done(_) => {
-            if !said {
-                ctx.event(
-                    &event_on,
-                    &ctx.kinds.claim,
-                    EventKind::Normal,
-                    reason,
-                    message,
-                )
-                .await;
-            }
-            // In line: the claims ahead take the free handles, or this one tries after all.
-            Ok(Pass::Done(match in_line {
-                true => Action::requeue(line::PATIENCE),
-                false => Action::await_change(),
-            }))
-        }
-        Written::Conflict => Ok(Pass::Conflict),
-        Written::Gone => Ok(Pass::Done(Action::await_change())),
+    let claim = writes::status(ctx, claim, &input).await.or_halt()?;
+    if !said {
+        let kind = &ctx.kinds.claim;
+        ctx.event(&claim, kind, EventKind::Normal, reason, message)
+            .await;
     }
+    // Woken by the handle watch when an unbound handle appears or changes; the watch writes
+    // the claim index's store before it wakes, so the claim sees that handle. In line: the
+    // claims ahead take the free handles, or this one tries after all.
+    Ok(match in_line {
+        true => Action::requeue(line::PATIENCE),
+        false => Action::await_change(),
+    })
 }
 
 /// Bad input: the message in the claim's status (Poolboy's fields and the `Valid`
@@ -914,8 +940,8 @@ async fn report_invalid(
     handle: Option<&HandleObject>,
     resolved: Option<&ResolvedClaim>,
     message: String,
-) -> Result<Pass, ClaimError> {
-    let (namespace, name) = writes::key(&claim);
+) -> Result<Action, Halt<ClaimError>> {
+    let (namespace, name) = namespace_and_name(&claim);
     ctx.index.stop_waiting(namespace, name);
     let previous = invalid_message(claim.status.as_ref()).map(str::to_owned);
     let handle_view = handle.map(Kinds::handle_of);
@@ -947,12 +973,12 @@ async fn report_invalid(
     };
     let written = writes::status(ctx, claim.clone(), &input).await?;
     if let Written::Conflict = written {
-        return Ok(Pass::Conflict);
+        return Err(Halt::Conflict);
     }
     if previous.as_deref() != Some(message.as_str()) {
         warn_invalid(ctx, &claim, message).await;
     }
-    Ok(Pass::Done(Action::await_change()))
+    Ok(Action::await_change())
 }
 
 /// A new bad-input message: logged, counted, and a Warning Event on the claim.
@@ -976,8 +1002,8 @@ async fn detached(
     ctx: &ClaimContext,
     claim: &ClaimObject,
     recorded: &crate::api::claim::ClaimHandleRef,
-    now: chrono::DateTime<chrono::Utc>,
-) -> Result<Pass, ClaimError> {
+    now: DateTime<Utc>,
+) -> Result<Action, Halt<ClaimError>> {
     if let Some(handle) = binding::find_handle(ctx, recorded).await?
         && handle.metadata.deletion_timestamp.is_none()
         && binding::bound_to(&handle, claim)
@@ -985,16 +1011,16 @@ async fn detached(
         tracing::info!(claim = %binding::claim_key(claim), "deleting the handle of a detached claim");
         delete_handle(ctx, &handle).await?;
     }
-    match lifespan::detached_claim_expiry(&writes::view(claim), now) {
+    match lifespan::detached_claim_expiry(&Kinds::claim_of(claim), now) {
         Ok(Expiry::Expired) => {
             writes::delete(ctx, claim).await?;
-            Ok(Pass::Done(Action::await_change()))
+            Ok(Action::await_change())
         }
-        Ok(Expiry::At(end)) => Ok(Pass::Done(Action::requeue(lifespan::delay_until(end, now)))),
-        Ok(Expiry::Never) => Ok(Pass::Done(Action::await_change())),
+        Ok(Expiry::At(end)) => Ok(Action::requeue(lifespan::delay_until(end, now))),
+        Ok(Expiry::Never) => Ok(Action::await_change()),
         Err(e) => {
             tracing::warn!(claim = %binding::claim_key(claim), error = %e, "detached claim has a bad lifespan end");
-            Ok(Pass::Done(Action::await_change()))
+            Ok(Action::await_change())
         }
     }
 }

@@ -10,7 +10,10 @@
 mod finalize;
 mod resources;
 
+use std::ops::ControlFlow;
 use std::sync::Arc;
+
+use chrono::{DateTime, Utc};
 
 use futures::channel::mpsc::UnboundedReceiver;
 use kube::api::Api;
@@ -23,13 +26,13 @@ use super::backlog::Backlog;
 use super::context::{Context, EventKind};
 use super::managed;
 use super::oversized;
-use super::reconciler::{Drive, Reconciler};
-use super::write::{self, Target, Written};
-use crate::api::ResourceClaim;
+use super::reconciler::{self, Drive, Lifecycle};
+use super::write::{self, Halt, OrHalt, Target, Written};
 use crate::api::kinds::{HandleObject, Kinds};
+use crate::api::{OperatorDomain, ResourceClaim, ResourceHandle};
 use crate::core::binding::matching::{is_free, is_released};
 use crate::core::conditions;
-use crate::core::handle::definition::status_references;
+use crate::core::handle::definition::{Requester, status_references};
 use crate::core::handle::plan::{
     HandlePlanError, HandleProviders, PlanEnvironment, PlanInput, ResourcePlan,
     generated_resources, plan_resources,
@@ -47,12 +50,6 @@ use crate::store::packed::StoredHandle;
 use crate::store::render_clocks::RenderInputs;
 use crate::store::shared_watch::SharedWatch;
 
-/// How often one reconcile re-reads the handle after a conflicting write before giving up
-/// (the error policy then retries with backoff).
-const CONFLICT_ATTEMPTS: usize = 5;
-
-const RECONCILER: Reconciler = Reconciler::new("ResourceHandle");
-
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum HandleError {
     #[error(transparent)]
@@ -61,8 +58,8 @@ pub(crate) enum HandleError {
     Patch(#[from] PatchError),
     #[error("cannot turn a resource definition into an object: {0}")]
     Definition(#[from] serde_json::Error),
-    #[error("ResourceHandle {0} kept changing under concurrent writes")]
-    Conflict(String),
+    #[error("the managed resource {0} kept changing under concurrent writes")]
+    ResourceContended(String),
     #[error(transparent)]
     Unpack(#[from] crate::store::packed::UnpackError),
     /// Retried with backoff: the object may shrink, or the API server's limit grow.
@@ -127,107 +124,193 @@ pub(crate) async fn run(
     concurrency: u16,
     shutdown: Shutdown,
 ) {
-    let health = ctx.health.clone();
     let drive = Drive {
         triggers: Some(triggers),
         backlog: Some(backlog),
         concurrency,
         shutdown,
     };
-    RECONCILER
-        .run(controller, drive, reconcile, error_policy, ctx, &health)
-        .await;
+    reconciler::run(controller, drive, Arc::new(HandleContext(ctx))).await;
 }
 
-async fn reconcile(handle: Arc<StoredHandle>, ctx: Arc<Context>) -> Result<Action, HandleError> {
-    let work = async {
-        let handle = handle.unpack()?;
-        manage(handle, &ctx).await
-    };
-    RECONCILER.observe(&ctx, &*handle, work).await
-}
+/// What handle reconciles share: the operator context.
+pub(crate) struct HandleContext(Arc<Context>);
 
-fn error_policy(handle: Arc<StoredHandle>, error: &HandleError, ctx: Arc<Context>) -> Action {
-    RECONCILER.retry(&ctx, &*handle, error)
-}
+impl Lifecycle for HandleContext {
+    const KIND: &'static str = "ResourceHandle";
+    type Stored = StoredHandle;
+    type Object = HandleObject;
+    type Error = HandleError;
+    type Carry = ();
 
-/// What one pass over a handle ended with.
-enum Pass {
-    Done(Action),
-    /// A guarded write found the handle changed: re-read it and start over.
-    Conflict,
-}
-
-async fn manage(mut object: HandleObject, ctx: &Context) -> Result<Action, HandleError> {
-    let name = object.name_any();
-    for _ in 0..CONFLICT_ATTEMPTS {
-        // §7.6: an ignored handle is not touched, not even to finalize it; once resumed, it
-        // renders at the clock's time.
-        if ctx.domain().ignores(&object.metadata) {
-            ctx.render_clocks.forget(&uid_of(&object));
-            return Ok(Action::await_change());
-        }
-        let pass = if object.metadata.deletion_timestamp.is_some() {
-            ctx.render_clocks.forget(&uid_of(&object));
-            finalize::finalize(&object, ctx).await?
-        } else {
-            manage_once(object, ctx).await?
-        };
-        match pass {
-            Pass::Done(action) => return Ok(action),
-            Pass::Conflict => {
-                RECONCILER.conflict(ctx);
-                match ctx.handles_api().get_opt(&name).await? {
-                    Some(fresh) => object = fresh,
-                    None => return Ok(Action::await_change()),
-                }
-            }
-        }
+    fn context(&self) -> &Context {
+        &self.0
     }
-    Err(HandleError::Conflict(name))
+
+    fn unpack(stored: &StoredHandle) -> Result<HandleObject, HandleError> {
+        Ok(stored.unpack()?)
+    }
+
+    /// Once resumed, the handle renders at the clock's time.
+    fn ignored(&self, handle: &HandleObject) {
+        self.0.render_clocks.forget(&uid_of(handle));
+    }
+
+    async fn finalize(&self, handle: &HandleObject) -> Result<Action, Halt<HandleError>> {
+        self.0.render_clocks.forget(&uid_of(handle));
+        finalize::finalize(handle, &self.0).await
+    }
+
+    async fn pass(&self, handle: HandleObject, _: &mut ()) -> Result<Action, Halt<HandleError>> {
+        manage(handle, &self.0).await
+    }
+
+    async fn reread(
+        &self,
+        _: Option<&str>,
+        name: &str,
+    ) -> Result<Option<HandleObject>, HandleError> {
+        Ok(self.0.handles_api().get_opt(name).await?)
+    }
+}
+
+impl From<kube::Error> for Halt<HandleError> {
+    fn from(error: kube::Error) -> Self {
+        Halt::Failed(error.into())
+    }
 }
 
 /// One pass of Δ§3.2 Manage over `object`.
-async fn manage_once(mut object: HandleObject, ctx: &Context) -> Result<Pass, HandleError> {
-    // A handle a claim let go of may hold resources rendered for that claim; it is
-    // deleted, as long as it is still unbound and released (a binder with a stale copy may have
-    // bound it since: then it is that claim's).
-    let released =
-        |h: &HandleObject| is_free(&h.metadata, &h.spec) && is_released(&h.metadata, ctx.domain());
-    if released(&object) {
-        tracing::info!(handle = %object.name_any(), "deleting a handle released by a claim");
-        ctx.render_clocks.forget(&uid_of(&object));
-        return match write::delete_while(&ctx.handles_api(), &object, 3, released).await? {
-            Written::Conflict => Err(HandleError::Conflict(object.name_any())),
-            Written::Done(()) => {
-                ctx.metrics.handle_deleted("released");
-                Ok(Pass::Done(Action::await_change()))
-            }
-            Written::Gone => Ok(Pass::Done(Action::await_change())),
-        };
+async fn manage(object: HandleObject, ctx: &Context) -> Result<Action, Halt<HandleError>> {
+    // A handle a claim let go of may hold resources rendered for that claim; it is deleted,
+    // as long as it is still unbound and released (a binder with a stale copy may have bound
+    // it since: then it is that claim's).
+    if is_released_handle(&object, ctx.domain()) {
+        return delete_released(ctx, &object).await;
     }
-    let original_problem = problem_message(object.status.as_ref()).map(str::to_owned);
+    let problem_before = problem_message(object.status.as_ref()).map(str::to_owned);
     let finalizer = ctx.domain().finalizer();
-    object = match write::add_finalizer(&ctx.handles_api(), object, &finalizer).await? {
-        Written::Done(object) => object,
-        Written::Conflict => return Ok(Pass::Conflict),
-        Written::Gone => return Ok(Pass::Done(Action::await_change())),
-    };
-
+    let api = ctx.handles_api();
+    let object = write::add_finalizer(&api, object, &finalizer)
+        .await
+        .or_halt()?;
     let now = ctx.now();
+    let mut problems = Vec::new();
+    let (expiry, claim) = match lifespan_and_claim(ctx, &object, now, &mut problems).await? {
+        ControlFlow::Continue(found) => found,
+        ControlFlow::Break(action) => return Ok(action),
+    };
+    // The passes the handle's own writes cause render at the instant its templates
+    // last read the clock, until the re-render they asked for.
+    let uid = uid_of(&object);
+    let inputs = RenderInputs::of(&Kinds::handle_of(&object), claim.as_ref(), ctx.domain());
+    let render_at = ctx.render_clocks.render_at(&uid, &inputs, now);
+    let clock = PassClock { now, render_at };
     // What this pass's templates make of the clock decides when it runs again.
     let templates = ctx.templates.watching();
-    let mut problems = Vec::new();
-    // Δ§3.2 Manage step 3 (B10): past its end, the handle is deleted, and nothing else is done.
+    let mut object = regenerate(
+        ctx,
+        object,
+        claim.as_ref(),
+        &templates,
+        clock,
+        &mut problems,
+    )
+    .await?;
     let handle = Kinds::handle_of(&object);
+    let (planned, mut states) = plan(ctx, &handle, claim.as_ref(), &templates, clock).await?;
+    let mut status = Status {
+        templates: &templates,
+        providers: &planned.providers,
+        summary_provider: planned.summary_provider.as_deref(),
+        plans: &planned.plans,
+        problems: &problems,
+        apply_failures: Vec::new(),
+        clock,
+    };
+    // The references go into the status before anything is created, so that a deletion
+    // always finds what this handle made (§12.4 step 7 before step 9). Only new ones: a write
+    // here that recomputed the rest would also drop, and the write below bring back, a
+    // failure to apply, on every retry.
+    if has_references_to_record(&handle, &planned.plans) {
+        object = write_status(ctx, &object, &status, &states)
+            .await
+            .or_halt()?;
+    }
+    let first_error = apply_all(ctx, &object, &planned, &mut states, &mut status).await;
+    let before = object.status.clone();
+    let object = write_status(ctx, &object, &status, &states)
+        .await
+        .or_halt()?;
+    report_problem(ctx, &object, problem_before.as_deref(), claim.as_ref()).await;
+    report_apply_failure(ctx, &object, before.as_ref(), claim.as_ref()).await;
+    if let Some(error) = first_error {
+        return Err(Halt::Failed(error));
+    }
+    // The earlier of the lifespan's end and the next instant a template's result changes.
+    let rerender = ctx.template_rerender(&templates, render_at);
+    ctx.render_clocks.record(&uid, inputs, render_at, rerender);
+    Ok(match expiry.into_iter().chain(rerender).min() {
+        Some(at) => Action::requeue(delay_until(at, ctx.now())),
+        None => Action::await_change(),
+    })
+}
+
+/// The live state of each resource the handle's status references (None where it has none).
+async fn live_states(
+    ctx: &Context,
+    handle: &ResourceHandle,
+) -> Result<Vec<Option<Value>>, HandleError> {
+    let mut states = Vec::new();
+    for reference in status_references(handle) {
+        states.push(match reference {
+            Some(reference) => managed::live_state(ctx, &reference).await?,
+            None => None,
+        });
+    }
+    Ok(states)
+}
+
+/// Whether `handle` is unbound and released by a claim.
+fn is_released_handle(handle: &HandleObject, domain: &OperatorDomain) -> bool {
+    is_free(&handle.metadata, &handle.spec) && is_released(&handle.metadata, domain)
+}
+
+/// Deletes a handle a claim released, while it still is one.
+async fn delete_released(
+    ctx: &Context,
+    object: &HandleObject,
+) -> Result<Action, Halt<HandleError>> {
+    tracing::info!(handle = %object.name_any(), "deleting a handle released by a claim");
+    ctx.render_clocks.forget(&uid_of(object));
+    let released = |h: &HandleObject| is_released_handle(h, ctx.domain());
+    match write::delete_while(&ctx.handles_api(), object, 3, released).await? {
+        Written::Conflict => return Err(Halt::Conflict),
+        Written::Done(()) => ctx.metrics.handle_deleted("released"),
+        Written::Gone => {}
+    }
+    Ok(Action::await_change())
+}
+
+/// The end of the handle's lifespan, and its bound claim, fresh (the store may lag behind a
+/// bind). `Break` when the handle is deleted instead: past its end (Δ§3.2 Manage step 3,
+/// B10), or its claim is gone.
+async fn lifespan_and_claim(
+    ctx: &Context,
+    object: &HandleObject,
+    now: DateTime<Utc>,
+    problems: &mut Vec<String>,
+) -> Result<ControlFlow<Action, (Option<DateTime<Utc>>, Option<ResourceClaim>)>, Halt<HandleError>>
+{
+    let handle = Kinds::handle_of(object);
     let expiry = match handle_expiry(&handle, now) {
         Ok(Expiry::Expired) => {
             tracing::info!(handle = %object.name_any(), "lifespan ended; deleting the handle");
             let note = "the lifespan ended: deleting the handle, its resources and its claim";
-            announce_deletion(ctx, &object, "LifespanEnded", note).await;
-            delete_handle(ctx, &object).await?;
+            announce_deletion(ctx, object, "LifespanEnded", note).await;
+            delete_handle(ctx, object).await?;
             ctx.metrics.handle_deleted("lifespan_ended");
-            return Ok(Pass::Done(Action::await_change()));
+            return Ok(ControlFlow::Break(Action::await_change()));
         }
         Ok(Expiry::At(end)) => Some(end),
         Ok(Expiry::Never) => None,
@@ -236,51 +319,48 @@ async fn manage_once(mut object: HandleObject, ctx: &Context) -> Result<Pass, Ha
             None
         }
     };
-    // The bound claim, fresh: the store may lag behind a bind. Gone means the handle goes.
-    let claim = match &handle.spec.resource_claim {
-        Some(reference) => match get_claim(ctx, reference).await? {
-            Some(claim) => Some(claim),
-            None => {
-                tracing::info!(
-                    handle = %object.name_any(),
-                    claim = %reference.name,
-                    "bound ResourceClaim is gone; deleting the handle"
-                );
-                let note = format!(
-                    "ResourceClaim {} is gone: deleting the handle and its resources",
-                    qualified_name(Some(&reference.namespace), &reference.name)
-                );
-                announce_deletion(ctx, &object, "ClaimDeleted", &note).await;
-                delete_handle(ctx, &object).await?;
-                ctx.metrics.handle_deleted("claim_deleted");
-                return Ok(Pass::Done(Action::await_change()));
-            }
-        },
-        None => None,
+    let Some(reference) = &handle.spec.resource_claim else {
+        return Ok(ControlFlow::Continue((expiry, None)));
     };
+    if let Some(claim) = get_claim(ctx, reference).await? {
+        return Ok(ControlFlow::Continue((expiry, Some(claim))));
+    }
+    tracing::info!(handle = %object.name_any(), claim = %reference.name,
+        "bound ResourceClaim is gone; deleting the handle");
+    let note = format!(
+        "ResourceClaim {} is gone: deleting the handle and its resources",
+        qualified_name(Some(&reference.namespace), &reference.name)
+    );
+    announce_deletion(ctx, object, "ClaimDeleted", &note).await;
+    delete_handle(ctx, object).await?;
+    ctx.metrics.handle_deleted("claim_deleted");
+    Ok(ControlFlow::Break(Action::await_change()))
+}
 
-    // The passes the handle's own writes cause render at the instant its templates
-    // last read the clock, until the re-render they asked for.
-    let uid = uid_of(&object);
-    let inputs = RenderInputs::of(&handle, claim.as_ref(), ctx.domain());
-    let render_at = ctx.render_clocks.render_at(&uid, &inputs, now);
-    let clock = PassClock { now, render_at };
-
-    // Δ§3.2 Manage step 4: a handle with spec.provider regenerates its resources.
+/// Δ§3.2 Manage step 4: a handle with spec.provider regenerates its resources; the handle as
+/// written, with what was refused among `problems`.
+async fn regenerate(
+    ctx: &Context,
+    object: HandleObject,
+    claim: Option<&ResourceClaim>,
+    templates: &TemplateEngine,
+    clock: PassClock,
+    problems: &mut Vec<String>,
+) -> Result<HandleObject, Halt<HandleError>> {
+    let handle = Kinds::handle_of(&object);
     let generated = ctx.providers(|catalog| {
-        let env = plan_environment(ctx, &templates, catalog, clock);
-        generated_resources(&env, &handle, claim.as_ref())
+        let env = plan_environment(ctx, templates, catalog, clock);
+        generated_resources(&env, &handle, claim)
     });
     match generated {
         Ok(Some(generated)) => {
             problems.extend(generated.refused);
             if !generated.patch.0.is_empty() {
                 let api = ctx.handles_api();
-                match write::patch(&api, &object, Target::Object, generated.patch.0).await? {
-                    Written::Done(patched) => object = patched,
-                    Written::Conflict => return Ok(Pass::Conflict),
-                    Written::Gone => return Ok(Pass::Done(Action::await_change())),
-                }
+                let ops = generated.patch.0;
+                return write::patch(&api, &object, Target::Object, ops)
+                    .await
+                    .or_halt();
             }
         }
         Ok(None) => {}
@@ -288,74 +368,77 @@ async fn manage_once(mut object: HandleObject, ctx: &Context) -> Result<Pass, Ha
             problems.push(error.to_string())
         }
     }
-    let handle = Kinds::handle_of(&object);
+    Ok(object)
+}
 
-    let mut states = Vec::new();
-    for reference in status_references(&handle) {
-        states.push(match reference {
-            Some(reference) => managed::live_state(ctx, &reference).await?,
-            None => None,
-        });
+/// §12.3 step 7: the requester of a bound claim's namespace; a failed lookup leaves the
+/// requester variables absent rather than stopping the handle.
+async fn requester_of(ctx: &Context, claim: Option<&ResourceClaim>) -> Option<Requester> {
+    let namespace = claim?.metadata.namespace.as_deref()?;
+    match ctx.requesters.requester(&ctx.client, namespace).await {
+        Ok(requester) => requester,
+        Err(error) => {
+            tracing::warn!(%error, %namespace, "cannot look up the requester");
+            None
+        }
     }
+}
 
-    // §12.3 step 7: the requester of a bound claim's namespace; a failed lookup leaves the
-    // requester variables absent rather than stopping the handle.
-    let requester = match claim.as_ref().and_then(|c| c.metadata.namespace.clone()) {
-        Some(namespace) => match ctx.requesters.requester(&ctx.client, &namespace).await {
-            Ok(requester) => requester,
-            Err(error) => {
-                tracing::warn!(%error, %namespace, "cannot look up the requester");
-                None
-            }
-        },
-        None => None,
-    };
-    let (providers, summary_provider, plans) = ctx.providers(|catalog| {
+/// The plan of each resource, with the providers it was made with.
+struct Planned {
+    providers: HandleProviders,
+    summary_provider: Option<Arc<CompiledProvider>>,
+    plans: Vec<ResourcePlan>,
+}
+
+/// The plan of each resource, from the live states it returns beside it.
+async fn plan(
+    ctx: &Context,
+    handle: &ResourceHandle,
+    claim: Option<&ResourceClaim>,
+    templates: &TemplateEngine,
+    clock: PassClock,
+) -> Result<(Planned, Vec<Option<Value>>), HandleError> {
+    let states = live_states(ctx, handle).await?;
+    let requester = requester_of(ctx, claim).await;
+    let planned = ctx.providers(|catalog| {
         let compiler = ProviderCompiler {
             domain: ctx.domain(),
             templates: &ctx.templates,
             schemas: &ctx.schemas,
         };
-        let providers = HandleProviders::resolve(&handle, catalog, &compiler);
-        let env = plan_environment(ctx, &templates, catalog, clock);
-        let plans = plan_resources(
-            &env,
-            &PlanInput {
-                handle: &handle,
-                claim: claim.as_ref(),
-                providers: &providers,
-                states: &states,
-                requester: requester.as_ref(),
-            },
-        );
-        let summary =
-            summary_provider_name(&handle).and_then(|name| catalog.get(name).ok().cloned());
-        (providers, summary, plans)
-    });
-
-    // The references go into the status before anything is created, so that a deletion
-    // always finds what this handle made (§12.4 step 7 before step 9). Only new ones: a write
-    // here that recomputed the rest would also drop, and the write below bring back, a
-    // failure to apply, on every retry.
-    let mut status = Status {
-        templates: &templates,
-        providers: &providers,
-        summary_provider: summary_provider.as_deref(),
-        plans: &plans,
-        problems: &problems,
-        apply_failures: Vec::new(),
-        clock,
-    };
-    if has_references_to_record(&handle, &plans) {
-        match write_status(ctx, &object, &status, &states).await? {
-            Written::Done(written) => object = written,
-            Written::Conflict => return Ok(Pass::Conflict),
-            Written::Gone => return Ok(Pass::Done(Action::await_change())),
+        let providers = HandleProviders::resolve(handle, catalog, &compiler);
+        let env = plan_environment(ctx, templates, catalog, clock);
+        let input = PlanInput {
+            handle,
+            claim,
+            providers: &providers,
+            states: &states,
+            requester: requester.as_ref(),
+        };
+        let plans = plan_resources(&env, &input);
+        let summary_provider =
+            summary_provider_name(handle).and_then(|name| catalog.get(name).ok().cloned());
+        Planned {
+            providers,
+            summary_provider,
+            plans,
         }
-    }
+    });
+    Ok((planned, states))
+}
 
+/// Creates or patches every resource the plan applies, recording each one's new state in
+/// `states` and each failure in `status`; the first failure.
+async fn apply_all(
+    ctx: &Context,
+    object: &HandleObject,
+    planned: &Planned,
+    states: &mut [Option<Value>],
+    status: &mut Status<'_>,
+) -> Option<HandleError> {
     let mut first_error = None;
-    for (index, plan) in plans.iter().enumerate() {
+    for (index, plan) in planned.plans.iter().enumerate() {
         let ResourcePlan::Apply {
             definition,
             reference,
@@ -363,63 +446,32 @@ async fn manage_once(mut object: HandleObject, ctx: &Context) -> Result<Pass, Ha
         else {
             continue;
         };
-        let Some(provider) = providers.get(index) else {
+        let Some(provider) = planned.providers.get(index) else {
             continue;
         };
         let known = states.get(index).cloned().flatten();
-        let applied = resources::apply(ctx, provider, reference, definition, known).await;
-        match applied {
+        match resources::apply(ctx, provider, reference, definition, known).await {
             Ok(applied) => {
                 if applied.created {
-                    let note = format!(
-                        "created {} {}",
-                        reference.kind,
-                        qualified_name(reference.namespace.as_deref(), &reference.name)
-                    );
-                    ctx.event(
-                        &object,
-                        &ctx.kinds.handle,
-                        EventKind::Normal,
-                        "ResourceCreated",
-                        note,
-                    )
-                    .await;
+                    let name = qualified_name(reference.namespace.as_deref(), &reference.name);
+                    let note = format!("created {} {name}", reference.kind);
+                    let kind = &ctx.kinds.handle;
+                    ctx.event(object, kind, EventKind::Normal, "ResourceCreated", note)
+                        .await;
                 }
                 if let Some(slot) = states.get_mut(index) {
                     *slot = Some(applied.state);
                 }
             }
             Err(error) => {
-                tracing::warn!(
-                    %error,
-                    handle = %object.name_any(),
-                    resource = index,
-                    "cannot create or update a managed resource"
-                );
+                tracing::warn!(%error, handle = %object.name_any(), resource = index,
+                    "cannot create or update a managed resource");
                 status.apply_failures.push(apply_failure(index, &error));
                 first_error.get_or_insert(error);
             }
         }
     }
-
-    let before = object.status.clone();
-    match write_status(ctx, &object, &status, &states).await? {
-        Written::Done(written) => object = written,
-        Written::Conflict => return Ok(Pass::Conflict),
-        Written::Gone => return Ok(Pass::Done(Action::await_change())),
-    }
-    report_problem(ctx, &object, original_problem.as_deref(), claim.as_ref()).await;
-    report_apply_failure(ctx, &object, before.as_ref(), claim.as_ref()).await;
-    if let Some(error) = first_error {
-        return Err(error);
-    }
-    // The earlier of the lifespan's end and the next instant a template's result changes.
-    let rerender = ctx.template_rerender(&templates, render_at);
-    ctx.render_clocks.record(&uid, inputs, render_at, rerender);
-    Ok(Pass::Done(match expiry.into_iter().chain(rerender).min() {
-        Some(at) => Action::requeue(delay_until(at, ctx.now())),
-        None => Action::await_change(),
-    }))
+    first_error
 }
 
 /// The clock as one pass reads it: its time, and the instant its templates render at.

@@ -26,16 +26,18 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
+use chrono::{DateTime, Utc};
+
 use futures::channel::mpsc::UnboundedReceiver;
-use kube::api::{Api, Patch, PostParams};
+use kube::api::{Api, Patch};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Client, ResourceExt};
 use serde_json::json;
 
 use super::context::{Context, EventKind};
-use super::reconciler::{Drive, Reconciler};
-use super::write::{self, Target, Written};
+use super::reconciler::{self, Drive, Lifecycle};
+use super::write::{self, Halt, OrHalt, Target, Written};
 use crate::api::kinds::{HandleObject, Kinds, PoolObject};
 use crate::api::pool::ResourcePoolStatus;
 use crate::api::{OperatorDomain, ResourceHandle, ResourcePool, ResourcePoolScaling};
@@ -46,8 +48,8 @@ use crate::core::pool::autoscale::{self, AutoscaleDecision, AutoscaleError, Bind
 #[cfg(doc)]
 use crate::core::pool::plan::PENDING_HANDLE_TTL;
 use crate::core::pool::plan::{
-    PendingHandles, PoolInput, is_unbound_handle_of_pool, new_handle_names, plan_pool,
-    set_pool_validity,
+    BoundCounts, PendingHandles, PoolInput, PoolPlan, is_unbound_handle_of_pool, new_handle_names,
+    plan_pool, set_pool_validity,
 };
 use crate::core::pool::refresh::{
     HANDLES_UP_TO_DATE, handle_version, pool_version, provider_specs, set_refresh_condition, stamp,
@@ -62,13 +64,8 @@ use crate::store::free_handles::FreeHandles;
 use crate::store::pool_index::PoolIndex;
 use crate::store::shared_watch::SharedWatch;
 
-/// Guarded status writes that conflict are recomputed from a fresh read this many times in one
-/// reconcile before the error policy takes over.
-const STATUS_ATTEMPTS: usize = 5;
 /// A scaling's count is lowered from a fresh read this many times before giving up (Δ B16).
 const SCALING_COUNT_ATTEMPTS: usize = 12;
-
-const RECONCILER: Reconciler = Reconciler::new("ResourcePool");
 
 /// The shortest time between two writes of a pool's status that only update its counts.
 const COUNTS_INTERVAL: Duration = Duration::from_secs(1);
@@ -79,8 +76,8 @@ pub(crate) enum PoolError {
     Kube(#[from] kube::Error),
     #[error("cannot serialise a JSON patch: {0}")]
     Patch(#[from] serde_json::Error),
-    #[error("the object kept changing under guarded writes; retrying")]
-    Contended,
+    #[error("ResourcePoolScaling {0} kept changing under guarded writes; retrying")]
+    ScalingContended(String),
     #[error("creating ResourceHandle {name}: {source}")]
     Create {
         name: String,
@@ -203,7 +200,6 @@ pub(crate) async fn run(
         controller,
         handles,
     } = controller;
-    let health = ctx.health.clone();
     let pool_ctx = Arc::new(PoolContext {
         ctx,
         handles,
@@ -215,114 +211,155 @@ pub(crate) async fn run(
         concurrency,
         shutdown,
     };
-    RECONCILER
-        .run(
-            controller,
-            drive,
-            reconcile,
-            error_policy,
-            pool_ctx,
-            &health,
-        )
-        .await;
+    reconciler::run(controller, drive, pool_ctx).await;
 }
 
-async fn reconcile(pool: Arc<PoolObject>, pctx: Arc<PoolContext>) -> Result<Action, PoolError> {
-    RECONCILER
-        .observe(&pctx.ctx, &*pool, manage(&pool, &pctx))
-        .await
-}
+impl Lifecycle for PoolContext {
+    const KIND: &'static str = "ResourcePool";
+    type Stored = PoolObject;
+    type Object = PoolObject;
+    type Error = PoolError;
+    type Carry = ();
 
-fn error_policy(pool: Arc<PoolObject>, error: &PoolError, pctx: Arc<PoolContext>) -> Action {
-    RECONCILER.retry(&pctx.ctx, &*pool, error)
-}
-
-async fn manage(pool: &PoolObject, pctx: &PoolContext) -> Result<Action, PoolError> {
-    let ctx = &pctx.ctx;
-    // §7.6: ignored pools are not touched at all.
-    if ctx.domain().ignores(&pool.metadata) {
-        return Ok(Action::await_change());
+    fn context(&self) -> &Context {
+        &self.ctx
     }
-    // Counting from a store that has not listed yet would overfill the pool.
-    pctx.handles.wait_until_listed().await;
-    let name = pool.name_any();
-    let api = ctx.pools_api();
-    if pool.metadata.deletion_timestamp.is_some() {
-        finalize(pool, pctx).await?;
-        return Ok(Action::await_change());
+
+    fn unpack(stored: &PoolObject) -> Result<PoolObject, PoolError> {
+        Ok(stored.clone())
     }
-    let finalizer = ctx.domain().finalizer();
-    let mut pool = pool.clone();
-    for _ in 0..STATUS_ATTEMPTS {
-        let outcome = match write::add_finalizer(&api, pool, &finalizer).await? {
-            Written::Done(pool) => pass(&pool, pctx).await?,
-            Written::Conflict => None,
-            Written::Gone => return Ok(Action::await_change()),
-        };
-        if let Some(action) = outcome {
-            return Ok(action);
+
+    /// Counting from a store that has not listed yet would overfill the pool.
+    async fn prepare(&self) {
+        self.handles.wait_until_listed().await;
+    }
+
+    async fn finalize(&self, pool: &PoolObject) -> Result<Action, Halt<PoolError>> {
+        finalize(pool, self).await
+    }
+
+    async fn pass(&self, pool: PoolObject, _: &mut ()) -> Result<Action, Halt<PoolError>> {
+        let finalizer = self.ctx.domain().finalizer();
+        let api = self.ctx.pools_api();
+        let pool = write::add_finalizer(&api, pool, &finalizer)
+            .await
+            .or_halt()?;
+        pass(&pool, self).await
+    }
+
+    async fn reread(&self, _: Option<&str>, name: &str) -> Result<Option<PoolObject>, PoolError> {
+        Ok(self.ctx.pools_api().get_opt(name).await?)
+    }
+}
+
+impl From<kube::Error> for Halt<PoolError> {
+    fn from(error: kube::Error) -> Self {
+        Halt::Failed(error.into())
+    }
+}
+
+/// What a pass reads of a pool and its handles.
+struct Observed {
+    /// The pool's unclaimed handles, and those of them unbound.
+    unclaimed: Vec<Arc<HandleObject>>,
+    unbound: Vec<Arc<ResourceHandle>>,
+    /// Names reserved in the pool status that the store does not show yet.
+    pending: Vec<String>,
+    scaling: Option<ResourcePoolScaling>,
+    bound: BoundCounts,
+    /// The template of every new handle; its failure is the pool's configuration problem.
+    template: Result<NewHandle, String>,
+    /// The unbound handles of an earlier version, refreshed (not while the pool cannot make
+    /// current ones).
+    stale: BTreeSet<String>,
+    autoscale: Option<Result<AutoscaleDecision, AutoscaleError>>,
+}
+
+impl Observed {
+    /// Why the pool cannot do all it is asked: its template or its autoscale.
+    fn problem(&self) -> Option<String> {
+        match (&self.template, &self.autoscale) {
+            (Err(problem), _) => Some(problem.clone()),
+            (_, Some(Err(problem))) => Some(problem.to_string()),
+            _ => None,
         }
-        // A guarded write lost a race: recompute from a fresh read (B06).
-        RECONCILER.conflict(ctx);
-        pool = match api.get_opt(&name).await? {
-            Some(pool) => pool,
-            None => return Ok(Action::await_change()),
-        };
-        if pool.metadata.deletion_timestamp.is_some() {
-            finalize(&pool, pctx).await?;
-            return Ok(Action::await_change());
-        }
     }
-    Err(PoolError::Contended)
+
+    fn decision(&self) -> Option<&AutoscaleDecision> {
+        self.autoscale.as_ref().and_then(|a| a.as_ref().ok())
+    }
 }
 
-/// One observe → plan → act pass; `None` when a guarded write conflicted.
-async fn pass(pool_object: &PoolObject, pctx: &PoolContext) -> Result<Option<Action>, PoolError> {
+/// One observe → plan → act pass (§11, Δ§3.3).
+async fn pass(pool_object: &PoolObject, pctx: &PoolContext) -> Result<Action, Halt<PoolError>> {
     let ctx = &pctx.ctx;
     let now = ctx.now();
     let pool = Kinds::pool_of(pool_object);
-    let name = pool.name_any();
-
-    let listed: Vec<&str> = pool
-        .status
-        .as_ref()
-        .and_then(|s| s.resource_handles.as_deref())
-        .unwrap_or_default()
-        .iter()
-        .map(|e| e.name.as_str())
-        .collect();
-    let to_confirm = pctx.with_pending(&pool, |memory| {
-        memory.observe(
-            |name| pctx.handles.shows(&pool, name),
-            listed.iter().copied(),
-            now,
-        );
-        memory.to_confirm(now)
+    let seen = observe(pctx, &pool, now).await?;
+    let plan = plan_pool(&PoolInput {
+        pool: &pool,
+        unbound: &seen.unbound,
+        pending: &seen.pending,
+        scaling_demand: seen.scaling.as_ref().map_or(0, remaining),
+        stale: &seen.stale,
+        autoscale: seen.decision(),
+        bound: seen.bound.count,
+        bound_unready: seen.bound.unready,
     });
-    for name in to_confirm {
-        let exists = ctx.handles_api().get_opt(&name).await?.is_some();
-        pctx.with_pending(&pool, |memory| match exists {
-            true => memory.confirm(&name),
-            false => memory.settle(&name, now),
-        });
+    if let Some(cap) = plan.capped_by {
+        tracing::debug!(pool = %pool.name_any(), %cap, "the pool creates fewer handles than it wants");
     }
-    let pending = pctx.with_pending(&pool, |memory| memory.names());
+    delete_doomed(pctx, &pool, &plan, &seen.unclaimed).await?;
+    let new_names: Vec<String> = match &seen.template {
+        Ok(_) if plan.create > 0 => {
+            let taken =
+                |name: &str| pctx.handles.has(name) || seen.pending.iter().any(|p| p == name);
+            new_handle_names(plan.create, taken, &mut rand::rng())
+        }
+        _ => Vec::new(),
+    };
+    let counts_due = reserve(pctx, pool_object, &pool, &seen, &plan, &new_names, now).await?;
+    let for_scaling = reserve_for_scaling(pctx, &pool, &seen, &new_names, now).await?;
+    set_metrics(ctx, &pool, &seen, &plan);
+    if let Ok(template) = &seen.template
+        && !new_names.is_empty()
+    {
+        let for_scaling = for_scaling.map(|(scaling, count)| {
+            let scaling_name = scaling.name_any();
+            let labelled = new_handle_template(&pool, ctx, now, Some(&scaling_name))
+                .map_or_else(|_| template.handle.clone(), |t| t.handle);
+            (scaling_name, labelled, count)
+        });
+        create_handles(pctx, &pool, &template.handle, for_scaling, &new_names).await?;
+    }
+    if seen.problem().is_some() {
+        // Bad input: wait for the pool or its provider to change (the provider watch wakes it).
+        return Ok(Action::await_change());
+    }
+    Ok(next_look(pctx, &pool, now, counts_due))
+}
+
+/// Reads what the pass decides from: the handles the store shows, the names reserved but not
+/// shown yet (confirmed with a GET once they are overdue), the scaling to consume, and the
+/// template and version of a new handle.
+async fn observe(
+    pctx: &PoolContext,
+    pool: &ResourcePool,
+    now: DateTime<Utc>,
+) -> Result<Observed, Halt<PoolError>> {
+    let ctx = &pctx.ctx;
+    let pending = pending_names(pctx, pool, now).await?;
     // Only the pool's unclaimed handles are read one by one; the rest comes counted. Read
     // after the pending names are: a handle that shows up in between is then both, and
     // counted once (`plan_pool`), never not at all.
-    let unclaimed = pctx.handles.unclaimed(&pool);
+    let unclaimed = pctx.handles.unclaimed(pool);
     let unbound: Vec<Arc<ResourceHandle>> = unclaimed
         .iter()
-        .filter(|h| is_unbound_handle_of_pool(&***h, &pool, ctx.domain()))
+        .filter(|h| is_unbound_handle_of_pool(&***h, pool, ctx.domain()))
         .map(|h| pctx.handles.view_of(h))
         .collect();
-    let scaling = consumed_scaling(ctx, &pool, now).await?;
-    let bound = pctx.handles.bound(&pool);
-    // The template of every new handle; its failure is the pool's configuration problem.
-    let template = new_handle_template(&pool, ctx, now, None);
-    // The unbound handles of an earlier version are refreshed, but not while the
-    // pool cannot make current ones.
-    let version = template.as_ref().ok().map(|t| t.version.clone());
+    let scaling = consumed_scaling(ctx, pool, now).await?;
+    let template = new_handle_template(pool, ctx, now, None);
     let stale: BTreeSet<String> = match &template {
         Ok(new) => unbound
             .iter()
@@ -331,101 +368,157 @@ async fn pass(pool_object: &PoolObject, pctx: &PoolContext) -> Result<Option<Act
             .collect(),
         Err(_) => BTreeSet::new(),
     };
-    let autoscale = autoscale(pctx, &pool, &unbound, now);
-    let decision = autoscale.as_ref().and_then(|a| a.as_ref().ok());
-    let plan = plan_pool(&PoolInput {
-        pool: &pool,
-        unbound: &unbound,
-        pending: &pending,
-        scaling_demand: scaling.as_ref().map_or(0, remaining),
-        stale: &stale,
-        autoscale: decision,
-        bound: bound.count,
-        bound_unready: bound.unready,
-    });
-    if let Some(cap) = plan.capped_by {
-        tracing::debug!(pool = %name, %cap, "the pool creates fewer handles than it wants");
-    }
+    let autoscale = autoscale(pctx, pool, &unbound, now);
+    Ok(Observed {
+        bound: pctx.handles.bound(pool),
+        unclaimed,
+        unbound,
+        pending,
+        scaling,
+        template,
+        stale,
+        autoscale,
+    })
+}
 
+/// The names reserved in the pool status (by this process or another) that the store does not
+/// show yet; one overdue is looked up, and forgotten when it does not exist.
+async fn pending_names(
+    pctx: &PoolContext,
+    pool: &ResourcePool,
+    now: DateTime<Utc>,
+) -> Result<Vec<String>, PoolError> {
+    let listed: Vec<&str> = pool
+        .status
+        .as_ref()
+        .and_then(|s| s.resource_handles.as_deref())
+        .unwrap_or_default()
+        .iter()
+        .map(|e| e.name.as_str())
+        .collect();
+    let to_confirm = pctx.with_pending(pool, |memory| {
+        let shows = |name: &str| pctx.handles.shows(pool, name);
+        memory.observe(shows, listed.iter().copied(), now);
+        memory.to_confirm(now)
+    });
+    for name in to_confirm {
+        let exists = pctx.ctx.handles_api().get_opt(&name).await?.is_some();
+        pctx.with_pending(pool, |memory| match exists {
+            true => memory.confirm(&name),
+            false => memory.settle(&name, now),
+        });
+    }
+    Ok(pctx.with_pending(pool, |memory| memory.names()))
+}
+
+/// Deletes the unbound handles the plan removes; Δ§3.3 step 2: the scaling that made one
+/// makes a replacement. Only the process whose delete went through lowers the count, so it
+/// is lowered once.
+async fn delete_doomed(
+    pctx: &PoolContext,
+    pool: &ResourcePool,
+    plan: &PoolPlan,
+    unclaimed: &[Arc<HandleObject>],
+) -> Result<(), Halt<PoolError>> {
+    let ctx = &pctx.ctx;
     let scaling_label = ctx.domain().resource_pool_scaling_name();
     for (doomed, removal) in &plan.delete {
-        if let Some(handle) = unclaimed.iter().find(|h| h.name_any() == *doomed) {
-            let reason = removal.as_str();
-            tracing::info!(pool = %name, handle = %doomed, reason, "deleting unbound ResourceHandle");
-            let deleted = delete_unbound(&ctx.handles_api(), handle, &pool, ctx.domain()).await?;
-            if deleted {
-                ctx.metrics.handle_deleted(reason);
-            }
-            // Δ§3.3 step 2: the scaling that made it makes a replacement. Only the process
-            // whose delete went through lowers the count, so it is lowered once.
-            if deleted && let Some(scaling_name) = handle.labels().get(&scaling_label) {
-                release_scaling_handles(ctx, scaling_name, 1).await?;
-            }
+        let Some(handle) = unclaimed.iter().find(|h| h.name_any() == *doomed) else {
+            continue;
+        };
+        let reason = removal.as_str();
+        tracing::info!(pool = %pool.name_any(), handle = %doomed, reason, "deleting unbound ResourceHandle");
+        if !delete_unbound(&ctx.handles_api(), handle, pool, ctx.domain()).await? {
+            continue;
+        }
+        ctx.metrics.handle_deleted(reason);
+        if let Some(scaling_name) = handle.labels().get(&scaling_label) {
+            release_scaling_handles(ctx, scaling_name, 1).await?;
         }
     }
+    Ok(())
+}
 
-    let new_names: Vec<String> = match &template {
-        Ok(_) if plan.create > 0 => {
-            let taken = |name: &str| pctx.handles.has(name) || pending.iter().any(|p| p == name);
-            new_handle_names(plan.create, taken, &mut rand::rng())
-        }
-        _ => Vec::new(),
-    };
+/// Writes the pool's status, reserving `new_names` (guarded: of two processes filling the
+/// pool, one wins), and announces what it says that is new. A status that only brings the
+/// counts up to date waits its turn (in a burst every bind changes them, and one write per
+/// bind would be a tenth of a bind's writes): how long, when it waits.
+async fn reserve(
+    pctx: &PoolContext,
+    pool_object: &PoolObject,
+    pool: &ResourcePool,
+    seen: &Observed,
+    plan: &PoolPlan,
+    new_names: &[String],
+    now: DateTime<Utc>,
+) -> Result<Option<Duration>, Halt<PoolError>> {
+    let ctx = &pctx.ctx;
     if !new_names.is_empty() {
-        tracing::debug!(pool = %name, unbound = unbound.len(), ?pending, new = ?new_names,
-            "the pool reserves new handles");
+        tracing::debug!(pool = %pool.name_any(), unbound = seen.unbound.len(),
+            pending = ?seen.pending, new = ?new_names, "the pool reserves new handles");
     }
-    let problem = match (&template, &autoscale) {
-        (Err(problem), _) => Some(problem.clone()),
-        (_, Some(Err(problem))) => Some(problem.to_string()),
-        _ => None,
-    };
-
+    let problem = seen.problem();
     let current = pool.status.as_ref();
-    let mut desired = plan.status(&new_names, current);
-    if let Some(decision) = decision {
+    let mut desired = plan.status(new_names, current);
+    if let Some(decision) = seen.decision() {
         desired.autoscale = Some(decision.status.clone());
     }
-    let validity = set_pool_validity(
-        &mut desired,
-        problem.as_deref(),
-        pool.metadata.generation,
-        now,
-    );
-    let refresh = match &version {
-        Some(version) => set_refresh_condition(
-            &mut desired,
-            version,
-            plan.stale,
-            unbound.len(),
-            pool.metadata.generation,
-            now,
-        ),
-        None => Change::Unchanged,
-    };
-    // A status that only brings the counts up to date waits its turn: in a burst every bind
-    // changes them, and one write per bind would be a tenth of a bind's writes. A status
-    // that reserves new names, or says something new about the pool's validity, goes at once.
+    let generation = pool.metadata.generation;
+    let validity = set_pool_validity(&mut desired, problem.as_deref(), generation, now);
+    let version = seen.template.as_ref().ok().map(|t| &t.version);
+    let refresh = version.map_or(Change::Unchanged, |version| {
+        let unbound = seen.unbound.len();
+        set_refresh_condition(&mut desired, version, plan.stale, unbound, generation, now)
+    });
     let counts_wait = match new_names.is_empty() && !validity.is_news() && !refresh.is_news() {
-        true => pctx.counts_wait(&pool),
+        true => pctx.counts_wait(pool),
         false => None,
     };
     if current != Some(&desired) && counts_wait.is_none() {
-        if !write_status(&ctx.pools_api(), pool_object, &desired).await? {
-            return Ok(None);
-        }
-        pctx.status_written(&pool);
+        let patch = json!({ "status": &desired });
+        write::merge(&ctx.pools_api(), pool_object, Target::Status, &patch)
+            .await
+            .or_halt()?;
+        pctx.status_written(pool);
     }
-    let counts_due = counts_wait.filter(|_| current != Some(&desired));
     // The new names are reserved now: count them until the store shows them.
-    pctx.with_pending(&pool, |memory| {
-        for new in &new_names {
+    pctx.with_pending(pool, |memory| {
+        for new in new_names {
             memory.expect(new, now);
         }
     });
-    // The first handles are the scaling's: raise its count before creating them, guarded, so
-    // that no other pass (here or in another process) creates them again.
-    let for_scaling = match &scaling {
+    if refresh == Change::Transitioned {
+        refresh_event(ctx, pool_object, current, &desired, plan.stale).await;
+    }
+    if validity.is_news()
+        && let Some(problem) = problem
+    {
+        ctx.metrics.invalid("ResourcePool");
+        let kind = &ctx.kinds.pool;
+        ctx.event(
+            pool_object,
+            kind,
+            EventKind::Warning,
+            "InvalidResourcePool",
+            problem,
+        )
+        .await;
+    }
+    Ok(counts_wait.filter(|_| current != Some(&desired)))
+}
+
+/// The first new handles are the scaling's: its count is raised before they are created,
+/// guarded, so that no other pass (here or in another process) creates them again. The
+/// scaling and how many of `new_names` are its; a conflict when another writer moved the
+/// count (these names will then not be created).
+async fn reserve_for_scaling<'a>(
+    pctx: &PoolContext,
+    pool: &ResourcePool,
+    seen: &'a Observed,
+    new_names: &[String],
+    now: DateTime<Utc>,
+) -> Result<Option<(&'a ResourcePoolScaling, usize)>, Halt<PoolError>> {
+    let for_scaling = match &seen.scaling {
         Some(scaling) if !new_names.is_empty() => {
             let count = attributed(new_names.len(), remaining(scaling));
             (count > 0).then_some((scaling, count))
@@ -433,69 +526,44 @@ async fn pass(pool_object: &PoolObject, pctx: &PoolContext) -> Result<Option<Act
         _ => None,
     };
     if let Some((scaling, count)) = for_scaling
-        && !reserve_scaling_handles(ctx, scaling, count, now).await?
+        && !reserve_scaling_handles(&pctx.ctx, scaling, count, now).await?
     {
-        // Another writer moved the count: these names will not be created.
-        pctx.with_pending(&pool, |memory| {
-            for new in &new_names {
+        pctx.with_pending(pool, |memory| {
+            for new in new_names {
                 memory.settle(new, now);
             }
         });
-        return Ok(None);
+        return Err(Halt::Conflict);
     }
-    if refresh == Change::Transitioned {
-        refresh_event(ctx, pool_object, current, &desired, plan.stale).await;
-    }
-    if validity.is_news()
-        && let Some(problem) = &problem
-    {
-        ctx.metrics.invalid("ResourcePool");
-        ctx.event(
-            pool_object,
-            &ctx.kinds.pool,
-            EventKind::Warning,
-            "InvalidResourcePool",
-            problem.clone(),
-        )
-        .await;
-    }
+    Ok(for_scaling)
+}
 
+fn set_metrics(ctx: &Context, pool: &ResourcePool, seen: &Observed, plan: &PoolPlan) {
     let labels = PoolLabels {
-        name: name.clone(),
+        name: pool.name_any(),
         namespace: pool.namespace().unwrap_or_default(),
     };
-    let taken = bound.count;
-    ctx.metrics.set_pool(
-        &labels,
-        PoolCounts {
-            min_available: decision
-                .map_or(pool.spec.min_available.unwrap_or(0), |d| d.status.target),
-            available: plan.count.available,
-            ready: plan.count.ready,
-            taken: i64::try_from(taken).unwrap_or(i64::MAX),
-        },
-    );
+    let min_available = seen
+        .decision()
+        .map_or(pool.spec.min_available.unwrap_or(0), |d| d.status.target);
+    let counts = PoolCounts {
+        min_available,
+        available: plan.count.available,
+        ready: plan.count.ready,
+        taken: i64::try_from(seen.bound.count).unwrap_or(i64::MAX),
+    };
+    ctx.metrics.set_pool(&labels, counts);
+}
 
-    if let Ok(template) = &template
-        && !new_names.is_empty()
-    {
-        let for_scaling = match for_scaling {
-            Some((scaling, count)) => {
-                let scaling_name = scaling.name_any();
-                let labelled = new_handle_template(&pool, ctx, now, Some(&scaling_name))
-                    .map_or_else(|_| template.handle.clone(), |t| t.handle);
-                Some((scaling_name, labelled, count))
-            }
-            None => None,
-        };
-        create_handles(pctx, &pool, &template.handle, for_scaling, &new_names).await?;
-    }
-
-    if problem.is_some() {
-        // Bad input: wait for the pool or its provider to change (the provider watch wakes it).
-        return Ok(Some(Action::await_change()));
-    }
-    let next = pctx.with_memory(&pool, |memory| {
+/// When to look at the pool again: a reservation whose handle never shows up stops counting
+/// then, and binds leave the autoscale window; counts that waited are written then too.
+fn next_look(
+    pctx: &PoolContext,
+    pool: &ResourcePool,
+    now: DateTime<Utc>,
+    counts_due: Option<Duration>,
+) -> Action {
+    let next = pctx.with_memory(pool, |memory| {
         let demand = pool
             .spec
             .autoscale
@@ -504,17 +572,15 @@ async fn pass(pool_object: &PoolObject, pctx: &PoolContext) -> Result<Option<Act
             .and_then(|window| memory.binds.next_change(window, now));
         memory.pending.next_expiry().into_iter().chain(demand).min()
     });
-    // A reservation whose handle never shows up stops counting then, and binds leave the
-    // autoscale window: look again. Counts that waited are written then too.
     let next = next
-        .map(|expiry| delay_until(expiry, ctx.now()))
+        .map(|expiry| delay_until(expiry, pctx.ctx.now()))
         .into_iter()
         .chain(counts_due)
         .min();
-    Ok(Some(match next {
+    match next {
         Some(delay) => Action::requeue(delay),
         None => Action::await_change(),
-    }))
+    }
 }
 
 /// What `spec.autoscale` decides for this pass, after recording the binds the
@@ -643,8 +709,14 @@ async fn create_handles(
         let mut handle = for_scaling.map_or(template, |(_, t)| t).clone();
         handle.metadata.name = Some(name.clone());
         let object = ctx.kinds.handle_object(handle);
-        match api.create(&PostParams::default(), &object).await {
-            Ok(_) => {
+        let made = match write::create(&api, &object).await {
+            Ok(Written::Done(_)) => Ok(()),
+            // A name taken meanwhile: the next pass reserves another.
+            Ok(Written::Conflict | Written::Gone) => Err(None),
+            Err(source) => Err(Some(source)),
+        };
+        match made {
+            Ok(()) => {
                 ctx.metrics.handle_created("pool");
                 match for_scaling {
                     Some((scaling_name, _)) => tracing::info!(
@@ -661,10 +733,12 @@ async fn create_handles(
                 if for_scaling.is_some() {
                     scaling_failures += 1;
                 }
-                failure.get_or_insert(PoolError::Create {
-                    name: name.clone(),
-                    source,
-                });
+                if let Some(source) = source {
+                    failure.get_or_insert(PoolError::Create {
+                        name: name.clone(),
+                        source,
+                    });
+                }
             }
         }
     }
@@ -745,30 +819,12 @@ async fn release_scaling_handles(ctx: &Context, name: &str, count: i64) -> Resul
             Written::Conflict => {}
         }
     }
-    Err(PoolError::Contended)
-}
-
-/// Writes `status` guarded by the pool's resourceVersion; `false` on a conflict. New handle
-/// names in it become expected only once the write succeeded (they are reserved then).
-async fn write_status(
-    api: &Api<PoolObject>,
-    pool: &PoolObject,
-    status: &ResourcePoolStatus,
-) -> Result<bool, PoolError> {
-    let patch = json!({ "status": status });
-    Ok(
-        match write::merge(api, pool, Target::Status, &patch).await? {
-            Written::Done(_) => true,
-            Written::Conflict => false,
-            // Deleted meanwhile: its deletion comes with its own event.
-            Written::Gone => false,
-        },
-    )
+    Err(PoolError::ScalingContended(name.to_owned()))
 }
 
 /// Pool deletion (§11 step 9, Δ§3.3): deletes every unbound handle of the pool (bound ones
 /// stay, with their pool reference and labels), then removes every Poolboy finalizer.
-async fn finalize(pool_object: &PoolObject, pctx: &PoolContext) -> Result<(), PoolError> {
+async fn finalize(pool_object: &PoolObject, pctx: &PoolContext) -> Result<Action, Halt<PoolError>> {
     let ctx = &pctx.ctx;
     let pool = Kinds::pool_of(pool_object);
     let name = pool.name_any();
@@ -796,29 +852,31 @@ async fn finalize(pool_object: &PoolObject, pctx: &PoolContext) -> Result<(), Po
 
     let domain = ctx.domain();
     let ours = |f: &str| domain.is_poolboy_finalizer(f);
-    // A conflict: the pool's next version comes with its own event, and this runs again.
-    write::release_finalizers(&ctx.pools_api(), pool_object, ours).await?;
+    write::release_finalizers(&ctx.pools_api(), pool_object, ours)
+        .await
+        .or_halt()?;
     pctx.forget(&pool);
     let labels = PoolLabels {
         name,
         namespace: pool.namespace().unwrap_or_default(),
     };
     ctx.metrics.forget_pool(&labels);
-    Ok(())
+    Ok(Action::await_change())
 }
 
 /// Deletes `handle` if it is still an unbound handle of `pool`; `true` when this call
-/// deleted it. A handle bound in the meantime is never deleted (`write::delete_while`).
+/// deleted it. A handle bound in the meantime is never deleted (`write::delete_while`); one
+/// that keeps changing halts the pass, recomputed from a fresh read.
 async fn delete_unbound(
     api: &Api<HandleObject>,
     handle: &HandleObject,
     pool: &ResourcePool,
     domain: &OperatorDomain,
-) -> Result<bool, PoolError> {
+) -> Result<bool, Halt<PoolError>> {
     let still_spare = |h: &HandleObject| is_unbound_handle_of_pool(h, pool, domain);
     match write::delete_while(api, handle, 2, still_spare).await? {
         Written::Done(()) => Ok(true),
         Written::Gone => Ok(false),
-        Written::Conflict => Err(PoolError::Contended),
+        Written::Conflict => Err(Halt::Conflict),
     }
 }

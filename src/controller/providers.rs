@@ -10,12 +10,13 @@ use std::sync::Arc;
 
 use futures::StreamExt;
 use kube::ResourceExt;
-use kube::api::{Api, ListParams, Patch, PatchParams};
+use kube::api::{Api, ListParams};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::Event;
 use serde_json::json;
 
 use super::context::{Context, EventKind};
+use super::write::{self, Target, Written};
 use crate::api::kinds::{Kinds, ProviderObject};
 use crate::core::conditions::{self, Change, VALID};
 use crate::core::provider::status::provider_conditions;
@@ -159,6 +160,17 @@ async fn report(ctx: &Context, provider: &ProviderObject) {
     if change == Change::Unchanged {
         return;
     }
+    // Guarded by the version the conditions were computed from: a provider that changed
+    // meanwhile comes back with its own event, and is reported then.
+    let patch = json!({ "status": { "conditions": &conditions } });
+    match write::merge(&api(ctx), provider, Target::Status, &patch).await {
+        Ok(Written::Done(_)) => {}
+        Ok(Written::Conflict | Written::Gone) => return,
+        Err(error) => {
+            tracing::warn!(%error, provider = %name, "cannot write ResourceProvider status");
+            return;
+        }
+    }
     if change.is_news()
         && let Some(problem) = conditions::problem(Some(&conditions), VALID)
     {
@@ -171,13 +183,6 @@ async fn report(ctx: &Context, provider: &ProviderObject) {
             problem.to_owned(),
         )
         .await;
-    }
-    let patch = json!({ "status": { "conditions": conditions } });
-    if let Err(error) = api(ctx)
-        .patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
-        .await
-    {
-        tracing::warn!(%error, provider = %name, "cannot write ResourceProvider status");
     }
 }
 

@@ -1,19 +1,19 @@
-//! What every controller does around its reconcile, written once: the reconcile is timed
-//! (Poolboy's `poolboy_process_time_seconds`, whose count by `status` also counts reconciles
-//! and errors), a success forgets the object's failures, and a failure is retried with the
-//! object's own backoff (`Context::retry_delay`), so that a failing object never turns into a
-//! retry storm. Conflicts, which each controller recomputes in its own loop, are counted here.
-//! A version this process has itself replaced is not reconciled (`write::is_replaced`).
-//! Every controller is also driven by one function ([`Reconciler::run`]).
+//! The one reconcile shell every controller runs in ([`Lifecycle`], [`run`]): it skips a
+//! version this process replaced itself (`write::is_replaced`), leaves §7.6-ignored objects
+//! alone, finalizes deleting ones, and runs passes until one ends, re-reading the object after
+//! each conflicting write (B06) up to [`MAX_PASSES`] times, counted in one metric; past that,
+//! and on any error, the object's own backoff (`Context::retry_delay`) takes over, so a failing
+//! object never turns into a retry storm. Every reconcile is timed (Poolboy's
+//! `poolboy_process_time_seconds`) and a success forgets the object's failures.
 
-use std::fmt::{Debug, Display};
+use std::fmt::Debug;
 use std::future::Future;
-use std::hash::Hash;
 use std::sync::Arc;
 use std::time::Instant;
 
+use futures::StreamExt;
 use futures::channel::mpsc::UnboundedReceiver;
-use futures::{StreamExt, TryFuture};
+use kube::api::ObjectMeta;
 use kube::runtime::controller::{self, Action, Controller};
 use kube::runtime::reflector::ObjectRef;
 use kube::{Resource, ResourceExt};
@@ -21,9 +21,197 @@ use serde::de::DeserializeOwned;
 
 use super::backlog::Backlog;
 use super::context::Context;
-use super::write;
+use super::write::{self, Halt, Identified};
+use crate::api::OperatorDomain;
 use crate::shutdown::Shutdown;
-use crate::store::health::WatchHealth;
+
+/// How many passes one reconcile makes when each ends in a conflicting write (Poolboy: 12
+/// attempts, Δ§3.1.3) before the object's backoff takes over.
+pub(crate) const MAX_PASSES: usize = 12;
+
+/// What a controller does with one kind; the shell ([`reconcile`]) decides when.
+pub(crate) trait Lifecycle: Send + Sync + 'static {
+    /// The kind, as the metrics and logs name it.
+    const KIND: &'static str;
+    /// The object as the controller's store keeps it.
+    type Stored: Resource + Identified + Clone + DeserializeOwned + Debug + Send + Sync + 'static;
+    /// The object a pass works on.
+    type Object: Resource + Send + Sync;
+    type Error: std::error::Error + Send + 'static;
+    /// What one reconcile carries from a pass that conflicted to the next.
+    type Carry: Default + Send;
+
+    fn context(&self) -> &Context;
+
+    fn unpack(stored: &Self::Stored) -> Result<Self::Object, Self::Error>;
+
+    /// Waits until what this controller's decisions count from has been listed once.
+    fn prepare(&self) -> impl Future<Output = ()> + Send {
+        async {}
+    }
+
+    /// The object is ignored (§7.6): forget what this process remembers of it.
+    fn ignored(&self, _object: &Self::Object) {}
+
+    /// The object is being deleted.
+    fn finalize(
+        &self,
+        object: &Self::Object,
+    ) -> impl Future<Output = Result<Action, Halt<Self::Error>>> + Send;
+
+    /// One observe → plan → act pass over the object.
+    fn pass(
+        &self,
+        object: Self::Object,
+        carry: &mut Self::Carry,
+    ) -> impl Future<Output = Result<Action, Halt<Self::Error>>> + Send;
+
+    /// The object as the API server has it now; `None` when it is gone.
+    fn reread(
+        &self,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> impl Future<Output = Result<Option<Self::Object>, Self::Error>> + Send;
+}
+
+/// How a reconcile failed.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ReconcileError<E> {
+    #[error(transparent)]
+    Failed(E),
+    #[error("the object kept changing under concurrent writes ({MAX_PASSES} passes)")]
+    Contended,
+}
+
+/// What a reconcile does with the object as it reads it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Step {
+    /// Ignored (§7.6): not touched, not even to finalize it.
+    Leave,
+    Finalize,
+    Manage,
+}
+
+pub(crate) fn step(meta: &ObjectMeta, domain: &OperatorDomain) -> Step {
+    if domain.ignores(meta) {
+        Step::Leave
+    } else if meta.deletion_timestamp.is_some() {
+        Step::Finalize
+    } else {
+        Step::Manage
+    }
+}
+
+/// What follows a pass that ended with `outcome`, the `passes`th of its reconcile.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum After<E> {
+    Finish(Action),
+    /// A guarded write found the object changed: read it again and start over.
+    Reread,
+    Fail(ReconcileError<E>),
+}
+
+pub(crate) fn after<E>(outcome: Result<Action, Halt<E>>, passes: usize) -> After<E> {
+    match outcome {
+        Ok(action) => After::Finish(action),
+        // Its deletion comes with its own event.
+        Err(Halt::Gone) => After::Finish(Action::await_change()),
+        Err(Halt::Failed(error)) => After::Fail(ReconcileError::Failed(error)),
+        Err(Halt::Conflict) if passes >= MAX_PASSES => After::Fail(ReconcileError::Contended),
+        Err(Halt::Conflict) => After::Reread,
+    }
+}
+
+impl<E: PartialEq> PartialEq for ReconcileError<E> {
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (Self::Failed(a), Self::Failed(b)) => a == b,
+            (Self::Contended, Self::Contended) => true,
+            _ => false,
+        }
+    }
+}
+
+impl<E: Eq> Eq for ReconcileError<E> {}
+
+/// Reconciles `stored`: timed and counted; a success forgets its failures.
+async fn reconcile<L: Lifecycle>(
+    stored: Arc<L::Stored>,
+    lifecycle: Arc<L>,
+) -> Result<Action, ReconcileError<L::Error>> {
+    if write::is_replaced(&*stored) {
+        return Ok(Action::await_change());
+    }
+    let ctx = lifecycle.context();
+    let started = Instant::now();
+    let in_flight = ctx.metrics.reconcile_started(L::KIND);
+    let result = converge(&*lifecycle, &stored).await;
+    drop(in_flight);
+    let seconds = started.elapsed().as_secs_f64();
+    ctx.metrics
+        .observe(L::KIND, "reconcile", result.is_ok(), seconds);
+    ctx.metrics.reconciled(L::KIND, result.is_ok(), seconds);
+    if result.is_ok() {
+        ctx.succeeded(&key::<L>(&*stored));
+    }
+    result
+}
+
+/// Passes over the object until one ends, re-reading it after each conflict.
+async fn converge<L: Lifecycle>(
+    lifecycle: &L,
+    stored: &L::Stored,
+) -> Result<Action, ReconcileError<L::Error>> {
+    let ctx = lifecycle.context();
+    let mut object = L::unpack(stored).map_err(ReconcileError::Failed)?;
+    let mut carry = L::Carry::default();
+    lifecycle.prepare().await;
+    for passes in 1.. {
+        let (namespace, name) = (object.namespace(), object.name_any());
+        let outcome = match step(object.meta(), ctx.domain()) {
+            Step::Leave => {
+                lifecycle.ignored(&object);
+                return Ok(Action::await_change());
+            }
+            Step::Finalize => lifecycle.finalize(&object).await,
+            Step::Manage => lifecycle.pass(object, &mut carry).await,
+        };
+        match after(outcome, passes) {
+            After::Finish(action) => return Ok(action),
+            After::Fail(error) => return Err(error),
+            After::Reread => {
+                ctx.metrics.conflict(L::KIND);
+                let fresh = lifecycle.reread(namespace.as_deref(), &name).await;
+                match fresh.map_err(ReconcileError::Failed)? {
+                    Some(fresh) => object = fresh,
+                    None => return Ok(Action::await_change()),
+                }
+            }
+        }
+    }
+    Err(ReconcileError::Contended)
+}
+
+/// The error policy: logged, then retried after the object's backoff.
+fn error_policy<L: Lifecycle>(
+    stored: Arc<L::Stored>,
+    error: &ReconcileError<L::Error>,
+    lifecycle: Arc<L>,
+) -> Action {
+    let key = key::<L>(&*stored);
+    tracing::warn!(%error, kind = L::KIND, %key, "reconcile failed");
+    Action::requeue(lifecycle.context().retry_delay(&key))
+}
+
+/// The object's key in the failures map: its kind, namespace and name.
+fn key<L: Lifecycle>(object: &L::Stored) -> String {
+    format!(
+        "{}/{}/{}",
+        L::KIND,
+        object.namespace().unwrap_or_default(),
+        object.name_any()
+    )
+}
 
 /// How a controller is driven besides its own watches: what else wakes its objects, the
 /// backlog they wait in (claims and handles, of which a start lists many), how many
@@ -35,107 +223,95 @@ pub(crate) struct Drive<K: Resource> {
     pub(crate) shutdown: Shutdown,
 }
 
-/// One controller's bookkeeping: the kind it reconciles, as the metrics label it.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Reconciler {
-    kind: &'static str,
+/// Runs `controller` for `lifecycle` as `drive` says until it stops; every result reaches the
+/// backlog, which lets the next waiting object in, and the watch health (`/readyz`).
+pub(crate) async fn run<L>(
+    controller: Controller<L::Stored>,
+    drive: Drive<L::Stored>,
+    lifecycle: Arc<L>,
+) where
+    L: Lifecycle,
+    <L::Stored as Resource>::DynamicType:
+        Debug + Unpin + std::hash::Hash + Eq + Clone + Send + Sync,
+{
+    let Drive {
+        triggers,
+        backlog,
+        concurrency,
+        shutdown,
+    } = drive;
+    let health = lifecycle.context().health.clone();
+    let controller = match (triggers, &backlog) {
+        (Some(triggers), Some(backlog)) => controller.reconcile_on(backlog.triggers(triggers)),
+        (Some(triggers), None) => controller.reconcile_on(triggers),
+        (None, _) => controller,
+    };
+    let reconciles = controller
+        .with_config(controller::Config::default().concurrency(concurrency))
+        .graceful_shutdown_on(shutdown)
+        .run(reconcile::<L>, error_policy::<L>, lifecycle)
+        .inspect(move |result| {
+            if let Some(backlog) = &backlog {
+                backlog.observe(result);
+            }
+        });
+    health.drive(L::KIND, reconciles).await;
 }
 
-impl Reconciler {
-    pub(crate) const fn new(kind: &'static str) -> Self {
-        Self { kind }
-    }
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
-    /// Runs `reconcile` for `object`, timed and counted; a success forgets its failures.
-    pub(crate) async fn observe<K, E>(
-        &self,
-        ctx: &Context,
-        object: &K,
-        reconcile: impl Future<Output = Result<Action, E>>,
-    ) -> Result<Action, E>
-    where
-        K: ResourceExt + write::Identified,
-    {
-        if write::is_replaced(object) {
-            return Ok(Action::await_change());
+    use super::*;
+
+    fn meta(labels: &[(&str, &str)], deleting: bool) -> ObjectMeta {
+        ObjectMeta {
+            labels: Some(
+                labels
+                    .iter()
+                    .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                    .collect(),
+            ),
+            deletion_timestamp: deleting.then_some(Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH)),
+            ..ObjectMeta::default()
         }
-        let started = Instant::now();
-        let in_flight = ctx.metrics.reconcile_started(self.kind);
-        let result = reconcile.await;
-        drop(in_flight);
-        let seconds = started.elapsed().as_secs_f64();
-        ctx.metrics
-            .observe(self.kind, "reconcile", result.is_ok(), seconds);
-        ctx.metrics.reconciled(self.kind, result.is_ok(), seconds);
-        if result.is_ok() {
-            ctx.succeeded(&self.key(object));
-        }
-        result
     }
 
-    /// The error policy: logged, then retried after the object's backoff.
-    pub(crate) fn retry<K, E>(&self, ctx: &Context, object: &K, error: &E) -> Action
-    where
-        K: ResourceExt,
-        E: Display,
-    {
-        let key = self.key(object);
-        tracing::warn!(%error, kind = self.kind, %key, "reconcile failed");
-        Action::requeue(ctx.retry_delay(&key))
+    /// §7.6: an ignored object is left alone, even while it is deleted.
+    #[test]
+    fn an_ignored_object_is_left_alone_even_when_deleting() {
+        let domain = OperatorDomain::default();
+        let ignore = domain.ignore_label();
+        assert_eq!(step(&meta(&[(&ignore, "")], true), &domain), Step::Leave);
+        assert_eq!(step(&meta(&[(&ignore, "")], false), &domain), Step::Leave);
+        assert_eq!(step(&meta(&[], true), &domain), Step::Finalize);
+        assert_eq!(step(&meta(&[], false), &domain), Step::Manage);
     }
 
-    /// A guarded write of this reconcile found the object changed (it is recomputed).
-    pub(crate) fn conflict(&self, ctx: &Context) {
-        ctx.metrics.conflict(self.kind);
+    #[test]
+    fn a_conflict_rereads_until_the_last_pass_then_backs_off() {
+        assert_eq!(after::<()>(Err(Halt::Conflict), 1), After::Reread);
+        assert_eq!(
+            after::<()>(Err(Halt::Conflict), MAX_PASSES - 1),
+            After::Reread
+        );
+        assert_eq!(
+            after::<()>(Err(Halt::Conflict), MAX_PASSES),
+            After::Fail(ReconcileError::Contended)
+        );
     }
 
-    /// Runs `controller` as `drive` says until it stops; every result reaches the backlog,
-    /// which lets the next waiting object in, and `health` (`/readyz`).
-    pub(crate) async fn run<K, Ctx, Fut>(
-        &self,
-        controller: Controller<K>,
-        drive: Drive<K>,
-        reconcile: impl FnMut(Arc<K>, Arc<Ctx>) -> Fut,
-        error_policy: impl Fn(Arc<K>, &Fut::Error, Arc<Ctx>) -> Action,
-        ctx: Arc<Ctx>,
-        health: &WatchHealth,
-    ) where
-        K: Clone + Resource + DeserializeOwned + Debug + Send + Sync + 'static,
-        K::DynamicType: Debug + Unpin + Hash + Eq + Clone + Send + Sync,
-        Fut: TryFuture<Ok = Action> + Send + 'static,
-        Fut::Error: std::error::Error + Send + 'static,
-        Ctx: Send + Sync + 'static,
-    {
-        let Drive {
-            triggers,
-            backlog,
-            concurrency,
-            shutdown,
-        } = drive;
-        let controller = match (triggers, &backlog) {
-            (Some(triggers), Some(backlog)) => controller.reconcile_on(backlog.triggers(triggers)),
-            (Some(triggers), None) => controller.reconcile_on(triggers),
-            (None, _) => controller,
-        };
-        let reconciles = controller
-            .with_config(controller::Config::default().concurrency(concurrency))
-            .graceful_shutdown_on(shutdown)
-            .run(reconcile, error_policy, ctx)
-            .inspect(move |result| {
-                if let Some(backlog) = &backlog {
-                    backlog.observe(result);
-                }
-            });
-        health.drive(self.kind, reconciles).await;
-    }
-
-    /// The object's key in the failures map: its kind, namespace and name.
-    fn key<K: ResourceExt>(&self, object: &K) -> String {
-        format!(
-            "{}/{}/{}",
-            self.kind,
-            object.namespace().unwrap_or_default(),
-            object.name_any()
-        )
+    #[test]
+    fn a_gone_object_waits_and_an_error_fails_at_once() {
+        assert_eq!(
+            after::<()>(Err(Halt::Gone), 1),
+            After::Finish(Action::await_change())
+        );
+        assert_eq!(
+            after(Err(Halt::Failed("no")), 1),
+            After::Fail(ReconcileError::Failed("no"))
+        );
+        let requeue = Action::requeue(std::time::Duration::from_secs(3));
+        assert_eq!(after::<()>(Ok(requeue.clone()), 5), After::Finish(requeue));
     }
 }

@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::{Api, Patch};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::reflector::ObjectRef;
@@ -14,8 +14,8 @@ use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
 
 use super::context::{Context, EventKind};
-use super::reconciler::{Drive, Reconciler};
-use super::write::{self, Target, Written};
+use super::reconciler::{self, Drive, Lifecycle};
+use super::write::{self, Halt, OrHalt, Target};
 use crate::api::ResourcePoolScaling;
 use crate::api::kinds::{Kinds, PoolObject, ScalingObject};
 use crate::core::conditions::Change;
@@ -25,8 +25,6 @@ use crate::core::pool::scaling::{
     desired_state, is_active, next_deadline, owner_references, state_patch, validity_conditions,
 };
 use crate::shutdown::Shutdown;
-
-const RECONCILER: Reconciler = Reconciler::new("ResourcePoolScaling");
 
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum ScalingControllerError {
@@ -79,42 +77,67 @@ pub(crate) async fn run(
     concurrency: u16,
     shutdown: Shutdown,
 ) {
-    let health = ctx.health.clone();
     let drive = Drive {
         triggers: None,
         backlog: None,
         concurrency,
         shutdown,
     };
-    RECONCILER
-        .run(controller, drive, reconcile, error_policy, ctx, &health)
-        .await;
+    reconciler::run(controller, drive, Arc::new(ScalingContext(ctx))).await;
 }
 
-async fn reconcile(
-    object: Arc<ScalingObject>,
-    ctx: Arc<Context>,
-) -> Result<Action, ScalingControllerError> {
-    RECONCILER
-        .observe(&ctx, &*object, manage(&object, &ctx))
-        .await
+/// What scaling reconciles share: the operator context.
+struct ScalingContext(Arc<Context>);
+
+impl Lifecycle for ScalingContext {
+    const KIND: &'static str = "ResourcePoolScaling";
+    type Stored = ScalingObject;
+    type Object = ScalingObject;
+    type Error = ScalingControllerError;
+    type Carry = ();
+
+    fn context(&self) -> &Context {
+        &self.0
+    }
+
+    fn unpack(stored: &ScalingObject) -> Result<ScalingObject, ScalingControllerError> {
+        Ok(stored.clone())
+    }
+
+    /// A scaling holds no finalizer: nothing to release.
+    async fn finalize(&self, _: &ScalingObject) -> Result<Action, Halt<ScalingControllerError>> {
+        Ok(Action::await_change())
+    }
+
+    async fn pass(
+        &self,
+        scaling: ScalingObject,
+        _: &mut (),
+    ) -> Result<Action, Halt<ScalingControllerError>> {
+        manage(&scaling, &self.0).await
+    }
+
+    async fn reread(
+        &self,
+        _: Option<&str>,
+        name: &str,
+    ) -> Result<Option<ScalingObject>, ScalingControllerError> {
+        Ok(self.0.scalings_api().get_opt(name).await?)
+    }
 }
 
-fn error_policy(
-    scaling: Arc<ScalingObject>,
-    error: &ScalingControllerError,
-    ctx: Arc<Context>,
-) -> Action {
-    RECONCILER.retry(&ctx, &*scaling, error)
+impl From<kube::Error> for Halt<ScalingControllerError> {
+    fn from(error: kube::Error) -> Self {
+        Halt::Failed(error.into())
+    }
 }
 
-async fn manage(object: &ScalingObject, ctx: &Context) -> Result<Action, ScalingControllerError> {
+async fn manage(
+    object: &ScalingObject,
+    ctx: &Context,
+) -> Result<Action, Halt<ScalingControllerError>> {
     let scaling = Kinds::scaling_of(object);
     let domain = ctx.domain();
-    // §7.6: an ignored scaling is neither handled nor consumed.
-    if domain.ignores(&scaling.metadata) {
-        return Ok(Action::await_change());
-    }
     let name = scaling.name_any();
     let api = ctx.scalings_api();
 
@@ -151,15 +174,9 @@ async fn manage(object: &ScalingObject, ctx: &Context) -> Result<Action, Scaling
             add(&path, json!(wanted)),
         ];
         let patch = Patch::Json::<()>(json_patch::Patch(ops));
-        match write::send(&api, &name, Target::Object, &patch).await? {
-            Written::Done(_) => {}
-            // Changed or gone meanwhile: its watch event brings it back here.
-            Written::Conflict => {
-                RECONCILER.conflict(ctx);
-                return Ok(Action::await_change());
-            }
-            Written::Gone => return Ok(Action::await_change()),
-        }
+        write::send(&api, &name, Target::Object, &patch)
+            .await
+            .or_halt()?;
     }
 
     let now = ctx.now();
@@ -176,14 +193,9 @@ async fn manage(object: &ScalingObject, ctx: &Context) -> Result<Action, Scaling
     // count it was computed from.
     if scaling.status.as_ref().and_then(|s| s.state) != Some(state) {
         let patch = Patch::Json::<()>(state_patch(&scaling, state));
-        match write::send(&api, &name, Target::Status, &patch).await? {
-            Written::Done(_) => {}
-            Written::Conflict => {
-                RECONCILER.conflict(ctx);
-                return Ok(Action::await_change());
-            }
-            Written::Gone => return Ok(Action::await_change()),
-        }
+        write::send(&api, &name, Target::Status, &patch)
+            .await
+            .or_halt()?;
     }
 
     if is_active(&scaling, domain, now) == Ok(true) && pool.metadata.deletion_timestamp.is_none() {
@@ -205,26 +217,17 @@ async fn report(
     scaling: &ResourcePoolScaling,
     problem: Option<String>,
     now: DateTime<Utc>,
-) -> Result<(), ScalingControllerError> {
+) -> Result<(), Halt<ScalingControllerError>> {
     let (conditions, change) = validity_conditions(scaling, problem.as_deref(), now);
     if change == Change::Unchanged {
         return Ok(());
     }
-    // Only this controller writes conditions; a merge patch leaves count and state alone.
+    // A merge patch leaves count and state alone; guarded by the version the conditions were
+    // computed from.
     let patch = json!({"status": {"conditions": conditions}});
-    match ctx
-        .scalings_api()
-        .patch_status(
-            &scaling.name_any(),
-            &PatchParams::default(),
-            &Patch::Merge(&patch),
-        )
+    write::merge(&ctx.scalings_api(), object, Target::Status, &patch)
         .await
-    {
-        Ok(_) => {}
-        Err(error) if write::is_not_found(&error) => return Ok(()),
-        Err(error) => return Err(error.into()),
-    }
+        .or_halt()?;
     if change.is_news()
         && let Some(problem) = problem
     {

@@ -1,8 +1,9 @@
-//! The one guarded-write layer: every write a controller makes to an object it decided on from
-//! a read carries that read (a JSON-patch `test` of the resourceVersion, a resourceVersion in a
-//! merge patch, or delete preconditions), so that a write based on a stale read fails instead
+//! The one write layer: every write the broker makes goes through here, and every write to an
+//! object decided on from a read carries that read (a `test` of the resourceVersion or uid, a
+//! resourceVersion in a merge patch, delete preconditions), so that a stale read fails instead
 //! of undoing someone's change. Each write ends as one [`Written`]: done, conflict (recompute
-//! from a fresh read, B06) or gone; anything else is an error. Finalizers (Δ§4.7) are added and
+//! from a fresh read, B06) or gone. Unguarded, and why: [`create`] (a taken name fails it) and
+//! [`delete_named`] (an object known by its name alone). Finalizers (Δ§4.7) are added and
 //! released here, for every kind.
 
 use std::borrow::Cow;
@@ -11,7 +12,7 @@ use std::fmt::Debug;
 use std::sync::{LazyLock, Mutex, PoisonError};
 
 use json_patch::{Patch as JsonPatch, PatchOperation, ReplaceOperation};
-use kube::api::{Api, DeleteParams, Patch, PatchParams, Preconditions};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
 use kube::core::Object;
 use kube::{Resource, ResourceExt};
 use serde::Serialize;
@@ -30,6 +31,37 @@ pub(crate) enum Written<T> {
     /// The object is gone (for a delete: gone already, or no longer the object the decision
     /// was made on).
     Gone,
+}
+
+/// Why a pass stopped before its end: a guarded write found its object changed (the shell
+/// reads it again and starts over, B06), the object is gone, or an error.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Halt<E> {
+    Conflict,
+    Gone,
+    Failed(E),
+}
+
+impl<E> From<E> for Halt<E> {
+    fn from(error: E) -> Self {
+        Self::Failed(error)
+    }
+}
+
+/// A write to the object a pass is about, as a step of that pass: done, or the pass halts.
+pub(crate) trait OrHalt<T, E> {
+    fn or_halt<F: From<E>>(self) -> Result<T, Halt<F>>;
+}
+
+impl<T, E> OrHalt<T, E> for Result<Written<T>, E> {
+    fn or_halt<F: From<E>>(self) -> Result<T, Halt<F>> {
+        match self {
+            Ok(Written::Done(value)) => Ok(value),
+            Ok(Written::Conflict) => Err(Halt::Conflict),
+            Ok(Written::Gone) => Err(Halt::Gone),
+            Err(error) => Err(Halt::Failed(F::from(error))),
+        }
+    }
 }
 
 /// Whether an API error means "changed since read": 409 (a stale resourceVersion), or the
@@ -176,6 +208,25 @@ where
     })
 }
 
+/// Merge-patches the status of `name` in the collection at `url` with `patch` (which carries
+/// its own resourceVersion guard), for an object kube cannot decode: the request goes out raw
+/// and its answer is not decoded, since it would fail again.
+pub(crate) async fn merge_status_raw(
+    client: &kube::Client,
+    url: &str,
+    name: &str,
+    patch: &Value,
+) -> Result<Written<()>, kube::Error> {
+    let request = kube::core::Request::new(url).patch_subresource(
+        "status",
+        name,
+        &PatchParams::default(),
+        &Patch::Merge(patch),
+    );
+    let request = request.map_err(kube::Error::BuildRequest)?;
+    sort(client.request_text(request).await.map(drop))
+}
+
 /// JSON-patches `target` of `object` with `ops`, guarded by the resourceVersion read.
 pub(crate) async fn patch<K>(
     api: &Api<K>,
@@ -255,23 +306,69 @@ where
     patch(api, object, Target::Object, vec![op]).await
 }
 
+/// Creates `object`. A create has nothing to guard: `Conflict` when an object of its name
+/// exists already (409 AlreadyExists).
+pub(crate) async fn create<K>(api: &Api<K>, object: &K) -> Result<Written<K>, kube::Error>
+where
+    K: Resource + Clone + DeserializeOwned + Serialize + Debug,
+{
+    match api.create(&PostParams::default(), object).await {
+        Ok(made) => Ok(Written::Done(made)),
+        Err(kube::Error::Api(status)) if status.code == 409 => Ok(Written::Conflict),
+        Err(error) => Err(error),
+    }
+}
+
+/// Deletes whatever object is called `name`, unguarded: it is known by its name alone (the
+/// handle a deleted claim records, the claim a deleted handle is bound to), and any object of
+/// that name is the one meant. `Done(Some(object))` while it is being deleted (its finalizers
+/// run), `Done(None)` when it went at once, `Gone` when there was none.
+pub(crate) async fn delete_named<K>(
+    api: &Api<K>,
+    name: &str,
+) -> Result<Written<Option<K>>, kube::Error>
+where
+    K: Resource + Clone + DeserializeOwned + Debug,
+{
+    Ok(
+        match sort(api.delete(name, &DeleteParams::default()).await)? {
+            Written::Done(deleted) => Written::Done(deleted.left()),
+            Written::Conflict => Written::Conflict,
+            Written::Gone => Written::Gone,
+        },
+    )
+}
+
+/// Deletes the object called `name` if it is still the one of `uid` (a uid precondition);
+/// `Gone` when it is gone, or a namesake took its place.
+pub(crate) async fn delete_uid<K>(
+    api: &Api<K>,
+    name: &str,
+    uid: Option<&str>,
+) -> Result<Written<()>, kube::Error>
+where
+    K: Resource + Clone + DeserializeOwned + Debug,
+{
+    let params = DeleteParams {
+        preconditions: uid.map(|uid| Preconditions {
+            uid: Some(uid.to_owned()),
+            resource_version: None,
+        }),
+        ..DeleteParams::default()
+    };
+    Ok(match sort(api.delete(name, &params).await)? {
+        Written::Done(_) => Written::Done(()),
+        Written::Conflict | Written::Gone => Written::Gone,
+    })
+}
+
 /// Deletes this very `object`, not a namesake created since it was read (uid precondition).
 /// The API server answers a uid that no longer matches with 409: the object read is gone.
 pub(crate) async fn delete_exact<K>(api: &Api<K>, object: &K) -> Result<Written<()>, kube::Error>
 where
     K: Resource + Clone + DeserializeOwned + Debug,
 {
-    let params = DeleteParams {
-        preconditions: Some(Preconditions {
-            uid: object.meta().uid.clone(),
-            resource_version: None,
-        }),
-        ..DeleteParams::default()
-    };
-    Ok(match sort(api.delete(&object.name_any(), &params).await)? {
-        Written::Done(_) => Written::Done(()),
-        Written::Conflict | Written::Gone => Written::Gone,
-    })
+    delete_uid(api, &object.name_any(), object.meta().uid.as_deref()).await
 }
 
 /// Deletes `object` only while the decision to delete it still holds: each delete carries the

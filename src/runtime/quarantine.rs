@@ -9,12 +9,12 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::Client;
-use kube::api::{Patch, PatchParams};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use serde_json::json;
 use tokio::sync::Notify;
 
 use crate::api::kinds::Kinds;
+use crate::controller::write;
 use crate::core::conditions::{UNDECODABLE, set_undecodable};
 use crate::metrics::Metrics;
 use crate::screening::request::CollectionRead;
@@ -298,24 +298,15 @@ async fn write_condition(client: &Client, news: &News) {
         "metadata": {"resourceVersion": set_aside.resource_version},
         "status": {"conditions": conditions},
     });
-    let request = kube::core::Request::new(news.collection_url()).patch_subresource(
-        "status",
-        &set_aside.object.name,
-        &PatchParams::default(),
-        &Patch::Merge(&patch),
-    );
-    let outcome = match request {
-        Ok(request) => client.request_text(request).await.map(drop),
-        Err(error) => Err(kube::Error::BuildRequest(error)),
-    };
-    match outcome {
-        Ok(()) => {}
-        // A newer version is on its way through the watch, and is screened in turn.
-        Err(kube::Error::Api(status)) if status.is_conflict() || status.is_not_found() => {}
-        Err(error) => tracing::warn!(
+    let url = news.collection_url();
+    // Conflict or gone: a newer version is on its way through the watch, and is screened in
+    // turn.
+    if let Err(error) = write::merge_status_raw(client, &url, &set_aside.object.name, &patch).await
+    {
+        tracing::warn!(
             %error,
             name = %set_aside.object.name,
             "cannot write the status of an object set aside"
-        ),
+        );
     }
 }

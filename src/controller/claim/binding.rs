@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 use kube::ResourceExt;
-use kube::api::{Api, Patch, PostParams};
+use kube::api::{Api, Patch};
 use kube::runtime::reflector::ObjectRef;
 
 use super::super::write::{self, Target, Written};
@@ -45,7 +45,7 @@ pub(crate) enum Outcome {
     Invalid(String),
 }
 
-fn handles_api(ctx: &ClaimContext, namespace: &str) -> Api<HandleObject> {
+pub(crate) fn handles_api(ctx: &ClaimContext, namespace: &str) -> Api<HandleObject> {
     Api::namespaced_with(ctx.client.clone(), namespace, &ctx.kinds.handle)
 }
 
@@ -209,7 +209,7 @@ async fn adoptable(
 /// The names of the handles whose `spec.resourceClaim` names `claim`, as the handle watch
 /// last showed them.
 fn bound_handles(ctx: &ClaimContext, claim: &ClaimObject) -> Vec<String> {
-    let (namespace, name) = super::writes::key(claim);
+    let (namespace, name) = super::namespace_and_name(claim);
     ctx.index.bound_to(namespace, name)
 }
 
@@ -293,9 +293,8 @@ async fn bind(
     {
         return Ok(Bind::InLine(waiting));
     }
-    let api = handles_api(ctx, operator_namespace);
     for candidate in candidates {
-        let mut handle = candidate.handle.clone();
+        let handle = candidate.handle.clone();
         let name = handle.metadata.name.clone().unwrap_or_default();
         // Another reconcile of this process is binding it, or has just bound it: next.
         if index.is_taken(&name, handle.metadata.resource_version.as_deref()) {
@@ -304,61 +303,79 @@ async fn bind(
         let Some(_reservation) = index.reserve(&name) else {
             continue;
         };
-        // One retry with a fresh read when the patch failed on a stale copy of an unbound handle.
-        for _ in 0..2 {
-            let Some(plan) = bind_plan(ctx, &handle, resolved, now) else {
-                break;
-            };
-            let patch = Patch::Json::<()>(plan.patch);
-            let written = match write::send(&api, &name, Target::Object, &patch).await {
-                Ok(written) => written,
-                // An invalid write (a 422 with field causes, not a race): this handle cannot
-                // take this claim, the next candidate may.
-                Err(kube::Error::Api(status)) if status.code == 422 => {
-                    tracing::warn!(handle = %name, error = %status, "cannot bind handle: skipped");
-                    break;
-                }
-                Err(e) => return Err(e.into()),
-            };
-            write::record_replaced(&handle, &written);
-            match written {
-                Written::Done(bound) => {
-                    index.taken(&name, handle.metadata.resource_version.as_deref());
-                    tracing::info!(claim = %claim_key(claim), handle = %name, "bound claim to handle");
-                    return Ok(Bind::Bound(Box::new(Pending {
-                        handle: bound,
-                        rewrite_requested_end: plan.rewrite_requested_end,
-                    })));
-                }
-                Written::Gone => break,
-                // Taken, or the stored copy was stale: look again.
-                Written::Conflict => {
-                    ctx.metrics.bind_conflicts.inc();
-                    let stored_version = index
-                        .handle(operator_namespace, &name, &ctx.kinds.stored_handle)
-                        .and_then(|h| h.metadata.resource_version.clone());
-                    let Some(fresh) = api.get_opt(&name).await? else {
-                        break;
-                    };
-                    if bound_to(&fresh, claim) && fresh.metadata.deletion_timestamp.is_none() {
-                        // Another process bound it to this very claim: take it as ours.
-                        return Ok(Bind::Bound(Box::new(Pending {
-                            handle: fresh,
-                            rewrite_requested_end: None,
-                        })));
-                    }
-                    if fresh.spec.resource_claim.is_some()
-                        || fresh.metadata.deletion_timestamp.is_some()
-                    {
-                        index.taken(&name, stored_version.as_deref());
-                        break;
-                    }
-                    handle = Kinds::handle_of(&fresh);
-                }
-            }
+        if let Some(bound) = try_bind(ctx, claim, resolved, handle, now).await? {
+            return Ok(Bind::Bound(Box::new(bound)));
         }
     }
     Ok(Bind::Nothing)
+}
+
+/// Binds `handle` with its bind patch, retried once with a fresh read when the patch failed
+/// on a stale copy of an unbound handle; `None` when the handle cannot be this claim's.
+async fn try_bind(
+    ctx: &ClaimContext,
+    claim: &ClaimObject,
+    resolved: &ResolvedClaim,
+    mut handle: ResourceHandle,
+    now: DateTime<Utc>,
+) -> Result<Option<Pending>, ClaimError> {
+    let index = &ctx.index;
+    let operator_namespace = ctx.config.operator_namespace.as_str();
+    let api = handles_api(ctx, operator_namespace);
+    let name = handle.metadata.name.clone().unwrap_or_default();
+    for _ in 0..2 {
+        let Some(plan) = bind_plan(ctx, &handle, resolved, now) else {
+            return Ok(None);
+        };
+        let patch = Patch::Json::<()>(plan.patch);
+        let written = match write::send(&api, &name, Target::Object, &patch).await {
+            Ok(written) => written,
+            // An invalid write (a 422 with field causes, not a race): this handle cannot
+            // take this claim, the next candidate may.
+            Err(kube::Error::Api(status)) if status.code == 422 => {
+                tracing::warn!(handle = %name, error = %status, "cannot bind handle: skipped");
+                return Ok(None);
+            }
+            Err(e) => return Err(e.into()),
+        };
+        write::record_replaced(&handle, &written);
+        match written {
+            Written::Done(bound) => {
+                index.taken(&name, handle.metadata.resource_version.as_deref());
+                tracing::info!(claim = %claim_key(claim), handle = %name, "bound claim to handle");
+                return Ok(Some(Pending {
+                    handle: bound,
+                    rewrite_requested_end: plan.rewrite_requested_end,
+                }));
+            }
+            Written::Gone => return Ok(None),
+            // Taken, or the stored copy was stale: look again.
+            Written::Conflict => {
+                ctx.metrics.bind_conflicts.inc();
+                let stored_version = index
+                    .handle(operator_namespace, &name, &ctx.kinds.stored_handle)
+                    .and_then(|h| h.metadata.resource_version.clone());
+                let Some(fresh) = api.get_opt(&name).await? else {
+                    return Ok(None);
+                };
+                if bound_to(&fresh, claim) && fresh.metadata.deletion_timestamp.is_none() {
+                    // Another process bound it to this very claim: take it as ours.
+                    return Ok(Some(Pending {
+                        handle: fresh,
+                        rewrite_requested_end: None,
+                    }));
+                }
+                if fresh.spec.resource_claim.is_some()
+                    || fresh.metadata.deletion_timestamp.is_some()
+                {
+                    index.taken(&name, stored_version.as_deref());
+                    return Ok(None);
+                }
+                handle = Kinds::handle_of(&fresh);
+            }
+        }
+    }
+    Ok(None)
 }
 
 /// The bind patch for `handle`; `None` (with a warning) when the handle's lifespan cannot be
@@ -403,9 +420,9 @@ async fn create(
     handle.metadata.name = Some(name.clone());
     let api = handles_api(ctx, &ctx.config.operator_namespace);
     let handle = ctx.kinds.handle_object(handle);
-    let made = match api.create(&PostParams::default(), &handle).await {
-        Ok(made) => made,
-        Err(kube::Error::Api(status)) if status.is_already_exists() => {
+    let made = match write::create(&api, &handle).await? {
+        Written::Done(made) => made,
+        Written::Conflict | Written::Gone => {
             if let Some(existing) = api.get_opt(&name).await?
                 && bound_to(&existing, claim)
                 && existing.metadata.deletion_timestamp.is_none()
@@ -418,9 +435,11 @@ async fn create(
             // Taken by another claim (or a predecessor being deleted): a generated name.
             let mut handle = handle;
             handle.metadata.name = None;
-            api.create(&PostParams::default(), &handle).await?
+            match write::create(&api, &handle).await? {
+                Written::Done(made) => made,
+                Written::Conflict | Written::Gone => return Err(ClaimError::NameTaken),
+            }
         }
-        Err(e) => return Err(e.into()),
     };
     tracing::info!(
         claim = %claim_key(claim),

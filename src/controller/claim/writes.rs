@@ -11,7 +11,7 @@ use super::super::context::Context;
 use super::super::oversized;
 use super::super::write::{self, Target, Written};
 use super::ClaimError;
-use crate::api::kinds::{ClaimObject, Kinds};
+use crate::api::kinds::ClaimObject;
 use crate::core::claim::status::{StatusInput, desired_claim_status, status_patch};
 use crate::core::lifespan::{format_timestamp, parse_timestamp};
 
@@ -29,14 +29,6 @@ fn version(claim: &ClaimObject) -> &str {
         .resource_version
         .as_deref()
         .unwrap_or_default()
-}
-
-/// The claim as the API server has it now; `None` when it is gone.
-pub(crate) async fn refetch(
-    ctx: &Context,
-    claim: &ClaimObject,
-) -> Result<Option<ClaimObject>, ClaimError> {
-    Ok(api(ctx, claim).get_opt(name(claim)).await?)
 }
 
 /// Adds the operator's finalizer when missing (Δ§4.7: exactly one Poolboy finalizer).
@@ -159,17 +151,4 @@ pub(crate) async fn delete(ctx: &Context, claim: &ClaimObject) -> Result<(), Cla
     // Gone already, or a namesake: either way this claim is no more.
     write::delete_exact(&api(ctx, claim), claim).await?;
     Ok(())
-}
-
-/// The claim's namespace and name, as the claim index keys waiting claims.
-pub(crate) fn key(claim: &ClaimObject) -> (&str, &str) {
-    (
-        claim.metadata.namespace.as_deref().unwrap_or_default(),
-        name(claim),
-    )
-}
-
-/// The same claim as `core` sees it.
-pub(crate) fn view(claim: &ClaimObject) -> crate::api::ResourceClaim {
-    Kinds::claim_of(claim)
 }

@@ -4,28 +4,31 @@
 
 use json_patch::{PatchOperation, TestOperation};
 use kube::ResourceExt;
-use kube::api::{DeleteParams, Patch, PatchParams, Preconditions};
+use kube::api::Patch;
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
 use serde_json::{Value, json};
 
-use super::{HandleError, Pass, get_claim};
+use super::{HandleError, get_claim};
 use crate::api::kinds::{HandleObject, Kinds};
 use crate::api::refs::ResourceReference;
 use crate::controller::context::{Context, EventKind};
 use crate::controller::managed;
-use crate::controller::write::{self, Written};
+use crate::controller::write::{self, Halt, OrHalt, Target, Written};
 use crate::core::handle::definition::status_references;
 use crate::core::json::pointer::{add, pointer};
 
-pub(super) async fn finalize(object: &HandleObject, ctx: &Context) -> Result<Pass, HandleError> {
+pub(super) async fn finalize(
+    object: &HandleObject,
+    ctx: &Context,
+) -> Result<Action, Halt<HandleError>> {
     let domain = ctx.domain();
     if !object
         .finalizers()
         .iter()
         .any(|f| domain.is_poolboy_finalizer(f))
     {
-        return Ok(Pass::Done(Action::await_change()));
+        return Ok(Action::await_change());
     }
     let handle = Kinds::handle_of(object);
     // Poolboy's timestamp format for the deleted annotation (Δ§2.7).
@@ -60,15 +63,8 @@ pub(super) async fn finalize(object: &HandleObject, ctx: &Context) -> Result<Pas
                 note,
             )
             .await;
-            match ctx
-                .claims_api(&reference.namespace)
-                .delete(&reference.name, &DeleteParams::default())
-                .await
-            {
-                Ok(_) => {}
-                Err(error) if write::is_not_found(&error) => {}
-                Err(error) => return Err(error.into()),
-            }
+            let api = ctx.claims_api(&reference.namespace);
+            write::delete_named(&api, &reference.name).await?;
         }
     }
     if let Some(pool) = &handle.spec.resource_pool {
@@ -78,14 +74,10 @@ pub(super) async fn finalize(object: &HandleObject, ctx: &Context) -> Result<Pas
     }
 
     let ours = |f: &str| domain.is_poolboy_finalizer(f);
-    Ok(
-        match write::release_finalizers(&ctx.handles_api(), object, ours).await? {
-            Written::Done(_) => Pass::Done(Action::await_change()),
-            Written::Conflict => Pass::Conflict,
-            // Already gone (another process finalized it).
-            Written::Gone => Pass::Done(Action::await_change()),
-        },
-    )
+    write::release_finalizers(&ctx.handles_api(), object, ours)
+        .await
+        .or_halt()?;
+    Ok(Action::await_change())
 }
 
 /// Marks the resource as being deleted by Poolboy (its watch events are then ignored, B12) and
@@ -138,30 +130,14 @@ async fn delete_resource(
             add(&["metadata", "annotations"], json!({ key: stamp }))
         },
     );
-    let annotated = api
-        .patch(
-            &reference.name,
-            &PatchParams::default(),
-            &Patch::Json::<()>(json_patch::Patch(ops)),
-        )
-        .await;
-    match annotated {
-        Ok(_) => {}
-        // Gone, or (the uid test failed) replaced since it was read: not the one to delete.
-        Err(error) if write::is_not_found(&error) || write::is_conflict(&error) => return Ok(()),
-        Err(error) => return Err(error.into()),
+    let patch = Patch::Json::<()>(json_patch::Patch(ops));
+    // Gone, or (the uid test failed) replaced since it was read: not the one to delete.
+    if let Written::Conflict | Written::Gone =
+        write::send(&api, &reference.name, Target::Object, &patch).await?
+    {
+        return Ok(());
     }
     tracing::info!(kind = %reference.kind, name = %reference.name, "deleting managed resource");
-    let params = DeleteParams {
-        preconditions: resource_uid.map(|uid| Preconditions {
-            uid: Some(uid.to_owned()),
-            resource_version: None,
-        }),
-        ..DeleteParams::default()
-    };
-    match api.delete(&reference.name, &params).await {
-        Ok(_) => Ok(()),
-        Err(error) if write::is_not_found(&error) || write::is_conflict(&error) => Ok(()),
-        Err(error) => Err(error.into()),
-    }
+    write::delete_uid(&api, &reference.name, resource_uid).await?;
+    Ok(())
 }

@@ -3,14 +3,14 @@
 //! Δ§2.2), then patch the live object with the filtered
 //! diff or create it.
 
-use kube::api::{DynamicObject, Patch, PatchParams, PostParams};
+use kube::api::{DynamicObject, Patch};
 use serde_json::Value;
 
 use super::HandleError;
 use crate::api::refs::ResourceReference;
 use crate::controller::context::Context;
 use crate::controller::managed::{self, InStore};
-use crate::controller::write::{self, is_conflict};
+use crate::controller::write::{self, Target, Written};
 use crate::core::json::patch::{diff, to_json_patch};
 use crate::core::provider::CompiledProvider;
 use crate::store::shared_watch::without_managed_fields;
@@ -54,12 +54,11 @@ pub(super) async fn apply(
             InStore::Unknown => managed::fetch(ctx, reference).await?,
         },
     };
-    let mut last_conflict = None;
     for _ in 0..ATTEMPTS {
         let Some(current) = live.take() else {
             let object: DynamicObject = serde_json::from_value(definition.clone())?;
-            match api.create(&PostParams::default(), &object).await {
-                Ok(mut created) => {
+            match write::create(&api, &object).await? {
+                Written::Done(mut created) => {
                     without_managed_fields(&mut created);
                     return Ok(Applied {
                         state: serde_json::to_value(created)?,
@@ -67,11 +66,10 @@ pub(super) async fn apply(
                     });
                 }
                 // B13: someone (a previous pass whose store had not caught up) made it.
-                Err(kube::Error::Api(status)) if status.code == 409 => {
+                Written::Conflict | Written::Gone => {
                     live = managed::fetch(ctx, reference).await?;
                     continue;
                 }
-                Err(error) => return Err(error.into()),
             }
         };
         // §12.1–12.2: the live object → definition diff, through the provider's filters.
@@ -84,15 +82,9 @@ pub(super) async fn apply(
         if let Some(test) = write::version_test_of_json(&current) {
             patch.0.insert(0, test);
         }
-        let result = api
-            .patch(
-                &reference.name,
-                &PatchParams::default(),
-                &Patch::Json::<()>(patch),
-            )
-            .await;
-        match result {
-            Ok(mut patched) => {
+        let patch = Patch::Json::<()>(patch);
+        match write::send(&api, &reference.name, Target::Object, &patch).await? {
+            Written::Done(mut patched) => {
                 without_managed_fields(&mut patched);
                 tracing::info!(
                     kind = %reference.kind,
@@ -102,16 +94,9 @@ pub(super) async fn apply(
                 );
                 return Ok(existing(serde_json::to_value(patched)?));
             }
-            Err(error) if write::is_not_found(&error) => live = None,
-            Err(error) if is_conflict(&error) => {
-                live = managed::fetch(ctx, reference).await?;
-                last_conflict = Some(error);
-            }
-            Err(error) => return Err(error.into()),
+            Written::Gone => live = None,
+            Written::Conflict => live = managed::fetch(ctx, reference).await?,
         }
     }
-    Err(match last_conflict {
-        Some(error) => error.into(),
-        None => HandleError::Conflict(reference.name.clone()),
-    })
+    Err(HandleError::ResourceContended(reference.name.clone()))
 }

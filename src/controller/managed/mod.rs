@@ -14,7 +14,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::atomic::Ordering;
 
 use futures::StreamExt;
-use kube::api::{Api, DynamicObject, ObjectMeta, PostParams};
+use kube::api::{Api, DynamicObject, ObjectMeta};
 use kube::core::GroupVersionKind;
 use kube::discovery::Scope;
 use kube::runtime::WatchStreamExt;
@@ -29,6 +29,7 @@ use self::orphans::{Suspect, Sweeper};
 pub(crate) use self::resources::WatchKey;
 use self::resources::{ManagedKind, Watch};
 use super::context::{Context, Triggers};
+use super::write::{self, Written};
 use crate::api::OperatorDomain;
 use crate::api::kinds::SharedType;
 use crate::api::kinds::{Kinds, WatchObject};
@@ -164,14 +165,12 @@ pub(crate) async fn declare_watch(ctx: &Context, key: &WatchKey) {
     let namespace = &ctx.config.operator_namespace;
     let object = watch_object(&ctx.kinds, namespace, key);
     let api = Api::<WatchObject>::namespaced_with(ctx.client.clone(), namespace, &ctx.kinds.watch);
-    match api.create(&PostParams::default(), &object).await {
-        Ok(created) => {
+    match write::create(&api, &object).await {
+        Ok(Written::Done(created)) => {
             tracing::info!(name = %created.name_any(), api_version = %key.api_version, kind = %key.kind, "created ResourceWatch");
             ctx.managed.mark_declared(key.clone());
         }
-        Err(kube::Error::Api(status)) if status.code == 409 => {
-            ctx.managed.mark_declared(key.clone());
-        }
+        Ok(Written::Conflict | Written::Gone) => ctx.managed.mark_declared(key.clone()),
         Err(error) => tracing::warn!(
             %error,
             api_version = %key.api_version,

@@ -9,7 +9,7 @@ use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use kube::api::{Api, DeleteParams, DynamicObject, Preconditions};
+use kube::api::{Api, DynamicObject};
 use kube::core::ApiResource;
 
 use crate::api::kinds::HandleObject;
@@ -113,33 +113,23 @@ impl Sweeper {
             match verdict(suspect, handle.as_ref()) {
                 Verdict::Owned => return Ok(()),
                 Verdict::Deleting => tokio::time::sleep(DELETING_POLL).await,
-                Verdict::Orphan => return self.delete(suspect).await,
+                Verdict::Orphan => return self.delete_orphan(suspect).await,
             }
         }
         Ok(())
     }
 
     /// Deletes the resource itself (uid precondition: never a namesake made since).
-    async fn delete(&self, suspect: &Suspect) -> Result<(), kube::Error> {
+    async fn delete_orphan(&self, suspect: &Suspect) -> Result<(), kube::Error> {
         let api: Api<DynamicObject> = match &suspect.namespace {
             Some(namespace) => Api::namespaced_with(self.client.clone(), namespace, &self.resource),
             None => Api::all_with(self.client.clone(), &self.resource),
         };
-        let params = DeleteParams {
-            preconditions: Some(Preconditions {
-                uid: Some(suspect.uid.clone()),
-                resource_version: None,
-            }),
-            ..DeleteParams::default()
-        };
         tracing::info!(kind = %self.resource.kind, resource = %suspect.name,
             handle = %suspect.handle_name, "deleting a managed resource whose handle is gone");
-        match api.delete(&suspect.name, &params).await {
-            Ok(_) => Ok(()),
-            // Gone already, or a namesake (409: the uid precondition failed).
-            Err(error) if write::is_not_found(&error) || write::is_conflict(&error) => Ok(()),
-            Err(error) => Err(error),
-        }
+        // Gone already, or a namesake (the uid precondition): either way not this one.
+        write::delete_uid(&api, &suspect.name, Some(&suspect.uid)).await?;
+        Ok(())
     }
 }
 
