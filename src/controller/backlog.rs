@@ -1,23 +1,11 @@
 //! A bound on how many objects a controller has scheduled at once.
 //!
-//! kube-runtime's scheduler keeps each object it is asked to reconcile in hash tables and a
-//! delay queue that grow to the largest backlog they ever held and never shrink. A start (or a
-//! re-list) asks for every listed object at once, through several watches, so they grew to
-//! every claim and handle and stayed (`make bench-scale` at 100,000 claims: 10 to 25 MiB less
-//! settled RSS with the bound). And the scheduler serves objects due at the same instant last
-//! in, first out (tokio-util's `DelayQueue` keeps each time slot as a stack): of a thousand
-//! claims it held, the first created waited for all the others.
-//!
 //! Every trigger of a controller passes through its [`Backlog`]: an object is let into the
-//! scheduler while fewer than a few per worker are there or running ([`Backlog::admit`]);
-//! the rest wait here, once each and in arrival order, and are let in as reconciles finish
-//! ([`Backlog::finished`], fed from the controller's results). Two lines wait: objects a watch
-//! listed that look settled ([`Applied::routine`]) and triggers from other watches wait behind
-//! changes and the listed objects that need work, so that a start binds a new claim without
-//! first going over every bound one; while both lines wait, one object comes from the
-//! routine line after every [`FIRST_PER_ROUTINE`] from the first, so that a steady stream of
-//! new claims never starves the status updates of bound ones. What waits here is dropped, and
-//! its tables shrunk, once it has drained.
+//! scheduler while fewer than a few per worker are there or running ([`Backlog::admit`]); the
+//! rest wait here, once each and in arrival order, and are let in as reconciles finish
+//! ([`Backlog::finished`]). Listed objects that look settled ([`Applied::routine`]) wait in a
+//! second line, one let in after every [`FIRST_PER_ROUTINE`] from the first. Why kube-runtime's
+//! scheduler needs this, and the two lines: docs/design.md, "controller::backlog".
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};

@@ -3,11 +3,8 @@
 //! Templates see them as `requester_user`, `requester_identity` and `requester_identities`, and
 //! resources get the requester annotations.
 //!
-//! A namespace without the annotation has no requester and the variables are absent (Poolboy
-//! crashed there). Otherwise a User or Identity that cannot be found is replaced by a stub, as
-//! Poolboy does: its GET answers 404 where the `user.openshift.io` API does not exist (plain
-//! Kubernetes), so the requester named by the annotation is `{metadata: {name: <user>},
-//! identities: []}` there too.
+//! A namespace without the annotation has no requester; a User or Identity that cannot be found
+//! is replaced by a stub, as Poolboy does (docs/design.md, "controller::requester").
 
 use std::collections::HashMap;
 use std::sync::{Mutex, PoisonError};

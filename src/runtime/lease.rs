@@ -1,12 +1,10 @@
-//! Leader election: with `poolboy run --lease NAME`, replicas share the work by
-//! taking turns. Only the holder of Lease `NAME` in the operator namespace watches and
-//! reconciles; the others wait for it. A holder that stops renewing (killed, partitioned) loses
-//! the Lease when it expires, and a waiting replica takes over; a holder that finds it has lost
-//! the Lease stops at once, and its guarded writes keep a late write of it from undoing the new
-//! holder's. On shutdown the holder releases the Lease, so a rolling update hands over without
-//! waiting for the expiry.
-//!
-//! The Lease is kube-lease-manager's (server-side apply of `coordination.k8s.io/v1` Lease).
+//! Leader election: with `poolboy run --lease NAME`, replicas share the work by taking turns.
+//! Only the holder of Lease `NAME` in the operator namespace watches and reconciles; the others
+//! wait for it. A holder that stops renewing (killed, partitioned) loses the Lease when it
+//! expires, and a waiting replica takes over; a holder that finds it has lost the Lease stops at
+//! once, and its guarded writes keep a late write of it from undoing the new holder's. On
+//! shutdown the holder releases the Lease, so a rolling update hands over without waiting for the
+//! expiry. The Lease is kube-lease-manager's (server-side apply of `coordination.k8s.io/v1` Lease).
 
 use std::time::Duration;
 

@@ -1,24 +1,11 @@
 //! Screening of the API server's collection responses before kube decodes them:
 //! one object the broker cannot decode must not fail the LIST or WATCH of all the others.
 //!
-//! kube decodes a whole LIST body, and each WATCH event, with serde_json, whose recursion
-//! limit is 128 levels for the whole document; a typed field of the wrong type fails it too.
-//! The API server accepts objects nested 10,000 levels deep, and for the parts of a CRD
-//! marked `x-kubernetes-preserve-unknown-fields` any value at all. So each item of a LIST, and
-//! the object of each WATCH event, is checked here first, on its bytes:
-//! - its nesting, counted without recursion ([`depth`]), must leave room for the envelope
-//!   kube decodes it in ([`MAX_OBJECT_DEPTH`]);
-//! - for the broker's own kinds, a trial decode into the type the controllers read must pass.
-//!
-//! An item that fails is removed from its LIST; an ADDED or MODIFIED event whose object fails
-//! becomes a DELETED event of a tombstone (the object's metadata and an empty spec), so that
-//! stores drop the copy they hold, and so does a DELETED event whose object fails. Everything
-//! else passes byte for byte. Nothing here builds a `serde_json::Value`: items are captured as
-//! `RawValue`s (serde_json skips them without recursion) and only decoded once their depth is
-//! known to be bounded.
-//!
-//! Pure: the tower layer that applies this to the client's responses, and the registry that
-//! reports what was set aside, are in `runtime`.
+//! Each LIST item and WATCH event object is checked on its bytes: its nesting ([`depth`], within
+//! [`MAX_OBJECT_DEPTH`]) and, for the broker's own kinds, a trial decode. A failing item leaves
+//! its LIST, a failing event becomes a DELETED event of a tombstone, the rest passes byte for
+//! byte (docs/design.md, "screening"). Pure: the tower layer that applies this, and the registry
+//! of what was set aside, are in `runtime`.
 
 pub mod depth;
 pub mod request;

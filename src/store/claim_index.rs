@@ -3,12 +3,8 @@
 //! a matching handle (creation disabled, B18), and the handles found taken before the handle
 //! store caught up.
 //!
-//! The handle store is the broker's one (`shared_watch::SharedWatch`), updated before the watch
-//! wakes claims, so a claim woken by a handle change always reads that change. Waiting claims are woken when an
-//! unbound handle appears or changes; the taken notes stop concurrent reconciles of this
-//! process from racing for a handle another one just bound, and reservations stop them from
-//! racing for the same handle while a bind of it is under way (all concurrent claims rank the
-//! same handle first: without them, each bind of a burst is fought for by every reconcile).
+//! Taken notes and reservations stop concurrent reconciles of this process from racing for the
+//! same handle (docs/design.md, "store::claim_index").
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard};

@@ -1,12 +1,9 @@
 //! The handles no claim holds, kept parsed beside the handle store, which keeps every handle
 //! packed (`store::packed`).
 //!
-//! A bind ranks every free handle and a pool pass reads each of its pool's; decoding them for
-//! each pass would cost what the free handles cost, times every bind of a burst. They are few
-//! (a pool's stock) against the bound ones (one per claim: most of the broker's memory at
-//! 100,000 claims when kept parsed), so they are kept as the watch brings them, each
-//! also as `core` reads it: converting (deep-copying) every one for each bind and each pool
-//! pass made a burst of binds quadratic in copies.
+//! Every bind and every pool pass reads them, and they are few against the bound ones, so they
+//! are kept as the watch brings them and as `core` reads them (docs/design.md,
+//! "store::free_handles").
 
 use std::collections::HashMap;
 use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};

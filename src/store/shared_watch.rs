@@ -2,30 +2,10 @@
 //! before the controller is woken (so a reconcile woken by a change always reads it), with a
 //! "listed once" signal any number of reconciles can wait on.
 //!
-//! kube-runtime 5's `Store::wait_until_ready` wakes only the last of several concurrent
-//! waiters (one waker in a oneshot receiver), so parallel reconciles waiting on it would hang;
-//! hence the signal here.
-//!
-//! A kind several controllers follow is watched once ([`SharedWatch`]): handles, by the claim,
-//! handle and pool controllers. Once each, they would be three watches and three stores of
-//! every handle, most of the broker's memory at 100,000 claims. kube-runtime 5's own
-//! shared streams (`store_shared`, `reflect_shared`, `Writer::subscribe`,
-//! `Controller::for_shared_stream`) do not serve, checked in kube-runtime 5.0.0's source:
-//! - they broadcast `Apply` and `InitDone` only, never `Delete`: the claim controller would not
-//!   hear that its handle is gone (§7 step 5), nor a pool that a handle was deleted;
-//! - a subscriber reads the object back from the store when polled, and when it is gone by
-//!   then, `ReflectHandle` returns `Pending` without registering a waker: the event is lost,
-//!   and the subscriber sleeps until something else wakes its task;
-//! - a controller built on a shared store holds its runner on `Store::wait_until_ready` of
-//!   that store, and a second controller on the same store is the lost-waker hang above.
-//!
-//! So the fan-out is ours: one watcher reflected into one store, then every touched object
-//! (deleted ones too) sent to each subscriber, after the store has it. The kind's own
-//! controller drives the watch (`Controller::for_stream_with`, its runner the store's only
-//! `wait_until_ready` waiter); the others subscribe (`watches_stream_with`).
-//!
-//! The store keeps what [`Stored::kept`] makes of each object (claims and handles packed,
-//! `store::packed`), while followers and subscribers see the object itself.
+//! A kind several controllers follow is watched once ([`SharedWatch`]): one store, and every
+//! touched object (deleted ones too) sent to each subscriber after the store has it. The store
+//! keeps what [`Stored::kept`] makes of each object; followers and subscribers see the object
+//! itself. Why not kube-runtime 5's own shared streams: docs/design.md, "store::shared_watch".
 
 use std::fmt::Debug;
 use std::hash::Hash;

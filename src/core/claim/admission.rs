@@ -3,12 +3,8 @@
 //! resolves a claim with ([`resolve_claim`]), so that the message a user gets from
 //! `kubectl apply` is the one the claim's status would say.
 //!
-//! Only what the claim itself gets wrong is refused: its shape, a changed provider, a resource
-//! without provider or template, parameter values and resource templates its provider's
-//! validation rejects. What depends on the providers the broker knows (a provider missing,
-//! broken, or matched twice) lets the claim in with a warning: the claim waits for the provider
-//! to be created or fixed, and an admission check must never make a claim depend on the order
-//! things are applied in.
+//! Only what the claim itself gets wrong is refused; what depends on the providers the broker
+//! knows lets the claim in with a warning (docs/design.md, "core::claim::admission").
 
 use chrono::{DateTime, Utc};
 

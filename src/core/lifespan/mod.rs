@@ -1,14 +1,10 @@
 //! Lifespan rules (Poolboy 1.12 §10, §7.2, §7.4; 1.17 Δ§3.1.1, Δ§3.2): when a handle and its
 //! claim end, how a requested end is bounded, and when a controller must look again.
 //!
-//! Interval strings (`30m`, `1d2h`, templates) are evaluated by the caller: these rules take
-//! [`EvaluatedInterval`]s (the text as Poolboy stores it, plus its value) or plain
-//! [`TimeDelta`]s. Timestamps are RFC 3339 strings on the wire and `DateTime<Utc>` here; every
-//! instant this module computes is truncated to whole seconds, as Poolboy writes them
-//! (`%FT%TZ`), so that a value survives a write-and-read unchanged.
-//!
-//! Every deadline is returned as an instant ([`Expiry::At`], [`StartGate::OpensAt`]) so that a
-//! controller can requeue exactly then instead of polling.
+//! Intervals are evaluated by the caller ([`EvaluatedInterval`], [`TimeDelta`]); every instant
+//! computed here is truncated to whole seconds, as Poolboy writes them, and every deadline is
+//! returned as an instant ([`Expiry::At`], [`StartGate::OpensAt`]) so that a controller can
+//! requeue exactly then (docs/design.md, "core::lifespan").
 
 use std::time::Duration;
 

@@ -1,15 +1,9 @@
 //! Demand-driven pool sizing (not in Poolboy): `spec.autoscale` keeps as
 //! many unbound handles as claims are likely to bind while one handle is being provisioned.
 //!
-//! With binds arriving at rate λ (the binds of the last `window`, over the window) and a
-//! handle taking T from creation to readiness (the median over the pool's handles that got
-//! ready), `n = λ·T` claims are expected during one provisioning; keeping `n + 2√n` (about
-//! the 97.5th percentile of a Poisson count of mean n) ready means a claim rarely waits.
-//!
-//! The binds are what this process saw (a handle it last saw unbound, now bound), so a process
-//! that has not watched a whole window yet only raises the target: it keeps at least the
-//! target in the pool's status until then, and it lowers the target (deleting the oldest
-//! surplus unbound handles) only once it has seen a whole window.
+//! With binds at rate λ and a handle ready T after creation, it keeps `n + 2√n` ready, `n = λ·T`.
+//! A process that has not watched a whole window yet only raises the target (docs/design.md,
+//! "core::pool::autoscale").
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 

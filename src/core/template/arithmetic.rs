@@ -1,18 +1,11 @@
 //! `+` and `-` on dates and timedeltas (Poolboy 1.12 §5.4, 1.17 Δ§3.4).
 //!
-//! Provider templates are written for Python Jinja2, where `now() + timedelta(hours=1)`,
-//! `timestamp + '8h'` and `end - start` work. minijinja's `+` and `-` only know numbers, strings
-//! and sequences, with no hook for objects. So a template source that mentions one of the names
-//! that produce dates or timedeltas is rewritten before it is compiled: `a + b` becomes
-//! `__poolboy_add(a , b)`, `a - b` becomes `__poolboy_sub(a , b)` and `-a` (not of a literal)
-//! becomes `__poolboy_neg(a)`, nested ones too, in every statement and expression. Those functions
-//! do date arithmetic when an operand is a date or a timedelta, and otherwise evaluate minijinja's
-//! own operator, so numbers, strings, lists and undefined values behave and fail exactly as
-//! before. Every other template compiles unchanged.
-//!
-//! The rewrite keeps every newline, so line numbers in error messages stay right; it records
-//! which pieces of the output were copied from where, so the spot an error quotes is taken from
-//! the original source.
+//! minijinja's `+` and `-` only know numbers, strings and sequences, so a template source that
+//! mentions a name producing dates or timedeltas is rewritten before it is compiled: `a + b`,
+//! `a - b` and `-a` become `__poolboy_add`, `__poolboy_sub` and `__poolboy_neg`, which do date
+//! arithmetic when an operand is a date or a timedelta and otherwise evaluate minijinja's own
+//! operator. The rewrite keeps every newline, and errors quote the original source
+//! (docs/design.md, "core::template::arithmetic").
 
 use std::ops::Range;
 use std::sync::LazyLock;

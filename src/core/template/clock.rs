@@ -2,15 +2,10 @@
 //! the current time changes its outcome, or that a result depends on the clock in a way no
 //! instant can be derived from.
 //!
-//! Poolboy re-renders every handle every minute, so a schedule in a template (`stop <
-//! timestamp.utcnow`) takes effect within a minute. Here nothing is polled: every date or
-//! timedelta a template computes knows how fast it moves with the clock (its *rate*: 1 for
-//! `now()` and what is derived from it by adding intervals, 0 for fixed instants, -1 for
-//! `fixed - now()`). Its value at a later instant `t` is `value + rate × (t − now)`, so when two
-//! such values with different rates are compared, the instant at which the comparison flips is
-//! known exactly and recorded. Any other use of a value that moves (printing it, `strftime`,
-//! `.year`, `total_seconds()`, …) makes the result *unpredictable*: the caller re-renders it at a
-//! fallback interval instead.
+//! Nothing is polled: every date or timedelta a template computes knows its *rate* against the
+//! clock, so the instant a comparison of two of them flips is known exactly; any other use of a
+//! value that moves makes the result *unpredictable*, and the caller re-renders it at a fallback
+//! interval (docs/design.md, "core::template::clock").
 
 use std::sync::{Arc, Mutex, PoisonError};
 

@@ -2,25 +2,10 @@
 //! (claim templates, Poolboy 1.12 §3.4, §7 step 6) and of a parameter (§8), the defaults
 //! extracted from a schema (§6.3 step 2), and a cache of compiled schemas.
 //!
-//! Poolboy 1.17 validates with Python `openapi-schema-validator` 0.8.1 `OAS30Validator(schema)`
-//! on `jsonschema` 4.26 and stores `str(exception)`. This module evaluates the same keywords in
-//! the same order and renders the same text (see [`SchemaViolation`]). It is a direct
-//! evaluator rather than a rewrite for the `jsonschema` crate because the reported error must
-//! be the *first* one in Python's walk (schema key order), printed with the original OAS
-//! sub-schema, and OAS null semantics live in `type`; see the tests for the differential
-//! check against `jsonschema` 0.60 (draft 4) on the keywords both understand.
-//!
-//! Decisions (the module tests pin each one):
-//! - `nullable: true` accepts `null` for the whole schema object, also with `enum`, `anyOf`,
-//!   `allOf`, `oneOf` (Kubernetes' reading). Poolboy accepts `null` only through `type`, so it
-//!   rejects it when an `enum` lacks `null` or the type sits in `anyOf` branches.
-//! - Without `nullable: true`, a typed schema rejects `null` with `None for not nullable`.
-//! - `x-kubernetes-int-or-string: true` requires an integer or a string (Kubernetes); Poolboy
-//!   ignores the marker.
-//! - `format` is not checked: Poolboy builds `OAS30Validator` without a format checker.
-//! - `x-kubernetes-preserve-unknown-fields` and unknown keywords have no effect.
-//! - A schema Python would only trip over while validating (unknown type, list-valued `type`
-//!   or `items`, bad regex, non-numeric bound, `$ref`) is a [`SchemaError`] up front.
+//! Validation evaluates the keywords of Poolboy 1.17's Python `OAS30Validator` in the same order
+//! and reports the *first* error in the same text ([`SchemaViolation`]); the decisions where it
+//! differs (`nullable`, `x-kubernetes-int-or-string`, [`SchemaError`] up front) are pinned by the
+//! module tests (docs/design.md, "core::provider::schema").
 
 mod cache;
 mod compile;
