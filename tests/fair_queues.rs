@@ -1,6 +1,6 @@
 //! Fair queues on the real control plane: the claims waiting for a capped
 //! pool are served first come, first served (round-robin across namespaces is decided by the
-//! same line, `core::binding::line`, whose unit tests cover several namespaces: the test
+//! same line, `core::binding::fair_queue`, whose unit tests cover several namespaces: the test
 //! operator serves one namespace), and a provider's `maxClaimsPerNamespace` holds back the
 //! claims beyond it, saying so, until one of the others goes.
 

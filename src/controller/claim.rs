@@ -1,18 +1,12 @@
-//! The ResourceClaim controller (§6, §7, Δ§3.1, Δ§3.2).
-//!
-//! A reconcile observes the claim, its handle (the claim controller's own handle store, a GET
-//! when it may lag) and the live states of the managed resources; asks `core` what the claim
-//! is (`claim_plan`), which handle fits (`matching`, `bind`), what its status should be
-//! (`claim_status`) and what the handle should receive (`claim_to_handle`); and acts with
-//! guarded writes. It is the only writer of claim status.
-//!
-//! Every claim write is guarded by the claim's resourceVersion. When one conflicts (the claim
-//! changed: the user, or another operator process), the whole pass is recomputed from a fresh
-//! read (B06), remembering a handle it bound but has not recorded yet.
+//! The ResourceClaim controller (§6, §7, Δ§3.1, Δ§3.2). A pass resolves what the claim is
+//! (`core::claim::resolve`), binds or creates its handle (`binding`), writes its status from the
+//! handle (`core::claim::status`) and carries claim edits to the handle; it is the only writer
+//! of claim status. A handle bound before a conflicting write is carried into the next pass,
+//! so that it is recorded or released, never lost.
 
 mod binding;
+mod fair_queue;
 mod limits;
-mod line;
 mod writes;
 
 use std::ops::{ControlFlow, Deref};
@@ -36,7 +30,7 @@ use crate::api::kinds::{ClaimObject, HandleObject, Kinds};
 use crate::core::claim::gates::{
     ApprovalGate, AutoAction, AutoInput, approval_gate, auto_action, claim_metadata_patch,
 };
-use crate::core::claim::plan::{ClaimPlanInput, ResolvedClaim, resolve_claim};
+use crate::core::claim::resolve::{ResolveInput, ResolvedClaim, resolve_claim};
 use crate::core::claim::status::{
     Binding, BoundHandle, LifespanEvent, StatusInput, Unbound, Validity, invalid_message,
     lifespan_event,
@@ -425,7 +419,7 @@ async fn resolve(
     let finalizer = ctx.domain().finalizer();
     let handle_view = handle.map(Kinds::handle_of);
     let resolved = ctx.providers(|catalog| {
-        resolve_claim(&ClaimPlanInput {
+        resolve_claim(&ResolveInput {
             claim: &Kinds::claim_of(&claim),
             handle: handle_view.as_ref(),
             catalog,
@@ -926,7 +920,7 @@ async fn waiting(
     // the claim index's store before it wakes, so the claim sees that handle. In line: the
     // claims ahead take the free handles, or this one tries after all.
     Ok(match in_line {
-        true => Action::requeue(line::PATIENCE),
+        true => Action::requeue(fair_queue::PATIENCE),
         false => Action::await_change(),
     })
 }

@@ -1,26 +1,8 @@
 //! The ResourcePool controller (§11, Δ§3.3): keeps `minAvailable` unbound handles, at most
-//! `maxUnready` of them unready, deletes unhealthy unbound handles when asked, and deletes the
-//! unbound handles when the pool goes.
-//!
-//! Exactness. The handle store lags behind this process's own creates, and two operator
-//! processes may run at once. Every create is therefore preceded by a pool status write,
-//! guarded by the pool's resourceVersion, that lists the new (client-chosen) handle names;
-//! a process counts a listed name that its store does not show yet as an available handle
-//! (`core::pool::plan::PendingHandles`), and so does the process that wrote it. Two processes
-//! racing to fill the same pool serialise on that guarded write: the loser re-reads the pool,
-//! sees the winner's names and creates only what is still missing.
-//!
-//! Scalings (Δ§2.1, Δ§3.3). The pool consumes its first active ResourcePoolScaling, read
-//! fresh (the store lags behind count writes), and creates up to its remaining count on top of
-//! minAvailable, under the same `maxUnready` cap. Order: reserve the names in the pool status
-//! (guarded), then raise the scaling's `status.count` by the handles attributed to it (guarded
-//! by `test /status/count`: of two processes consuming the same scaling, one wins and the
-//! other drops its reservation and recomputes), then create. So a scaling is never filled
-//! twice, across processes too. A create that fails gives its count back (B16 decrement). A
-//! crash after the count write and before the creates leaves the scaling short by the handles
-//! not created (it shows them as created; never an overfill); a crash before the count write
-//! only delays them until the reservation expires ([`PENDING_HANDLE_TTL`]). Likewise a crash
-//! between deleting an unhealthy scaling handle and lowering the count loses that replacement.
+//! `maxUnready` of them unready, deletes unhealthy unbound handles when asked, consumes active
+//! scalings, and deletes the unbound handles when the pool goes. Exact across processes: every
+//! create follows a guarded pool status write that reserves its name, and a scaling's count is
+//! raised (guarded) before its handles are made (docs/design.md, "controller::pool").
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -45,8 +27,6 @@ use crate::core::conditions::{Change, became_true};
 use crate::core::handle::new::handle_for_pool;
 use crate::core::lifespan::delay_until;
 use crate::core::pool::autoscale::{self, AutoscaleDecision, AutoscaleError, BindHistory};
-#[cfg(doc)]
-use crate::core::pool::plan::PENDING_HANDLE_TTL;
 use crate::core::pool::plan::{
     BoundCounts, PendingHandles, PoolInput, PoolPlan, is_unbound_handle_of_pool, new_handle_names,
     plan_pool, set_pool_validity,

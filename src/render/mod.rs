@@ -11,8 +11,8 @@ use serde_json::Value;
 use crate::api::refs::WaitingFor;
 use crate::api::{OperatorDomain, ResourceClaim, ResourceHandle};
 use crate::core::binding::matching::explain_no_fit;
-use crate::core::claim::plan::{
-    ClaimPlanError, ClaimPlanInput, ResolvedClaim, requested_pool, resolve_claim,
+use crate::core::claim::resolve::{
+    ResolveError, ResolveInput, ResolvedClaim, requested_pool, resolve_claim,
 };
 use crate::core::handle::new::handle_for_pool;
 use crate::core::handle::plan::{
@@ -311,7 +311,7 @@ impl Renderer<'_> {
     /// Resolves, initialises and validates the claim as the claim controller does (§6, §7
     /// step 6, §8); an invalid claim is an error listing every problem.
     fn resolve(&self, claim: &ResourceClaim) -> Result<ResolvedClaim, RenderError> {
-        let input = ClaimPlanInput {
+        let input = ResolveInput {
             claim,
             handle: None,
             catalog: self.catalog,
@@ -320,8 +320,8 @@ impl Renderer<'_> {
             now: self.now(),
         };
         let resolved = resolve_claim(&input).map_err(|e| match e {
-            ClaimPlanError::Claim(e) => RenderError::Claim(vec![e.to_string()]),
-            ClaimPlanError::Resources(e) => failed(e),
+            ResolveError::Claim(e) => RenderError::Claim(vec![e.to_string()]),
+            ResolveError::Resources(e) => failed(e),
             other => failed(other),
         })?;
         if !resolved.is_valid() {

@@ -18,7 +18,7 @@ use crate::api::kinds::{ClaimObject, HandleObject, Kinds};
 use crate::controller::context::EventKind;
 use crate::core::binding::bind::unbind_patch;
 use crate::core::binding::matching::{explain_no_fit, is_bind_candidate, is_free};
-use crate::core::claim::plan::{ResolvedClaim, requested_pool};
+use crate::core::claim::resolve::{ResolvedClaim, requested_pool};
 use crate::core::claim::status::Unbound;
 use crate::core::naming::claim_handle_name;
 
@@ -289,7 +289,7 @@ async fn bind(
     if let Some(pool) = pool_name
         && !candidates.is_empty()
         && max_size(ctx, pool).await?.is_some()
-        && let Some(waiting) = super::line::turn(ctx, claim, pool, candidates.len())
+        && let Some(waiting) = super::fair_queue::turn(ctx, claim, pool, candidates.len())
     {
         return Ok(Bind::InLine(waiting));
     }

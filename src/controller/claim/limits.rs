@@ -9,7 +9,7 @@ use kube::runtime::reflector::ObjectRef;
 use super::ClaimContext;
 use crate::api::kinds::ClaimObject;
 use crate::core::claim::limits::limits_of;
-use crate::core::claim::plan::ResolvedClaim;
+use crate::core::claim::resolve::ResolvedClaim;
 use crate::core::claim::status::Unbound;
 
 /// `None` when the claim may hold a handle through each of its providers; otherwise the limit

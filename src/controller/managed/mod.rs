@@ -1,14 +1,8 @@
 //! The managed resources: one watch per (apiVersion, kind, namespace) in use, started the
 //! first time a handle manages a resource of that kind (§14, Δ§4.5), each feeding a reflector
-//! store. A change to a managed resource wakes its handle and the handle's claim.
-//!
-//! For each key, Poolboy's `ResourceWatch` object is declared once per process (Δ§2.2), so
-//! that existing installations and tools that read those objects keep working; the watch
-//! itself is always the in-process one.
-//!
-//! Reads come from the stores; a resource whose watch has not listed yet is fetched once.
-//! Watches use the watcher's default backoff and re-list after `410 Gone` or an API-server
-//! restart; objects that vanished while a watch was down are noticed when the re-list ends.
+//! store. A change to a managed resource wakes its handle and the handle's claim. Poolboy's
+//! `ResourceWatch` objects are declared for other tools (Δ§2.2; docs/design.md,
+//! "controller::managed").
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::Ordering;

@@ -2,5 +2,5 @@
 //! are tried, and the one guarded patch that binds (B01).
 
 pub(crate) mod bind;
-pub(crate) mod line;
+pub(crate) mod fair_queue;
 pub(crate) mod matching;

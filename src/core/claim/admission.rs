@@ -9,8 +9,8 @@
 use chrono::{DateTime, Utc};
 
 use crate::api::{OperatorDomain, ResourceClaim, ResourceHandle};
-use crate::core::claim::plan::{ClaimPlanError, ClaimPlanInput, resolve_claim};
-use crate::core::claim::resolve::ClaimError;
+use crate::core::claim::providers::AssignmentError;
+use crate::core::claim::resolve::{ResolveError, ResolveInput, resolve_claim};
 use crate::core::lifespan::{StartGate, start_gate};
 use crate::core::provider::ProviderCatalog;
 use crate::core::template::TemplateEngine;
@@ -80,7 +80,7 @@ pub(crate) fn admit_claim(input: &AdmissionInput<'_>) -> Verdict {
         Ok(StartGate::OpensAt(start)) => start,
         Err(e) => return Verdict::Denied(e.to_string()),
     };
-    let resolved = resolve_claim(&ClaimPlanInput {
+    let resolved = resolve_claim(&ResolveInput {
         claim,
         handle: input.handle,
         catalog: input.catalog,
@@ -92,11 +92,11 @@ pub(crate) fn admit_claim(input: &AdmissionInput<'_>) -> Verdict {
         // The controller's message for an invalid claim (`Valid` False, `InvalidClaim`).
         Ok(resolved) if !resolved.is_valid() => Verdict::Denied(resolved.problem_message()),
         Ok(_) => Verdict::allowed(),
-        Err(ClaimPlanError::Claim(
-            e @ (ClaimError::BothProviderAndResources
-            | ClaimError::NeitherProviderNorResources
-            | ClaimError::ProviderImmutable { .. }
-            | ClaimError::NoProviderOrTemplate(_)),
+        Err(ResolveError::Claim(
+            e @ (AssignmentError::BothProviderAndResources
+            | AssignmentError::NeitherProviderNorResources
+            | AssignmentError::ProviderImmutable { .. }
+            | AssignmentError::NoProviderOrTemplate(_)),
         )) => Verdict::Denied(e.to_string()),
         // A provider missing, broken or ambiguous, a provider's template that fails: the
         // provider's to fix, and the claim waits for it.

@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use crate::api::claim::ResourceClaimStatus;
-use crate::core::claim::plan::ResolvedClaim;
+use crate::core::claim::resolve::ResolvedClaim;
 
 /// The limits that apply to a claim: `(provider, maxClaimsPerNamespace)` of each of its
 /// providers that sets one, each provider once.

@@ -6,7 +6,7 @@ pub(crate) mod admission;
 pub(crate) mod gates;
 pub(crate) mod limits;
 pub(crate) mod parameters;
-pub(crate) mod plan;
+pub(crate) mod providers;
 pub(crate) mod resolve;
 pub(crate) mod status;
 pub(crate) mod to_handle;

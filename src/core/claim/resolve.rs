@@ -1,651 +1,596 @@
-//! What a claim asks for, resolved against the providers: provider assignment (§6.1–§6.2),
-//! defaults at initialisation (§6.3) and validation of resources-claim templates (§7 step 6).
+//! What the claim controller decides about a claim before it touches a handle (§6, §7 steps
+//! 3–7, §8): which providers serve it, the initialisation to write once (§6.3), whether its
+//! values are valid, and the resources a handle for it must hold. Also the name of the handle
+//! created for it, whether creating one is allowed (Δ§2.3), and what the resolved claim does
+//! to a handle: which unbound handles it may bind, the bind patch, the handle created for it,
+//! and the claim edits its bound handle receives. The claim controller and `poolboy render`
+//! both decide through these, so that the offline render cannot drift from the operator.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
-use serde_json::{Value, json};
+use chrono::{DateTime, Utc};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use serde_json::{Map, Value, json};
 
-use crate::api::ResourceClaim;
-use crate::core::json::merge::{MergeMode, deep_merge};
-use crate::core::provider::schema::defaults_from_schema;
-use crate::core::provider::{CompiledProvider, ProviderCatalog, ProviderError};
-use crate::core::template::RenderContext;
-use crate::core::template::{TemplateEngine, TemplateError};
+use crate::api::claim::{ClaimStatusProvider, ResourceClaimStatus};
+use crate::api::refs::{ProviderParameters, ProviderRef};
+use crate::api::{OperatorDomain, ResourceClaim, ResourceHandle};
+use crate::core::binding::bind::{BindPlan, bind_patch};
+use crate::core::binding::matching::{self, BindCandidate, MatchError, MatchIgnore};
+use crate::core::claim::parameters::validate_parameters;
+use crate::core::claim::providers::{self, AssignmentError, ClaimShape};
+use crate::core::claim::to_handle::{Propagation, propagate_claim_to_handle};
+use crate::core::handle::desired::{DesiredResource, DesiredResourcesError, Generation};
+use crate::core::handle::new::{ClaimHandleInput, HandleForClaim, handle_for_claim};
+use crate::core::lifespan::values::{LifespanValueError, handle_lifespan, provider_lifespan};
+use crate::core::lifespan::{LifespanError, format_timestamp};
+use crate::core::provider::{CompiledProvider, ProviderCatalog};
+use crate::core::template::view::{Subjects, provider_view};
+use crate::core::template::{RenderContext, TemplateEngine};
 
-/// Why a claim cannot be resolved. Each is reported in the claim's status; none is retried
-/// until the claim or a provider changes.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-pub(crate) enum ClaimError {
-    #[error("ResourceClaim has both spec.provider and spec.resources")]
-    BothProviderAndResources,
-    #[error("ResourceClaim has neither spec.provider nor spec.resources")]
-    NeitherProviderNorResources,
-    #[error(
-        "spec.provider value ({requested}) does not match status.provider value ({recorded}): spec.provider is immutable"
-    )]
-    ProviderImmutable { requested: String, recorded: String },
-    #[error(
-        "ResourceClaim spec.resources[{0}] requires either an explicit provider or a resource template to match"
-    )]
-    NoProviderOrTemplate(usize),
-    #[error("spec.resources[{index}]: {source}")]
-    Provider {
-        index: usize,
-        #[source]
-        source: ProviderError,
-    },
+#[cfg(test)]
+mod tests;
+
+/// Why a claim cannot even be validated: its shape, a provider that is missing or broken, or a
+/// provider's template that fails. Reported in the claim's status; not retried until the claim
+/// or a provider changes.
+#[derive(Debug, Clone, thiserror::Error)]
+pub(crate) enum ResolveError {
     #[error(transparent)]
-    ClaimProvider(ProviderError),
-    #[error(
-        "spec.resources[{index}]: default template of ResourceProvider {provider} failed: {source}"
-    )]
-    Defaults {
-        index: usize,
-        provider: String,
-        #[source]
-        source: Box<TemplateError>,
-    },
+    Claim(#[from] AssignmentError),
+    #[error("cannot generate the claim's resources: {0}")]
+    Resources(#[from] DesiredResourcesError),
+    /// A provider's or the handle's lifespan template fails for this claim.
+    #[error(transparent)]
+    LifespanValue(#[from] LifespanValueError),
+    /// The lifespan rules refuse the claim's or the handle's values (§10).
+    #[error(transparent)]
+    Lifespan(#[from] LifespanError),
 }
 
-/// The two shapes of claim (§3.1).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum ClaimShape {
-    /// `spec.provider`: one provider generates the resources from parameters.
-    Provider,
-    /// `spec.resources`: explicit partial definitions, each with its provider.
-    Resources,
+/// What resolving a claim needs.
+pub(crate) struct ResolveInput<'a> {
+    pub claim: &'a ResourceClaim,
+    /// The bound handle, if any: validation checks see it as `resource_handle`.
+    pub handle: Option<&'a ResourceHandle>,
+    pub catalog: &'a ProviderCatalog,
+    pub templates: &'a TemplateEngine,
+    pub domain: &'a OperatorDomain,
+    pub now: DateTime<Utc>,
 }
 
-/// Which shape the claim has (§6.1: both or neither is an error).
-pub(crate) fn claim_shape(claim: &ResourceClaim) -> Result<ClaimShape, ClaimError> {
-    match (&claim.spec.provider, &claim.spec.resources) {
-        (Some(_), Some(_)) => Err(ClaimError::BothProviderAndResources),
-        (Some(_), None) => Ok(ClaimShape::Provider),
-        (None, Some(resources)) if !resources.is_empty() => Ok(ClaimShape::Resources),
-        _ => Err(ClaimError::NeitherProviderNorResources),
+/// One `status.resources` entry as the claim's providers define it; the handle adds the rest.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct PlannedResource {
+    pub name: Option<String>,
+    pub provider: ProviderRef,
+    /// The template's validation failure (§7 step 6); `None` clears a previous one.
+    pub validation_error: Option<String>,
+}
+
+/// A claim resolved against its providers, initialised and validated.
+#[derive(Debug, Clone)]
+pub(crate) struct ResolvedClaim {
+    pub shape: ClaimShape,
+    /// The claim as it is once initialised (annotation and defaulted templates, §6.3).
+    pub claim: ResourceClaim,
+    /// The merge patch that initialises the claim, when it was not initialised yet.
+    pub initialisation: Option<Value>,
+    /// A provider claim's provider.
+    pub provider: Option<Arc<CompiledProvider>>,
+    /// The resources a handle for the claim holds, in index order (empty when invalid).
+    pub resources: Vec<DesiredResource>,
+    /// The provider of each of `resources`.
+    pub resource_providers: Vec<Arc<CompiledProvider>>,
+    /// Provider claims: `spec.provider` with the effective parameter values (Δ B20).
+    pub effective_provider: Option<ProviderParameters>,
+    /// Provider claims: `status.provider` as it should be (§6.1, §8 steps 5–6).
+    pub status_provider: Option<ClaimStatusProvider>,
+    /// `status.resources` as the providers define it; `None` leaves the entries alone.
+    pub status_resources: Option<Vec<PlannedResource>>,
+    /// What keeps the claim from binding or changing its handle, each naming its field;
+    /// empty when the claim is valid.
+    pub problems: Vec<String>,
+}
+
+impl ResolvedClaim {
+    pub(crate) fn is_valid(&self) -> bool {
+        self.problems.is_empty()
+    }
+
+    /// What the claim's status (`Valid` False, reason `Invalid`) and the admission check say
+    /// about an invalid claim: every problem.
+    pub(crate) fn problem_message(&self) -> String {
+        self.problems.join("; ")
+    }
+
+    /// Every provider involved: the claim's own and those of its resources. Creation is
+    /// disabled when any of them says so (§7.1 step 7, Δ§2.3).
+    pub(crate) fn providers(&self) -> impl Iterator<Item = &Arc<CompiledProvider>> {
+        self.provider.iter().chain(&self.resource_providers)
+    }
+
+    /// Whether a handle may be created for the claim: not when the claim or any of its
+    /// providers sets `disableCreation` (Δ§2.3, B18).
+    pub(crate) fn creation_allowed(&self) -> bool {
+        !self.claim.spec.disable_creation.unwrap_or(false)
+            && !self
+                .providers()
+                .any(|p| p.spec().disable_creation.unwrap_or(false))
+    }
+
+    /// The providers whose lifespans bound a handle created for the claim: a provider claim's
+    /// own provider only (§10.5: linked providers' lifespans are ignored), else each
+    /// resource's provider.
+    pub(crate) fn lifespan_providers(&self) -> Vec<&CompiledProvider> {
+        match &self.provider {
+            Some(provider) => vec![provider.as_ref()],
+            None => self.resource_providers.iter().map(AsRef::as_ref).collect(),
+        }
+    }
+
+    /// The unbound handles among `handles` the claim may bind, best first (Δ§3.2
+    /// "Binding"): each resource is compared under its provider's `matchIgnore`; with
+    /// `pool_name` (the claim's [`requested_pool`] as it is now), only that pool's handles.
+    pub(crate) fn bind_candidates<'h>(
+        &self,
+        pool_name: Option<&str>,
+        handles: impl IntoIterator<Item = &'h ResourceHandle>,
+        now: DateTime<Utc>,
+    ) -> Result<Vec<BindCandidate<'h>>, MatchError> {
+        let (wanted, ignores) = self.matching_input();
+        matching::bind_candidates(&wanted, pool_name, handles, &ignores, now)
+    }
+
+    /// Why each of `handles` that is not a bind candidate is not one, by the rules
+    /// of [`ResolvedClaim::bind_candidates`]; [`matching::explain_no_fit`] words it.
+    pub(crate) fn rejections<'h>(
+        &self,
+        pool_name: Option<&str>,
+        handles: impl IntoIterator<Item = &'h ResourceHandle>,
+        now: DateTime<Utc>,
+    ) -> Result<Vec<(&'h ResourceHandle, matching::Rejection)>, MatchError> {
+        let (wanted, ignores) = self.matching_input();
+        matching::rejections(&wanted, pool_name, handles, &ignores, now)
+    }
+
+    /// The claim's resources and their providers' `matchIgnore`, as matching takes them.
+    fn matching_input(
+        &self,
+    ) -> (
+        Vec<matching::DesiredResource<'_>>,
+        HashMap<String, MatchIgnore>,
+    ) {
+        let wanted = self
+            .resources
+            .iter()
+            .map(|r| matching::DesiredResource {
+                provider_name: &r.provider.name,
+                name: Some(r.name.as_str()).filter(|n| !n.is_empty()),
+                template: Some(&r.template),
+            })
+            .collect();
+        let ignores = self
+            .resource_providers
+            .iter()
+            .map(|p| (p.name().to_owned(), p.match_ignore().clone()))
+            .collect();
+        (wanted, ignores)
+    }
+
+    /// The patch that binds the unbound `handle` to the claim, with the handle's lifespan
+    /// evaluated for the claim (Δ§3.2, §10.3).
+    pub(crate) fn bind_plan(
+        &self,
+        handle: &ResourceHandle,
+        templates: &TemplateEngine,
+        domain: &OperatorDomain,
+        now: DateTime<Utc>,
+    ) -> Result<BindPlan, ResolveError> {
+        let subjects = Subjects::new(Some(&self.claim), Some(handle), domain);
+        let limits = handle_lifespan(handle, &subjects, templates, now)?.limits();
+        let mut plan = bind_patch(
+            handle,
+            &self.claim,
+            &self.resources,
+            self.effective_provider.as_ref(),
+            &limits,
+            domain,
+            now,
+        )?;
+        // §7 step 11 in the bind's own write: the claim's edits reach the handle with the bind,
+        // so that a bind costs one handle write and one handle reconcile, not two of each racing
+        // each other. The propagation is computed on the handle as the bind leaves
+        // it, exactly as it would be once the bind is read back.
+        let Some(bound) = after_patch(handle, &plan.patch) else {
+            return Ok(plan);
+        };
+        let propagation = self.propagation(&self.claim, &bound, templates, domain, now)?;
+        plan.patch
+            .0
+            .extend(guard_templates(handle, propagation.patch.0));
+        plan.rewrite_requested_end = propagation
+            .rewrite_requested_end
+            .or(plan.rewrite_requested_end);
+        Ok(plan)
+    }
+
+    /// The handle created for the claim (§7.2), without its name: its lifespan is bounded by
+    /// each of [`lifespan_providers`](Self::lifespan_providers), evaluated for the claim
+    /// (§10.5). Whether creation is allowed at all is [`creation_allowed`](Self::creation_allowed).
+    pub(crate) fn new_handle(
+        &self,
+        templates: &TemplateEngine,
+        domain: &OperatorDomain,
+        operator_namespace: &str,
+        now: DateTime<Utc>,
+    ) -> Result<HandleForClaim, ResolveError> {
+        let subjects = Subjects::new(Some(&self.claim), None, domain);
+        let lifespans = self
+            .lifespan_providers()
+            .into_iter()
+            .map(|p| provider_lifespan(p, &subjects, templates, now))
+            .collect::<Result<Vec<_>, _>>()?;
+        let input = ClaimHandleInput {
+            claim: &self.claim,
+            provider: self.effective_provider.clone(),
+            resources: &self.resources,
+            lifespans: &lifespans,
+        };
+        Ok(handle_for_claim(&input, domain, operator_namespace, now)?)
+    }
+
+    /// What the claim's bound `handle` receives from `claim` (§7 step 11), with the handle's
+    /// lifespan evaluated for the claim. `claim` is the claim as it is now (the controller
+    /// reads it fresh after its own writes); the rest comes from this resolution.
+    pub(crate) fn propagation(
+        &self,
+        claim: &ResourceClaim,
+        handle: &ResourceHandle,
+        templates: &TemplateEngine,
+        domain: &OperatorDomain,
+        now: DateTime<Utc>,
+    ) -> Result<Propagation, ResolveError> {
+        let subjects = Subjects::new(Some(claim), Some(handle), domain);
+        let limits = handle_lifespan(handle, &subjects, templates, now)?.limits();
+        let claim_providers: Vec<_> = self.resources.iter().map(|r| r.provider.clone()).collect();
+        Ok(propagate_claim_to_handle(
+            claim,
+            self.shape,
+            handle,
+            self.effective_provider.as_ref(),
+            &claim_providers,
+            &limits,
+            now,
+        )?)
     }
 }
 
-/// The provider of a provider claim; `spec.provider.name` may not change once recorded in
-/// `status.provider.name` (§6.1).
-pub(crate) fn claim_provider<'a>(
-    claim: &ResourceClaim,
-    catalog: &'a ProviderCatalog,
-) -> Result<&'a Arc<CompiledProvider>, ClaimError> {
+/// `handle` with the changes of `patch` applied; `None` when they do not apply (the API server
+/// then refuses the same patch). Its `test`s are the API server's to check: it treats a missing
+/// field as null, which `json_patch` does not.
+fn after_patch(handle: &ResourceHandle, patch: &json_patch::Patch) -> Option<ResourceHandle> {
+    let changes: Vec<_> = patch
+        .0
+        .iter()
+        .filter(|op| !matches!(op, json_patch::PatchOperation::Test(_)))
+        .cloned()
+        .collect();
+    let mut document = serde_json::to_value(handle).ok()?;
+    json_patch::patch(&mut document, &changes).ok()?;
+    serde_json::from_value(document).ok()
+}
+
+/// `ops` (a propagation to the bound `handle`), each replacement of a template the handle
+/// already holds preceded by a `test` that it still holds it: the replacement merges the claim
+/// into that template, so a stale copy of the handle must fail the bind, not undo a change.
+fn guard_templates(
+    handle: &ResourceHandle,
+    ops: Vec<json_patch::PatchOperation>,
+) -> Vec<json_patch::PatchOperation> {
+    let existing = handle.spec.resources.as_deref().unwrap_or(&[]);
+    let mut guarded = Vec::with_capacity(ops.len());
+    for op in ops {
+        if let json_patch::PatchOperation::Add(add) = &op {
+            let tokens: Vec<String> = add
+                .path
+                .tokens()
+                .map(|t| t.decoded().into_owned())
+                .collect();
+            let index = match tokens.as_slice() {
+                [spec, resources, index, template]
+                    if spec == "spec" && resources == "resources" && template == "template" =>
+                {
+                    index.parse::<usize>().ok()
+                }
+                _ => None,
+            };
+            if let Some(current) = index
+                .and_then(|i| existing.get(i))
+                .and_then(|r| r.template.clone())
+            {
+                guarded.push(json_patch::PatchOperation::Test(
+                    json_patch::TestOperation {
+                        path: add.path.clone(),
+                        value: current,
+                    },
+                ));
+            }
+        }
+        guarded.push(op);
+    }
+    guarded
+}
+
+/// Resolves, initialises and validates `input.claim` (§6, §7 steps 3–7, §8).
+///
+/// Differences from Poolboy, on purpose: `status.provider.name` is recorded only once the
+/// provider is found (so that a claim naming a missing provider can still be corrected), and
+/// a resources claim's templates are validated after the defaults of initialisation, in the
+/// same pass.
+pub(crate) fn resolve_claim(input: &ResolveInput<'_>) -> Result<ResolvedClaim, ResolveError> {
+    let shape = providers::claim_shape(input.claim)?;
+    match shape {
+        ClaimShape::Provider => resolve_provider_claim(input),
+        ClaimShape::Resources => resolve_resources_claim(input),
+    }
+}
+
+fn resolve_provider_claim(input: &ResolveInput<'_>) -> Result<ResolvedClaim, ResolveError> {
+    let provider = providers::claim_provider(input.claim, input.catalog)?.clone();
+    let mut claim = input.claim.clone();
+    let initialisation = initialisation(&mut claim, input.domain, input.now, None);
+
+    let subjects = Subjects::new(Some(&claim), input.handle, input.domain);
+    let scope = validation_scope(&subjects, &provider, input);
     let requested = claim
         .spec
         .provider
         .as_ref()
-        .map(|p| p.name.as_str())
-        .ok_or(ClaimError::NeitherProviderNorResources)?;
-    let recorded = claim
-        .status
-        .as_ref()
-        .and_then(|s| s.provider.as_ref())
-        .map(|p| p.name.as_str());
-    if let Some(recorded) = recorded
-        && recorded != requested
-    {
-        return Err(ClaimError::ProviderImmutable {
-            requested: requested.to_owned(),
-            recorded: recorded.to_owned(),
+        .and_then(|p| p.parameter_values.as_ref());
+    let recorded = claim.status.as_ref().and_then(|s| s.provider.as_ref());
+    let validated = recorded.and_then(|p| p.parameter_values.as_ref());
+    let validation = validate_parameters(&provider, requested, validated, &scope, input.templates);
+
+    if !validation.is_valid() {
+        // §8 step 5: the errors are recorded; the last validated values stay.
+        let status_provider = ClaimStatusProvider {
+            name: provider.name().to_owned(),
+            parameter_values: validated.cloned(),
+            validation_errors: Some(validation.errors.clone()),
+        };
+        return Ok(ResolvedClaim {
+            shape: ClaimShape::Provider,
+            claim,
+            initialisation,
+            provider: Some(provider),
+            resources: Vec::new(),
+            resource_providers: Vec::new(),
+            effective_provider: None,
+            status_provider: Some(status_provider),
+            status_resources: None,
+            problems: validation
+                .errors
+                .iter()
+                .map(|e| format!("spec.provider.parameterValues: {e}"))
+                .collect(),
         });
     }
-    catalog.get(requested).map_err(ClaimError::ClaimProvider)
-}
 
-/// The provider of each `spec.resources` entry: its explicit `provider.name`, else the one
-/// provider whose `match` fits its template (§6.2).
-pub(crate) fn assign_providers<'a>(
-    claim: &ResourceClaim,
-    catalog: &'a ProviderCatalog,
-) -> Result<Vec<&'a Arc<CompiledProvider>>, ClaimError> {
-    let resources = claim.spec.resources.as_deref().unwrap_or(&[]);
-    resources
-        .iter()
-        .enumerate()
-        .map(|(index, resource)| {
-            let found = match (&resource.provider, &resource.template) {
-                (Some(provider), _) => catalog.get(&provider.name),
-                (None, Some(template)) => catalog.find_by_match(template),
-                (None, None) => return Err(ClaimError::NoProviderOrTemplate(index)),
-            };
-            found.map_err(|source| ClaimError::Provider { index, source })
-        })
-        .collect()
-}
-
-/// The template of `spec.resources[index]` with the provider's defaults filled in, without
-/// overwriting anything the user wrote (§6.3): first `spec.default` (rendered when templates
-/// are enabled), then the defaults of `spec.validation.openAPIV3Schema`.
-///
-/// `scope` carries `resource_claim`; `resource_index`, `resource_name` and
-/// `resource_provider` are added here, and the provider's vars (Δ§3.4: provider vars only).
-pub(crate) fn template_with_defaults(
-    claim: &ResourceClaim,
-    index: usize,
-    provider: &CompiledProvider,
-    provider_view: &Value,
-    scope: &RenderContext,
-    templates: &TemplateEngine,
-) -> Result<Value, ClaimError> {
-    let resource = claim.spec.resources.as_deref().and_then(|r| r.get(index));
-    let mut template = resource
-        .and_then(|r| r.template.clone())
-        .unwrap_or_else(|| json!({}));
-    let spec = provider.spec();
-    if let Some(default) = &spec.default {
-        if spec.template_enabled() {
-            let scope = scope
-                .clone()
-                .with_variable("resource_index", json!(index))
-                .with_variable(
-                    "resource_name",
-                    json!(resource.and_then(|r| r.name.clone())),
-                )
-                .with_variable("resource_provider", provider_view.clone())
-                .with_template_variables(spec.vars.as_ref());
-            // Rendered apart: see below.
-            let apart = templates.watching();
-            let rendered =
-                apart
-                    .render(default, &scope)
-                    .map_err(|source| ClaimError::Defaults {
-                        index,
-                        provider: provider.name().to_owned(),
-                        source: Box::new(source),
-                    })?;
-            let before = template.clone();
-            deep_merge(&mut template, &rendered, MergeMode::KeepExisting);
-            // Defaults are written into the claim once (§6.3); a default printing
-            // the current time makes the claim depend on the clock only while it fills a gap.
-            if template != before {
-                templates.absorb(&apart);
-            }
-        } else {
-            deep_merge(&mut template, default, MergeMode::KeepExisting);
-        }
-    }
-    let schema = spec
-        .validation
-        .as_ref()
-        .and_then(|v| v.open_api_v3_schema.as_ref());
-    if let Some(defaults) = schema.and_then(defaults_from_schema) {
-        deep_merge(&mut template, &defaults, MergeMode::KeepExisting);
-    }
-    Ok(template)
-}
-
-/// Validates a resources-claim template (§7 step 6): the provider's schema, then each
-/// `validation.checks` entry in order; the first failure is the message for
-/// `status.resources[i].validationError`.
-///
-/// `scope` carries `resource_claim`, `resource_handle`, `resource_provider` and the vars;
-/// the template's top-level keys are added as variables here.
-pub(crate) fn validate_template(
-    provider: &CompiledProvider,
-    template: &Value,
-    scope: &RenderContext,
-    templates: &TemplateEngine,
-) -> Result<(), String> {
-    if let Some(schema) = provider.template_schema() {
-        schema.validate(template).map_err(|v| v.to_string())?;
-    }
-    let checks = provider
-        .spec()
-        .validation
-        .as_ref()
-        .and_then(|v| v.checks.as_ref());
-    let scope = match template {
-        Value::Object(keys) => scope.clone().with_variables(keys),
-        _ => scope.clone(),
+    let status_provider = ClaimStatusProvider {
+        name: provider.name().to_owned(),
+        parameter_values: Some(validation.values.clone()),
+        validation_errors: None,
     };
-    for check in checks.into_iter().flatten() {
-        match templates.check(&check.check, &scope) {
-            Ok(true) => {}
-            Ok(false) => return Err(format!("Validation check failed: {}", check.name)),
-            Err(e) => {
-                return Err(format!(
-                    "Validation check \"{}\" failed with exception: {e}",
-                    check.name
-                ));
-            }
-        }
-    }
-    Ok(())
+    // Templates see `resource_claim.parameter_values` as validated now (§9).
+    claim
+        .status
+        .get_or_insert_with(ResourceClaimStatus::default)
+        .provider = Some(status_provider.clone());
+    let subjects = Subjects::new(Some(&claim), input.handle, input.domain);
+    let generation = Generation {
+        catalog: input.catalog,
+        templates: input.templates,
+        domain: input.domain,
+        subjects: &subjects,
+        now: input.now,
+    };
+    let resources = generation.resources(&provider, Some(&validation.values))?;
+    let resource_providers = resources
+        .iter()
+        .map(|r| input.catalog.get(&r.provider.name).cloned())
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| ResolveError::Resources(e.into()))?;
+    let status_resources = resources
+        .iter()
+        .map(|r| PlannedResource {
+            name: Some(r.name.clone()).filter(|n| !n.is_empty()),
+            provider: provider_ref(&r.provider),
+            validation_error: None,
+        })
+        .collect();
+    Ok(ResolvedClaim {
+        shape: ClaimShape::Provider,
+        claim,
+        initialisation,
+        effective_provider: Some(ProviderParameters {
+            name: provider.name().to_owned(),
+            parameter_values: Some(validation.values),
+        }),
+        provider: Some(provider),
+        resources,
+        resource_providers,
+        status_provider: Some(status_provider),
+        status_resources: Some(status_resources),
+        problems: Vec::new(),
+    })
 }
 
-#[cfg(test)]
-mod tests {
-    use serde_json::json;
-
-    use super::*;
-    use crate::core::template::ClockReading;
-    use crate::core::template::view::{Subjects, claim_view, provider_view};
-    use crate::core::test_fixtures::{Env, claim, get, json_of};
-
-    const CONFIGMAP: &str = r#"
-metadata: {name: configmap}
-spec:
-  match:
-    apiVersion: v1
-    kind: ConfigMap
-    metadata: {labels: {example.com/kind: config}}
-  default:
-    data: {owner: unknown, color: grey}
-    metadata: {labels: {tier: bronze}}
-  validation:
-    openAPIV3Schema:
-      type: object
-      properties:
-        data:
-          type: object
-          properties:
-            size: {type: string, default: small}
-            color: {type: string, default: from-schema}
-          additionalProperties: {type: string}
-        metadata: {type: object}
-    checks:
-    - name: data is small
-      check: data | length < 5
-    - name: not red
-      check: data.color != 'red'
-    - name: explodes on purple
-      check: "data.color != 'purple' or (1 + 'x')"
-"#;
-
-    const SECRET: &str = "metadata: {name: secret}\nspec: {match: {apiVersion: v1, kind: Secret}}";
-
-    const BROKEN: &str = r#"
-metadata: {name: broken}
-spec:
-  match: {apiVersion: v1, kind: Service}
-  matchIgnore: ["("]
-"#;
-
-    const LAB: &str = "metadata: {name: lab}\nspec: {parameters: [{name: region}]}";
-
-    /// A resources claim `c` in `user1` with the resources of the YAML list `resources`.
-    fn resources_claim(resources: &str) -> ResourceClaim {
-        let resources = json_of(resources);
-        claim(&json!({"metadata": {"name": "c"}, "spec": {"resources": resources}}).to_string())
-    }
-
-    #[test]
-    fn a_claim_has_exactly_one_shape() {
-        let both = claim("metadata: {name: c}\nspec: {provider: {name: lab}, resources: [{}]}");
-        assert_eq!(
-            claim_shape(&both).unwrap_err().to_string(),
-            "ResourceClaim has both spec.provider and spec.resources"
-        );
-        for spec in ["{}", "{resources: []}"] {
-            let neither = claim(&format!("metadata: {{name: c}}\nspec: {spec}"));
-            assert_eq!(
-                claim_shape(&neither).unwrap_err(),
-                ClaimError::NeitherProviderNorResources,
-                "{spec}"
-            );
-        }
-        let provider = claim("metadata: {name: c}\nspec: {provider: {name: lab}}");
-        assert_eq!(claim_shape(&provider), Ok(ClaimShape::Provider));
-        let resources = resources_claim("[{template: {kind: Secret}}]");
-        assert_eq!(claim_shape(&resources), Ok(ClaimShape::Resources));
-    }
-
-    #[test]
-    fn a_provider_claim_resolves_its_provider_by_name() {
-        let env = Env::new();
-        let catalog = env.catalog(&[LAB, BROKEN]);
-        let lab = claim("metadata: {name: c}\nspec: {provider: {name: lab}}");
-        assert_eq!(claim_provider(&lab, &catalog).unwrap().name(), "lab");
-
-        let missing = claim("metadata: {name: c}\nspec: {provider: {name: nope}}");
-        assert_eq!(
-            claim_provider(&missing, &catalog).unwrap_err().to_string(),
-            "ResourceProvider nope not found"
-        );
-        let broken = claim("metadata: {name: c}\nspec: {provider: {name: broken}}");
-        let error = claim_provider(&broken, &catalog).unwrap_err().to_string();
-        assert!(
-            error.starts_with("ResourceProvider broken is invalid: spec.matchIgnore: "),
-            "{error}"
-        );
-        let resources = resources_claim("[{template: {}}]");
-        assert_eq!(
-            claim_provider(&resources, &catalog).unwrap_err(),
-            ClaimError::NeitherProviderNorResources
-        );
-    }
-
-    #[test]
-    fn the_provider_of_a_provider_claim_is_immutable_once_recorded() {
-        let env = Env::new();
-        let catalog = env.catalog(&[LAB, "metadata: {name: other}\nspec: {}"]);
-        let changed = claim(
-            "metadata: {name: c}\nspec: {provider: {name: other}}\nstatus: {provider: {name: lab}}",
-        );
-        assert_eq!(
-            claim_provider(&changed, &catalog).unwrap_err().to_string(),
-            "spec.provider value (other) does not match status.provider value (lab): \
-             spec.provider is immutable"
-        );
-        let same = claim(
-            "metadata: {name: c}\nspec: {provider: {name: lab}}\nstatus: {provider: {name: lab}}",
-        );
-        assert!(claim_provider(&same, &catalog).is_ok());
-    }
-
-    #[test]
-    fn each_resource_gets_its_explicit_provider_or_the_one_that_matches() {
-        let env = Env::new();
-        let catalog = env.catalog(&[CONFIGMAP, SECRET, LAB]);
-        let claim = resources_claim(
-            r#"
-- template: {apiVersion: v1, kind: Secret}
-- provider: {name: lab}
-  # An explicit provider wins even when the template matches another provider.
-  template: {apiVersion: v1, kind: Secret}
-- template:
-    apiVersion: v1
-    kind: ConfigMap
-    metadata: {labels: {example.com/kind: config, extra: yes}}
-"#,
-        );
-        let names: Vec<&str> = assign_providers(&claim, &catalog)
-            .unwrap()
-            .iter()
-            .map(|p| p.name())
+fn resolve_resources_claim(input: &ResolveInput<'_>) -> Result<ResolvedClaim, ResolveError> {
+    let providers: Vec<Arc<CompiledProvider>> =
+        providers::assign_providers(input.claim, input.catalog)?
+            .into_iter()
+            .cloned()
             .collect();
-        assert_eq!(names, ["secret", "lab", "configmap"]);
-    }
+    let mut claim = input.claim.clone();
+    let initialised = is_initialised(&claim, input.domain);
 
-    #[test]
-    fn resource_provider_errors_name_the_resource() {
-        let env = Env::new();
-        let catalog = env.catalog(&[
-            CONFIGMAP,
-            SECRET,
-            BROKEN,
-            SECRET.replace("secret", "secret2").as_str(),
-        ]);
-        let cases = [
-            (
-                "[{provider: {name: configmap}}, {template: {kind: Pod}}]",
-                "spec.resources[1]: Unable to match template to ResourceProvider".to_owned(),
-            ),
-            (
-                "[{template: {apiVersion: v1, kind: Secret, data: {}}}]",
-                "spec.resources[0]: Resource template matches multiple ResourceProviders: \
-                 secret, secret2"
-                    .to_owned(),
-            ),
-            (
-                "[{provider: {name: missing}}]",
-                "spec.resources[0]: ResourceProvider missing not found".to_owned(),
-            ),
-            (
-                "[{name: nothing}]",
-                "ResourceClaim spec.resources[0] requires either an explicit provider or a \
-                 resource template to match"
-                    .to_owned(),
-            ),
-        ];
-        for (resources, message) in cases {
-            let error = assign_providers(&resources_claim(resources), &catalog).unwrap_err();
-            assert_eq!(error.to_string(), message, "{resources}");
+    // §6.3: defaults are applied once, at initialisation, and written into the claim.
+    let templates: Vec<Value> = if initialised {
+        let entries = claim.spec.resources.as_deref().unwrap_or(&[]);
+        entries
+            .iter()
+            .map(|r| r.template.clone().unwrap_or_else(|| json!({})))
+            .collect()
+    } else {
+        let subjects = Subjects::new(Some(&claim), None, input.domain);
+        let scope = RenderContext::new(input.now, &Map::new())
+            .with_variable("resource_claim", subjects.claim.clone());
+        let mut defaulted = Vec::with_capacity(providers.len());
+        for (index, provider) in providers.iter().enumerate() {
+            let view = provider_view(provider.resource(), input.domain);
+            defaulted.push(providers::template_with_defaults(
+                &claim,
+                index,
+                provider,
+                &view,
+                &scope,
+                input.templates,
+            )?);
         }
-        // A broken provider is reported as broken, whether named or matched.
-        for resources in [
-            "[{provider: {name: broken}}]",
-            "[{template: {apiVersion: v1, kind: Service}}]",
-        ] {
-            let error = assign_providers(&resources_claim(resources), &catalog)
-                .unwrap_err()
-                .to_string();
-            assert!(
-                error.starts_with("spec.resources[0]: ResourceProvider broken is invalid: "),
-                "{error}"
-            );
+        defaulted
+    };
+    let initialisation = initialisation(
+        &mut claim,
+        input.domain,
+        input.now,
+        Some((&providers, &templates)),
+    );
+
+    let subjects = Subjects::new(Some(&claim), input.handle, input.domain);
+    let entries = claim.spec.resources.as_deref().unwrap_or(&[]);
+    let mut problems = Vec::new();
+    let mut status_resources = Vec::with_capacity(providers.len());
+    let mut resources = Vec::with_capacity(providers.len());
+    for (index, ((provider, template), entry)) in
+        providers.iter().zip(&templates).zip(entries).enumerate()
+    {
+        let scope = validation_scope(&subjects, provider, input);
+        let validation_error =
+            providers::validate_template(provider, template, &scope, input.templates).err();
+        if let Some(error) = &validation_error {
+            problems.push(format!("spec.resources[{index}]: {error}"));
         }
+        let reference = provider.reference(input.domain);
+        status_resources.push(PlannedResource {
+            name: entry.name.clone(),
+            provider: provider_ref(&reference),
+            validation_error,
+        });
+        resources.push(DesiredResource {
+            name: entry.name.clone().unwrap_or_default(),
+            provider: reference,
+            template: template.clone(),
+        });
     }
+    Ok(ResolvedClaim {
+        shape: ClaimShape::Resources,
+        claim,
+        initialisation,
+        provider: None,
+        resources: if problems.is_empty() {
+            resources
+        } else {
+            Vec::new()
+        },
+        resource_providers: providers,
+        effective_provider: None,
+        status_provider: None,
+        status_resources: Some(status_resources),
+        problems,
+    })
+}
 
-    fn defaults(
-        env: &Env,
-        provider: &str,
-        resources: &str,
-        index: usize,
-    ) -> Result<Value, ClaimError> {
-        let compiled = env.compile(provider);
-        let claim = resources_claim(resources);
-        let view = provider_view(compiled.resource(), &env.domain);
-        let scope = env
-            .scope()
-            .with_variable("resource_claim", claim_view(&claim, &env.domain));
-        template_with_defaults(&claim, index, &compiled, &view, &scope, &env.templates)
+/// The pool a claim asks to be bound from: its `D/resource-pool-name` annotation (Δ§3.2).
+pub(crate) fn requested_pool<'c>(
+    metadata: &'c ObjectMeta,
+    domain: &OperatorDomain,
+) -> Option<&'c str> {
+    metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(&domain.resource_pool_name()))
+        .map(String::as_str)
+}
+
+/// Whether the claim carries `D/resource-claim-init-timestamp` (§6.3).
+pub(crate) fn is_initialised(claim: &ResourceClaim, domain: &OperatorDomain) -> bool {
+    claim
+        .metadata
+        .annotations
+        .as_ref()
+        .is_some_and(|a| a.contains_key(&domain.resource_claim_init_timestamp()))
+}
+
+/// §6.3: when the claim is not initialised, applies the initialisation to `claim` and returns
+/// the one merge patch that writes it: the annotation, and for resources claims every entry
+/// with its full provider reference and its defaulted template (when not empty).
+fn initialisation(
+    claim: &mut ResourceClaim,
+    domain: &OperatorDomain,
+    now: DateTime<Utc>,
+    resources: Option<(&[Arc<CompiledProvider>], &[Value])>,
+) -> Option<Value> {
+    if is_initialised(claim, domain) {
+        return None;
     }
-
-    /// A default printing the current time counts only while it fills a gap.
-    #[test]
-    fn a_default_from_the_clock_makes_the_claim_depend_on_it_only_until_written() {
-        const SCHEDULED: &str = r#"
-metadata: {name: scheduled}
-spec:
-  match: {apiVersion: v1, kind: ConfigMap}
-  template: {enable: true}
-  default:
-    data: {start: "{{ timestamp.utcnow }}"}
-"#;
-        let compiled = Env::new().compile(SCHEDULED);
-        let reading = |resources: &str| {
-            let env = Env::new();
-            let claim = resources_claim(resources);
-            let view = provider_view(compiled.resource(), &env.domain);
-            let templates = env.templates.watching();
-            template_with_defaults(&claim, 0, &compiled, &view, &env.scope(), &templates).unwrap();
-            templates.clock_reading()
-        };
-        assert!(reading("[{template: {kind: ConfigMap}}]").unpredictable);
-        let written = "[{template: {kind: ConfigMap, data: {start: '2026-11-21T12:00:00Z'}}}]";
-        assert_eq!(reading(written), ClockReading::default());
+    let key = domain.resource_claim_init_timestamp();
+    let stamp = format_timestamp(now);
+    claim
+        .metadata
+        .annotations
+        .get_or_insert_with(Default::default)
+        .insert(key.clone(), stamp.clone());
+    let mut patch = json!({ "metadata": { "annotations": { key: stamp } } });
+    if let Some((providers, templates)) = resources
+        && let Some(entries) = claim.spec.resources.as_mut()
+    {
+        for ((entry, provider), template) in entries.iter_mut().zip(providers).zip(templates) {
+            entry.provider = Some(provider_ref(&provider.reference(domain)));
+            if template.as_object().is_some_and(|t| !t.is_empty()) {
+                entry.template = Some(template.clone());
+            }
+        }
+        patch["spec"] = json!({ "resources": entries });
     }
+    Some(patch)
+}
 
-    #[test]
-    fn defaults_fill_in_missing_keys_without_overwriting() {
-        let env = Env::new();
-        let template = defaults(
-            &env,
-            CONFIGMAP,
-            "[{template: {kind: ConfigMap, data: {color: blue}, metadata: {labels: {a: b}}}}]",
-            0,
+/// `resource_claim`, `resource_handle`, `resource_provider` and the provider's and handle's
+/// vars: the scope of validation checks and parameter templates (§5.7, Δ§3.4).
+fn validation_scope(
+    subjects: &Subjects,
+    provider: &CompiledProvider,
+    input: &ResolveInput<'_>,
+) -> RenderContext {
+    RenderContext::new(input.now, &Map::new())
+        .with_variable("resource_claim", subjects.claim.clone())
+        .with_variable("resource_handle", subjects.handle.clone())
+        .with_variable(
+            "resource_provider",
+            provider_view(provider.resource(), input.domain),
         )
-        .unwrap();
-        assert_eq!(
-            template,
-            json_of(
-                r#"
-kind: ConfigMap
-data: {color: blue, owner: unknown, size: small}
-metadata: {labels: {a: b, tier: bronze}}
-"#
-            )
-        );
-    }
+        .with_template_variables(provider.spec().vars.as_ref())
+        .with_template_variables(subjects.handle_vars.as_ref())
+}
 
-    #[test]
-    fn the_provider_default_wins_over_the_schema_default() {
-        // §6.3: `default` is merged first, so a schema default only fills what is still missing.
-        let env = Env::new();
-        let template = defaults(&env, CONFIGMAP, "[{template: {}}]", 0).unwrap();
-        assert_eq!(template["data"]["color"], "grey");
-        assert_eq!(template["data"]["size"], "small");
-    }
-
-    #[test]
-    fn a_resource_without_template_gets_the_defaults_alone() {
-        let env = Env::new();
-        let template = defaults(&env, CONFIGMAP, "[{provider: {name: configmap}}]", 0).unwrap();
-        assert_eq!(template["data"]["owner"], "unknown");
-        let none = defaults(&env, SECRET, "[{provider: {name: secret}}]", 0).unwrap();
-        assert_eq!(none, json!({}));
-    }
-
-    const TEMPLATED_DEFAULT: &str = r#"
-metadata: {name: templated}
-spec:
-  template: {enable: true}
-  vars: {team: blue}
-  default:
-    metadata:
-      name: "{{ resource_name }}-{{ resource_index }}"
-      namespace: "{{ resource_claim.metadata.namespace }}"
-    data:
-      provider: "{{ resource_provider.metadata.name }}"
-      team: "{{ team }}"
-      count: "{{ (resource_index + 1) | int }}"
-"#;
-
-    #[test]
-    fn a_default_is_rendered_when_templates_are_enabled() {
-        let env = Env::new();
-        let template = defaults(
-            &env,
-            TEMPLATED_DEFAULT,
-            "[{template: {}}, {name: db, template: {data: {team: red}}}]",
-            1,
-        )
-        .unwrap();
-        assert_eq!(
-            template,
-            json_of(
-                r#"
-data: {team: red, provider: templated, count: 2}
-metadata: {name: db-1, namespace: user1}
-"#
-            )
-        );
-    }
-
-    #[test]
-    fn a_default_stays_literal_when_templates_are_disabled() {
-        let env = Env::new();
-        let provider = TEMPLATED_DEFAULT.replace("template: {enable: true}", "template: {}");
-        let template = defaults(&env, &provider, "[{template: {}}]", 0).unwrap();
-        assert_eq!(template["data"]["team"], "{{ team }}");
-    }
-
-    #[test]
-    fn a_failing_default_template_names_resource_and_provider() {
-        let env = Env::new();
-        let provider = r#"
-metadata: {name: templated}
-spec:
-  template: {enable: true}
-  default: {data: {x: "{{ nothing.here }}"}}
-"#;
-        let error = defaults(&env, provider, "[{template: {}}]", 0)
-            .unwrap_err()
-            .to_string();
-        assert!(
-            error.starts_with(
-                "spec.resources[0]: default template of ResourceProvider templated failed: "
-            ),
-            "{error}"
-        );
-    }
-
-    fn validate(env: &Env, provider: &str, template: Value) -> Result<(), String> {
-        let compiled = env.compile(provider);
-        let claim = resources_claim("[{template: {}}]");
-        let subjects = Subjects::new(Some(&claim), None, &env.domain);
-        let scope = env
-            .scope()
-            .with_variable("resource_claim", subjects.claim.clone())
-            .with_variable("resource_handle", subjects.handle.clone())
-            .with_variable(
-                "resource_provider",
-                provider_view(compiled.resource(), &env.domain),
-            )
-            .with_template_variables(compiled.spec().vars.as_ref());
-        validate_template(&compiled, &template, &scope, &env.templates)
-    }
-
-    #[test]
-    fn a_valid_template_passes() {
-        let env = Env::new();
-        assert_eq!(
-            validate(&env, CONFIGMAP, json!({"data": {"color": "blue"}})),
-            Ok(())
-        );
-    }
-
-    #[test]
-    fn the_schema_is_checked_first_with_the_validator_text() {
-        let env = Env::new();
-        // Fails the schema and the "not red" check: the schema message wins.
-        let error = validate(&env, CONFIGMAP, json!({"data": {"color": 1}})).unwrap_err();
-        assert!(error.starts_with("1 is not of type 'string'"), "{error}");
-    }
-
-    #[test]
-    fn checks_run_in_order_and_the_first_failure_is_the_message() {
-        let env = Env::new();
-        let too_big = json!({"data": {"a": "1", "b": "2", "c": "3", "d": "4", "color": "red"}});
-        assert_eq!(
-            validate(&env, CONFIGMAP, too_big),
-            Err("Validation check failed: data is small".to_owned())
-        );
-        assert_eq!(
-            validate(&env, CONFIGMAP, json!({"data": {"color": "red"}})),
-            Err("Validation check failed: not red".to_owned())
-        );
-        let error = validate(&env, CONFIGMAP, json!({"data": {"color": "purple"}})).unwrap_err();
-        assert!(
-            error.starts_with("Validation check \"explodes on purple\" failed with exception: "),
-            "{error}"
-        );
-    }
-
-    #[test]
-    fn checks_see_the_template_keys_over_the_scope() {
-        let env = Env::new();
-        let provider = r#"
-metadata: {name: p}
-spec:
-  vars: {allowed: blue}
-  validation:
-    checks:
-    - name: top-level keys
-      check: "spec.color == allowed and kind == 'Thing'"
-    - name: claim
-      check: "resource_claim.metadata.name == 'c' and resource_provider.metadata.name == 'p'"
-    - name: a template key shadows resource_claim
-      check: "resource_claim == 'mine'"
-"#;
-        let ok = json!({"kind": "Thing", "spec": {"color": "blue"}});
-        assert_eq!(
-            validate(&env, provider, ok),
-            Err("Validation check failed: a template key shadows resource_claim".to_owned())
-        );
-        let wrong = json!({"kind": "Thing", "spec": {"color": "red"}});
-        assert_eq!(
-            validate(&env, provider, wrong),
-            Err("Validation check failed: top-level keys".to_owned())
-        );
-        // Poolboy spreads the template after `resource_claim`, so a template key of that name
-        // hides the claim from every check.
-        let shadowing =
-            json!({"kind": "Thing", "spec": {"color": "blue"}, "resource_claim": "mine"});
-        assert_eq!(
-            validate(&env, provider, shadowing),
-            Err("Validation check failed: claim".to_owned())
-        );
-    }
-
-    #[test]
-    fn a_provider_without_validation_accepts_anything() {
-        let env = Env::new();
-        assert_eq!(validate(&env, SECRET, json!("not even an object")), Ok(()));
-        let catalog = env.catalog(&[SECRET]);
-        assert_eq!(get(&catalog, "secret").name(), "secret");
+/// A full provider reference in the form claims write it.
+pub(crate) fn provider_ref(reference: &crate::api::refs::ObjectRef) -> ProviderRef {
+    ProviderRef {
+        api_version: Some(reference.api_version.clone()),
+        kind: Some(reference.kind.clone()),
+        name: reference.name.clone(),
+        namespace: Some(reference.namespace.clone()),
     }
 }

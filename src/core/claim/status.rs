@@ -14,7 +14,7 @@ use crate::api::claim::{
     ResourceClaimStatus,
 };
 use crate::api::refs::ProviderRef;
-use crate::core::claim::plan::PlannedResource;
+use crate::core::claim::resolve::PlannedResource;
 use crate::core::conditions::{
     self, BOUND, ConditionStatus, DesiredCondition, LIFESPAN_ENDING, READY, VALID, set_condition,
 };

@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 
 use crate::api::refs::ProviderParameters;
 use crate::api::{ResourceClaim, ResourceHandle};
-use crate::core::claim::resolve::ClaimShape;
+use crate::core::claim::providers::ClaimShape;
 use crate::core::json::merge::{MergeMode, deep_merge};
 use crate::core::json::patch::values_equal;
 use crate::core::json::pointer::{add, pointer};

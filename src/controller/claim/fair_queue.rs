@@ -1,6 +1,6 @@
 //! A claim's turn in the fair line of the capped pool it names: when fewer
 //! handles of the pool are free than claims wait for it, the first claims of the line
-//! ([`core::binding::line`](crate::core::binding::line)) take them and the others wait.
+//! ([`core::binding::fair_queue`](crate::core::binding::fair_queue)) take them and the others wait.
 //!
 //! The line is made of the claims this process knows to be waiting for the pool (judged so by
 //! an earlier pass: `WaitingForPool` or `WaitingInLine`), and the claim asking. A claim that
@@ -13,7 +13,7 @@ use kube::runtime::reflector::ObjectRef;
 
 use super::ClaimContext;
 use crate::api::kinds::ClaimObject;
-use crate::core::binding::line::{Waiting, position, waits_for};
+use crate::core::binding::fair_queue::{Waiting, position, waits_for};
 use crate::core::claim::status::Unbound;
 
 /// How long a claim lets the claims ahead of it take a free handle before it tries itself.

@@ -88,8 +88,8 @@ impl Fixture {
         }
     }
 
-    fn resolve(&self, claim: &ResourceClaim) -> Result<ResolvedClaim, ClaimPlanError> {
-        resolve_claim(&ClaimPlanInput {
+    fn resolve(&self, claim: &ResourceClaim) -> Result<ResolvedClaim, ResolveError> {
+        resolve_claim(&ResolveInput {
             claim,
             handle: None,
             catalog: &self.catalog,
@@ -109,7 +109,7 @@ fn a_claim_needs_exactly_one_of_provider_and_resources() {
     let neither = claim(json!({"spec": {}}));
     for claim in [both, neither] {
         let error = fixture.resolve(&claim).expect_err("invalid shape");
-        assert!(matches!(error, ClaimPlanError::Claim(_)), "{error}");
+        assert!(matches!(error, ResolveError::Claim(_)), "{error}");
     }
 }
 
@@ -572,7 +572,7 @@ fn the_bind_plan_and_propagation_evaluate_the_handles_lifespan_for_the_claim() {
     let error = resolved
         .bind_plan(&broken, &fixture.templates, &fixture.domain, now())
         .unwrap_err();
-    assert!(matches!(error, ClaimPlanError::LifespanValue(_)), "{error}");
+    assert!(matches!(error, ResolveError::LifespanValue(_)), "{error}");
     assert!(
         error
             .to_string()

@@ -10,7 +10,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use crate::api::OperatorDomain;
 use crate::api::claim::ResourceClaimStatus;
-use crate::core::claim::plan::requested_pool;
+use crate::core::claim::resolve::requested_pool;
 use crate::core::claim::status::{WAITING_FOR_POOL, WAITING_IN_LINE};
 use crate::core::conditions::{self, BOUND};
 
