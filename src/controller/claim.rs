@@ -24,7 +24,7 @@ use self::binding::{Outcome, Pending};
 use super::backlog::Backlog;
 use super::context::{Context, EventKind};
 use super::reconciler::{self, Drive, Lifecycle};
-use super::write::{self, Halt, OrHalt, Written};
+use super::write::{self, Halt, OrHalt, PassError, Written};
 use crate::api::claim::ClaimStatusLifespan;
 use crate::api::kinds::{ClaimObject, HandleObject, Kinds};
 use crate::core::claim::gates::{
@@ -66,11 +66,7 @@ pub(crate) enum ClaimError {
     Unpack(#[from] crate::store::packed::UnpackError),
 }
 
-impl From<kube::Error> for Halt<ClaimError> {
-    fn from(error: kube::Error) -> Self {
-        Halt::Failed(error.into())
-    }
-}
+impl PassError for ClaimError {}
 
 /// The claim controller, with the index of handles its reconciles read and the summaries of
 /// claims every controller reads.

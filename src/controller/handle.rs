@@ -27,7 +27,7 @@ use super::context::{Context, EventKind};
 use super::managed;
 use super::oversized;
 use super::reconciler::{self, Drive, Lifecycle};
-use super::write::{self, Halt, OrHalt, Target, Written};
+use super::write::{self, Halt, OrHalt, PassError, Target, Written};
 use crate::api::kinds::{HandleObject, Kinds};
 use crate::api::{OperatorDomain, ResourceClaim, ResourceHandle};
 use crate::core::binding::matching::{is_free, is_released};
@@ -174,11 +174,7 @@ impl Lifecycle for HandleContext {
     }
 }
 
-impl From<kube::Error> for Halt<HandleError> {
-    fn from(error: kube::Error) -> Self {
-        Halt::Failed(error.into())
-    }
-}
+impl PassError for HandleError {}
 
 /// One pass of Δ§3.2 Manage over `object`.
 async fn manage(object: HandleObject, ctx: &Context) -> Result<Action, Halt<HandleError>> {

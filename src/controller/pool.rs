@@ -19,7 +19,7 @@ use serde_json::json;
 
 use super::context::{Context, EventKind};
 use super::reconciler::{self, Drive, Lifecycle};
-use super::write::{self, Halt, OrHalt, Target, Written};
+use super::write::{self, Halt, OrHalt, PassError, Target, Written};
 use crate::api::kinds::{HandleObject, Kinds, PoolObject};
 use crate::api::pool::ResourcePoolStatus;
 use crate::api::{OperatorDomain, ResourceHandle, ResourcePool, ResourcePoolScaling};
@@ -232,11 +232,7 @@ impl Lifecycle for PoolContext {
     }
 }
 
-impl From<kube::Error> for Halt<PoolError> {
-    fn from(error: kube::Error) -> Self {
-        Halt::Failed(error.into())
-    }
-}
+impl PassError for PoolError {}
 
 /// What a pass reads of a pool and its handles.
 struct Observed {

@@ -21,7 +21,7 @@ use serde::de::DeserializeOwned;
 
 use super::backlog::Backlog;
 use super::context::Context;
-use super::write::{self, Halt, Identified};
+use super::write::{self, Halt, Identified, PassError};
 use crate::api::OperatorDomain;
 use crate::shutdown::Shutdown;
 
@@ -37,7 +37,7 @@ pub(crate) trait Lifecycle: Send + Sync + 'static {
     type Stored: Resource + Identified + Clone + DeserializeOwned + Debug + Send + Sync + 'static;
     /// The object a pass works on.
     type Object: Resource + Send + Sync;
-    type Error: std::error::Error + Send + 'static;
+    type Error: PassError + std::error::Error + Send + 'static;
     /// What one reconcile carries from a pass that conflicted to the next.
     type Carry: Default + Send;
 

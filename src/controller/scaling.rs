@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 
 use super::context::{Context, EventKind};
 use super::reconciler::{self, Drive, Lifecycle};
-use super::write::{self, Halt, OrHalt, Target};
+use super::write::{self, Halt, OrHalt, PassError, Target};
 use crate::api::ResourcePoolScaling;
 use crate::api::kinds::{Kinds, PoolObject, ScalingObject};
 use crate::core::conditions::Change;
@@ -126,11 +126,7 @@ impl Lifecycle for ScalingContext {
     }
 }
 
-impl From<kube::Error> for Halt<ScalingControllerError> {
-    fn from(error: kube::Error) -> Self {
-        Halt::Failed(error.into())
-    }
-}
+impl PassError for ScalingControllerError {}
 
 async fn manage(
     object: &ScalingObject,

@@ -42,9 +42,18 @@ pub(crate) enum Halt<E> {
     Failed(E),
 }
 
-impl<E> From<E> for Halt<E> {
+/// A controller's error, which a pass fails with besides a halt; a client error is one.
+pub(crate) trait PassError: From<kube::Error> {}
+
+impl<E: PassError> From<E> for Halt<E> {
     fn from(error: E) -> Self {
         Self::Failed(error)
+    }
+}
+
+impl<E: PassError> From<kube::Error> for Halt<E> {
+    fn from(error: kube::Error) -> Self {
+        Self::Failed(error.into())
     }
 }
 
