@@ -816,19 +816,7 @@ async fn announce_milestones(
         .as_ref()
         .map(|created| lifespan::seconds_since(created, ctx.now()));
     if conditions::became_true(before, after, conditions::BOUND) {
-        let made_for_claim = claim
-            .metadata
-            .uid
-            .as_deref()
-            .is_some_and(|uid| claim_handle_name(uid) == name);
-        let note = match (&handle.spec.resource_pool, made_for_claim) {
-            (Some(pool), _) => format!(
-                "bound to ResourceHandle {name} from ResourcePool {}",
-                pool.name
-            ),
-            (None, true) => format!("bound to ResourceHandle {name}, created for the claim"),
-            (None, false) => format!("bound to ResourceHandle {name}"),
-        };
+        let note = bound_note(handle, claim.metadata.uid.as_deref());
         ctx.event(claim, &ctx.kinds.claim, EventKind::Normal, "Bound", note)
             .await;
         if let Some(age) = age {
@@ -842,6 +830,21 @@ async fn announce_milestones(
         if let Some(age) = age {
             ctx.metrics.claim_ready(warm, age);
         }
+    }
+}
+
+/// What the `Bound` Event says: where the handle came from (a pool, or made for the claim of
+/// `claim_uid`).
+fn bound_note(handle: &crate::api::ResourceHandle, claim_uid: Option<&str>) -> String {
+    let name = handle.metadata.name.as_deref().unwrap_or_default();
+    let made_for_claim = claim_uid.is_some_and(|uid| claim_handle_name(uid) == name);
+    match (&handle.spec.resource_pool, made_for_claim) {
+        (Some(pool), _) => format!(
+            "bound to ResourceHandle {name} from ResourcePool {}",
+            pool.name
+        ),
+        (None, true) => format!("bound to ResourceHandle {name}, created for the claim"),
+        (None, false) => format!("bound to ResourceHandle {name}"),
     }
 }
 
@@ -1012,5 +1015,70 @@ async fn detached(
             tracing::warn!(claim = %binding::claim_key(claim), error = %e, "detached claim has a bad lifespan end");
             Ok(Action::await_change())
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn claim(status: Option<serde_json::Value>, finalizers: &[&str]) -> ClaimObject {
+        let mut claim = json!({
+            "apiVersion": "poolboy.gpte.redhat.com/v1", "kind": "ResourceClaim",
+            "metadata": {"name": "c", "namespace": "user", "finalizers": finalizers},
+            "spec": {"provider": {"name": "lab"}},
+        });
+        if let Some(status) = status {
+            claim["status"] = status;
+        }
+        serde_json::from_value(claim).expect("a claim")
+    }
+
+    const FINALIZER: &str = "poolboy.gpte.redhat.com";
+
+    /// §6.3: a new, started claim gets its finalizer with its initialisation; one that waits
+    /// for its start, or was initialised, gets it on its own.
+    #[test]
+    fn only_a_new_started_claim_defers_its_finalizer() {
+        let open = Ok(StartGate::Open);
+        assert!(defers_finalizer(&claim(None, &[]), &open, FINALIZER));
+        let later = Ok(StartGate::OpensAt(Utc::now()));
+        assert!(!defers_finalizer(&claim(None, &[]), &later, FINALIZER));
+        let initialised = claim(Some(json!({"provider": {"name": "lab"}})), &[]);
+        assert!(!defers_finalizer(&initialised, &open, FINALIZER));
+        assert!(!defers_finalizer(
+            &claim(None, &[FINALIZER]),
+            &open,
+            FINALIZER
+        ));
+    }
+
+    fn handle(name: &str, pool: Option<&str>) -> crate::api::ResourceHandle {
+        let mut handle = json!({"metadata": {"name": name}, "spec": {"resources": []}});
+        if let Some(pool) = pool {
+            handle["spec"]["resourcePool"] = json!({"apiVersion": "poolboy.gpte.redhat.com/v1", "kind": "ResourcePool",
+                       "name": pool, "namespace": "poolboy"});
+        }
+        serde_json::from_value(handle).expect("a handle")
+    }
+
+    #[test]
+    fn the_bound_event_says_where_the_handle_came_from() {
+        let uid = "7c1d2e3f-4a5b-4c6d-8e9f-a0b1c2d3e4f5";
+        let own = claim_handle_name(uid);
+        assert_eq!(
+            bound_note(&handle("guid-a", Some("labs")), Some(uid)),
+            "bound to ResourceHandle guid-a from ResourcePool labs"
+        );
+        assert_eq!(
+            bound_note(&handle(&own, None), Some(uid)),
+            format!("bound to ResourceHandle {own}, created for the claim")
+        );
+        assert_eq!(
+            bound_note(&handle("guid-b", None), Some(uid)),
+            "bound to ResourceHandle guid-b"
+        );
     }
 }

@@ -1,7 +1,7 @@
 //! `poolboy run`: each controller watches its kind into a reflector store (the index every
 //! decision reads) and follows the related kinds it is woken by; handles, which three
-//! controllers follow, are watched once (`store::shared_watch::SharedWatch`); providers are loaded before any controller starts; the controllers
-//! run until shutdown. The admission webhook, when configured, answers from start to end, a
+//! controllers follow, are watched once (`store::shared_watch::SharedWatch`); providers are
+//! loaded before any controller starts; the controllers run until shutdown. The admission webhook, when configured, answers from start to end, a
 //! replica standing by for the Lease included (it follows the providers for it).
 
 use std::net::SocketAddr;
@@ -9,19 +9,21 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use futures::channel::mpsc;
-use futures::future::FutureExt;
+use futures::future::{BoxFuture, FutureExt};
 use kube::runtime::events::Reporter;
+use kube::runtime::reflector::ObjectRef;
 
 use super::client::broker_client;
 use super::quarantine::WithConditions;
 use super::webhook::{WebhookError, WebhookOptions, WebhookServer};
 use super::{http, lease, quarantine};
-use crate::api::kinds::Kinds;
+use crate::api::kinds::{Kinds, PoolObject, ScalingObject};
 use crate::controller::context::{Config, Context, Stores, Triggers};
 use crate::controller::{claim, handle, pool, providers, scaling};
 use crate::metrics::Metrics;
 use crate::shutdown::Shutdown;
 use crate::store::free_handles::FreeHandles;
+use crate::store::packed::{StoredClaim, StoredHandle};
 
 /// How long in-flight reconciles may run on after shutdown (Kubernetes' default termination
 /// grace period is 30 s).
@@ -84,91 +86,16 @@ pub async fn run(
     let (client, quarantined) =
         broker_client(kube_config, &options.config.domain).map_err(RunError::Client)?;
     let kinds = Kinds::new(&options.config.domain);
-    let namespace = options.config.operator_namespace.clone();
-
-    let claim_namespace = options.claim_namespace.as_deref();
-    let (handle_trigger, handle_triggers) = mpsc::unbounded();
-    let mut handle_watch = handle::watch(&client, &kinds, &namespace);
-    let free_handles = FreeHandles::following(&mut handle_watch);
-    let claims = claim::controller(
-        &client,
-        &kinds,
-        &namespace,
-        claim_namespace,
-        (&mut handle_watch, free_handles.clone()),
-        handle_trigger.clone(),
-        options.concurrency,
-    );
-    let pools = pool::controller(
-        &client,
-        &kinds,
-        &namespace,
-        (&mut handle_watch, free_handles),
-    );
-    let handles = handle::controller(&kinds, handle_watch, options.concurrency);
-    let scalings = scaling::controller(&client, &kinds, &namespace);
-    let claim_index = claims.index();
-    let stores = Stores {
-        claims: claims.store(),
-        claim_summaries: claims.summaries(),
-        handles: handles.store(),
-        pools: pools.store(),
-        scalings: scalings.store(),
-    };
-    let (claim_trigger, claim_triggers) = mpsc::unbounded();
-    let (pool_trigger, pool_triggers) = mpsc::unbounded();
-    let triggers = Triggers {
-        claims: claim_trigger,
-        handles: handle_trigger,
-        pools: pool_trigger,
-    };
     let metrics = Arc::new(Metrics::new(&options.cluster_domain));
+    let (controllers, ctx) = Controllers::build(&client, &kinds, &options, metrics.clone());
     let ready = Arc::new(AtomicBool::new(false));
-    let ctx = Arc::new(Context::new(
-        client.clone(),
-        options.config.clone(),
-        stores.clone(),
-        triggers,
-        metrics.clone(),
-    ));
-
-    let server = match options.metrics_address {
-        Some(address) => {
-            let serve = http::serve(
-                address,
-                metrics.clone(),
-                ready.clone(),
-                ctx.health.clone(),
-                shutdown.clone(),
-            );
-            tokio::spawn(serve)
-                .map(|r| r.ok().and_then(Result::err).map(Arc::new))
-                .boxed()
-        }
-        None => futures::future::pending().boxed(),
-    };
-
-    // Ends only when the webhook server fails; it stops with the operator.
+    let mut server = serve_http(&options, &metrics, &ready, &ctx, &shutdown).shared();
     let webhook_enabled = webhook.is_some();
-    let webhook_failed = match webhook {
-        Some(webhook) => tokio::spawn(webhook.serve(ctx.clone(), shutdown.clone()))
-            .then(|served| match served {
-                Ok(Ok(())) => futures::future::pending().boxed(),
-                Ok(Err(error)) => futures::future::ready(Arc::new(error)).boxed(),
-                Err(panic) => {
-                    futures::future::ready(Arc::new(std::io::Error::other(panic.to_string())))
-                        .boxed()
-                }
-            })
-            .boxed(),
-        None => futures::future::pending().boxed(),
-    }
-    .shared();
+    let webhook_failed = serve_webhook(webhook, &ctx, &shutdown).shared();
 
     // With a Lease, nothing is watched or reconciled until this process holds it. A replica
     // standing by is ready: it serves nothing but admission reviews (for which it follows the
     // providers), and a rolling update must be able to start it while the holder still runs.
-    let mut server = server.shared();
     let mut leadership = None;
     if let Some(lease) = &options.lease {
         ready.store(true, Ordering::Relaxed);
@@ -179,8 +106,9 @@ pub async fn run(
             }
             futures::future::pending::<std::convert::Infallible>().await
         };
+        let namespace = &options.config.operator_namespace;
         let acquired = tokio::select! {
-            acquired = lease::acquire(client.clone(), &namespace, lease, &identity, shutdown.clone()) => acquired?,
+            acquired = lease::acquire(client.clone(), namespace, lease, &identity, shutdown.clone()) => acquired?,
             error = server.clone() => return server_ended(error),
             error = webhook_failed.clone() => return Err(RunError::Webhook(error)),
             never = following => match never {},
@@ -191,75 +119,22 @@ pub async fn run(
         }
         ready.store(false, Ordering::Relaxed);
     }
-
-    // An API server that is away (restarting, not reachable yet) is waited for: exiting would
-    // only turn its restart into a crash loop of every replica.
-    let mut delay = PROVIDERS_RETRY_FIRST;
-    while let Err(error) = providers::load(&ctx).await {
-        tracing::warn!(%error, retry_in = ?delay, "cannot load the ResourceProviders yet");
-        tokio::select! {
-            () = tokio::time::sleep(delay) => {}
-            () = shutdown.clone() => return Ok(()),
-        }
-        delay = (delay * 2).min(PROVIDERS_RETRY_MAX);
+    if !load_providers(&ctx, &shutdown).await {
+        return Ok(());
     }
-
-    // Never `Store::wait_until_ready` on a controller's own store: kube-runtime 5 wakes only the
-    // last of its concurrent waiters, and each controller's runner waits on it too, so a second
-    // waiter could leave a controller that never reconciles (and never stops). Seen as tests
-    // that hung on `TestOperator::stop`. The claim controller's handle index has its own signal.
-    let readiness = {
-        let claim_index = claim_index.clone();
-        async move {
-            claim_index.wait_until_listed().await;
-            ready.store(true, Ordering::Relaxed);
-            tracing::info!("providers loaded and handles listed; operator ready");
-        }
+    let reporter = Reporter {
+        controller: "poolboy".to_owned(),
+        instance: Some(options.config.instance.clone()),
     };
-    let concurrency = options.concurrency;
-    // Controllers stop gracefully on `shutdown` (in-flight reconciles finish); the operator
-    // ends when they have, dropping the watches.
-    let controllers = futures::future::join4(
-        claim::run(
-            claims,
-            ctx.clone(),
-            claim_triggers,
-            concurrency,
-            shutdown.clone(),
-        ),
-        handle::run(
-            handles,
-            ctx.clone(),
-            handle_triggers,
-            concurrency,
-            shutdown.clone(),
-        ),
-        pool::run(
-            pools,
-            ctx.clone(),
-            pool_triggers,
-            concurrency,
-            shutdown.clone(),
-        ),
-        scaling::run(scalings, ctx.clone(), concurrency, shutdown.clone()),
-    );
-    let reporting = quarantine::report(
-        quarantined,
-        client.clone(),
-        Reporter {
-            controller: "poolboy".to_owned(),
-            instance: Some(options.config.instance.clone()),
-        },
-        metrics.clone(),
-        WithConditions::of(&kinds),
-    );
+    let conditions = WithConditions::of(&kinds);
+    let reporting = quarantine::report(quarantined, client, reporter, metrics, conditions);
+    let readiness = signal_ready(&controllers, ready);
     let background = futures::future::join3(providers::watch(ctx.clone()), readiness, reporting);
+    let controllers = controllers.run(ctx, options.concurrency, shutdown.clone());
     // kube-runtime 5 holds a controller's runner until its store has listed, and stops polling
     // the watch on shutdown: a shutdown that comes before the first list never completes. So
     // in-flight reconciles get a grace period, then are dropped.
-    let grace = shutdown
-        .clone()
-        .then(|()| tokio::time::sleep(SHUTDOWN_GRACE));
+    let grace = shutdown.then(|()| tokio::time::sleep(SHUTDOWN_GRACE));
     let lost = async {
         match leadership.as_mut() {
             Some(leadership) => leadership.lost().await,
@@ -285,6 +160,176 @@ pub async fn run(
     }
     tracing::info!("operator stopped");
     Ok(())
+}
+
+/// The four controllers, built and wired to each other, and what wakes each from outside its
+/// watches.
+struct Controllers {
+    claims: claim::ClaimController,
+    handles: handle::HandleController,
+    pools: pool::PoolController,
+    scalings: kube::runtime::Controller<ScalingObject>,
+    claim_triggers: mpsc::UnboundedReceiver<ObjectRef<StoredClaim>>,
+    handle_triggers: mpsc::UnboundedReceiver<ObjectRef<StoredHandle>>,
+    pool_triggers: mpsc::UnboundedReceiver<ObjectRef<PoolObject>>,
+}
+
+impl Controllers {
+    /// The controllers, and the context their reconciles share (its stores are theirs).
+    fn build(
+        client: &kube::Client,
+        kinds: &Kinds,
+        options: &RunOptions,
+        metrics: Arc<Metrics>,
+    ) -> (Self, Arc<Context>) {
+        let namespace = &options.config.operator_namespace;
+        let (handle_trigger, handle_triggers) = mpsc::unbounded();
+        let mut handle_watch = handle::watch(client, kinds, namespace);
+        let free_handles = FreeHandles::following(&mut handle_watch);
+        let claims = claim::controller(
+            client,
+            kinds,
+            namespace,
+            options.claim_namespace.as_deref(),
+            (&mut handle_watch, free_handles.clone()),
+            handle_trigger.clone(),
+            options.concurrency,
+        );
+        let pools = pool::controller(client, kinds, namespace, (&mut handle_watch, free_handles));
+        let handles = handle::controller(kinds, handle_watch, options.concurrency);
+        let scalings = scaling::controller(client, kinds, namespace);
+        let stores = Stores {
+            claims: claims.store(),
+            claim_summaries: claims.summaries(),
+            handles: handles.store(),
+            pools: pools.store(),
+            scalings: scalings.store(),
+        };
+        let (claim_trigger, claim_triggers) = mpsc::unbounded();
+        let (pool_trigger, pool_triggers) = mpsc::unbounded();
+        let triggers = Triggers {
+            claims: claim_trigger,
+            handles: handle_trigger,
+            pools: pool_trigger,
+        };
+        let config = options.config.clone();
+        let ctx = Context::new(client.clone(), config, stores, triggers, metrics);
+        let controllers = Self {
+            claims,
+            handles,
+            pools,
+            scalings,
+            claim_triggers,
+            handle_triggers,
+            pool_triggers,
+        };
+        (controllers, Arc::new(ctx))
+    }
+
+    /// Runs every controller until `shutdown` stops them gracefully (in-flight reconciles
+    /// finish); the watches are dropped with them.
+    async fn run(self, ctx: Arc<Context>, concurrency: u16, shutdown: Shutdown) {
+        let claims = claim::run(
+            self.claims,
+            ctx.clone(),
+            self.claim_triggers,
+            concurrency,
+            shutdown.clone(),
+        );
+        let handles = handle::run(
+            self.handles,
+            ctx.clone(),
+            self.handle_triggers,
+            concurrency,
+            shutdown.clone(),
+        );
+        let pools = pool::run(
+            self.pools,
+            ctx.clone(),
+            self.pool_triggers,
+            concurrency,
+            shutdown.clone(),
+        );
+        let scalings = scaling::run(self.scalings, ctx, concurrency, shutdown);
+        futures::future::join4(claims, handles, pools, scalings).await;
+    }
+}
+
+/// Serves `/metrics`, `/healthz` and `/readyz` when asked to; ends with the server's error,
+/// or `None` when it stopped with the operator.
+fn serve_http(
+    options: &RunOptions,
+    metrics: &Arc<Metrics>,
+    ready: &Arc<AtomicBool>,
+    ctx: &Context,
+    shutdown: &Shutdown,
+) -> BoxFuture<'static, Option<Arc<std::io::Error>>> {
+    let Some(address) = options.metrics_address else {
+        return futures::future::pending().boxed();
+    };
+    let serve = http::serve(
+        address,
+        metrics.clone(),
+        ready.clone(),
+        ctx.health.clone(),
+        shutdown.clone(),
+    );
+    tokio::spawn(serve)
+        .map(|r| r.ok().and_then(Result::err).map(Arc::new))
+        .boxed()
+}
+
+/// Serves the admission webhook when there is one; ends only when the server fails (it stops
+/// with the operator).
+fn serve_webhook(
+    webhook: Option<WebhookServer>,
+    ctx: &Arc<Context>,
+    shutdown: &Shutdown,
+) -> BoxFuture<'static, Arc<std::io::Error>> {
+    let Some(webhook) = webhook else {
+        return futures::future::pending().boxed();
+    };
+    tokio::spawn(webhook.serve(ctx.clone(), shutdown.clone()))
+        .then(|served| match served {
+            Ok(Ok(())) => futures::future::pending().boxed(),
+            Ok(Err(error)) => futures::future::ready(Arc::new(error)).boxed(),
+            Err(panic) => {
+                futures::future::ready(Arc::new(std::io::Error::other(panic.to_string()))).boxed()
+            }
+        })
+        .boxed()
+}
+
+/// Loads the providers, waiting for an API server that is away (restarting, not reachable
+/// yet): exiting would only turn its restart into a crash loop of every replica. `false` when
+/// the operator stops first.
+async fn load_providers(ctx: &Context, shutdown: &Shutdown) -> bool {
+    let mut delay = PROVIDERS_RETRY_FIRST;
+    while let Err(error) = providers::load(ctx).await {
+        tracing::warn!(%error, retry_in = ?delay, "cannot load the ResourceProviders yet");
+        tokio::select! {
+            () = tokio::time::sleep(delay) => {}
+            () = shutdown.clone() => return false,
+        }
+        delay = (delay * 2).min(PROVIDERS_RETRY_MAX);
+    }
+    true
+}
+
+/// Marks the operator ready once the handles are listed. Never `Store::wait_until_ready` on
+/// a controller's own store: kube-runtime 5 wakes only the last of its concurrent waiters, and
+/// each controller's runner waits on it too, so a second waiter could leave a controller that
+/// never reconciles (and never stops). The claim controller's handle index has its own signal.
+fn signal_ready(
+    controllers: &Controllers,
+    ready: Arc<AtomicBool>,
+) -> impl std::future::Future<Output = ()> + use<> {
+    let claim_index = controllers.claims.index();
+    async move {
+        claim_index.wait_until_listed().await;
+        ready.store(true, Ordering::Relaxed);
+        tracing::info!("providers loaded and handles listed; operator ready");
+    }
 }
 
 /// The HTTP endpoint ended: with an error, or (`None`) because the operator is stopping.
