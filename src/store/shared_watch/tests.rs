@@ -1,0 +1,217 @@
+use super::*;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::ResourceExt;
+use kube::api::ObjectMeta;
+use std::sync::Mutex;
+
+fn configmap(name: &str) -> ConfigMap {
+    ConfigMap {
+        metadata: ObjectMeta {
+            name: Some(name.to_owned()),
+            namespace: Some("ns".to_owned()),
+            ..ObjectMeta::default()
+        },
+        ..ConfigMap::default()
+    }
+}
+
+fn names(objects: &[ConfigMap]) -> Vec<String> {
+    objects
+        .iter()
+        .map(|o| o.metadata.name.clone().unwrap_or_default())
+        .collect()
+}
+
+/// What a store keeps of a claim is the claim, less its managedFields.
+#[test]
+fn a_claim_trimmed_for_the_store_loses_its_managed_fields_and_nothing_else() {
+    let state = serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "guid0-abcde", "labels": {"b": "1", "a": "2"}}, "data": {"k": "v"}});
+    let claim = serde_json::json!({
+        "apiVersion": "poolboy.gpte.redhat.com/v1", "kind": "ResourceClaim",
+        "metadata": {"name": "c", "namespace": "ns",
+            "managedFields": [{"manager": "poolboy", "operation": "Update"}]},
+        "spec": {"provider": {"name": "p", "parameterValues": {"z": [1, 2], "a": {"x": null}}},
+            "resources": [{"name": "config", "template": {"data": {"claim": "c"}}}]},
+        "status": {"summary": {"url": "u"},
+            "resources": [{"name": "config", "state": state}]},
+    });
+    let mut trimmed: ClaimObject = serde_json::from_value(claim.clone()).expect("a claim");
+    trimmed.trim_for_store();
+    let mut expected = claim;
+    expected["metadata"]
+        .as_object_mut()
+        .map(|m| m.remove("managedFields"));
+    let trimmed = serde_json::to_value(&trimmed).expect("serialises");
+    assert_eq!(trimmed, expected);
+    assert_eq!(trimmed.to_string(), expected.to_string(), "key order kept");
+}
+
+/// One watch serves every controller: followers see every event, subscribers every touched
+/// object (deleted ones too: a claim must hear its handle went), the driver the applied
+/// ones, each after the store has the change (a list's objects are stored together, when
+/// it is done: readers wait for the listed signal).
+#[tokio::test]
+async fn a_shared_watch_hands_each_change_to_everyone_after_the_store_has_it() {
+    use watcher::Event;
+    let writer = reflector::store::Writer::<ConfigMap>::default();
+    let listed = ListedStore::of(&writer);
+    let store = listed.store().clone();
+    let followed = Arc::new(Mutex::new(Vec::new()));
+    let follower: Follower<ConfigMap> = {
+        let followed = followed.clone();
+        let store = store.clone();
+        Box::new(move |event: &Event<ConfigMap>| {
+            let seen = match event {
+                Event::Apply(o) | Event::InitApply(o) => {
+                    format!(
+                        "apply {} stored={}",
+                        o.metadata.name.clone().unwrap_or_default(),
+                        store.get(&reflector::ObjectRef::from_obj(o)).is_some()
+                    )
+                }
+                Event::Delete(o) => {
+                    format!(
+                        "delete {} stored={}",
+                        o.metadata.name.clone().unwrap_or_default(),
+                        store.get(&reflector::ObjectRef::from_obj(o)).is_some()
+                    )
+                }
+                Event::Init => "init".to_owned(),
+                // A relist is stored whole once it is done.
+                Event::InitDone => format!("init done stored={}", store.state().len()),
+            };
+            followed.lock().expect("not poisoned").push(seen);
+        })
+    };
+    let (first, first_received) = mpsc::unbounded();
+    let (second, second_received) = mpsc::unbounded();
+    let events = futures::stream::iter(
+        [
+            Event::Init,
+            Event::InitApply(configmap("a")),
+            Event::InitDone,
+            Event::Apply(configmap("b")),
+            Event::Delete(configmap("a")),
+        ]
+        .map(Ok),
+    );
+    let driven: Vec<Applied<ConfigMap>> = fan_out(
+        events,
+        ConfigMap::clone,
+        |_| true,
+        writer,
+        vec![follower],
+        listed.clone(),
+        vec![first, second],
+    )
+    .try_collect()
+    .await
+    .expect("no watch error");
+
+    let routine: Vec<bool> = driven.iter().map(|a| a.routine).collect();
+    assert_eq!(routine, [true, false], "listed and settled, then a change");
+    let driven: Vec<ConfigMap> = driven.into_iter().map(|a| a.object).collect();
+    assert_eq!(names(&driven), ["a", "b"]);
+    for received in [first_received, second_received] {
+        let received: Vec<ConfigMap> = received.collect().await;
+        assert_eq!(names(&received), ["a", "b", "a"]);
+    }
+    assert_eq!(
+        *followed.lock().expect("not poisoned"),
+        [
+            "init",
+            "apply a stored=false",
+            "init done stored=1",
+            "apply b stored=true",
+            "delete a stored=false"
+        ]
+    );
+    tokio::time::timeout(
+        std::time::Duration::from_secs(5),
+        listed.wait_until_listed(),
+    )
+    .await
+    .expect("listed once InitDone went by");
+}
+
+/// A managed-resource watch: its follower gets every event as it came, once the store
+/// holds the object packed (and no longer holds a deleted one).
+#[tokio::test]
+async fn a_watch_reflected_packed_hands_on_each_event_after_the_store_has_it() {
+    use watcher::Event;
+    let resource = kube::core::ApiResource::erase::<ConfigMap>(&());
+    let object = |name: &str, value: &str| {
+        let mut object = DynamicObject::new(name, &resource).within("ns");
+        object.data = serde_json::json!({"data": {"k": value}});
+        object
+    };
+    let kept = SharedType::new(resource.clone());
+    let writer = reflector::store::Writer::<Packed<DynamicObject>>::new(kept.clone());
+    let store = writer.as_reader();
+    let stored = |name: &str| {
+        let key = reflector::ObjectRef::new_with(name, kept.clone()).within("ns");
+        store
+            .get(&key)
+            .map(|packed| packed.unpack().expect("unpacks").data["data"]["k"].clone())
+    };
+    let events = futures::stream::iter(
+        [
+            Event::Init,
+            Event::InitApply(object("a", "1")),
+            Event::InitDone,
+            Event::Apply(object("a", "2")),
+            Event::Delete(object("a", "2")),
+        ]
+        .map(Ok),
+    );
+    let mut seen = Vec::new();
+    let mut reflected = std::pin::pin!(reflect_kept(events, writer));
+    while let Some(event) = reflected.next().await {
+        seen.push(match event.expect("no watch error") {
+            Event::InitApply(o) | Event::Apply(o) => {
+                format!(
+                    "apply {} {} stored={:?}",
+                    o.name_any(),
+                    o.data["data"]["k"],
+                    stored("a")
+                )
+            }
+            Event::Delete(o) => format!("delete {} stored={:?}", o.name_any(), stored("a")),
+            Event::Init => "init".to_owned(),
+            Event::InitDone => format!("init done stored={:?}", stored("a")),
+        });
+    }
+    assert_eq!(
+        seen,
+        [
+            "init",
+            r#"apply a "1" stored=None"#,
+            r#"init done stored=Some(String("1"))"#,
+            r#"apply a "2" stored=Some(String("2"))"#,
+            "delete a stored=None",
+        ]
+    );
+}
+
+#[tokio::test]
+async fn every_concurrent_waiter_learns_that_the_store_is_listed() {
+    let writer = reflector::store::Writer::<ConfigMap>::default();
+    let listed = ListedStore {
+        store: writer.as_reader(),
+        listed: Arc::new(watch::Sender::new(false)),
+    };
+    let waiters: Vec<_> = (0..8)
+        .map(|_| {
+            let listed = listed.clone();
+            tokio::spawn(async move { listed.wait_until_listed().await })
+        })
+        .collect();
+    listed.listed.send_replace(true);
+    for waiter in waiters {
+        tokio::time::timeout(std::time::Duration::from_secs(5), waiter)
+            .await
+            .expect("no waiter hangs")
+            .expect("the waiter ran");
+    }
+}
