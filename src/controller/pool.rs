@@ -23,7 +23,7 @@ use super::write::{self, Halt, OrHalt, PassError, Target, Written};
 use crate::api::kinds::{HandleObject, Kinds, PoolObject};
 use crate::api::pool::ResourcePoolStatus;
 use crate::api::{OperatorDomain, ResourceHandle, ResourcePool, ResourcePoolScaling};
-use crate::core::conditions::{Change, became_true};
+use crate::core::conditions::{Change, became_true, find};
 use crate::core::handle::new::handle_for_pool;
 use crate::core::lifespan::delay_until;
 use crate::core::pool::autoscale::{self, AutoscaleDecision, AutoscaleError, BindHistory};
@@ -629,8 +629,7 @@ fn new_handle_template(
     })
 }
 
-/// A Normal Event when the pool starts refreshing its unbound handles, or has refreshed them;
-/// none for a pool that had no refresh to do.
+/// A Normal Event when the pool starts refreshing its unbound handles, or has refreshed them.
 async fn refresh_event(
     ctx: &Context,
     pool: &PoolObject,
@@ -638,27 +637,35 @@ async fn refresh_event(
     after: &ResourcePoolStatus,
     stale: usize,
 ) {
+    if let Some((reason, note)) = refresh_news(before, after, stale) {
+        ctx.event(pool, &ctx.kinds.pool, EventKind::Normal, reason, note)
+            .await;
+    }
+}
+
+/// The reason and note of a refresh Event, when the `HandlesUpToDate` condition changed from
+/// `before` to `after`: `stale` handles are being replaced, or the last was; none for a pool
+/// that had no refresh to do.
+fn refresh_news(
+    before: Option<&ResourcePoolStatus>,
+    after: &ResourcePoolStatus,
+    stale: usize,
+) -> Option<(&'static str, String)> {
     let before = before.and_then(|s| s.conditions.as_deref());
-    let (reason, note) = if stale > 0 {
-        (
-            "RefreshingHandles",
-            format!(
-                "{stale} unbound handles are of an earlier version of the pool or its providers: \
-                 replacing them"
-            ),
-        )
-    } else if before.is_some_and(|c| crate::core::conditions::find(c, HANDLES_UP_TO_DATE).is_some())
-        && became_true(before, after.conditions.as_deref(), HANDLES_UP_TO_DATE)
-    {
-        (
-            "RefreshedHandles",
-            "every unbound handle is of the pool's current version".to_owned(),
-        )
-    } else {
-        return;
-    };
-    ctx.event(pool, &ctx.kinds.pool, EventKind::Normal, reason, note)
-        .await;
+    if stale > 0 {
+        let note = format!(
+            "{stale} unbound handles are of an earlier version of the pool or its providers: \
+             replacing them"
+        );
+        return Some(("RefreshingHandles", note));
+    }
+    let had_condition = before.is_some_and(|c| find(c, HANDLES_UP_TO_DATE).is_some());
+    (had_condition && became_true(before, after.conditions.as_deref(), HANDLES_UP_TO_DATE)).then(
+        || {
+            let note = "every unbound handle is of the pool's current version".to_owned();
+            ("RefreshedHandles", note)
+        },
+    )
 }
 
 /// Creates the reserved handles; the first `count` of them from the scaling's (labelled)
@@ -854,5 +861,45 @@ async fn delete_unbound(
         Written::Done(()) => Ok(true),
         Written::Gone => Ok(false),
         Written::Conflict => Err(Halt::Conflict),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn status(up_to_date: Option<&str>) -> ResourcePoolStatus {
+        let conditions: Vec<_> = up_to_date
+            .map(|status| {
+                json!({"type": HANDLES_UP_TO_DATE, "status": status, "reason": "R",
+                       "message": "", "lastTransitionTime": "2026-11-27T10:00:00Z"})
+            })
+            .into_iter()
+            .collect();
+        serde_json::from_value(json!({"conditions": conditions})).expect("a pool status")
+    }
+
+    #[test]
+    fn a_refresh_is_announced_when_it_starts_and_when_it_ends() {
+        let (reason, note) =
+            refresh_news(Some(&status(Some("True"))), &status(Some("False")), 3).expect("news");
+        assert_eq!(reason, "RefreshingHandles");
+        assert!(note.starts_with("3 unbound handles"), "{note}");
+        let done = refresh_news(Some(&status(Some("False"))), &status(Some("True")), 0);
+        assert_eq!(done.map(|(reason, _)| reason), Some("RefreshedHandles"));
+    }
+
+    /// A pool seen for the first time, or one that had nothing to refresh, says nothing.
+    #[test]
+    fn a_pool_without_a_refresh_says_nothing() {
+        assert_eq!(refresh_news(None, &status(Some("True")), 0), None);
+        assert_eq!(
+            refresh_news(Some(&status(None)), &status(Some("True")), 0),
+            None
+        );
+        let steady = refresh_news(Some(&status(Some("True"))), &status(Some("True")), 0);
+        assert_eq!(steady, None);
     }
 }

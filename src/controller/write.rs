@@ -497,8 +497,8 @@ mod tests {
         assert!(is_conflict(&failed_test()));
     }
 
-    /// The handle controller once took every 422 for a conflict: an invalid write looped and
-    /// was reported as "kept changing".
+    /// An invalid write is an error, reported as such: taken for a conflict, it would be
+    /// recomputed and sent again, and reported as contention.
     #[test]
     fn an_invalid_write_is_an_error_not_a_conflict() {
         assert!(!is_conflict(&invalid_write()));
