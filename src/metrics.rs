@@ -89,7 +89,7 @@ pub struct Metrics {
     pub invalid_resources: Family<KindLabels, Counter>,
     /// Bind attempts that lost a race (the handle was taken by another binder).
     pub bind_conflicts: Counter,
-    /// Status writes that conflicted and were recomputed.
+    /// Passes whose guarded write found the object changed (recomputed from a fresh read).
     pub status_conflicts: Family<KindLabels, Counter>,
     pub pool_available: Family<PoolLabels, Gauge>,
     pub pool_ready: Family<PoolLabels, Gauge>,
@@ -151,7 +151,7 @@ impl Metrics {
         let status_conflicts = Family::<KindLabels, Counter>::default();
         registry.register(
             "poolboy_status_conflicts",
-            "Status writes that conflicted and were recomputed",
+            "Passes whose guarded write found the object changed, recomputed from a fresh read",
             status_conflicts.clone(),
         );
         let pool_available = Family::<PoolLabels, Gauge>::default();
