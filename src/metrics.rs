@@ -65,6 +65,27 @@ pub struct AdmissionLabels {
     pub result: String,
 }
 
+/// A request the broker made to the API server: `verb` as the API server names it (`get`,
+/// `list`, `watch`, `create`, `update`, `patch`, `delete`).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct VerbLabels {
+    pub verb: String,
+}
+
+/// Claims by `state`: `bound`, `waiting` (valid, no handle yet), `invalid`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct StateLabels {
+    pub state: String,
+}
+
+/// How many claims the broker's claim watch shows in each state.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ClaimCounts {
+    pub bound: i64,
+    pub waiting: i64,
+    pub invalid: i64,
+}
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct BuildLabels {
     pub version: String,
@@ -110,6 +131,11 @@ pub struct Metrics {
     claim_bound: Family<SourceLabels, Histogram>,
     claim_ready: Family<SourceLabels, Histogram>,
     admission_reviews: Family<AdmissionLabels, Counter>,
+    api_requests: Family<VerbLabels, Counter>,
+    leader: Gauge,
+    claims: Family<StateLabels, Gauge>,
+    /// Counts the claims at each scrape, once the claim watch runs.
+    claim_counter: std::sync::OnceLock<Box<dyn Fn() -> ClaimCounts + Send + Sync>>,
     process: ProcessGauges,
 }
 
@@ -260,6 +286,24 @@ impl Metrics {
             "Admission reviews of claims answered, by operation and result",
             admission_reviews.clone(),
         );
+        let api_requests = Family::<VerbLabels, Counter>::default();
+        registry.register(
+            "poolboy_api_requests",
+            "Requests the broker made to the API server, by verb",
+            api_requests.clone(),
+        );
+        let leader = Gauge::default();
+        registry.register(
+            "poolboy_leader",
+            "1 while this process runs the controllers (it holds the Lease, or runs without one)",
+            leader.clone(),
+        );
+        let claims = Family::<StateLabels, Gauge>::default();
+        registry.register(
+            "poolboy_claims",
+            "Claims the broker watches, by state: bound, waiting, invalid",
+            claims.clone(),
+        );
         let build_info = Family::<BuildLabels, Gauge>::default();
         build_info
             .get_or_create(&BuildLabels {
@@ -302,6 +346,10 @@ impl Metrics {
             claim_bound,
             claim_ready,
             admission_reviews,
+            api_requests,
+            leader,
+            claims,
+            claim_counter: std::sync::OnceLock::new(),
             process,
             process_time,
             invalid_resources,
@@ -463,8 +511,41 @@ impl Metrics {
             .inc();
     }
 
+    /// One request to the API server, of `verb`.
+    pub fn api_request(&self, verb: &str) {
+        self.api_requests
+            .get_or_create(&VerbLabels {
+                verb: verb.to_owned(),
+            })
+            .inc();
+    }
+
+    /// Whether this process runs the controllers now.
+    pub fn set_leader(&self, leading: bool) {
+        self.leader.set(i64::from(leading));
+    }
+
+    /// Counts the claims with `count` at each scrape (`poolboy_claims`); the first one given
+    /// serves.
+    pub fn count_claims_with(&self, count: impl Fn() -> ClaimCounts + Send + Sync + 'static) {
+        let _ = self.claim_counter.set(Box::new(count));
+    }
+
     /// The OpenMetrics text exposition.
     pub fn encode(&self) -> Result<String, std::fmt::Error> {
+        if let Some(count) = self.claim_counter.get() {
+            let counts = count();
+            for (state, value) in [
+                ("bound", counts.bound),
+                ("waiting", counts.waiting),
+                ("invalid", counts.invalid),
+            ] {
+                let labels = StateLabels {
+                    state: state.to_owned(),
+                };
+                self.claims.get_or_create(&labels).set(value);
+            }
+        }
         if let Some(sample) = process_sample() {
             // A counter follows the sampled total by its increase.
             let increase = sample.cpu_seconds - self.process.cpu_seconds.get();

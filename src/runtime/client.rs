@@ -24,13 +24,31 @@ use crate::api::OperatorDomain;
 use crate::api::kinds::{
     ClaimObject, HandleObject, Kinds, PoolObject, ProviderObject, ScalingObject, WatchObject,
 };
-use crate::screening::request::CollectionRead;
+use crate::metrics::Metrics;
+use crate::screening::request::{CollectionRead, verb};
 use crate::screening::{Line, TypedDecode, screen_event, screen_list};
 
 /// The client every operator process uses, and the registry of what its screening set aside.
 pub fn broker_client(
+    config: kube::Config,
+    domain: &OperatorDomain,
+) -> Result<(kube::Client, Quarantine), kube::Error> {
+    build(config, domain, None)
+}
+
+/// [`broker_client`], every request of which is counted in `metrics` by verb.
+pub(crate) fn counted_broker_client(
+    config: kube::Config,
+    domain: &OperatorDomain,
+    metrics: Arc<Metrics>,
+) -> Result<(kube::Client, Quarantine), kube::Error> {
+    build(config, domain, Some(metrics))
+}
+
+fn build(
     mut config: kube::Config,
     domain: &OperatorDomain,
+    metrics: Option<Arc<Metrics>>,
 ) -> Result<(kube::Client, Quarantine), kube::Error> {
     // The API server names the field manager of a write without `fieldManager` after the
     // client's User-Agent up to its first `/`: `poolboy` in every object's managedFields,
@@ -46,8 +64,55 @@ pub fn broker_client(
     let layer = ScreeningLayer {
         screening: Arc::new(Screening::new(domain, quarantine.clone())),
     };
-    let client = ClientBuilder::try_from(config)?.with_layer(&layer).build();
+    let client = ClientBuilder::try_from(config)?
+        .with_layer(&layer)
+        .with_layer(&CountingLayer { metrics })
+        .build();
     Ok((client, quarantine))
+}
+
+/// Counts the requests the broker makes, by verb (`poolboy_api_requests_total`).
+#[derive(Clone)]
+struct CountingLayer {
+    metrics: Option<Arc<Metrics>>,
+}
+
+impl<S> Layer<S> for CountingLayer {
+    type Service = Counted<S>;
+
+    fn layer(&self, inner: S) -> Counted<S> {
+        Counted {
+            inner,
+            metrics: self.metrics.clone(),
+        }
+    }
+}
+
+#[derive(Clone)]
+struct Counted<S> {
+    inner: S,
+    metrics: Option<Arc<Metrics>>,
+}
+
+impl<S, R> Service<Request<R>> for Counted<S>
+where
+    S: Service<Request<R>>,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = S::Future;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: Request<R>) -> S::Future {
+        if let Some(metrics) = &self.metrics {
+            let uri = request.uri();
+            metrics.api_request(verb(request.method().as_str(), uri.path(), uri.query()));
+        }
+        self.inner.call(request)
+    }
 }
 
 /// `poolboy/<version>`: the field manager of every write is `poolboy`.

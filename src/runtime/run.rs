@@ -9,11 +9,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use futures::channel::mpsc;
-use futures::future::{BoxFuture, FutureExt};
+use futures::future::{BoxFuture, FutureExt, Shared};
 use kube::runtime::events::Reporter;
 use kube::runtime::reflector::ObjectRef;
 
-use super::client::broker_client;
+use super::client::counted_broker_client;
 use super::quarantine::WithConditions;
 use super::webhook::{WebhookError, WebhookOptions, WebhookServer};
 use super::{http, lease, quarantine};
@@ -69,7 +69,7 @@ pub enum RunError {
 }
 
 /// Runs the operator, with the API server of `kube_config`, until `shutdown` completes.
-/// Every request goes through [`broker_client`], so no object can fail the watch of
+/// Every request goes through the broker's client (`client::broker_client`), so no object can fail the watch of
 /// the others; the objects it sets aside are reported here.
 pub async fn run(
     kube_config: kube::Config,
@@ -83,51 +83,41 @@ pub async fn run(
         .clone()
         .map(WebhookServer::new)
         .transpose()?;
-    let (client, quarantined) =
-        broker_client(kube_config, &options.config.domain).map_err(RunError::Client)?;
-    let kinds = Kinds::new(&options.config.domain);
     let metrics = Arc::new(Metrics::new(&options.cluster_domain));
+    let domain = &options.config.domain;
+    let (client, quarantined) =
+        counted_broker_client(kube_config, domain, metrics.clone()).map_err(RunError::Client)?;
+    let kinds = Kinds::new(domain);
     let (controllers, ctx) = Controllers::build(&client, &kinds, &options, metrics.clone());
     let ready = Arc::new(AtomicBool::new(false));
     let mut server = serve_http(&options, &metrics, &ready, &ctx, &shutdown).shared();
     let webhook_enabled = webhook.is_some();
     let webhook_failed = serve_webhook(webhook, &ctx, &shutdown).shared();
 
-    // With a Lease, nothing is watched or reconciled until this process holds it. A replica
-    // standing by is ready: it serves nothing but admission reviews (for which it follows the
-    // providers), and a rolling update must be able to start it while the holder still runs.
-    let mut leadership = None;
-    if let Some(lease) = &options.lease {
-        ready.store(true, Ordering::Relaxed);
-        let identity = format!("{}-{}", options.config.instance, std::process::id());
-        let following = async {
-            if webhook_enabled {
-                providers::follow(ctx.clone()).await;
+    let serving = Serving {
+        server: server.clone(),
+        webhook_failed: webhook_failed.clone(),
+        webhook_enabled,
+    };
+    let mut leadership = match &options.lease {
+        Some(lease) => {
+            match hold_lease(lease, &options, &client, &ctx, &ready, serving, &shutdown).await? {
+                Some(held) => Some(held),
+                None => return Ok(()),
             }
-            futures::future::pending::<std::convert::Infallible>().await
-        };
-        let namespace = &options.config.operator_namespace;
-        let acquired = tokio::select! {
-            acquired = lease::acquire(client.clone(), namespace, lease, &identity, shutdown.clone()) => acquired?,
-            error = server.clone() => return server_ended(error),
-            error = webhook_failed.clone() => return Err(RunError::Webhook(error)),
-            never = following => match never {},
-        };
-        match acquired {
-            Some(held) => leadership = Some(held),
-            None => return Ok(()),
         }
-        ready.store(false, Ordering::Relaxed);
-    }
+        None => None,
+    };
     if !load_providers(&ctx, &shutdown).await {
         return Ok(());
     }
+    metrics.set_leader(true);
     let reporter = Reporter {
         controller: "poolboy".to_owned(),
         instance: Some(options.config.instance.clone()),
     };
     let conditions = WithConditions::of(&kinds);
-    let reporting = quarantine::report(quarantined, client, reporter, metrics, conditions);
+    let reporting = quarantine::report(quarantined, client, reporter, metrics.clone(), conditions);
     let readiness = signal_ready(&controllers, ready);
     let background = futures::future::join3(providers::watch(ctx.clone()), readiness, reporting);
     let controllers = controllers.run(ctx, options.concurrency, shutdown.clone());
@@ -135,12 +125,7 @@ pub async fn run(
     // the watch on shutdown: a shutdown that comes before the first list never completes. So
     // in-flight reconciles get a grace period, then are dropped.
     let grace = shutdown.then(|()| tokio::time::sleep(SHUTDOWN_GRACE));
-    let lost = async {
-        match leadership.as_mut() {
-            Some(leadership) => leadership.lost().await,
-            None => futures::future::pending().await,
-        }
-    };
+    let lost = lost(&mut leadership);
     tokio::select! {
         _ = controllers => {}
         _ = background => {}
@@ -153,13 +138,71 @@ pub async fn run(
             "controllers did not stop within the grace period; stopping anyway"
         ),
         // Another replica holds it now: stop at once (the guarded writes protect its work).
-        () = lost => return Err(RunError::LeaseLost),
+        () = lost => {
+            metrics.set_leader(false);
+            return Err(RunError::LeaseLost);
+        }
     }
+    metrics.set_leader(false);
     if let Some(leadership) = leadership {
         leadership.release().await;
     }
     tracing::info!("operator stopped");
     Ok(())
+}
+
+/// Ends when another replica holds the Lease this process held; never without one.
+async fn lost(leadership: &mut Option<lease::Leadership>) {
+    match leadership {
+        Some(leadership) => leadership.lost().await,
+        None => futures::future::pending().await,
+    }
+}
+
+/// The servers a replica standing by for the Lease keeps serving.
+struct Serving {
+    server: Shared<BoxFuture<'static, Option<Arc<std::io::Error>>>>,
+    webhook_failed: Shared<BoxFuture<'static, Arc<std::io::Error>>>,
+    webhook_enabled: bool,
+}
+
+/// Waits until this process holds `lease`: nothing is watched or reconciled before. A replica
+/// standing by is ready: it serves nothing but admission reviews (for which it follows the
+/// providers), and a rolling update must be able to start it while the holder still runs.
+/// `None` when the operator stops first.
+async fn hold_lease(
+    lease: &str,
+    options: &RunOptions,
+    client: &kube::Client,
+    ctx: &Arc<Context>,
+    ready: &AtomicBool,
+    serving: Serving,
+    shutdown: &Shutdown,
+) -> Result<Option<lease::Leadership>, RunError> {
+    ready.store(true, Ordering::Relaxed);
+    let identity = format!("{}-{}", options.config.instance, std::process::id());
+    let following = async {
+        if serving.webhook_enabled {
+            providers::follow(ctx.clone()).await;
+        }
+        futures::future::pending::<std::convert::Infallible>().await
+    };
+    let namespace = &options.config.operator_namespace;
+    let acquire = lease::acquire(
+        client.clone(),
+        namespace,
+        lease,
+        &identity,
+        shutdown.clone(),
+    );
+    let acquired = tokio::select! {
+        acquired = acquire => acquired?,
+        error = serving.server => return server_ended(error).map(|()| None),
+        error = serving.webhook_failed => return Err(RunError::Webhook(error)),
+        never = following => match never {},
+    };
+    ready.store(false, Ordering::Relaxed);
+    Ok(acquired)
 }
 
 /// The four controllers, built and wired to each other, and what wakes each from outside its
@@ -212,6 +255,8 @@ impl Controllers {
             handles: handle_trigger,
             pools: pool_trigger,
         };
+        let summaries = stores.claim_summaries.clone();
+        metrics.count_claims_with(move || summaries.counts());
         let config = options.config.clone();
         let ctx = Context::new(client.clone(), config, stores, triggers, metrics);
         let controllers = Self {

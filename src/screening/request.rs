@@ -68,3 +68,44 @@ impl CollectionRead {
         })
     }
 }
+
+/// The verb the API server names a request of `method` to `path?query` by: a GET of a
+/// collection is a `list` or a `watch`, of one object a `get`.
+pub fn verb(method: &str, path: &str, query: Option<&str>) -> &'static str {
+    match method {
+        "GET" => match CollectionRead::of_get(path, query) {
+            Some(read) if read.watch => "watch",
+            Some(_) => "list",
+            None => "get",
+        },
+        "POST" => "create",
+        "PUT" => "update",
+        "PATCH" => "patch",
+        "DELETE" => "delete",
+        _ => "other",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::verb;
+
+    #[test]
+    fn a_request_is_named_by_the_verb_the_api_server_counts() {
+        let handles = "/apis/poolboy.gpte.redhat.com/v1/namespaces/poolboy/resourcehandles";
+        assert_eq!(verb("GET", handles, None), "list");
+        assert_eq!(
+            verb("GET", handles, Some("watch=true&resourceVersion=7")),
+            "watch"
+        );
+        assert_eq!(verb("GET", &format!("{handles}/guid-a"), None), "get");
+        assert_eq!(verb("GET", "/api/v1/namespaces/user", None), "get");
+        assert_eq!(verb("POST", handles, None), "create");
+        assert_eq!(
+            verb("PATCH", &format!("{handles}/guid-a/status"), None),
+            "patch"
+        );
+        assert_eq!(verb("DELETE", &format!("{handles}/guid-a"), None), "delete");
+        assert_eq!(verb("PUT", &format!("{handles}/guid-a"), None), "update");
+    }
+}

@@ -8,11 +8,39 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use crate::api::kinds::ClaimObject;
 use crate::core::claim::limits::held_through;
+use crate::core::conditions::{VALID, find};
 use crate::core::provider::users::ClaimProviders;
+use crate::metrics::ClaimCounts;
 use crate::store::shared_watch::{FollowedIndex, Relisting, SharedWatch};
 
 /// A claim's (namespace, name).
 type ClaimKey = (String, String);
+
+/// Where a claim stands, as its status says.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum ClaimState {
+    Bound,
+    /// Valid, without a handle yet.
+    Waiting,
+    /// Its `Valid` condition is False.
+    Invalid,
+}
+
+impl ClaimState {
+    fn of(claim: &ClaimObject) -> Self {
+        let status = claim.status.as_ref();
+        let conditions = status
+            .and_then(|s| s.conditions.as_deref())
+            .unwrap_or_default();
+        if find(conditions, VALID).is_some_and(|c| c.status == "False") {
+            Self::Invalid
+        } else if status.is_some_and(|s| s.resource_handle.is_some()) {
+            Self::Bound
+        } else {
+            Self::Waiting
+        }
+    }
+}
 
 /// Shared by the claim watch (which it follows) and the controllers. Cheap to clone.
 #[derive(Clone, Default)]
@@ -30,6 +58,7 @@ struct Summaries {
 #[derive(Debug)]
 struct Summary {
     providers: ClaimProviders,
+    state: ClaimState,
     deleting: bool,
     /// The providers whose limits it counts against ([`held_through`]).
     held_through: Box<[String]>,
@@ -76,6 +105,20 @@ impl ClaimSummaries {
         (holding, alive)
     }
 
+    /// How many claims are in each state.
+    pub(crate) fn counts(&self) -> ClaimCounts {
+        let summaries = self.lock();
+        let mut counts = ClaimCounts::default();
+        for summary in summaries.namespaces.values().flat_map(HashMap::values) {
+            match summary.state {
+                ClaimState::Bound => counts.bound += 1,
+                ClaimState::Waiting => counts.waiting += 1,
+                ClaimState::Invalid => counts.invalid += 1,
+            }
+        }
+        counts
+    }
+
     fn lock(&self) -> MutexGuard<'_, Summaries> {
         lock(&self.inner)
     }
@@ -100,6 +143,7 @@ impl FollowedIndex<ClaimObject> for Summaries {
         let status = claim.status.as_ref();
         Some(Summary {
             providers: ClaimProviders::of(&claim.spec, status),
+            state: ClaimState::of(claim),
             deleting: claim.metadata.deletion_timestamp.is_some(),
             held_through: held_through(&claim.metadata, status).into(),
         })
@@ -189,5 +233,31 @@ mod tests {
             !summaries.lock().namespaces.contains_key("other"),
             "an empty namespace is forgotten"
         );
+    }
+
+    /// Each claim counts in one state, and a deleted one in none.
+    #[test]
+    fn claims_are_counted_by_state_until_deleted() {
+        let summaries = ClaimSummaries::default();
+        let apply = |event: Event<ClaimObject>| summaries.lock().apply(&event);
+        apply(Event::Apply(claim("user", "a", "lab", true)));
+        apply(Event::Apply(claim("user", "b", "lab", false)));
+        let mut invalid = claim("other", "c", "db", false);
+        invalid.status = serde_json::from_value(json!({"conditions": [{
+            "type": "Valid", "status": "False", "reason": "InvalidClaim", "message": "no",
+            "lastTransitionTime": "2026-11-27T10:00:00Z"}]}))
+        .ok();
+        apply(Event::Apply(invalid));
+        let counts = |bound, waiting, invalid| ClaimCounts {
+            bound,
+            waiting,
+            invalid,
+        };
+        assert_eq!(summaries.counts(), counts(1, 1, 1));
+        apply(Event::Apply(claim("user", "b", "lab", true)));
+        assert_eq!(summaries.counts(), counts(2, 0, 1));
+        apply(Event::Delete(claim("user", "a", "lab", true)));
+        apply(Event::Delete(claim("other", "c", "db", false)));
+        assert_eq!(summaries.counts(), counts(1, 0, 0));
     }
 }
