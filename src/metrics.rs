@@ -102,6 +102,46 @@ pub struct PoolCounts {
     pub taken: i64,
 }
 
+/// The broker's kinds, as the per-kind metrics label them.
+const KINDS: [&str; 6] = [
+    "ResourceClaim",
+    "ResourceHandle",
+    "ResourcePool",
+    "ResourcePoolScaling",
+    "ResourceProvider",
+    "ResourceWatch",
+];
+
+/// The controllers, by the kind each reconciles.
+const CONTROLLERS: [&str; 4] = [
+    "ResourceClaim",
+    "ResourceHandle",
+    "ResourcePool",
+    "ResourcePoolScaling",
+];
+
+/// Why handles are created, and deleted (a pool's removals: `unhealthy`, `stale`, `surplus`).
+const HANDLES_CREATED: [&str; 2] = ["pool", "claim"];
+const HANDLES_DELETED: [&str; 8] = [
+    "unhealthy",
+    "stale",
+    "surplus",
+    "pool_deleted",
+    "lifespan_ended",
+    "claim_deleted",
+    "released",
+    "detached",
+];
+
+/// Creates the series of `family` with `labels`, at zero.
+fn touch<S, M, C>(family: &Family<S, M, C>, labels: &S)
+where
+    S: Clone + std::hash::Hash + Eq,
+    C: prometheus_client::metrics::family::MetricConstructor<M>,
+{
+    drop(family.get_or_create(labels));
+}
+
 pub struct Metrics {
     registry: Registry,
     cluster_domain: String,
@@ -332,7 +372,7 @@ impl Metrics {
             "Start time of the process since the Unix epoch",
             process.start_time_seconds.clone(),
         );
-        Self {
+        let metrics = Self {
             registry,
             cluster_domain: cluster_domain.to_owned(),
             reconciles,
@@ -360,6 +400,81 @@ impl Metrics {
             managed_watches,
             quarantined_objects,
             quarantined,
+        };
+        metrics.start_at_zero();
+        metrics
+    }
+
+    /// Creates, at zero, every series whose labels are known in advance, so that a scrape
+    /// shows each family from the start and a rate or an alert sees the first increase.
+    fn start_at_zero(&self) {
+        let labels = |value: &str| value.to_owned();
+        for kind in KINDS {
+            let kind = KindLabels { kind: labels(kind) };
+            touch(&self.invalid_resources, &kind);
+            touch(&self.quarantined, &kind);
+            touch(&self.quarantined_objects, &kind);
+        }
+        for controller in CONTROLLERS {
+            touch(
+                &self.status_conflicts,
+                &KindLabels {
+                    kind: labels(controller),
+                },
+            );
+            let by = ControllerLabels {
+                controller: labels(controller),
+            };
+            touch(&self.reconcile_errors, &by);
+            touch(&self.reconciles_in_flight, &by);
+            for result in ["success", "error"] {
+                touch(
+                    &self.reconciles,
+                    &ReconcileLabels {
+                        controller: labels(controller),
+                        result: labels(result),
+                    },
+                );
+            }
+        }
+        for reason in HANDLES_CREATED {
+            touch(
+                &self.handles_created,
+                &ReasonLabels {
+                    reason: labels(reason),
+                },
+            );
+        }
+        for reason in HANDLES_DELETED {
+            touch(
+                &self.handles_deleted,
+                &ReasonLabels {
+                    reason: labels(reason),
+                },
+            );
+        }
+        for source in ["warm", "cold"] {
+            let source = SourceLabels {
+                source: labels(source),
+            };
+            touch(&self.claim_bound, &source);
+            touch(&self.claim_ready, &source);
+        }
+        for operation in ["CREATE", "UPDATE"] {
+            for result in ["allowed", "warned", "denied", "unchecked"] {
+                touch(
+                    &self.admission_reviews,
+                    &AdmissionLabels {
+                        operation: labels(operation),
+                        result: labels(result),
+                    },
+                );
+            }
+        }
+        for verb in [
+            "get", "list", "watch", "create", "update", "patch", "delete",
+        ] {
+            touch(&self.api_requests, &VerbLabels { verb: labels(verb) });
         }
     }
 
