@@ -151,3 +151,69 @@ async fn a_provider_limit_per_namespace_holds_back_the_claims_beyond_it() {
     bound(&env, name).await;
     env.teardown([operator]).await;
 }
+
+/// A claim waiting for a capped pool says, in its `Ready` message and `status.waitEstimate`,
+/// what a handle of the pool takes to be ready; once it is bound and ready, the estimate goes.
+#[tokio::test]
+async fn a_waiting_claim_says_what_a_handle_of_its_pool_takes_until_it_is_ready() {
+    let env = TestEnv::new().await;
+    let ns = env.namespace.clone();
+    create_config_provider(&env, false).await;
+    create_pool(
+        &env,
+        "capped",
+        json!({
+            "minAvailable": 1, "maxSize": 1,
+            "resources": objects::resources(&ns, &[("config", "config", template(json!({})))]),
+        }),
+    )
+    .await;
+    let _operator = TestOperator::start(env.kube_config(), &ns);
+    let naming_the_pool = json!({"annotations": {objects::key("resource-pool-name"): "capped"}});
+    create_config_claim(
+        &env,
+        "holder",
+        naming_the_pool.clone(),
+        json!({}),
+        json!({}),
+    )
+    .await;
+    bound(&env, "holder").await;
+
+    create_config_claim(&env, "next", naming_the_pool, json!({}), json!({})).await;
+    let claims: Api<ResourceClaim> = env.api();
+    let ready_message = |claim: &ResourceClaim| {
+        let conditions = claim.status.as_ref()?.conditions.as_ref()?;
+        let ready = conditions.iter().find(|c| c.type_ == "Ready")?;
+        Some((ready.status.clone(), ready.message.clone()))
+    };
+    let (estimate, message) = eventually("the waiting claim's estimate", TIMEOUT, || async {
+        let claim = claims.get("next").await.ok()?;
+        let estimate = claim.status.as_ref()?.wait_estimate.clone()?;
+        Some((estimate, ready_message(&claim)?.1))
+    })
+    .await;
+    assert_eq!(estimate.pool, "capped");
+    assert_eq!((estimate.position, estimate.expected_ready), (None, None));
+    assert!(
+        message.contains("waiting for a handle of pool capped to be freed; a handle takes"),
+        "{message}"
+    );
+
+    claims
+        .delete("holder", &DeleteParams::default())
+        .await
+        .expect("the holder goes");
+    eventually(
+        "the claim bound and ready, its estimate gone",
+        TIMEOUT,
+        || async {
+            let claim = claims.get("next").await.ok()?;
+            let status = claim.status.as_ref()?;
+            let ready = ready_message(&claim)?.0 == "True";
+            (ready && status.resource_handle.is_some() && status.wait_estimate.is_none())
+                .then_some(())
+        },
+    )
+    .await;
+}

@@ -118,6 +118,29 @@ pub struct ResourceClaimStatus {
     /// Standard conditions, in addition to Poolboy's own fields.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub conditions: Option<Vec<Condition>>,
+    /// How long the claim will probably wait (not in Poolboy): while it waits for a handle of
+    /// a pool, or for its pool handle to be ready.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wait_estimate: Option<ClaimWaitEstimate>,
+}
+
+/// A waiting claim's estimate, from its pool's handles.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ClaimWaitEstimate {
+    /// The pool the claim waits on.
+    pub pool: String,
+    /// The median time a handle of the pool takes from its creation to being ready, rounded
+    /// as the `Ready` message says it.
+    pub handle_ready_seconds: i64,
+    /// The claim's place among the claims waiting for the pool, from 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub position: Option<i64>,
+    /// When the claim's resources are expected to be ready; absent when that waits for a
+    /// handle of the pool to be freed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "super::schema::date_time")]
+    pub expected_ready: Option<String>,
 }
 
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]

@@ -7,6 +7,7 @@
 mod binding;
 mod fair_queue;
 mod limits;
+mod wait;
 mod writes;
 
 use std::ops::{ControlFlow, Deref};
@@ -656,6 +657,7 @@ async fn mirror_handle(
         generation: claim.metadata.generation,
         domain: ctx.domain(),
         now: bound.now,
+        wait: wait::of_bound(ctx, bound.handle, bound.now),
     };
     let claim = writes::status(ctx, claim, &input).await.or_halt()?;
     announce_milestones(ctx, &claim, before.as_deref(), bound.handle).await;
@@ -900,14 +902,16 @@ async fn waiting(
         .and_then(|s| s.conditions.as_deref())
         .and_then(|c| conditions::find(c, conditions::BOUND))
         .is_some_and(|c| c.message == message);
+    let now = ctx.now();
     let input = StatusInput {
         validity: Validity::Valid,
         provider: resolved.status_provider.as_ref(),
         resources: resolved.status_resources.as_deref(),
+        wait: wait::of_unbound(ctx, &unbound, now),
         binding: Binding::Unbound(unbound),
         generation: claim.metadata.generation,
         domain: ctx.domain(),
-        now: ctx.now(),
+        now,
     };
     let claim = writes::status(ctx, claim, &input).await.or_halt()?;
     if !said {
@@ -963,6 +967,7 @@ async fn report_invalid(
         generation: claim.metadata.generation,
         domain: ctx.domain(),
         now: ctx.now(),
+        wait: None,
     };
     let written = writes::status(ctx, claim.clone(), &input).await?;
     if let Written::Conflict = written {

@@ -26,6 +26,7 @@ use crate::core::template::TemplateEngine;
 use crate::metrics::Metrics;
 use crate::store::claim_summaries::ClaimSummaries;
 use crate::store::packed::{StoredClaim, StoredHandle};
+use crate::store::pool_index::PoolIndex;
 
 /// How often a template whose result depends on the clock in a way no instant can be derived
 /// from (it prints the current time) is rendered again: Poolboy's `MANAGE_HANDLES_INTERVAL`.
@@ -92,6 +93,8 @@ pub(crate) struct Stores {
     /// `store::free_handles`).
     pub(crate) handles: Store<StoredHandle>,
     pub(crate) pools: Store<PoolObject>,
+    /// Each pool's handles, counted, and their provisioning times.
+    pub(crate) pool_handles: PoolIndex,
     pub(crate) scalings: Store<ScalingObject>,
 }
 

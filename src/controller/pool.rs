@@ -80,6 +80,11 @@ impl PoolController {
     pub(crate) fn store(&self) -> Store<PoolObject> {
         self.controller.store()
     }
+
+    /// The index of each pool's handles, which the claim controller reads too.
+    pub(crate) fn handles(&self) -> PoolIndex {
+        self.handles.clone()
+    }
 }
 
 /// The controller, watching pools of the operator namespace, and following the broker's

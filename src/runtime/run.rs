@@ -246,6 +246,7 @@ impl Controllers {
             claim_summaries: claims.summaries(),
             handles: handles.store(),
             pools: pools.store(),
+            pool_handles: pools.handles(),
             scalings: scalings.store(),
         };
         let (claim_trigger, claim_triggers) = mpsc::unbounded();

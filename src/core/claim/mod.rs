@@ -3,6 +3,7 @@
 //! reaches its handle.
 
 pub(crate) mod admission;
+pub(crate) mod estimate;
 pub(crate) mod gates;
 pub(crate) mod limits;
 pub(crate) mod parameters;

@@ -11,7 +11,7 @@ use crate::api::OperatorDomain;
 use crate::api::ResourceHandle;
 use crate::api::claim::{
     ClaimHandleRef, ClaimStatusLifespan, ClaimStatusProvider, ClaimStatusResource,
-    ResourceClaimStatus,
+    ClaimWaitEstimate, ResourceClaimStatus,
 };
 use crate::api::refs::ProviderRef;
 use crate::core::claim::resolve::PlannedResource;
@@ -162,6 +162,9 @@ pub(crate) struct StatusInput<'a> {
     pub generation: Option<i64>,
     pub domain: &'a OperatorDomain,
     pub now: DateTime<Utc>,
+    /// How long the claim will probably wait (`core::claim::estimate`), and what its `Ready`
+    /// message says of it; `None` removes `status.waitEstimate`.
+    pub wait: Option<(ClaimWaitEstimate, String)>,
 }
 
 /// The status the claim should have. Fields the claim controller does not own (`approval`)
@@ -232,7 +235,9 @@ pub(crate) fn desired_claim_status(
             (ConditionStatus::False, reason, message)
         }
     };
-    let ready = ready_condition(&input.binding, &input.validity);
+    let wait = input.wait.as_ref().map(|(_, message)| message.as_str());
+    let ready = ready_condition(&input.binding, &input.validity, wait);
+    status.wait_estimate = input.wait.as_ref().map(|(estimate, _)| estimate.clone());
     let ending = match &input.binding {
         Binding::Bound(bound) => bound.lifespan_ending.as_ref(),
         Binding::Unbound(_) => None,
@@ -268,6 +273,20 @@ pub(crate) fn desired_claim_status(
 /// for): True once its handle's resources are all ready; else why not, with the handle's own
 /// `Ready` message when it has one, or the claim's own problem.
 fn ready_condition(
+    binding: &Binding<'_>,
+    validity: &Validity,
+    wait: Option<&str>,
+) -> (ConditionStatus, &'static str, String) {
+    let (status, reason, message) = readiness(binding, validity);
+    match wait {
+        Some(wait) if status != ConditionStatus::True => {
+            (status, reason, format!("{message}; {wait}"))
+        }
+        _ => (status, reason, message),
+    }
+}
+
+fn readiness(
     binding: &Binding<'_>,
     validity: &Validity,
 ) -> (ConditionStatus, &'static str, String) {

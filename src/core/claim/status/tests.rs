@@ -39,6 +39,7 @@ fn input<'a>(binding: Binding<'a>, domain: &'a OperatorDomain) -> StatusInput<'a
         generation: Some(3),
         domain,
         now: now(),
+        wait: None,
     }
 }
 

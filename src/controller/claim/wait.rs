@@ -1,0 +1,71 @@
+//! What a waiting claim's estimate (`core::claim::estimate`) is read from: its pool, the
+//! pool's provisioning times and free handles, as the pool index keeps them.
+
+use chrono::{DateTime, Utc};
+use kube::runtime::reflector::ObjectRef;
+
+use super::ClaimContext;
+use crate::api::claim::ClaimWaitEstimate;
+use crate::api::kinds::Kinds;
+use crate::api::{ResourceHandle, ResourcePool};
+use crate::core::claim::estimate::{self, FreeHandle, PoolWait};
+use crate::core::claim::status::Unbound;
+use crate::core::pool::plan::is_unbound_handle_of_pool;
+
+/// A claim waiting for a handle of a pool: in its line, or for one to be freed. `None` for
+/// any other wait, or a pool none of whose handles got ready yet.
+pub(super) fn of_unbound(
+    ctx: &ClaimContext,
+    unbound: &Unbound,
+    now: DateTime<Utc>,
+) -> Option<(ClaimWaitEstimate, String)> {
+    let (name, position) = match unbound {
+        Unbound::InLine { pool, ahead, .. } => (pool, Some(ahead + 1)),
+        Unbound::WaitingForPool { pool, .. } => (pool, None),
+        _ => return None,
+    };
+    let pool = pool_named(ctx, name)?;
+    let (handle_ready, _) = ctx.stores.pool_handles.provisioning_time(&pool)?;
+    let index = &ctx.stores.pool_handles;
+    let free: Vec<FreeHandle> = index
+        .unclaimed(&pool)
+        .iter()
+        .filter(|h| is_unbound_handle_of_pool(&***h, &pool, ctx.domain()))
+        .filter_map(|h| FreeHandle::of(&index.view_of(h)))
+        .collect();
+    let wait = PoolWait {
+        pool: name,
+        handle_ready,
+        position,
+        free: &free,
+    };
+    Some(estimate::waiting(&wait, now))
+}
+
+/// A bound claim whose pool handle is not ready yet.
+pub(super) fn of_bound(
+    ctx: &ClaimContext,
+    handle: &ResourceHandle,
+    now: DateTime<Utc>,
+) -> Option<(ClaimWaitEstimate, String)> {
+    let reference = handle.spec.resource_pool.as_ref()?;
+    if estimate::is_ready(handle) {
+        return None;
+    }
+    let created = estimate::instant(handle.metadata.creation_timestamp.as_ref()?)?;
+    let pool = pool_named(ctx, &reference.name)?;
+    let (handle_ready, _) = ctx.stores.pool_handles.provisioning_time(&pool)?;
+    Some(estimate::provisioning(
+        &reference.name,
+        handle_ready,
+        created,
+        now,
+    ))
+}
+
+/// The pool called `name` in the operator namespace, as the pool store has it.
+fn pool_named(ctx: &ClaimContext, name: &str) -> Option<ResourcePool> {
+    let namespace = &ctx.config.operator_namespace;
+    let key = ObjectRef::new_with(name, ctx.kinds.pool.clone()).within(namespace);
+    ctx.stores.pools.get(&key).map(|pool| Kinds::pool_of(&pool))
+}
