@@ -42,6 +42,7 @@ const TAKEOVER_WRITES: &[(&str, &str)] = &[
         "ResourceClaim",
         "/status/resources/*/state/metadata/creationTimestamp",
     ),
+    ("ResourceClaim", "/status/waitEstimate/**"),
     ("ResourceHandle", "/status/conditions"),
     ("ResourcePool", "/status/conditions"),
     ("ResourcePool", "/status/resourceHandleCount/**"),
