@@ -12,6 +12,7 @@ mod writes;
 
 use std::ops::{ControlFlow, Deref};
 use std::sync::Arc;
+use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use futures::channel::mpsc::{UnboundedReceiver, UnboundedSender};
@@ -895,7 +896,6 @@ async fn waiting(
 ) -> Result<Action, Halt<ClaimError>> {
     // A claim that starts waiting, or waits for other reasons, hears why.
     let (reason, message) = unbound.waiting();
-    let in_line = matches!(unbound, Unbound::InLine { .. });
     let said = claim
         .status
         .as_ref()
@@ -903,11 +903,13 @@ async fn waiting(
         .and_then(|c| conditions::find(c, conditions::BOUND))
         .is_some_and(|c| c.message == message);
     let now = ctx.now();
+    let wait = wait::of_unbound(ctx, &unbound, now);
+    let next = next_look(&unbound, wait.is_some());
     let input = StatusInput {
         validity: Validity::Valid,
         provider: resolved.status_provider.as_ref(),
         resources: resolved.status_resources.as_deref(),
-        wait: wait::of_unbound(ctx, &unbound, now),
+        wait,
         binding: Binding::Unbound(unbound),
         generation: claim.metadata.generation,
         domain: ctx.domain(),
@@ -919,13 +921,24 @@ async fn waiting(
         ctx.event(&claim, kind, EventKind::Normal, reason, message)
             .await;
     }
-    // Woken by the handle watch when an unbound handle appears or changes; the watch writes
-    // the claim index's store before it wakes, so the claim sees that handle. In line: the
-    // claims ahead take the free handles, or this one tries after all.
-    Ok(match in_line {
-        true => Action::requeue(fair_queue::PATIENCE),
-        false => Action::await_change(),
-    })
+    Ok(next)
+}
+
+/// How long a claim that waits for a pool's handle waits before its next look while no
+/// estimate can be made: a handle of its capped pool getting ready, bound as they all are,
+/// wakes no waiting claim.
+const ESTIMATE_RETRY: Duration = Duration::from_secs(15);
+
+/// When a waiting claim looks again. It is woken by the handle watch when an unbound handle
+/// appears or changes (the watch writes the claim index's store before it wakes, so the claim
+/// sees that handle). In line, the claims ahead take the free handles, or this one tries after
+/// all; waiting for a capped pool without an estimate, it looks for one.
+fn next_look(unbound: &Unbound, estimated: bool) -> Action {
+    match unbound {
+        Unbound::InLine { .. } => Action::requeue(fair_queue::PATIENCE),
+        Unbound::WaitingForPool { .. } if !estimated => Action::requeue(ESTIMATE_RETRY),
+        _ => Action::await_change(),
+    }
 }
 
 /// Bad input: the message in the claim's status (Poolboy's fields and the `Valid`
@@ -1067,6 +1080,26 @@ mod tests {
                        "name": pool, "namespace": "poolboy"});
         }
         serde_json::from_value(handle).expect("a handle")
+    }
+
+    #[test]
+    fn a_claim_waiting_for_a_capped_pool_looks_again_until_it_can_tell_its_wait() {
+        let capped = Unbound::WaitingForPool {
+            pool: "lab".to_owned(),
+            max_size: 1,
+            why: String::new(),
+        };
+        assert_eq!(next_look(&capped, false), Action::requeue(ESTIMATE_RETRY));
+        assert_eq!(next_look(&capped, true), Action::await_change());
+        let in_line = Unbound::InLine {
+            pool: "lab".to_owned(),
+            ahead: 2,
+            of: 5,
+        };
+        let patience = Action::requeue(fair_queue::PATIENCE);
+        assert_eq!(next_look(&in_line, true), patience);
+        let creation_off = Unbound::WaitingForHandle { why: String::new() };
+        assert_eq!(next_look(&creation_off, false), Action::await_change());
     }
 
     #[test]
