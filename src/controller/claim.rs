@@ -125,6 +125,7 @@ pub(crate) fn controller(
     let config = crate::store::shared_watch::watch_config().any_semantic();
     let mut claims = SharedWatch::new(main, config, kinds.stored_claim.clone());
     let summaries = ClaimSummaries::following(&mut claims);
+    claims.follow(write::forget_deleted);
     claims.follow(move |event| {
         let claim = match event {
             watcher::Event::Apply(claim)

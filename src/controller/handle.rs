@@ -110,7 +110,9 @@ pub(crate) fn watch(
     let api =
         Api::<HandleObject>::namespaced_with(client.clone(), operator_namespace, &kinds.handle);
     let config = crate::store::shared_watch::watch_config().any_semantic();
-    SharedWatch::new(api, config, kinds.stored_handle.clone())
+    let mut handles = SharedWatch::new(api, config, kinds.stored_handle.clone());
+    handles.follow(write::forget_deleted);
+    handles
 }
 
 /// Runs `controller` until `shutdown`; `triggers` wake it from outside its watches.

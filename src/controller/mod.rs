@@ -1,5 +1,6 @@
-//! The I/O shell: one controller per kind. Each reconcile observes (stores, a GET only when
-//! freshness matters), asks `core` what to do, and acts with guarded writes.
+//! The I/O shell: one controller per kind, each a `reconciler::Lifecycle` the one reconcile
+//! shell runs. A pass observes (the `store`, a GET only when freshness matters), asks `core`
+//! what to do, and acts through the write layer (`write`), guarded by what it read.
 
 mod backlog;
 pub(crate) mod claim;

@@ -843,6 +843,8 @@ async fn finalize(pool_object: &PoolObject, pctx: &PoolContext) -> Result<Action
     write::release_finalizers(&ctx.pools_api(), pool_object, ours)
         .await
         .or_halt()?;
+    // Deleted now: nothing of it is worth remembering.
+    write::forget_replaced(pool_object);
     pctx.forget(&pool);
     let labels = PoolLabels {
         name,

@@ -128,6 +128,22 @@ pub(crate) fn is_replaced(object: &impl Identified) -> bool {
     }
 }
 
+/// Forgets what this process replaced of `object`: it is gone, and the memory would otherwise
+/// keep it until it fills up.
+pub(crate) fn forget_replaced(object: &impl Identified) {
+    if let Some(uid) = object.uid() {
+        let mut replaced = REPLACED.lock().unwrap_or_else(PoisonError::into_inner);
+        replaced.remove(uid.as_ref());
+    }
+}
+
+/// A watch follower that forgets each deleted object ([`forget_replaced`]).
+pub(crate) fn forget_deleted<K: Identified>(event: &kube::runtime::watcher::Event<K>) {
+    if let kube::runtime::watcher::Event::Delete(object) = event {
+        forget_replaced(object);
+    }
+}
+
 /// An object's uid and resourceVersion, wherever it keeps them: a packed object keeps them
 /// outside its metadata (`store::packed`).
 pub(crate) trait Identified {
@@ -445,6 +461,25 @@ mod tests {
         assert!(is_replaced(&before));
         assert!(is_replaced(&Packed::pack(&before)));
         assert!(!is_replaced(&Packed::pack(&claim("42"))));
+    }
+
+    /// A deleted object is forgotten: the memory follows the live objects.
+    #[test]
+    fn a_deleted_object_is_forgotten() {
+        let claim: crate::api::kinds::ClaimObject = serde_json::from_value(json!({
+            "apiVersion": "poolboy.gpte.redhat.com/v1", "kind": "ResourceClaim",
+            "metadata": {"name": "gone", "namespace": "user", "resourceVersion": "7",
+                         "uid": "0d1e2f3a-4b5c-4d6e-8f90-a1b2c3d4e5f6"},
+            "spec": {},
+        }))
+        .expect("a claim");
+        record_replaced(&claim, &Written::Done(()));
+        forget_deleted(&kube::runtime::watcher::Event::Apply(claim.clone()));
+        assert!(is_replaced(&claim), "an update is not a deletion");
+        forget_deleted(&kube::runtime::watcher::Event::Delete(claim.clone()));
+        assert!(!is_replaced(&claim));
+        let replaced = REPLACED.lock().unwrap_or_else(PoisonError::into_inner);
+        assert!(!replaced.contains_key("0d1e2f3a-4b5c-4d6e-8f90-a1b2c3d4e5f6"));
     }
 
     /// An API error as the API server sends it.
