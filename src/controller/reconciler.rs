@@ -205,12 +205,11 @@ fn error_policy<L: Lifecycle>(
 
 /// The object's key in the failures map: its kind, namespace and name.
 fn key<L: Lifecycle>(object: &L::Stored) -> String {
-    format!(
-        "{}/{}/{}",
-        L::KIND,
-        object.namespace().unwrap_or_default(),
-        object.name_any()
-    )
+    failures_key(L::KIND, object.namespace().as_deref(), &object.name_any())
+}
+
+fn failures_key(kind: &str, namespace: Option<&str>, name: &str) -> String {
+    format!("{kind}/{}/{name}", namespace.unwrap_or_default())
 }
 
 /// How a controller is driven besides its own watches: what else wakes its objects, the
@@ -241,6 +240,7 @@ pub(crate) async fn run<L>(
         shutdown,
     } = drive;
     let health = lifecycle.context().health.clone();
+    let forgetting = lifecycle.clone();
     let controller = match (triggers, &backlog) {
         (Some(triggers), Some(backlog)) => controller.reconcile_on(backlog.triggers(triggers)),
         (Some(triggers), None) => controller.reconcile_on(triggers),
@@ -253,6 +253,11 @@ pub(crate) async fn run<L>(
         .inspect(move |result| {
             if let Some(backlog) = &backlog {
                 backlog.observe(result);
+            }
+            // A deleted object is not reconciled again: its failures go with it.
+            if let Err(controller::Error::ObjectNotFound(object)) = result {
+                let key = failures_key(L::KIND, object.namespace.as_deref(), &object.name);
+                forgetting.context().succeeded(&key);
             }
         });
     health.drive(L::KIND, reconciles).await;
