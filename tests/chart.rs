@@ -11,28 +11,10 @@ mod support;
 use std::time::Duration;
 
 use support::random_suffix;
-use support::tools::{can_i, can_i_status, repo_dir, run_ok};
+use support::tools::{can_i, can_i_status, helm_template, repo_dir, run_ok};
 
 const GROUP: &str = "poolboy.gpte.redhat.com";
 const TIMEOUT: Duration = Duration::from_secs(60);
-
-/// Renders `templates` of the chart with `sets` (helm `--set`).
-fn render(release: &str, templates: &[&str], sets: &[String]) -> String {
-    let chart = repo_dir().join("helm");
-    let mut args = vec![
-        "template".to_owned(),
-        release.to_owned(),
-        chart.display().to_string(),
-    ];
-    for template in templates {
-        args.extend(["--show-only".to_owned(), format!("templates/{template}")]);
-    }
-    for set in sets {
-        args.extend(["--set".to_owned(), set.clone()]);
-    }
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    run_ok("helm", &args, None, TIMEOUT)
-}
 
 /// Applies rendered YAML; deletes it (and the extra namespaces) when dropped, also on a panic.
 struct Applied {
@@ -119,7 +101,7 @@ async fn the_operator_and_anarchy_runners_get_exactly_the_verbs_they_use() {
     let (anarchy_a, anarchy_b) = (format!("anarchy-a-{suffix}"), format!("anarchy-b-{suffix}"));
     let managed_ns = format!("managed-{suffix}");
     let user_ns = format!("user-{suffix}"); // never created: RBAC does not need it
-    let yaml = render(
+    let yaml = helm_template(
         &release,
         &[
             "rbac.yaml",
@@ -314,14 +296,14 @@ async fn a_namespaced_install_has_roles_only_and_confines_the_operator() {
     ];
     let mut no_crds = sets.clone();
     no_crds.push("crds.create=false".into());
-    let everything = render(&release, &[], &no_crds);
+    let everything = helm_template(&release, &[], &no_crds);
     for kind in ["ClusterRole", "ClusterRoleBinding"] {
         assert!(
             !everything.contains(&format!("\nkind: {kind}\n")),
             "namespaced: true renders a {kind}:\n{everything}"
         );
     }
-    let yaml = render(
+    let yaml = helm_template(
         &release,
         &[
             "rbac.yaml",
@@ -379,7 +361,7 @@ async fn a_namespaced_install_has_roles_only_and_confines_the_operator() {
 
 #[test]
 fn the_chart_crds_follow_the_operator_domain_and_stay_on_uninstall() {
-    let yaml = render(
+    let yaml = helm_template(
         "crds",
         &[],
         &["operatorDomain.name=pools.example.org".to_owned()],
@@ -400,7 +382,7 @@ fn the_chart_crds_follow_the_operator_domain_and_stay_on_uninstall() {
     assert!(yaml.contains("apiGroups: [\"pools.example.org\"]"));
     assert!(!yaml.contains(&format!("apiGroups: [\"{GROUP}\"]")));
 
-    let skipped = render("crds", &[], &["crds.create=false".to_owned()]);
+    let skipped = helm_template("crds", &[], &["crds.create=false".to_owned()]);
     assert!(!skipped.contains("kind: CustomResourceDefinition"));
 }
 
@@ -462,7 +444,7 @@ fn the_webhook_configuration_trusts_the_certificate_the_broker_serves() {
         "namespace.name=brokers".to_owned(),
         "operatorDomain.name=pools.example.org".to_owned(),
     ];
-    let yaml = render("pb", &["webhook.yaml", "deployment.yaml"], &sets);
+    let yaml = helm_template("pb", &["webhook.yaml", "deployment.yaml"], &sets);
     let secret = the_document(&yaml, "Secret");
     let service = the_document(&yaml, "Service");
     let configuration = the_document(&yaml, "ValidatingWebhookConfiguration");
@@ -567,7 +549,7 @@ fn the_webhook_configuration_trusts_the_certificate_the_broker_serves() {
         .expect("the mounted volume");
     assert_eq!(volume["secret"]["secretName"], secret["metadata"]["name"]);
 
-    let namespaced = render(
+    let namespaced = helm_template(
         "pb",
         &["webhook.yaml"],
         &[sets[1].clone(), "namespaced=true".into()],
@@ -578,7 +560,7 @@ fn the_webhook_configuration_trusts_the_certificate_the_broker_serves() {
         serde_json::json!({"matchLabels": {"kubernetes.io/metadata.name": "brokers"}})
     );
 
-    let off = render("pb", &[], &["webhook.enabled=false".to_owned()]);
+    let off = helm_template("pb", &[], &["webhook.enabled=false".to_owned()]);
     for kind in ["ValidatingWebhookConfiguration", "Secret"] {
         assert!(
             documents(&off, kind).is_empty(),

@@ -8,9 +8,10 @@ mod support;
 
 use std::time::Duration;
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use poolboy::api::{ResourceClaim, ResourceProvider};
-use serde_json::json;
+use serde_json::{Value, json};
 
 use support::apis::bound;
 use support::config::{create_config_claim, create_config_provider, template};
@@ -19,25 +20,27 @@ use support::objects;
 use support::operator::TestOperator;
 use support::{TIMEOUT, TestEnv, eventually};
 
+/// Condition `type_` of `claim`.
+fn condition<'a>(claim: &'a ResourceClaim, type_: &str) -> Option<&'a Condition> {
+    let conditions = claim.status.as_ref()?.conditions.as_ref()?;
+    conditions.iter().find(|c| c.type_ == type_)
+}
+
 /// The reason of claim `name`'s `Bound` condition, and its message.
 async fn bound_condition(claims: &Api<ResourceClaim>, name: &str) -> Option<(String, String)> {
     let claim = claims.get(name).await.ok()?;
-    let condition = claim
-        .status?
-        .conditions?
-        .into_iter()
-        .find(|c| c.type_ == "Bound")?;
-    Some((condition.reason, condition.message))
+    let bound = condition(&claim, "Bound")?;
+    Some((bound.reason.clone(), bound.message.clone()))
 }
 
-#[tokio::test]
-async fn claims_waiting_for_a_capped_pool_are_served_in_the_order_they_came() {
-    let env = TestEnv::new().await;
+/// A pool `pool` of one handle, capped there, served by a broker, and claim `holder` bound to
+/// its handle: the broker, and the metadata of a claim that names the pool.
+async fn a_pool_of_one_held(env: &TestEnv, pool: &str) -> (TestOperator, Value) {
     let ns = env.namespace.clone();
-    create_config_provider(&env, false).await;
+    create_config_provider(env, false).await;
     create_pool(
-        &env,
-        "one",
+        env,
+        pool,
         json!({
             "minAvailable": 1, "maxSize": 1,
             "resources": objects::resources(&ns, &[("config", "config", template(json!({})))]),
@@ -47,16 +50,17 @@ async fn claims_waiting_for_a_capped_pool_are_served_in_the_order_they_came() {
     let operator = TestOperator::start(env.kube_config(), &ns);
     // The first claim may come before the broker's pool store has listed: it must wait for
     // the capped pool all the same.
-    let naming_the_pool = json!({"annotations": {objects::key("resource-pool-name"): "one"}});
-    create_config_claim(
-        &env,
-        "holder",
-        naming_the_pool.clone(),
-        json!({}),
-        json!({}),
-    )
-    .await;
-    bound(&env, "holder").await;
+    let naming_the_pool = json!({"annotations": {objects::key("resource-pool-name"): pool}});
+    let holder = naming_the_pool.clone();
+    create_config_claim(env, "holder", holder, json!({}), json!({})).await;
+    bound(env, "holder").await;
+    (operator, naming_the_pool)
+}
+
+#[tokio::test]
+async fn claims_waiting_for_a_capped_pool_are_served_in_the_order_they_came() {
+    let env = TestEnv::new().await;
+    let (operator, naming_the_pool) = a_pool_of_one_held(&env, "one").await;
 
     // Three claims wait, created in the reverse order of their names, a second apart (the
     // creation timestamps count seconds): "c" came first.
@@ -157,40 +161,14 @@ async fn a_provider_limit_per_namespace_holds_back_the_claims_beyond_it() {
 #[tokio::test]
 async fn a_waiting_claim_says_what_a_handle_of_its_pool_takes_until_it_is_ready() {
     let env = TestEnv::new().await;
-    let ns = env.namespace.clone();
-    create_config_provider(&env, false).await;
-    create_pool(
-        &env,
-        "capped",
-        json!({
-            "minAvailable": 1, "maxSize": 1,
-            "resources": objects::resources(&ns, &[("config", "config", template(json!({})))]),
-        }),
-    )
-    .await;
-    let _operator = TestOperator::start(env.kube_config(), &ns);
-    let naming_the_pool = json!({"annotations": {objects::key("resource-pool-name"): "capped"}});
-    create_config_claim(
-        &env,
-        "holder",
-        naming_the_pool.clone(),
-        json!({}),
-        json!({}),
-    )
-    .await;
-    bound(&env, "holder").await;
+    let (_operator, naming_the_pool) = a_pool_of_one_held(&env, "capped").await;
 
     create_config_claim(&env, "next", naming_the_pool, json!({}), json!({})).await;
     let claims: Api<ResourceClaim> = env.api();
-    let ready_message = |claim: &ResourceClaim| {
-        let conditions = claim.status.as_ref()?.conditions.as_ref()?;
-        let ready = conditions.iter().find(|c| c.type_ == "Ready")?;
-        Some((ready.status.clone(), ready.message.clone()))
-    };
     let (estimate, message) = eventually("the waiting claim's estimate", TIMEOUT, || async {
         let claim = claims.get("next").await.ok()?;
         let estimate = claim.status.as_ref()?.wait_estimate.clone()?;
-        Some((estimate, ready_message(&claim)?.1))
+        Some((estimate, condition(&claim, "Ready")?.message.clone()))
     })
     .await;
     assert_eq!(estimate.pool, "capped");
@@ -210,7 +188,7 @@ async fn a_waiting_claim_says_what_a_handle_of_its_pool_takes_until_it_is_ready(
         || async {
             let claim = claims.get("next").await.ok()?;
             let status = claim.status.as_ref()?;
-            let ready = ready_message(&claim)?.0 == "True";
+            let ready = condition(&claim, "Ready")?.status == "True";
             (ready && status.resource_handle.is_some() && status.wait_estimate.is_none())
                 .then_some(())
         },

@@ -5,28 +5,21 @@
 mod support;
 
 use std::collections::BTreeSet;
-use std::time::Duration;
 
-use poolboy::api::ResourcePool;
 use regex::Regex;
 use serde_json::{Value, json};
 use support::config::{create_config_provider, template};
-use support::objects::{self, D};
+use support::fixtures::create_pool;
+use support::objects;
 use support::operator::TestOperator;
-use support::tools::{repo_dir, run_ok};
-use support::{TIMEOUT, TestEnv, eventually, from_json};
+use support::tools::{helm_template, repo_dir};
+use support::{TIMEOUT, TestEnv, eventually};
 
 const RUNBOOKS: &str = "https://example.org/poolboy";
 
 /// Renders the chart's `template` with `sets` (helm `--set`): its one document, as JSON.
 fn render(template: &str, sets: &[&str]) -> Value {
-    let chart = repo_dir().join("helm").display().to_string();
-    let shown = format!("templates/{template}");
-    let mut args = vec!["template", "observed", &chart, "--show-only", &shown];
-    for set in sets {
-        args.extend(["--set", set]);
-    }
-    let yaml = run_ok("helm", &args, None, Duration::from_secs(60));
+    let yaml = helm_template("observed", &[template], sets);
     serde_saphyr::from_str(&yaml).unwrap_or_else(|e| panic!("bad YAML ({e}):\n{yaml}"))
 }
 
@@ -137,15 +130,13 @@ async fn the_dashboard_and_the_alerts_query_what_the_broker_exports() {
     let env = TestEnv::new().await;
     let ns = env.namespace.clone();
     create_config_provider(&env, false).await;
-    let pool: ResourcePool = from_json(json!({
-        "apiVersion": format!("{D}/v1"), "kind": "ResourcePool",
-        "metadata": {"name": "observed"},
-        "spec": {
-            "minAvailable": 1,
-            "resources": objects::resources(&ns, &[("config", "config", template(json!({})))]),
-        },
-    }));
-    env.create(&pool).await;
+    let resources = objects::resources(&ns, &[("config", "config", template(json!({})))]);
+    create_pool(
+        &env,
+        "observed",
+        json!({"minAvailable": 1, "resources": resources}),
+    )
+    .await;
     let address = support::http::free_address();
     let _operator = TestOperator::start_with(env.kube_config(), &ns, Some(address), "observed");
     let scrape = eventually("the broker running, the pool counted", TIMEOUT, || async {

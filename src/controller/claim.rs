@@ -28,7 +28,7 @@ use super::context::{Context, EventKind};
 use super::reconciler::{self, Drive, Lifecycle};
 use super::write::{self, Halt, OrHalt, PassError, Written};
 use crate::api::claim::ClaimStatusLifespan;
-use crate::api::kinds::{ClaimObject, HandleObject, Kinds};
+use crate::api::kinds::{ClaimObject, HandleObject, Kinds, PoolObject};
 use crate::core::claim::gates::{
     ApprovalGate, AutoAction, AutoInput, approval_gate, auto_action, claim_metadata_patch,
 };
@@ -192,6 +192,15 @@ fn handles_of_claim(claim: &ClaimObject, bindings: &ClaimIndex) -> Vec<String> {
 pub(crate) struct ClaimContext {
     ctx: Arc<Context>,
     index: ClaimIndex,
+}
+
+impl ClaimContext {
+    /// The pool called `name` in the operator namespace, as the pool store has it.
+    fn stored_pool(&self, name: &str) -> Option<Arc<PoolObject>> {
+        let namespace = &self.config.operator_namespace;
+        let key = ObjectRef::new_with(name, self.kinds.pool.clone()).within(namespace);
+        self.stores.pools.get(&key)
+    }
 }
 
 impl Deref for ClaimContext {

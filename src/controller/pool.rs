@@ -118,12 +118,11 @@ pub(crate) fn controller(
     }
 }
 
-/// What pool reconciles share: the operator context, the index of handles, and per pool the
-/// handles created (by this process or, per the pool status, another) that the store does not
-/// show yet.
+/// What pool reconciles share: the operator context (whose stores hold the index of each
+/// pool's handles), and per pool the handles created (by this process or, per the pool status,
+/// another) that the store does not show yet.
 struct PoolContext {
     ctx: Arc<Context>,
-    handles: PoolIndex,
     memory: Mutex<HashMap<String, PoolMemory>>,
 }
 
@@ -138,6 +137,11 @@ struct PoolMemory {
 }
 
 impl PoolContext {
+    /// The index of each pool's handles.
+    fn handles(&self) -> &PoolIndex {
+        &self.ctx.stores.pool_handles
+    }
+
     /// Runs `f` on the memory of `pool`, kept by uid so that a pool deleted and created
     /// again under the same name starts afresh.
     fn with_memory<R>(&self, pool: &ResourcePool, f: impl FnOnce(&mut PoolMemory) -> R) -> R {
@@ -181,13 +185,8 @@ pub(crate) async fn run(
     concurrency: u16,
     shutdown: Shutdown,
 ) {
-    let PoolController {
-        controller,
-        handles,
-    } = controller;
     let pool_ctx = Arc::new(PoolContext {
         ctx,
-        handles,
         memory: Mutex::new(HashMap::new()),
     });
     let drive = Drive {
@@ -196,7 +195,7 @@ pub(crate) async fn run(
         concurrency,
         shutdown,
     };
-    reconciler::run(controller, drive, pool_ctx).await;
+    reconciler::run(controller.controller, drive, pool_ctx).await;
 }
 
 impl Lifecycle for PoolContext {
@@ -216,7 +215,7 @@ impl Lifecycle for PoolContext {
 
     /// Counting from a store that has not listed yet would overfill the pool.
     async fn prepare(&self) {
-        self.handles.wait_until_listed().await;
+        self.handles().wait_until_listed().await;
     }
 
     async fn finalize(&self, pool: &PoolObject) -> Result<Action, Halt<PoolError>> {
@@ -294,7 +293,7 @@ async fn pass(pool_object: &PoolObject, pctx: &PoolContext) -> Result<Action, Ha
     let new_names: Vec<String> = match &seen.template {
         Ok(_) if plan.create > 0 => {
             let taken =
-                |name: &str| pctx.handles.has(name) || seen.pending.iter().any(|p| p == name);
+                |name: &str| pctx.handles().has(name) || seen.pending.iter().any(|p| p == name);
             new_handle_names(plan.create, taken, &mut rand::rng())
         }
         _ => Vec::new(),
@@ -333,12 +332,8 @@ async fn observe(
     // Only the pool's unclaimed handles are read one by one; the rest comes counted. Read
     // after the pending names are: a handle that shows up in between is then both, and
     // counted once (`plan_pool`), never not at all.
-    let unclaimed = pctx.handles.unclaimed(pool);
-    let unbound: Vec<Arc<ResourceHandle>> = unclaimed
-        .iter()
-        .filter(|h| is_unbound_handle_of_pool(&***h, pool, ctx.domain()))
-        .map(|h| pctx.handles.view_of(h))
-        .collect();
+    let unclaimed = pctx.handles().unclaimed(pool);
+    let unbound = pctx.handles().unbound(pool, &unclaimed, ctx.domain());
     let scaling = consumed_scaling(ctx, pool, now).await?;
     let template = new_handle_template(pool, ctx, now, None);
     let stale: BTreeSet<String> = match &template {
@@ -351,7 +346,7 @@ async fn observe(
     };
     let autoscale = autoscale(pctx, pool, &unbound, now);
     Ok(Observed {
-        bound: pctx.handles.bound(pool),
+        bound: pctx.handles().bound(pool),
         unclaimed,
         unbound,
         pending,
@@ -378,7 +373,7 @@ async fn pending_names(
         .map(|e| e.name.as_str())
         .collect();
     let to_confirm = pctx.with_pending(pool, |memory| {
-        let shows = |name: &str| pctx.handles.shows(pool, name);
+        let shows = |name: &str| pctx.handles().shows(pool, name);
         memory.observe(shows, listed.iter().copied(), now);
         memory.to_confirm(now)
     });
@@ -580,8 +575,8 @@ fn autoscale(
     let unbound = unbound
         .iter()
         .map(|h| h.metadata.name.as_deref().unwrap_or_default());
-    let bound = |name: &str| pctx.handles.is_claimed(name);
-    let provisioning = pctx.handles.provisioning_time(pool);
+    let bound = |name: &str| pctx.handles().is_claimed(name);
+    let provisioning = pctx.handles().provisioning_time(pool);
     let previous = pool.status.as_ref().and_then(|s| s.autoscale.as_ref());
     pctx.with_memory(pool, |memory| {
         memory.binds.observe(unbound, bound, window, now);
@@ -817,7 +812,7 @@ async fn finalize(pool_object: &PoolObject, pctx: &PoolContext) -> Result<Action
     let pool = Kinds::pool_of(pool_object);
     let name = pool.name_any();
     let handles_api = ctx.handles_api();
-    for handle in &pctx.handles.unclaimed(&pool) {
+    for handle in &pctx.handles().unclaimed(&pool) {
         if is_unbound_handle_of_pool(&**handle, &pool, ctx.domain())
             && delete_unbound(&handles_api, handle, &pool, ctx.domain()).await?
         {
@@ -827,7 +822,7 @@ async fn finalize(pool_object: &PoolObject, pctx: &PoolContext) -> Result<Action
     // Handles created but not shown by the store yet: look them up.
     let pending = pctx.with_pending(&pool, |memory| memory.names());
     for pending_name in pending {
-        if pctx.handles.shows(&pool, &pending_name) {
+        if pctx.handles().shows(&pool, &pending_name) {
             continue;
         }
         if let Some(handle) = handles_api.get_opt(&pending_name).await?

@@ -75,7 +75,7 @@ pub(crate) trait Lifecycle: Send + Sync + 'static {
 }
 
 /// How a reconcile failed.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
 pub(crate) enum ReconcileError<E> {
     #[error(transparent)]
     Failed(E),
@@ -121,18 +121,6 @@ pub(crate) fn after<E>(outcome: Result<Action, Halt<E>>, passes: usize) -> After
         Err(Halt::Conflict) => After::Reread,
     }
 }
-
-impl<E: PartialEq> PartialEq for ReconcileError<E> {
-    fn eq(&self, other: &Self) -> bool {
-        match (self, other) {
-            (Self::Failed(a), Self::Failed(b)) => a == b,
-            (Self::Contended, Self::Contended) => true,
-            _ => false,
-        }
-    }
-}
-
-impl<E: Eq> Eq for ReconcileError<E> {}
 
 /// Reconciles `stored`: timed and counted; a success forgets its failures.
 async fn reconcile<L: Lifecycle>(

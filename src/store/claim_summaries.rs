@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use crate::api::kinds::ClaimObject;
 use crate::core::claim::limits::held_through;
-use crate::core::conditions::{VALID, find};
+use crate::core::claim::status::invalid_message;
 use crate::core::provider::users::ClaimProviders;
 use crate::metrics::ClaimCounts;
 use crate::store::shared_watch::{FollowedIndex, Relisting, SharedWatch};
@@ -29,10 +29,7 @@ enum ClaimState {
 impl ClaimState {
     fn of(claim: &ClaimObject) -> Self {
         let status = claim.status.as_ref();
-        let conditions = status
-            .and_then(|s| s.conditions.as_deref())
-            .unwrap_or_default();
-        if find(conditions, VALID).is_some_and(|c| c.status == "False") {
+        if invalid_message(status).is_some() {
             Self::Invalid
         } else if status.is_some_and(|s| s.resource_handle.is_some()) {
             Self::Bound

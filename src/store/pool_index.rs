@@ -15,9 +15,9 @@ use kube::runtime::reflector::ObjectRef;
 
 use crate::api::kinds::HandleObject;
 use crate::api::kinds::SharedType;
-use crate::api::{ResourceHandle, ResourcePool};
+use crate::api::{OperatorDomain, ResourceHandle, ResourcePool};
 use crate::core::pool::autoscale::{ProvisioningTimes, provisioning_time};
-use crate::core::pool::plan::{BoundCounts, is_handle_of_pool};
+use crate::core::pool::plan::{BoundCounts, is_handle_of_pool, is_unbound_handle_of_pool};
 use crate::store::free_handles::FreeHandles;
 use crate::store::packed::StoredHandle;
 use crate::store::shared_watch::{FollowedIndex, ListedStore, Relisting, SharedWatch};
@@ -94,6 +94,21 @@ impl PoolIndex {
             .iter()
             .filter_map(|name| self.free.get(name))
             .filter(|handle| is_handle_of_pool(&**handle, pool))
+            .collect()
+    }
+
+    /// Of `unclaimed`, handles of `pool` ([`Self::unclaimed`]), the unbound ones
+    /// ([`is_unbound_handle_of_pool`]), as `core` reads them.
+    pub(crate) fn unbound(
+        &self,
+        pool: &ResourcePool,
+        unclaimed: &[Arc<HandleObject>],
+        domain: &OperatorDomain,
+    ) -> Vec<Arc<ResourceHandle>> {
+        unclaimed
+            .iter()
+            .filter(|h| is_unbound_handle_of_pool(&***h, pool, domain))
+            .map(|h| self.view_of(h))
             .collect()
     }
 

@@ -142,3 +142,18 @@ fn can_i_with(user: &str, verb: &str, what: &str, namespace: Option<&str>, extra
 pub fn repo_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
+
+/// `helm template <release> helm/`, showing only `templates` (all when empty), with `sets`
+/// (helm `--set`).
+pub fn helm_template<S: AsRef<str>>(release: &str, templates: &[&str], sets: &[S]) -> String {
+    let chart = repo_dir().join("helm").display().to_string();
+    let mut args = vec!["template".to_owned(), release.to_owned(), chart];
+    for template in templates {
+        args.extend(["--show-only".to_owned(), format!("templates/{template}")]);
+    }
+    for set in sets {
+        args.extend(["--set".to_owned(), set.as_ref().to_owned()]);
+    }
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    run_ok("helm", &args, None, Duration::from_secs(60))
+}

@@ -171,9 +171,7 @@ async fn capped_pool(
 /// does not show is read from the API server: at start-up the pool store may not have listed
 /// yet, and a claim that took that for "no such pool" got a handle past the cap.
 async fn max_size(ctx: &ClaimContext, pool: &str) -> Result<Option<i64>, ClaimError> {
-    let pool_ref =
-        ObjectRef::new_with(pool, ctx.kinds.pool.clone()).within(&ctx.config.operator_namespace);
-    Ok(match ctx.stores.pools.get(&pool_ref) {
+    Ok(match ctx.stored_pool(pool) {
         Some(stored) => stored.spec.max_size,
         None => ctx
             .pools_api()
@@ -548,9 +546,6 @@ pub(crate) fn wake_pool(ctx: &ClaimContext, handle: &HandleObject) {
 }
 
 pub(crate) fn claim_key(claim: &ClaimObject) -> String {
-    format!(
-        "{}/{}",
-        claim.metadata.namespace.as_deref().unwrap_or_default(),
-        claim.metadata.name.as_deref().unwrap_or_default()
-    )
+    let (namespace, name) = super::namespace_and_name(claim);
+    format!("{namespace}/{name}")
 }

@@ -2,7 +2,6 @@
 //! pool's provisioning times and free handles, as the pool index keeps them.
 
 use chrono::{DateTime, Utc};
-use kube::runtime::reflector::ObjectRef;
 
 use super::ClaimContext;
 use crate::api::claim::ClaimWaitEstimate;
@@ -10,7 +9,6 @@ use crate::api::kinds::Kinds;
 use crate::api::{ResourceHandle, ResourcePool};
 use crate::core::claim::estimate::{self, FreeHandle, PoolWait};
 use crate::core::claim::status::Unbound;
-use crate::core::pool::plan::is_unbound_handle_of_pool;
 
 /// A claim waiting for a handle of a pool: in its line, or for one to be freed. `None` for
 /// any other wait, or a pool none of whose handles got ready yet.
@@ -27,12 +25,8 @@ pub(super) fn of_unbound(
     let pool = pool_named(ctx, name)?;
     let (handle_ready, _) = ctx.stores.pool_handles.provisioning_time(&pool)?;
     let index = &ctx.stores.pool_handles;
-    let free: Vec<FreeHandle> = index
-        .unclaimed(&pool)
-        .iter()
-        .filter(|h| is_unbound_handle_of_pool(&***h, &pool, ctx.domain()))
-        .filter_map(|h| FreeHandle::of(&index.view_of(h)))
-        .collect();
+    let unbound = index.unbound(&pool, &index.unclaimed(&pool), ctx.domain());
+    let free: Vec<FreeHandle> = unbound.iter().filter_map(|h| FreeHandle::of(h)).collect();
     let wait = PoolWait {
         pool: name,
         handle_ready,
@@ -42,30 +36,26 @@ pub(super) fn of_unbound(
     Some(estimate::waiting(&wait, now))
 }
 
-/// A bound claim whose pool handle is not ready yet.
+/// A bound claim whose pool handle did not get ready yet.
 pub(super) fn of_bound(
     ctx: &ClaimContext,
     handle: &ResourceHandle,
     now: DateTime<Utc>,
 ) -> Option<(ClaimWaitEstimate, String)> {
     let reference = handle.spec.resource_pool.as_ref()?;
-    if estimate::is_ready(handle) {
-        return None;
-    }
-    let created = estimate::instant(handle.metadata.creation_timestamp.as_ref()?)?;
+    let handle = FreeHandle::of(handle).filter(|h| !h.ready)?;
     let pool = pool_named(ctx, &reference.name)?;
     let (handle_ready, _) = ctx.stores.pool_handles.provisioning_time(&pool)?;
+    let name = &reference.name;
     Some(estimate::provisioning(
-        &reference.name,
+        name,
         handle_ready,
-        created,
+        handle.created,
         now,
     ))
 }
 
-/// The pool called `name` in the operator namespace, as the pool store has it.
+/// The pool called `name`, as the pool store has it.
 fn pool_named(ctx: &ClaimContext, name: &str) -> Option<ResourcePool> {
-    let namespace = &ctx.config.operator_namespace;
-    let key = ObjectRef::new_with(name, ctx.kinds.pool.clone()).within(namespace);
-    ctx.stores.pools.get(&key).map(|pool| Kinds::pool_of(&pool))
+    ctx.stored_pool(name).map(|pool| Kinds::pool_of(&pool))
 }

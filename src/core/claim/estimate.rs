@@ -6,12 +6,10 @@
 
 use chrono::{DateTime, TimeDelta, Utc};
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-
 use crate::api::ResourceHandle;
 use crate::api::claim::ClaimWaitEstimate;
-use crate::core::conditions::{ConditionStatus, READY, find};
-use crate::core::lifespan::format_timestamp;
+use crate::core::lifespan::{format_timestamp, instant_of};
+use crate::core::pool::autoscale::provisioning_time;
 
 /// A free handle of the pool, as the estimate reads it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -21,27 +19,14 @@ pub(crate) struct FreeHandle {
 }
 
 impl FreeHandle {
-    /// `handle` as the estimate reads it: when it was made, and whether its `Ready` condition
-    /// is True; `None` without a creation time.
+    /// `handle` as the estimate reads it: when it was made, and whether it got ready (its
+    /// `Ready` condition is True); `None` without a creation time.
     pub(crate) fn of(handle: &ResourceHandle) -> Option<Self> {
         Some(Self {
-            created: instant(handle.metadata.creation_timestamp.as_ref()?)?,
-            ready: is_ready(handle),
+            created: instant_of(handle.metadata.creation_timestamp.as_ref()?)?,
+            ready: provisioning_time(handle).is_some(),
         })
     }
-}
-
-/// Whether `handle`'s `Ready` condition is True.
-pub(crate) fn is_ready(handle: &ResourceHandle) -> bool {
-    let conditions = handle.status.as_ref().and_then(|s| s.conditions.as_deref());
-    conditions
-        .and_then(|c| find(c, READY))
-        .is_some_and(|c| c.status == ConditionStatus::True.as_str())
-}
-
-/// A Kubernetes timestamp as an instant.
-pub(crate) fn instant(time: &Time) -> Option<DateTime<Utc>> {
-    DateTime::from_timestamp_micros(time.0.as_microsecond())
 }
 
 /// What the estimate of a claim waiting for a pool's handle is made from.

@@ -87,6 +87,11 @@ pub(crate) fn api_time(t: DateTime<Utc>) -> Time {
     )
 }
 
+/// A `metav1.Time` as an instant; `None` past chrono's range.
+pub(crate) fn instant_of(t: &Time) -> Option<DateTime<Utc>> {
+    DateTime::from_timestamp_micros(t.0.as_microsecond())
+}
+
 /// Seconds from `t` to `now` (never negative). `metav1.Time` is stored in whole seconds, so an
 /// age measured from a `creationTimestamp` may be up to a second longer than the truth.
 pub(crate) fn seconds_since(t: &Time, now: DateTime<Utc>) -> f64 {
