@@ -1,6 +1,6 @@
 # poolboy developer entry points. `make test` is THE test command (CI runs it
 # through .ci/run).
-.PHONY: help cluster cluster-down cluster-status cluster-build image deploy undeploy test run bench bench-scale chaos
+.PHONY: help cluster cluster-down cluster-status cluster-build image deploy undeploy test run bench bench-scale soak chaos
 
 help:
 	@echo "make cluster         start the local control plane (kubeconfig: target/cluster/kubeconfig)"
@@ -14,6 +14,7 @@ help:
 	@echo "make run             the control plane, the CRDs and examples, and the broker in the foreground"
 	@echo "make bench           bursts of 1,000 warm and cold claims, 50/s sustained, a quiet minute, 2 replicas (release build)"
 	@echo "make bench-scale     the broker at 10,000 and 100,000 bound claims: start, memory, a warm bind, idle"
+	@echo "make soak            claims coming and going for SOAK_MINUTES (12) at SOAK_RATE/s (6), SOAK_LIVE (100) live: RSS, CPU, binds; an SVG"
 	@echo "make chaos           3 long chaos runs: 2 broker processes killed at random, an API-server restart"
 
 cluster:
@@ -49,6 +50,9 @@ bench:
 
 bench-scale:
 	@hack/bench.sh scale
+
+soak:
+	@hack/bench.sh soak
 
 chaos:
 	@hack/chaos.sh

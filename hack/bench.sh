@@ -6,9 +6,12 @@
 #   scale   the broker at 10,000 and 100,000 bound claims (POOLBOY_SCALE_SIZES); no node, and
 #           etcd's quota raised: 100,000 claims, handles and ConfigMaps and their history
 #           outgrow its default 2 GiB
+#   soak    claims coming and going for SOAK_MINUTES (benches/soak.rs); no node. PROFILE=1
+#           builds the broker with a heap profiler (target/soak/dhat-heap.json)
 set -euo pipefail
 
 bench="${1:-claims}"
+features=()
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo"
 target="${CARGO_TARGET_DIR:-$repo/target}"
@@ -21,8 +24,16 @@ case "$bench" in
     export POOLBOY_CLUSTER_NODE=0
     export POOLBOY_ETCD_QUOTA_BYTES="${POOLBOY_ETCD_QUOTA_BYTES:-8589934592}"
     ;;
+  soak)
+    export POOLBOY_CLUSTER_DIR="$target/soak-cluster"
+    export POOLBOY_CLUSTER_NODE=0
+    if [[ "${PROFILE:-0}" == 1 ]]; then
+      features=(--features heap-profile)
+      export POOLBOY_HEAP_PROFILE="${POOLBOY_HEAP_PROFILE:-$target/soak/dhat-heap.json}"
+    fi
+    ;;
   *)
-    echo "usage: $0 [claims|scale]" >&2
+    echo "usage: $0 [claims|scale|soak]" >&2
     exit 2
     ;;
 esac
@@ -31,7 +42,7 @@ step() { printf '\n==> %s\n' "$*" >&2; }
 
 step "building the control plane (cached after the first time) and the benchmark"
 hack/cluster/build.sh >/dev/null
-cargo bench --bench "$bench" --no-run
+cargo bench --bench "$bench" "${features[@]}" --no-run
 
 trap 'status=$?; trap - EXIT INT TERM; step "stopping the control plane"; hack/cluster/cluster.sh down || true; exit $status' EXIT
 trap 'exit 130' INT
@@ -40,5 +51,5 @@ trap 'exit 143' TERM
 step "starting the control plane in $POOLBOY_CLUSTER_DIR"
 hack/cluster/cluster.sh up >/dev/null
 
-step "cargo bench --bench $bench"
-cargo bench --bench "$bench"
+step "cargo bench --bench $bench ${features[*]}"
+cargo bench --bench "$bench" "${features[@]}"

@@ -388,4 +388,6 @@ async fn shutdown_signal() {
     {
         let _ = interrupt.await;
     }
+    #[cfg(feature = "heap-profile")]
+    crate::heap_profile::write();
 }

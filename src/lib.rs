@@ -8,6 +8,8 @@ pub mod api;
 pub mod cli;
 pub mod controller;
 pub mod core;
+#[cfg(feature = "heap-profile")]
+pub mod heap_profile;
 pub(crate) mod metrics;
 pub(crate) mod render;
 pub mod runtime;

@@ -26,20 +26,7 @@ impl Brokers {
         let children = (0..count)
             .map(|i| {
                 let identity = format!("bench-replica-{i}");
-                let log = std::fs::File::create(logs.join(format!("{identity}.log")))
-                    .expect("a log file");
-                let err = log.try_clone().expect("the log file again");
-                let child = Command::new(env!("CARGO_BIN_EXE_poolboy"))
-                    .args(["run", "--namespaced", "--operator-namespace", namespace])
-                    .args(["--metrics-address", "127.0.0.1:0", "--lease", LEASE])
-                    .env("KUBECONFIG", kubeconfig)
-                    .env("HOSTNAME", &identity)
-                    .env("RUST_LOG", "poolboy=warn")
-                    .stdin(Stdio::null())
-                    .stdout(log)
-                    .stderr(err)
-                    .spawn()
-                    .expect("starting the broker binary");
+                let child = spawn(&identity, namespace, kubeconfig, logs);
                 (identity, child)
             })
             .collect();
@@ -81,6 +68,45 @@ impl Brokers {
         true
     }
 
+    /// Kills every replica with SIGKILL and starts each again under the same identity (a new
+    /// process id, so a new Lease identity): the new ones wait for the old Lease to expire.
+    #[allow(dead_code)] // only benches/soak.rs restarts its broker
+    pub fn kill_and_restart(&mut self, namespace: &str, kubeconfig: &Path, logs: &Path) {
+        for (identity, child) in &mut self.children {
+            self.killed_cpu += crate::machine::process_cpu_seconds(&child.id().to_string());
+            let _ = child.kill();
+            let _ = child.wait();
+            *child = spawn(identity, namespace, kubeconfig, logs);
+        }
+    }
+
+    /// The process ids of the running replicas.
+    #[allow(dead_code)] // only benches/soak.rs reads its broker's memory
+    pub fn pids(&self) -> Vec<u32> {
+        self.children.iter().map(|(_, child)| child.id()).collect()
+    }
+
+    /// Stops every replica with SIGTERM, as Kubernetes stops a Pod, and waits up to `grace` for
+    /// them to exit (a broker built with `--features heap-profile` writes its profile then);
+    /// whatever still runs is killed.
+    #[allow(dead_code)] // only benches/soak.rs stops its broker gracefully
+    pub fn stop(mut self, grace: Duration) {
+        for (_, child) in &self.children {
+            let _ = Command::new("kill")
+                .args(["-TERM", &child.id().to_string()])
+                .status();
+        }
+        let deadline = std::time::Instant::now() + grace;
+        for (_, child) in &mut self.children {
+            while matches!(child.try_wait(), Ok(None)) && std::time::Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }
+        // Drop kills what is left.
+        self.children
+            .retain_mut(|(_, child)| matches!(child.try_wait(), Ok(None)));
+    }
+
     /// User plus system CPU seconds of the replicas, those killed included.
     pub fn cpu_seconds(&self) -> f64 {
         let running: f64 = self
@@ -99,4 +125,26 @@ impl Drop for Brokers {
             let _ = child.wait();
         }
     }
+}
+
+/// One broker process `identity`, logging to `logs`/<identity>.log (appended to, so that a
+/// restarted replica's log follows its predecessor's).
+fn spawn(identity: &str, namespace: &str, kubeconfig: &Path, logs: &Path) -> Child {
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(logs.join(format!("{identity}.log")))
+        .expect("a log file");
+    let err = log.try_clone().expect("the log file again");
+    Command::new(env!("CARGO_BIN_EXE_poolboy"))
+        .args(["run", "--namespaced", "--operator-namespace", namespace])
+        .args(["--metrics-address", "127.0.0.1:0", "--lease", LEASE])
+        .env("KUBECONFIG", kubeconfig)
+        .env("HOSTNAME", identity)
+        .env("RUST_LOG", "poolboy=warn")
+        .stdin(Stdio::null())
+        .stdout(log)
+        .stderr(err)
+        .spawn()
+        .expect("starting the broker binary")
 }

@@ -1,0 +1,671 @@
+//! `make soak`: the broker over a long run of claims that come and go, against a fresh local
+//! control plane, with the release binary as its own process (as the chart runs it). Does its
+//! memory follow the live objects, or every object it has ever seen?
+//!
+//! 1. a pool of [`POOL_SIZE`] ConfigMap handles; once it is full and the broker settled, the
+//!    broker's RSS with the pool alone (the baseline);
+//! 2. churn for `SOAK_MINUTES` (default 12): claims created at `SOAK_RATE` a second (default 6),
+//!    one in five edited once it is bound, each deleted once `SOAK_LIVE` newer ones exist
+//!    (default 100); with `SOAK_KILL=1` the broker is killed with SIGKILL half way and started
+//!    again. Each minute prints the broker's RSS, its CPU and the binds' p50 and p99;
+//! 3. every claim deleted: the time until only the pool's handles and ConfigMaps are left, the
+//!    leftovers, the double binds (a handle seen bound to two claims), the broker's CPU per claim
+//!    lifecycle and its RSS once settled again, against the baseline;
+//! 4. the curves (RSS, CPU, bind latency by minute) as `soak.svg` and `soak.csv` in
+//!    `SOAK_OUT` (default target/soak).
+//!
+//! A broker built with `--features heap-profile` (`make soak PROFILE=1`) is stopped with
+//! SIGTERM at the end and writes its heap profile to `POOLBOY_HEAP_PROFILE`.
+
+#[allow(dead_code)] // the Lease holder and its kill serve benches/claims.rs
+#[path = "support/brokers.rs"]
+mod brokers;
+#[path = "support/machine.rs"]
+mod machine;
+#[path = "support/objects.rs"]
+mod objects;
+#[path = "../tests/support/mod.rs"]
+mod support;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use kube::runtime::{WatchStreamExt, watcher};
+use machine::{control_plane_cpu, load_average, lock, percentile, process_memory};
+use objects::{pool, provider};
+use plotters::prelude::*;
+use poolboy::api::OperatorDomain;
+use poolboy::api::kinds::{ClaimObject, HandleObject, Kinds};
+use serde_json::{Value, json};
+use support::TestEnv;
+
+const POOL_SIZE: usize = 20;
+/// The provider and pool every claim binds from.
+const KIND: &str = "soak";
+/// How long the broker must be quiet (no CPU tick) to count as settled.
+const SETTLE: Duration = Duration::from_secs(20);
+/// How long the end may take to delete everything.
+const DRAIN_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// What the environment asks for.
+struct Settings {
+    minutes: u64,
+    rate: f64,
+    live: usize,
+    kill: bool,
+}
+
+impl Settings {
+    fn from_env() -> Self {
+        fn var<T: std::str::FromStr>(name: &str, default: T) -> T {
+            std::env::var(name)
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(default)
+        }
+        Self {
+            minutes: var("SOAK_MINUTES", 12),
+            rate: var("SOAK_RATE", 6.0),
+            live: var("SOAK_LIVE", 100),
+            kill: var("SOAK_KILL", 0) == 1,
+        }
+    }
+}
+
+/// What the claim watch saw.
+#[derive(Default)]
+struct Record {
+    /// When each claim was created (just before the request).
+    created: HashMap<String, Instant>,
+    /// Each claim's first handle.
+    bound: HashMap<String, String>,
+    /// The claim each handle was first seen bound to.
+    owner: HashMap<String, String>,
+    /// (seconds since the churn began, create → bound seconds) per bind, in the order seen.
+    binds: Vec<(f64, f64)>,
+    double_binds: Vec<String>,
+}
+
+/// One minute of the churn.
+struct Minute {
+    minute: u64,
+    rss: u64,
+    cpu: f64,
+    claims: usize,
+    binds: usize,
+    p50: f64,
+    p99: f64,
+}
+
+#[tokio::main]
+async fn main() {
+    let settings = Settings::from_env();
+    let env = TestEnv::new().await;
+    let kinds = Kinds::new(&OperatorDomain::default());
+    let load_before = load_average();
+    println!(
+        "soak: {} min at {}/s, {} live claims, pool of {POOL_SIZE}{}; load {load_before}",
+        settings.minutes,
+        settings.rate,
+        settings.live,
+        if settings.kill {
+            ", the broker killed half way"
+        } else {
+            ""
+        }
+    );
+
+    let logs = out_dir().join("logs");
+    let kubeconfig = support::kubeconfig_path();
+    let mut broker = brokers::Brokers::start(1, &env.namespace, &kubeconfig, &logs);
+    create(&env, &kinds.provider, provider(&env, KIND)).await;
+    create(&env, &kinds.pool, pool(&env, KIND, POOL_SIZE)).await;
+    assert!(
+        wait_until("the pool is full", || async {
+            ready_unbound(&env, &kinds).await == POOL_SIZE
+        })
+        .await
+    );
+    settle(&broker).await;
+    let baseline = rss(&broker);
+    println!("baseline: RSS {baseline} MiB with the pool alone");
+
+    let record = Arc::new(Mutex::new(Record::default()));
+    let churn_start = Instant::now();
+    let watch = tokio::spawn(watch_binds(
+        api(&env, &kinds.claim),
+        record.clone(),
+        churn_start,
+    ));
+    let cpu_start = broker.cpu_seconds();
+    let control_plane_start = control_plane_cpu();
+    let (minutes, failures) = churn(&env, &kinds, &settings, &mut broker, &record).await;
+
+    println!();
+    println!("deleting the last {} claims", settings.live);
+    let drain_start = Instant::now();
+    let claims: Api<DynamicObject> = api(&env, &kinds.claim);
+    let _ = claims
+        .delete_collection(&DeleteParams::default(), &ListParams::default())
+        .await;
+    let drained = wait_until("only the pool is left", || async {
+        leftovers(&env, &kinds).await == [0, 0, 0]
+    })
+    .await;
+    let drain_time = drain_start.elapsed().as_secs_f64();
+    let cpu = broker.cpu_seconds() - cpu_start;
+    let [apiserver, etcd] = control_plane_cpu();
+    let control_plane = [
+        apiserver - control_plane_start[0],
+        etcd - control_plane_start[1],
+    ];
+    settle(&broker).await;
+    let after = rss(&broker);
+    watch.abort();
+    let [claims_left, handles_left, configmaps_left] = leftovers(&env, &kinds).await;
+
+    {
+        let record = lock(&record);
+        let created = record.created.len();
+        let all: Vec<f64> = sorted(record.binds.iter().map(|(_, latency)| *latency));
+        println!();
+        println!("load before: {load_before}; after: {}", load_average());
+        print_minutes(&minutes);
+        println!();
+        println!(
+            "claims created {created}, bound {}, failed requests {failures}; bind p50 {:.0} ms, p99 \
+             {:.0} ms",
+            record.binds.len(),
+            percentile(&all, 0.5) * 1000.0,
+            percentile(&all, 0.99) * 1000.0,
+        );
+        println!(
+            "{} in {drain_time:.1} s; leftovers: {claims_left} claims, {handles_left} handles, \
+             {configmaps_left} ConfigMaps; double binds: {}",
+            if drained { "drained" } else { "NOT drained" },
+            record.double_binds.len()
+        );
+        for double in &record.double_binds {
+            println!("  double bind: {double}");
+        }
+        let per_claim = |seconds: f64| seconds * 1000.0 / created.max(1) as f64;
+        println!(
+            "CPU per claim lifecycle: broker {:.1} ms ({cpu:.1} s for {created} claims), \
+             kube-apiserver {:.1} ms, etcd {:.1} ms",
+            per_claim(cpu),
+            per_claim(control_plane[0]),
+            per_claim(control_plane[1]),
+        );
+        // The reference: minute 10, or the last of a shorter run.
+        let reference = minutes.get(minutes.len().min(10).wrapping_sub(1));
+        let (reference_minute, at_reference) = reference.map_or((0, 0), |m| (m.minute, m.rss));
+        let at_end = minutes.last().map_or(0, |m| m.rss);
+        println!(
+            "RSS: baseline {baseline} MiB, minute {reference_minute} {at_reference} MiB, end \
+             {at_end} MiB ({:+.1} %), after everything was deleted {after} MiB ({:+.1} % of the \
+             baseline)",
+            change(at_end, at_reference),
+            change(after, baseline),
+        );
+    }
+
+    let out = out_dir();
+    write_csv(&out.join("soak.csv"), &minutes);
+    let svg = out.join("soak.svg");
+    match draw(&svg, &minutes, baseline, after, &settings) {
+        Ok(()) => println!("curves: {}", svg.display()),
+        Err(e) => println!("curves not drawn: {e}"),
+    }
+    broker.stop(Duration::from_secs(120));
+    if let Some(profile) = std::env::var_os("POOLBOY_HEAP_PROFILE") {
+        println!("heap profile: {}", PathBuf::from(profile).display());
+    }
+    env.cleanup().await;
+}
+
+/// The churn, minute by minute; the number of requests that failed.
+async fn churn(
+    env: &TestEnv,
+    kinds: &Kinds,
+    settings: &Settings,
+    broker: &mut brokers::Brokers,
+    record: &Arc<Mutex<Record>>,
+) -> (Vec<Minute>, usize) {
+    let total = (settings.minutes as f64 * 60.0 * settings.rate).round() as usize;
+    let edit_lag = settings.live / 2;
+    let failures = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let mut ticker = tokio::time::interval(Duration::from_secs_f64(1.0 / settings.rate));
+    let start = Instant::now();
+    let mut minutes = Vec::new();
+    let mut cpu_before = broker.cpu_seconds();
+    let mut created_before = 0;
+    let mut binds_before = 0;
+    let mut killed = !settings.kill;
+    println!("| minute | RSS (MiB) | CPU (s) | claims | binds | bind p50 (ms) | p99 (ms) |");
+    println!("|---|---|---|---|---|---|---|");
+    for i in 0..total {
+        ticker.tick().await;
+        let requests = [
+            Some(Request::Create(i)),
+            (i >= edit_lag && (i - edit_lag).is_multiple_of(5))
+                .then(|| Request::Edit(i - edit_lag)),
+            (i >= settings.live).then(|| Request::Delete(i - settings.live)),
+        ];
+        for request in requests.into_iter().flatten() {
+            if let Request::Create(i) = request {
+                lock(record).created.insert(claim_name(i), Instant::now());
+            }
+            let (client, namespace, kinds) =
+                (env.client.clone(), env.namespace.clone(), kinds.clone());
+            let failures = failures.clone();
+            tokio::spawn(async move {
+                if let Err(e) = request.send(client, &namespace, &kinds).await {
+                    eprintln!("{request:?}: {e}");
+                    failures.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                }
+            });
+        }
+        if !killed && i >= total / 2 {
+            killed = true;
+            println!(
+                "(minute {}: the broker killed with SIGKILL and started again)",
+                start.elapsed().as_secs() / 60
+            );
+            broker.kill_and_restart(
+                &env.namespace,
+                &support::kubeconfig_path(),
+                &out_dir().join("logs"),
+            );
+        }
+        let minute = start.elapsed().as_secs() / 60;
+        if minute > minutes.len() as u64 || i + 1 == total {
+            let cpu = broker.cpu_seconds();
+            let record = lock(record);
+            let latencies = sorted(record.binds[binds_before..].iter().map(|(_, l)| *l));
+            let row = Minute {
+                minute: minutes.len() as u64 + 1,
+                rss: rss(broker),
+                cpu: cpu - cpu_before,
+                claims: record.created.len() - created_before,
+                binds: latencies.len(),
+                p50: percentile(&latencies, 0.5) * 1000.0,
+                p99: percentile(&latencies, 0.99) * 1000.0,
+            };
+            println!(
+                "| {} | {} | {:.2} | {} | {} | {:.0} | {:.0} |",
+                row.minute, row.rss, row.cpu, row.claims, row.binds, row.p50, row.p99
+            );
+            (cpu_before, created_before, binds_before) =
+                (cpu, record.created.len(), record.binds.len());
+            minutes.push(row);
+        }
+    }
+    (minutes, failures.load(std::sync::atomic::Ordering::Relaxed))
+}
+
+/// One request of the churn, on claim number `n`.
+#[derive(Clone, Copy, Debug)]
+enum Request {
+    Create(usize),
+    Edit(usize),
+    Delete(usize),
+}
+
+impl Request {
+    async fn send(
+        self,
+        client: kube::Client,
+        namespace: &str,
+        kinds: &Kinds,
+    ) -> Result<(), kube::Error> {
+        let claims = Api::<DynamicObject>::namespaced_with(client, namespace, &kinds.claim);
+        match self {
+            Self::Create(n) => {
+                let object: DynamicObject =
+                    serde_json::from_value(claim(namespace, &claim_name(n)))
+                        .map_err(kube::Error::SerdeError)?;
+                claims.create(&PostParams::default(), &object).await?;
+            }
+            Self::Edit(n) => {
+                // A JSON patch: a merge patch would replace the whole resources list.
+                let patch: json_patch::Patch = serde_json::from_value(json!([
+                    {"op": "add", "path": "/spec/resources/0/template/data/edited", "value": "yes"}
+                ]))
+                .map_err(kube::Error::SerdeError)?;
+                claims
+                    .patch(
+                        &claim_name(n),
+                        &PatchParams::default(),
+                        &Patch::<()>::Json(patch),
+                    )
+                    .await?;
+            }
+            Self::Delete(n) => {
+                match claims
+                    .delete(&claim_name(n), &DeleteParams::default())
+                    .await
+                {
+                    Ok(_) => {}
+                    Err(kube::Error::Api(status)) if status.code == 404 => {}
+                    Err(e) => return Err(e),
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+fn claim_name(n: usize) -> String {
+    format!("soak-{n:06}")
+}
+
+fn claim(namespace: &str, name: &str) -> Value {
+    json!({
+        "apiVersion": "poolboy.gpte.redhat.com/v1",
+        "kind": "ResourceClaim",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"resources": [{
+            "name": "config",
+            "template": {
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": {"labels": {"bench/kind": KIND}},
+                "data": {"claim": name},
+            },
+        }]},
+    })
+}
+
+/// Records each claim's first bind and every handle bound to a second claim.
+async fn watch_binds(claims: Api<ClaimObject>, record: Arc<Mutex<Record>>, start: Instant) {
+    watcher(claims, watcher::Config::default())
+        .default_backoff()
+        .applied_objects()
+        .for_each(|claim| {
+            let handle = claim.as_ref().ok().and_then(|claim| {
+                let handle = claim
+                    .status
+                    .as_ref()?
+                    .resource_handle
+                    .as_ref()?
+                    .name
+                    .clone();
+                Some((claim.metadata.name.clone()?, handle))
+            });
+            if let Some((name, handle)) = handle {
+                let mut record = lock(&record);
+                if !record.bound.contains_key(&name) {
+                    let now = Instant::now();
+                    if let Some(created) = record.created.get(&name) {
+                        let latency = now.duration_since(*created).as_secs_f64();
+                        let at = now.duration_since(start).as_secs_f64();
+                        record.binds.push((at, latency));
+                    }
+                    record.bound.insert(name.clone(), handle.clone());
+                    match record.owner.get(&handle) {
+                        Some(owner) if *owner != name => {
+                            let double = format!("{handle}: {owner} and {name}");
+                            record.double_binds.push(double);
+                        }
+                        Some(_) => {}
+                        None => {
+                            record.owner.insert(handle, name);
+                        }
+                    }
+                }
+            }
+            async {}
+        })
+        .await;
+}
+
+/// Claims, handles that are not the pool's unbound ones, and ConfigMaps beyond those handles'.
+async fn leftovers(env: &TestEnv, kinds: &Kinds) -> [usize; 3] {
+    let list = ListParams::default();
+    let claims = api::<DynamicObject>(env, &kinds.claim)
+        .list_metadata(&list)
+        .await
+        .map_or(usize::MAX, |l| l.items.len());
+    let handles = api::<HandleObject>(env, &kinds.handle)
+        .list(&list)
+        .await
+        // The pool keeps its POOL_SIZE unbound handles: any other is left over.
+        .map_or(usize::MAX, |l| l.items.len().saturating_sub(POOL_SIZE));
+    let configmaps = env
+        .api::<ConfigMap>()
+        .list_metadata(&ListParams::default().labels(&format!("bench/kind={KIND}")))
+        .await
+        .map_or(usize::MAX, |l| l.items.len().saturating_sub(POOL_SIZE));
+    [claims, handles, configmaps]
+}
+
+/// The pool's ready unbound handles.
+async fn ready_unbound(env: &TestEnv, kinds: &Kinds) -> usize {
+    api::<HandleObject>(env, &kinds.handle)
+        .list(&ListParams::default())
+        .await
+        .map_or(0, |l| {
+            l.items
+                .iter()
+                .filter(|h| {
+                    h.spec.resource_claim.is_none()
+                        && h.status.as_ref().and_then(|s| s.ready) == Some(true)
+                })
+                .count()
+        })
+}
+
+/// Waits until the broker has spent no CPU for [`SETTLE`] (its periodic looks aside: a tick
+/// or two of CPU in a window counts as quiet).
+async fn settle(broker: &brokers::Brokers) {
+    let deadline = Instant::now() + Duration::from_secs(300);
+    loop {
+        let before = broker.cpu_seconds();
+        tokio::time::sleep(SETTLE).await;
+        if broker.cpu_seconds() - before <= 0.05 || Instant::now() > deadline {
+            return;
+        }
+    }
+}
+
+/// Whether `done` held within [`DRAIN_TIMEOUT`].
+async fn wait_until<F, Fut>(what: &str, done: F) -> bool
+where
+    F: Fn() -> Fut,
+    Fut: Future<Output = bool>,
+{
+    let deadline = Instant::now() + DRAIN_TIMEOUT;
+    while !done().await {
+        if Instant::now() > deadline {
+            println!("{what}: not within {DRAIN_TIMEOUT:?}");
+            return false;
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    true
+}
+
+/// The broker's VmRSS in MiB.
+fn rss(broker: &brokers::Brokers) -> u64 {
+    broker
+        .pids()
+        .iter()
+        .map(|pid| process_memory(&pid.to_string()).0)
+        .sum()
+}
+
+fn sorted(values: impl Iterator<Item = f64>) -> Vec<f64> {
+    let mut values: Vec<f64> = values.collect();
+    values.sort_by(f64::total_cmp);
+    values
+}
+
+fn change(now: u64, then: u64) -> f64 {
+    (now as f64 - then as f64) * 100.0 / (then.max(1) as f64)
+}
+
+fn print_minutes(minutes: &[Minute]) {
+    println!("| minute | RSS (MiB) | CPU (s) | claims | binds | bind p50 (ms) | p99 (ms) |");
+    println!("|---|---|---|---|---|---|---|");
+    for m in minutes {
+        println!(
+            "| {} | {} | {:.2} | {} | {} | {:.0} | {:.0} |",
+            m.minute, m.rss, m.cpu, m.claims, m.binds, m.p50, m.p99
+        );
+    }
+}
+
+fn out_dir() -> PathBuf {
+    let dir = std::env::var_os("SOAK_OUT").map_or_else(
+        || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/soak"),
+        PathBuf::from,
+    );
+    std::fs::create_dir_all(&dir).expect("the soak's output directory");
+    dir
+}
+
+fn write_csv(path: &Path, minutes: &[Minute]) {
+    let mut text = String::from("minute,rss_mib,cpu_s,claims,binds,bind_p50_ms,bind_p99_ms\n");
+    for m in minutes {
+        text.push_str(&format!(
+            "{},{},{:.3},{},{},{:.1},{:.1}\n",
+            m.minute, m.rss, m.cpu, m.claims, m.binds, m.p50, m.p99
+        ));
+    }
+    std::fs::write(path, text).expect("writing the soak's CSV");
+}
+
+/// Three charts, one above the other: RSS, CPU per claim, bind latency, by minute.
+fn draw(
+    path: &Path,
+    minutes: &[Minute],
+    baseline: u64,
+    after: u64,
+    settings: &Settings,
+) -> Result<(), Box<dyn std::error::Error>> {
+    let root = SVGBackend::new(path, (900, 900)).into_drawing_area();
+    root.fill(&WHITE)?;
+    let root = root.titled(
+        &format!(
+            "poolboy soak: {} min at {}/s, {} live claims, pool of {POOL_SIZE}",
+            settings.minutes, settings.rate, settings.live
+        ),
+        ("sans-serif", 20),
+    )?;
+    let panels = root.split_evenly((3, 1));
+    let last = minutes.last().map_or(1, |m| m.minute).max(1);
+    let top = |values: &mut dyn Iterator<Item = f64>| values.fold(1.0_f64, f64::max) * 1.2;
+
+    let rss_top = top(&mut minutes
+        .iter()
+        .map(|m| m.rss as f64)
+        .chain([baseline as f64, after as f64]));
+    let mut chart = ChartBuilder::on(&panels[0])
+        .caption("broker RSS (MiB)", ("sans-serif", 16))
+        .margin(10)
+        .x_label_area_size(25)
+        .y_label_area_size(50)
+        .build_cartesian_2d(0..last, 0.0..rss_top)?;
+    chart
+        .configure_mesh()
+        .x_desc("minute")
+        .y_label_formatter(&|v| format!("{v:.0}"))
+        .draw()?;
+    chart
+        .draw_series(LineSeries::new(
+            minutes.iter().map(|m| (m.minute, m.rss as f64)),
+            &BLUE,
+        ))?
+        .label("RSS")
+        .legend(|(x, y)| PathElement::new([(x, y), (x + 20, y)], BLUE));
+    for (value, label, color) in [
+        (baseline, "fresh, pool alone", GREEN),
+        (after, "after deleting everything", RED),
+    ] {
+        chart
+            .draw_series(LineSeries::new(
+                [(0, value as f64), (last, value as f64)],
+                color.stroke_width(1),
+            ))?
+            .label(format!("{label}: {value} MiB"))
+            .legend(move |(x, y)| PathElement::new([(x, y), (x + 20, y)], color));
+    }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::LowerRight)
+        .border_style(BLACK)
+        .background_style(WHITE)
+        .draw()?;
+
+    let per_claim = |m: &Minute| m.cpu * 1000.0 / (m.claims.max(1) as f64);
+    let cpu_top = top(&mut minutes.iter().map(per_claim));
+    let mut chart = ChartBuilder::on(&panels[1])
+        .caption("broker CPU per claim created (ms)", ("sans-serif", 16))
+        .margin(10)
+        .x_label_area_size(25)
+        .y_label_area_size(50)
+        .build_cartesian_2d(0..last, 0.0..cpu_top)?;
+    chart
+        .configure_mesh()
+        .x_desc("minute")
+        .y_label_formatter(&|v| format!("{v:.0}"))
+        .draw()?;
+    chart.draw_series(LineSeries::new(
+        minutes.iter().map(|m| (m.minute, per_claim(m))),
+        &MAGENTA,
+    ))?;
+
+    let latency_top = top(&mut minutes.iter().map(|m| m.p99).filter(|v| v.is_finite()));
+    let mut chart = ChartBuilder::on(&panels[2])
+        .caption("bind latency, created → bound (ms)", ("sans-serif", 16))
+        .margin(10)
+        .x_label_area_size(25)
+        .y_label_area_size(50)
+        .build_cartesian_2d(0..last, 0.0..latency_top)?;
+    chart
+        .configure_mesh()
+        .x_desc("minute")
+        .y_label_formatter(&|v| format!("{v:.0}"))
+        .draw()?;
+    for (name, color, value) in [("p50", BLUE, 0), ("p99", RED, 1)] {
+        let points = minutes
+            .iter()
+            .map(|m| (m.minute, if value == 0 { m.p50 } else { m.p99 }))
+            .filter(|(_, v)| v.is_finite());
+        chart
+            .draw_series(LineSeries::new(points, &color))?
+            .label(name)
+            .legend(move |(x, y)| PathElement::new([(x, y), (x + 20, y)], color));
+    }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::LowerRight)
+        .border_style(BLACK)
+        .background_style(WHITE)
+        .draw()?;
+    root.present()?;
+    Ok(())
+}
+
+fn api<K>(env: &TestEnv, resource: &kube::core::ApiResource) -> Api<K>
+where
+    K: kube::Resource<
+            DynamicType = kube::core::ApiResource,
+            Scope = kube::core::DynamicResourceScope,
+        >,
+{
+    Api::namespaced_with(env.client.clone(), &env.namespace, resource)
+}
+
+async fn create(env: &TestEnv, resource: &kube::core::ApiResource, object: Value) {
+    let object: DynamicObject = serde_json::from_value(object).expect("a valid object");
+    api::<DynamicObject>(env, resource)
+        .create(&PostParams::default(), &object)
+        .await
+        .unwrap_or_else(|e| panic!("create: {e}"));
+}
