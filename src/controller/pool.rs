@@ -98,15 +98,16 @@ pub(crate) fn controller(
     let main = Api::<PoolObject>::namespaced_with(client.clone(), operator_namespace, &kinds.pool);
     let pool_kind = kinds.pool.clone();
     let config = crate::store::shared_watch::watch_config().any_semantic();
-    let controller = Controller::new_with(main, config, kinds.pool.clone()).watches_stream_with(
-        handles.subscribe(),
-        move |handle: HandleObject| {
-            handle.spec.resource_pool.as_ref().map(|pool| {
-                ObjectRef::new_with(&pool.name, pool_kind.clone()).within(&pool.namespace)
-            })
-        },
-        kinds.handle.clone(),
-    );
+    let controller = reconciler::forgetting_controller(main, config, kinds.pool.clone())
+        .watches_stream_with(
+            handles.subscribe(),
+            move |handle: HandleObject| {
+                handle.spec.resource_pool.as_ref().map(|pool| {
+                    ObjectRef::new_with(&pool.name, pool_kind.clone()).within(&pool.namespace)
+                })
+            },
+            kinds.handle.clone(),
+        );
     PoolController {
         controller,
         handles: PoolIndex::following(
@@ -838,8 +839,8 @@ async fn finalize(pool_object: &PoolObject, pctx: &PoolContext) -> Result<Action
     write::release_finalizers(&ctx.pools_api(), pool_object, ours)
         .await
         .or_halt()?;
-    // Deleted now: nothing of it is worth remembering.
-    write::forget_replaced(pool_object);
+    // Deleted now: nothing of it is worth remembering (the write layer forgets it with the
+    // watch's delete event).
     pctx.forget(&pool);
     let labels = PoolLabels {
         name,

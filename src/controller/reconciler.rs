@@ -11,11 +11,12 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Instant;
 
-use futures::StreamExt;
 use futures::channel::mpsc::UnboundedReceiver;
-use kube::api::ObjectMeta;
+use futures::{StreamExt, TryStreamExt};
+use kube::api::{Api, ApiResource, ObjectMeta};
 use kube::runtime::controller::{self, Action, Controller};
-use kube::runtime::reflector::ObjectRef;
+use kube::runtime::reflector::{self, ObjectRef, reflector};
+use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 
@@ -52,6 +53,10 @@ pub(crate) trait Lifecycle: Send + Sync + 'static {
 
     /// The object is ignored (§7.6): forget what this process remembers of it.
     fn ignored(&self, _object: &Self::Object) {}
+
+    /// The object `namespace`/`name` was found gone (deleted, its watch's delete event missed
+    /// or never seen by this controller): forget what this process remembers of it.
+    fn gone(&self, _namespace: Option<&str>, _name: &str) {}
 
     /// The object is being deleted.
     fn finalize(
@@ -210,6 +215,26 @@ pub(crate) struct Drive<K: Resource> {
     pub(crate) shutdown: Shutdown,
 }
 
+/// A controller of the objects `api` watches, as `Controller::new_with` builds one, whose
+/// watch also tells the write layer which objects are deleted (`write::forget_deleted`): for
+/// the kinds whose watch no other part of the broker shares.
+pub(crate) fn forgetting_controller<K>(
+    api: Api<K>,
+    config: watcher::Config,
+    kind: ApiResource,
+) -> Controller<K>
+where
+    K: Resource<DynamicType = ApiResource> + Identified + Clone + DeserializeOwned + Debug,
+    K: Send + Sync + 'static,
+{
+    let writer = reflector::store::Writer::new(kind.clone());
+    let store = writer.as_reader();
+    let own = reflector(writer, watcher(api, config).default_backoff())
+        .inspect_ok(write::forget_deleted)
+        .touched_objects();
+    Controller::for_stream_with(own, store, kind)
+}
+
 /// Runs `controller` for `lifecycle` as `drive` says until it stops; every result reaches the
 /// backlog, which lets the next waiting object in, and the watch health (`/readyz`).
 pub(crate) async fn run<L>(
@@ -246,6 +271,7 @@ pub(crate) async fn run<L>(
             if let Err(controller::Error::ObjectNotFound(object)) = result {
                 let key = failures_key(L::KIND, object.namespace.as_deref(), &object.name);
                 forgetting.context().succeeded(&key);
+                forgetting.gone(object.namespace.as_deref(), &object.name);
             }
         });
     health.drive(L::KIND, reconciles).await;

@@ -6,10 +6,11 @@
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
+use futures::TryStreamExt;
 use kube::api::{Api, Patch};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::controller::{Action, Controller};
-use kube::runtime::reflector::ObjectRef;
+use kube::runtime::reflector::{self, ObjectRef, reflector};
 use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
 
@@ -45,8 +46,16 @@ pub(crate) fn controller(
         Api::<ScalingObject>::namespaced_with(client.clone(), operator_namespace, &kinds.scaling);
     let pools = Api::<PoolObject>::namespaced_with(client.clone(), operator_namespace, &kinds.pool);
     let config = crate::store::shared_watch::watch_config().any_semantic();
-    let controller = Controller::new_with(main, config.clone(), kinds.scaling.clone());
-    let scalings = controller.store();
+    // A scaling holds no finalizer: its watch's delete event is where it is last seen.
+    let writer = reflector::store::Writer::new(kinds.scaling.clone());
+    let scalings = writer.as_reader();
+    let own = reflector(
+        writer,
+        kube::runtime::watcher(main, config.clone()).default_backoff(),
+    )
+    .inspect_ok(write::forget_deleted)
+    .touched_objects();
+    let controller = Controller::for_stream_with(own, scalings.clone(), kinds.scaling.clone());
     let scaling_kind = kinds.scaling.clone();
     // Only a pool's appearance matters here (the predicate cache is keyed by uid): its spec
     // and status changes would wake every scaling for nothing.

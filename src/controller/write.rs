@@ -9,7 +9,8 @@
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::fmt::Debug;
-use std::sync::{LazyLock, Mutex, PoisonError};
+use std::sync::{LazyLock, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
 
 use json_patch::{Patch as JsonPatch, PatchOperation, ReplaceOperation};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
@@ -101,27 +102,55 @@ pub(crate) fn sort<T>(result: Result<T, kube::Error>) -> Result<Written<T>, kube
     }
 }
 
-/// The version of each object this process last replaced with a write of its own, by uid.
-/// Process-wide, as the client that writes is: every controller's reconciles consult it.
-static REPLACED: LazyLock<Mutex<HashMap<String, String>>> = LazyLock::new(Mutex::default);
+/// What this process replaced with writes of its own, by uid. Process-wide, as the client
+/// that writes is: every controller's reconciles consult it.
+static REPLACED: LazyLock<Mutex<Replaced>> = LazyLock::new(Mutex::default);
 
 /// Objects remembered at most; past it the memory starts afresh (it only saves work).
 const REPLACED_AT_MOST: usize = 100_000;
 
-/// Whether `object` is a version this process has replaced since with a write of its own. A
-/// reconcile of it computes from a copy the store has not caught up with, and its guarded
-/// writes conflict; skipping it is safe, since the write's own watch event wakes the object
-/// again (otherwise half of a burst's handle reconciles conflict so).
+/// How long a finalized object is remembered when its delete event came before the finalize
+/// that caused it was recorded (nothing else would forget it).
+const FINALIZED_FOR: Duration = Duration::from_secs(300);
+
+#[derive(Default)]
+struct Replaced {
+    /// The version each object had when this process last wrote it.
+    versions: HashMap<String, String>,
+    /// Objects whose last finalizer this process released, with when: every copy of them is
+    /// stale. A pass over one the store still shows (the finalize read a newer copy than the
+    /// store had) would make again what the finalize deleted.
+    finalized: HashMap<String, Instant>,
+}
+
+impl Replaced {
+    fn forget(&mut self, uid: &str) {
+        self.versions.remove(uid);
+        self.finalized.remove(uid);
+    }
+}
+
+fn replaced() -> MutexGuard<'static, Replaced> {
+    REPLACED.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Whether `object` is a version this process has replaced since with a write of its own, or
+/// an object it finalized. A reconcile of it computes from a copy the store has not caught up
+/// with, and its guarded writes conflict; skipping it is safe, since the write's own watch
+/// event wakes the object again (otherwise half of a burst's handle reconciles conflict so).
 pub(crate) fn is_replaced(object: &impl Identified) -> bool {
     let (Some(uid), Some(version)) = (object.uid(), object.resource_version()) else {
         return false;
     };
-    let mut replaced = REPLACED.lock().unwrap_or_else(PoisonError::into_inner);
-    match replaced.get(uid.as_ref()) {
+    let mut replaced = replaced();
+    if replaced.finalized.contains_key(uid.as_ref()) {
+        return true;
+    }
+    match replaced.versions.get(uid.as_ref()) {
         Some(old) if *old == version => true,
         // The store moved on: nothing to remember.
         Some(_) => {
-            replaced.remove(uid.as_ref());
+            replaced.versions.remove(uid.as_ref());
             false
         }
         None => false,
@@ -132,9 +161,20 @@ pub(crate) fn is_replaced(object: &impl Identified) -> bool {
 /// keep it until it fills up.
 pub(crate) fn forget_replaced(object: &impl Identified) {
     if let Some(uid) = object.uid() {
-        let mut replaced = REPLACED.lock().unwrap_or_else(PoisonError::into_inner);
-        replaced.remove(uid.as_ref());
+        replaced().forget(&uid);
     }
+}
+
+/// Remembers that this process released the last finalizer of object `uid`, which the API
+/// server deletes then.
+fn record_finalized(uid: &str) {
+    let mut replaced = replaced();
+    let now = Instant::now();
+    replaced
+        .finalized
+        .retain(|_, at| now.duration_since(*at) < FINALIZED_FOR);
+    replaced.versions.remove(uid);
+    replaced.finalized.insert(uid.to_owned(), now);
 }
 
 /// A watch follower that forgets each deleted object ([`forget_replaced`]).
@@ -182,11 +222,11 @@ pub(crate) fn record_replaced<K: Resource, T>(before: &K, written: &Written<T>) 
     ) else {
         return;
     };
-    let mut replaced = REPLACED.lock().unwrap_or_else(PoisonError::into_inner);
-    if replaced.len() >= REPLACED_AT_MOST {
-        replaced.clear();
+    let mut replaced = replaced();
+    if replaced.versions.len() >= REPLACED_AT_MOST {
+        replaced.versions.clear();
     }
-    replaced.insert(uid.to_owned(), version.to_owned());
+    replaced.versions.insert(uid.to_owned(), version.to_owned());
 }
 
 /// `test /metadata/resourceVersion == <the version read>`: the patch applies only to the copy
@@ -328,7 +368,17 @@ where
         path: pointer(&["metadata", "finalizers"]),
         value: json!(kept),
     });
-    patch(api, object, Target::Object, vec![op]).await
+    let written = patch(api, object, Target::Object, vec![op]).await?;
+    // The last finalizer of a deleting object: the write deletes it.
+    if let (Written::Done(_), true, true, Some(uid)) = (
+        &written,
+        kept.is_empty(),
+        object.meta().deletion_timestamp.is_some(),
+        &object.meta().uid,
+    ) {
+        record_finalized(uid);
+    }
+    Ok(written)
 }
 
 /// Creates `object`. A create has nothing to guard: `Conflict` when an object of its name
@@ -478,8 +528,43 @@ mod tests {
         assert!(is_replaced(&claim), "an update is not a deletion");
         forget_deleted(&kube::runtime::watcher::Event::Delete(claim.clone()));
         assert!(!is_replaced(&claim));
-        let replaced = REPLACED.lock().unwrap_or_else(PoisonError::into_inner);
-        assert!(!replaced.contains_key("0d1e2f3a-4b5c-4d6e-8f90-a1b2c3d4e5f6"));
+        let replaced = replaced();
+        assert!(
+            !replaced
+                .versions
+                .contains_key("0d1e2f3a-4b5c-4d6e-8f90-a1b2c3d4e5f6")
+        );
+    }
+
+    /// An object whose last finalizer this process released is gone in every copy the store
+    /// still shows, until its delete event; one whose delete event came first is forgotten
+    /// after a while.
+    #[test]
+    fn a_finalized_object_is_stale_until_its_delete_event() {
+        let claim = |version: &str| -> crate::api::kinds::ClaimObject {
+            serde_json::from_value(json!({
+                "apiVersion": "poolboy.gpte.redhat.com/v1", "kind": "ResourceClaim",
+                "metadata": {"name": "finalized", "namespace": "user", "resourceVersion": version,
+                             "uid": "5e6f7a8b-9c0d-4e1f-8a2b-3c4d5e6f7a8b"},
+                "spec": {},
+            }))
+            .expect("a claim")
+        };
+        record_finalized("5e6f7a8b-9c0d-4e1f-8a2b-3c4d5e6f7a8b");
+        assert!(is_replaced(&claim("3")), "an older copy");
+        assert!(is_replaced(&claim("3")), "still");
+        forget_deleted(&kube::runtime::watcher::Event::Delete(claim("4")));
+        assert!(!is_replaced(&claim("3")));
+
+        let long_ago = Instant::now()
+            .checked_sub(FINALIZED_FOR)
+            .expect("an instant");
+        replaced()
+            .finalized
+            .insert("deleted-first".into(), long_ago);
+        record_finalized("5e6f7a8b-9c0d-4e1f-8a2b-3c4d5e6f7a8b");
+        assert!(!replaced().finalized.contains_key("deleted-first"));
+        forget_deleted(&kube::runtime::watcher::Event::Delete(claim("4")));
     }
 
     /// An API error as the API server sends it.
