@@ -94,7 +94,24 @@ impl ClaimController {
     }
 }
 
-/// The controller, watching claims (in `claim_namespace`, or all namespaces), and following
+/// The broker's one watch of claims (in `claim_namespace`, or all namespaces), for
+/// [`controller`] to drive; the write layer's memory follows its deletions.
+pub(crate) fn watch(
+    client: &Client,
+    kinds: &Kinds,
+    claim_namespace: Option<&str>,
+) -> SharedWatch<ClaimObject> {
+    let main = match claim_namespace {
+        Some(ns) => Api::<ClaimObject>::namespaced_with(client.clone(), ns, &kinds.claim),
+        None => Api::<ClaimObject>::all_with(client.clone(), &kinds.claim),
+    };
+    let config = crate::store::shared_watch::watch_config().any_semantic();
+    let mut claims = SharedWatch::new(main, config, kinds.stored_claim.clone());
+    claims.follow(write::forget_deleted);
+    claims
+}
+
+/// The controller, driving the claim watch (`claims`, from [`watch`]), and following
 /// the broker's handle watch: a handle change wakes its claim, and an unbound handle wakes the
 /// claims waiting for one. Its store is the index of claims every controller reads
 /// (`Context::stores`), beside [`ClaimSummaries`]; its [`ClaimIndex`] indexes the handles.
@@ -105,27 +122,20 @@ impl ClaimController {
 /// has the change. So a handle reads its claim from the store rather than with a GET, and
 /// claims are watched once.
 pub(crate) fn controller(
-    client: &Client,
+    mut claims: SharedWatch<ClaimObject>,
     kinds: &Kinds,
     operator_namespace: &str,
-    claim_namespace: Option<&str>,
     (handles, free): (&mut SharedWatch<HandleObject>, FreeHandles),
     wake_handles: UnboundedSender<ObjectRef<StoredHandle>>,
     concurrency: u16,
 ) -> ClaimController {
-    let main = match claim_namespace {
-        Some(ns) => Api::<ClaimObject>::namespaced_with(client.clone(), ns, &kinds.claim),
-        None => Api::<ClaimObject>::all_with(client.clone(), &kinds.claim),
-    };
     // The store is written before the wake goes out: a woken claim reads the change.
     let (index, handle_events) = ClaimIndex::following(handles, free);
     let bindings = index.clone();
     let handle_kind = kinds.stored_handle.clone();
     let handle_namespace = operator_namespace.to_owned();
-    let config = crate::store::shared_watch::watch_config().any_semantic();
-    let mut claims = SharedWatch::new(main, config, kinds.stored_claim.clone());
     let summaries = ClaimSummaries::following(&mut claims);
-    claims.follow(write::forget_deleted);
+    index.follow_claims(&mut claims);
     claims.follow(move |event| {
         let claim = match event {
             watcher::Event::Apply(claim)
@@ -258,6 +268,10 @@ impl Lifecycle for ClaimContext {
 
     async fn finalize(&self, claim: &ClaimObject) -> Result<Action, Halt<ClaimError>> {
         finalize(self, claim).await
+    }
+
+    fn gone(&self, namespace: Option<&str>, name: &str) {
+        self.index.forget_claim(namespace.unwrap_or_default(), name);
     }
 
     async fn pass(

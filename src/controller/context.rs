@@ -12,10 +12,11 @@ use chrono::{DateTime, Utc};
 use futures::channel::mpsc::UnboundedSender;
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::api::Api;
-use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::runtime::events::{Event, EventType};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Client, Resource};
 
+use super::events::EventRecorders;
 use super::managed::resources::ManagedResources;
 use super::requester::RequesterLookup;
 use crate::api::OperatorDomain;
@@ -27,6 +28,7 @@ use crate::metrics::Metrics;
 use crate::store::claim_summaries::ClaimSummaries;
 use crate::store::packed::{StoredClaim, StoredHandle};
 use crate::store::pool_index::PoolIndex;
+use crate::store::render_clocks::RenderClocks;
 
 /// How often a template whose result depends on the clock in a way no instant can be derived
 /// from (it prints the current time) is rendered again: Poolboy's `MANAGE_HANDLES_INTERVAL`.
@@ -96,6 +98,8 @@ pub(crate) struct Stores {
     /// Each pool's handles, counted, and their provisioning times.
     pub(crate) pool_handles: PoolIndex,
     pub(crate) scalings: Store<ScalingObject>,
+    /// When each handle's templates last read the clock.
+    pub(crate) render_clocks: RenderClocks,
 }
 
 pub(crate) struct Context {
@@ -114,11 +118,10 @@ pub(crate) struct Context {
     /// Which watches fail now (`/readyz`).
     pub(crate) health: crate::store::health::WatchHealth,
     /// When each handle's templates last read the clock.
-    pub(crate) render_clocks: crate::store::render_clocks::RenderClocks,
     providers: RwLock<ProviderCatalog>,
     /// Whether `providers` has held every provider since a complete list.
     providers_listed: AtomicBool,
-    recorder: Recorder,
+    recorders: EventRecorders,
     failures: Mutex<HashMap<String, u32>>,
 }
 
@@ -129,13 +132,10 @@ impl Context {
         stores: Stores,
         triggers: Triggers,
         metrics: Arc<Metrics>,
+        recorders: EventRecorders,
     ) -> Self {
-        let reporter = Reporter {
-            controller: "poolboy".to_owned(),
-            instance: Some(config.instance.clone()),
-        };
         Self {
-            recorder: Recorder::new(client.clone(), reporter),
+            recorders,
             kinds: Kinds::new(&config.domain),
             client,
             config,
@@ -147,7 +147,6 @@ impl Context {
             managed: ManagedResources::default(),
             requesters: RequesterLookup::default(),
             health: crate::store::health::WatchHealth::default(),
-            render_clocks: crate::store::render_clocks::RenderClocks::default(),
             providers: RwLock::new(ProviderCatalog::default()),
             providers_listed: AtomicBool::new(false),
             failures: Mutex::new(HashMap::new()),
@@ -287,7 +286,8 @@ impl Context {
         };
         // Published beside the reconcile, not in its way: an Event is a write of its own, and
         // waiting for it makes every bind two round trips longer.
-        let recorder = self.recorder.clone();
+        let uid = object.meta().uid.as_deref().unwrap_or_default();
+        let recorder = self.recorders.recorder(uid, std::time::Instant::now());
         let reason = reason.to_owned();
         tokio::spawn(async move {
             if let Err(error) = recorder.publish(&event, &reference).await {

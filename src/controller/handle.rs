@@ -155,11 +155,11 @@ impl Lifecycle for HandleContext {
 
     /// Once resumed, the handle renders at the clock's time.
     fn ignored(&self, handle: &HandleObject) {
-        self.0.render_clocks.forget(&uid_of(handle));
+        self.0.stores.render_clocks.forget(&uid_of(handle));
     }
 
     async fn finalize(&self, handle: &HandleObject) -> Result<Action, Halt<HandleError>> {
-        self.0.render_clocks.forget(&uid_of(handle));
+        self.0.stores.render_clocks.forget(&uid_of(handle));
         finalize::finalize(handle, &self.0).await
     }
 
@@ -202,7 +202,7 @@ async fn manage(object: HandleObject, ctx: &Context) -> Result<Action, Halt<Hand
     // last read the clock, until the re-render they asked for.
     let uid = uid_of(&object);
     let inputs = RenderInputs::of(&Kinds::handle_of(&object), claim.as_ref(), ctx.domain());
-    let render_at = ctx.render_clocks.render_at(&uid, &inputs, now);
+    let render_at = ctx.stores.render_clocks.render_at(&uid, &inputs, now);
     let clock = PassClock { now, render_at };
     // What this pass's templates make of the clock decides when it runs again.
     let templates = ctx.templates.watching();
@@ -247,7 +247,9 @@ async fn manage(object: HandleObject, ctx: &Context) -> Result<Action, Halt<Hand
     }
     // The earlier of the lifespan's end and the next instant a template's result changes.
     let rerender = ctx.template_rerender(&templates, render_at);
-    ctx.render_clocks.record(&uid, inputs, render_at, rerender);
+    ctx.stores
+        .render_clocks
+        .record(&uid, inputs, render_at, rerender);
     Ok(match expiry.into_iter().chain(rerender).min() {
         Some(at) => Action::requeue(delay_until(at, ctx.now())),
         None => Action::await_change(),
@@ -280,7 +282,7 @@ async fn delete_released(
     object: &HandleObject,
 ) -> Result<Action, Halt<HandleError>> {
     tracing::info!(handle = %object.name_any(), "deleting a handle released by a claim");
-    ctx.render_clocks.forget(&uid_of(object));
+    ctx.stores.render_clocks.forget(&uid_of(object));
     let released = |h: &HandleObject| is_released_handle(h, ctx.domain());
     match write::delete_while(&ctx.handles_api(), object, 3, released).await? {
         Written::Conflict => return Err(Halt::Conflict),

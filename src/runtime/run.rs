@@ -19,11 +19,13 @@ use super::webhook::{WebhookError, WebhookOptions, WebhookServer};
 use super::{http, lease, quarantine};
 use crate::api::kinds::{Kinds, PoolObject, ScalingObject};
 use crate::controller::context::{Config, Context, Stores, Triggers};
+use crate::controller::events::EventRecorders;
 use crate::controller::{claim, handle, pool, providers, scaling};
 use crate::metrics::Metrics;
 use crate::shutdown::Shutdown;
 use crate::store::free_handles::FreeHandles;
 use crate::store::packed::{StoredClaim, StoredHandle};
+use crate::store::render_clocks::RenderClocks;
 
 /// How long in-flight reconciles may run on after shutdown (Kubernetes' default termination
 /// grace period is 30 s).
@@ -227,13 +229,21 @@ impl Controllers {
     ) -> (Self, Arc<Context>) {
         let namespace = &options.config.operator_namespace;
         let (handle_trigger, handle_triggers) = mpsc::unbounded();
+        let reporter = Reporter {
+            controller: "poolboy".to_owned(),
+            instance: Some(options.config.instance.clone()),
+        };
+        let recorders = EventRecorders::new(client.clone(), reporter);
         let mut handle_watch = handle::watch(client, kinds, namespace);
+        let mut claim_watch = claim::watch(client, kinds, options.claim_namespace.as_deref());
+        recorders.follow(&mut handle_watch);
+        recorders.follow(&mut claim_watch);
         let free_handles = FreeHandles::following(&mut handle_watch);
+        let render_clocks = RenderClocks::following(&mut handle_watch);
         let claims = claim::controller(
-            client,
+            claim_watch,
             kinds,
             namespace,
-            options.claim_namespace.as_deref(),
             (&mut handle_watch, free_handles.clone()),
             handle_trigger.clone(),
             options.concurrency,
@@ -248,6 +258,7 @@ impl Controllers {
             pools: pools.store(),
             pool_handles: pools.handles(),
             scalings: scalings.store(),
+            render_clocks,
         };
         let (claim_trigger, claim_triggers) = mpsc::unbounded();
         let (pool_trigger, pool_triggers) = mpsc::unbounded();
@@ -259,7 +270,7 @@ impl Controllers {
         let summaries = stores.claim_summaries.clone();
         metrics.count_claims_with(move || summaries.counts());
         let config = options.config.clone();
-        let ctx = Context::new(client.clone(), config, stores, triggers, metrics);
+        let ctx = Context::new(client.clone(), config, stores, triggers, metrics, recorders);
         let controllers = Self {
             claims,
             handles,

@@ -14,8 +14,8 @@ use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
 
 use crate::api::ResourceHandle;
-use crate::api::kinds::HandleObject;
 use crate::api::kinds::SharedType;
+use crate::api::kinds::{ClaimObject, HandleObject};
 use crate::store::free_handles::FreeHandles;
 use crate::store::packed::StoredHandle;
 use crate::store::shared_watch::{FollowedIndex, ListedStore, Relisting, SharedWatch};
@@ -48,6 +48,50 @@ struct Inner {
     deferred: HashMap<(String, String), std::time::Instant>,
     /// The handles bound to each claim, and those bound to none.
     bindings: Bindings,
+}
+
+impl Inner {
+    /// A handle event: the bindings follow it, and a deleted handle's taken note goes (a
+    /// relist keeps the notes of the handles it shows).
+    fn apply_handle(&mut self, event: &watcher::Event<HandleObject>) {
+        self.bindings.apply(event);
+        match event {
+            watcher::Event::Delete(handle) => {
+                if let Some(name) = &handle.metadata.name {
+                    self.taken.remove(name);
+                }
+            }
+            watcher::Event::InitDone => {
+                let bindings = &self.bindings;
+                self.taken.retain(|name, _| {
+                    bindings.claim_of.contains_key(name) || bindings.free.contains(name)
+                });
+            }
+            _ => {}
+        }
+    }
+
+    /// A claim event: a deleted claim is forgotten.
+    fn apply_claim(&mut self, event: &watcher::Event<ClaimObject>) {
+        if let watcher::Event::Delete(claim) = event
+            && let (Some(namespace), Some(name)) = (&claim.metadata.namespace, &claim.metadata.name)
+        {
+            self.forget_claim(namespace, name);
+        }
+    }
+
+    /// Claim `name` of `namespace` is gone: it waits for nothing and counts against no limit.
+    fn forget_claim(&mut self, namespace: &str, name: &str) {
+        let key = (namespace.to_owned(), name.to_owned());
+        self.waiting.remove(&key);
+        self.deferred.remove(&key);
+        self.admitted.retain(|(admitted_in, _), claims| {
+            if admitted_in == namespace {
+                claims.remove(name);
+            }
+            !claims.is_empty()
+        });
+    }
 }
 
 /// What the handle watch says of bindings, kept without scanning every handle: which handles
@@ -171,7 +215,7 @@ impl ClaimIndex {
     ) {
         let inner: Arc<Mutex<Inner>> = Arc::default();
         let follower = inner.clone();
-        handles.follow(move |event| lock(&follower).bindings.apply(event));
+        handles.follow(move |event| lock(&follower).apply_handle(event));
         let events = handles.subscribe();
         let index = Self {
             handles: handles.store(),
@@ -179,6 +223,18 @@ impl ClaimIndex {
             inner,
         };
         (index, events)
+    }
+
+    /// Follows the claim watch: a deleted claim is forgotten.
+    pub(crate) fn follow_claims(&self, claims: &mut SharedWatch<ClaimObject>) {
+        let inner = self.inner.clone();
+        claims.follow(move |event| lock(&inner).apply_claim(event));
+    }
+
+    /// Claim `name` of `namespace` is gone (its watch missed the deletion, a reconcile found
+    /// it gone).
+    pub(crate) fn forget_claim(&self, namespace: &str, name: &str) {
+        self.lock().forget_claim(namespace, name);
     }
 
     /// Waits until the handle watch has listed once; any number of callers at once.
@@ -371,7 +427,7 @@ mod tests {
 
     impl ClaimIndex {
         fn apply_handle_event(&self, event: &Event<HandleObject>) {
-            self.lock().bindings.apply(event);
+            self.lock().apply_handle(event);
         }
 
         fn free_names(&self) -> Vec<String> {
@@ -426,6 +482,46 @@ mod tests {
         // Dropped once outdated, even if the old version came back.
         assert!(!index.is_taken("guid-a", Some("10")));
         assert!(!index.is_taken("guid-b", Some("1")));
+    }
+
+    #[test]
+    fn a_deleted_handle_takes_its_taken_note_with_it() {
+        let index = index();
+        index.apply_handle_event(&Event::Apply(handle("guid-a", Some("c"))));
+        index.taken("guid-a", Some("10"));
+        index.taken("guid-b", Some("10"));
+        index.apply_handle_event(&Event::Delete(handle("guid-a", Some("c"))));
+        assert!(!index.lock().taken.contains_key("guid-a"));
+        // guid-b went while the watch was down: the relist, which does not show it, drops it.
+        index.apply_handle_event(&Event::Init);
+        index.apply_handle_event(&Event::InitApply(handle("guid-c", None)));
+        index.apply_handle_event(&Event::InitDone);
+        assert!(index.lock().taken.is_empty());
+    }
+
+    #[test]
+    fn a_deleted_claim_is_forgotten() {
+        let index = index();
+        let all = BTreeSet::from(["a".to_owned(), "b".to_owned()]);
+        for name in ["a", "b"] {
+            index.wait("user", name);
+            index.defer("user", name);
+            assert!(index.admit("user", "lab", name, 5, &BTreeSet::new(), &all));
+        }
+        let claim = |name: &str| -> ClaimObject {
+            serde_json::from_value(serde_json::json!({
+                "apiVersion": "poolboy.gpte.redhat.com/v1", "kind": "ResourceClaim",
+                "metadata": {"name": name, "namespace": "user"}, "spec": {},
+            }))
+            .expect("a claim")
+        };
+        index.lock().apply_claim(&Event::Delete(claim("a")));
+        assert_eq!(index.waiting(), vec![("user".to_owned(), "b".to_owned())]);
+        // b's watch missed its deletion; its reconcile found it gone.
+        index.forget_claim("user", "b");
+        let inner = index.lock();
+        assert!(inner.waiting.is_empty() && inner.deferred.is_empty());
+        assert!(inner.admitted.is_empty(), "{:?}", inner.admitted);
     }
 
     fn handle(name: &str, claim: Option<&str>) -> HandleObject {

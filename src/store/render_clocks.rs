@@ -1,19 +1,23 @@
 //! The instant each handle's templates last read the clock, by handle uid, so that the passes
 //! its own writes cause render at it again until the re-render it asked for
-//! (`core::template::ClockPin`).
+//! (`core::template::ClockPin`). A deleted handle's pin goes with its watch's delete event.
 
 use std::collections::HashMap;
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use chrono::{DateTime, Utc};
 
+use kube::runtime::watcher;
+
+use crate::api::kinds::HandleObject;
 use crate::api::{OperatorDomain, ResourceClaim, ResourceHandle};
 use crate::core::template::ClockPin;
+use crate::store::shared_watch::SharedWatch;
 
-/// Shared by the handle reconciles.
-#[derive(Debug, Default)]
+/// Shared by the handle watch (which it follows) and the handle reconciles. Cheap to clone.
+#[derive(Clone, Debug, Default)]
 pub(crate) struct RenderClocks {
-    pins: Mutex<HashMap<String, ClockPin<RenderInputs>>>,
+    pins: Arc<Mutex<HashMap<String, ClockPin<RenderInputs>>>>,
 }
 
 /// What a handle's templates render from, as far as taking the clock's time again goes: the
@@ -51,6 +55,22 @@ impl RenderInputs {
 }
 
 impl RenderClocks {
+    /// Pins that follow `handles`: a deleted handle's goes.
+    pub(crate) fn following(handles: &mut SharedWatch<HandleObject>) -> Self {
+        let clocks = Self::default();
+        let follower = clocks.clone();
+        handles.follow(move |event| follower.apply(event));
+        clocks
+    }
+
+    fn apply(&self, event: &watcher::Event<HandleObject>) {
+        if let watcher::Event::Delete(handle) = event
+            && let Some(uid) = &handle.metadata.uid
+        {
+            self.forget(uid);
+        }
+    }
+
     /// The instant handle `uid`'s templates render at from `inputs`, at `now`.
     pub(crate) fn render_at(
         &self,
@@ -144,5 +164,25 @@ mod tests {
 
         clocks.forget("u");
         assert_eq!(clocks.render_at("u", &running, now), now);
+    }
+
+    #[test]
+    fn a_deleted_handle_takes_its_pin_with_it() {
+        let clocks = RenderClocks::default();
+        let inputs = RenderInputs::of(&handle(), None, &OperatorDomain::default());
+        let rendered = at("2026-11-27T10:00:00Z");
+        let until = Some(at("2026-11-27T10:01:00Z"));
+        clocks.record("uid-a", inputs.clone(), rendered, until);
+        clocks.record("uid-b", inputs, rendered, until);
+        let deleted: HandleObject = serde_json::from_value(json!({
+            "apiVersion": "poolboy.gpte.redhat.com/v1", "kind": "ResourceHandle",
+            "metadata": {"name": "guid-a", "namespace": "poolboy", "uid": "uid-a"},
+            "spec": {"resources": []},
+        }))
+        .expect("a handle");
+        clocks.apply(&watcher::Event::Apply(deleted.clone()));
+        assert_eq!(clocks.lock().len(), 2, "an update is not a deletion");
+        clocks.apply(&watcher::Event::Delete(deleted));
+        assert_eq!(clocks.lock().keys().collect::<Vec<_>>(), ["uid-b"]);
     }
 }
