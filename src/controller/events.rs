@@ -63,7 +63,12 @@ impl EventRecorders {
         if let watcher::Event::Delete(object) = event
             && let Some(uid) = &object.meta().uid
         {
-            self.lock().by_uid.remove(uid);
+            let mut inner = self.lock();
+            inner.by_uid.remove(uid);
+            // A table grown for a burst is given back once it is mostly empty.
+            if inner.by_uid.len() * 4 < inner.by_uid.capacity() {
+                inner.by_uid.shrink_to_fit();
+            }
         }
     }
 
