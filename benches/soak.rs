@@ -36,7 +36,9 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::{WatchStreamExt, watcher};
-use machine::{control_plane_cpu, load_average, lock, percentile, process_memory};
+use machine::{
+    control_plane_cpu, load_average, lock, percentile, process_anonymous_memory, process_memory,
+};
 use objects::{pool, provider};
 use plotters::prelude::*;
 use poolboy::api::OperatorDomain;
@@ -91,10 +93,21 @@ struct Record {
     double_binds: Vec<String>,
 }
 
+/// The broker's memory in MiB: its RSS, and the anonymous part of it (heap and stacks; RSS
+/// also counts the binary's pages as code runs for the first time).
+#[derive(Clone, Copy, Debug, Default)]
+struct Memory {
+    rss: u64,
+    heap: u64,
+}
+
+/// One of [`Memory`]'s figures.
+type MemoryFigure = fn(Memory) -> u64;
+
 /// One minute of the churn.
 struct Minute {
     minute: u64,
-    rss: u64,
+    memory: Memory,
     cpu: f64,
     claims: usize,
     binds: usize,
@@ -132,8 +145,11 @@ async fn main() {
         .await
     );
     settle(&broker).await;
-    let baseline = rss(&broker);
-    println!("baseline: RSS {baseline} MiB with the pool alone");
+    let baseline = memory(&broker);
+    println!(
+        "baseline: RSS {} MiB, heap {} MiB with the pool alone",
+        baseline.rss, baseline.heap
+    );
 
     let record = Arc::new(Mutex::new(Record::default()));
     let churn_start = Instant::now();
@@ -165,7 +181,7 @@ async fn main() {
         etcd - control_plane_start[1],
     ];
     settle(&broker).await;
-    let after = rss(&broker);
+    let after = memory(&broker);
     watch.abort();
     let [claims_left, handles_left, configmaps_left] = leftovers(&env, &kinds).await;
 
@@ -203,15 +219,22 @@ async fn main() {
         );
         // The reference: minute 10, or the last of a shorter run.
         let reference = minutes.get(minutes.len().min(10).wrapping_sub(1));
-        let (reference_minute, at_reference) = reference.map_or((0, 0), |m| (m.minute, m.rss));
-        let at_end = minutes.last().map_or(0, |m| m.rss);
-        println!(
-            "RSS: baseline {baseline} MiB, minute {reference_minute} {at_reference} MiB, end \
-             {at_end} MiB ({:+.1} %), after everything was deleted {after} MiB ({:+.1} % of the \
-             baseline)",
-            change(at_end, at_reference),
-            change(after, baseline),
-        );
+        let (reference_minute, at_reference) =
+            reference.map_or((0, Memory::default()), |m| (m.minute, m.memory));
+        let at_end = minutes.last().map_or(Memory::default(), |m| m.memory);
+        let fields: [(&str, MemoryFigure); 2] = [("RSS", |m| m.rss), ("heap", |m| m.heap)];
+        for (what, of) in fields {
+            println!(
+                "{what}: baseline {} MiB, minute {reference_minute} {} MiB, end {} MiB ({:+.1} \
+                 %), after everything was deleted {} MiB ({:+.1} % of the baseline)",
+                of(baseline),
+                of(at_reference),
+                of(at_end),
+                change(of(at_end), of(at_reference)),
+                of(after),
+                change(of(after), of(baseline)),
+            );
+        }
     }
 
     let out = out_dir();
@@ -246,8 +269,10 @@ async fn churn(
     let mut created_before = 0;
     let mut binds_before = 0;
     let mut killed = !settings.kill;
-    println!("| minute | RSS (MiB) | CPU (s) | claims | binds | bind p50 (ms) | p99 (ms) |");
-    println!("|---|---|---|---|---|---|---|");
+    println!(
+        "| minute | RSS (MiB) | heap (MiB) | CPU (s) | claims | binds | bind p50 (ms) | p99 (ms) |"
+    );
+    println!("|---|---|---|---|---|---|---|---|");
     for i in 0..total {
         ticker.tick().await;
         let requests = [
@@ -289,17 +314,14 @@ async fn churn(
             let latencies = sorted(record.binds[binds_before..].iter().map(|(_, l)| *l));
             let row = Minute {
                 minute: minutes.len() as u64 + 1,
-                rss: rss(broker),
+                memory: memory(broker),
                 cpu: cpu - cpu_before,
                 claims: record.created.len() - created_before,
                 binds: latencies.len(),
                 p50: percentile(&latencies, 0.5) * 1000.0,
                 p99: percentile(&latencies, 0.99) * 1000.0,
             };
-            println!(
-                "| {} | {} | {:.2} | {} | {} | {:.0} | {:.0} |",
-                row.minute, row.rss, row.cpu, row.claims, row.binds, row.p50, row.p99
-            );
+            print_minute(&row);
             (cpu_before, created_before, binds_before) =
                 (cpu, record.created.len(), record.binds.len());
             minutes.push(row);
@@ -381,47 +403,62 @@ fn claim(namespace: &str, name: &str) -> Value {
     })
 }
 
-/// Records each claim's first bind and every handle bound to a second claim.
+/// Records each claim's first bind, and every handle bound to a second claim while the first
+/// exists (a handle's name may come back once it is gone: names are drawn at random).
 async fn watch_binds(claims: Api<ClaimObject>, record: Arc<Mutex<Record>>, start: Instant) {
     watcher(claims, watcher::Config::default())
         .default_backoff()
-        .applied_objects()
-        .for_each(|claim| {
-            let handle = claim.as_ref().ok().and_then(|claim| {
-                let handle = claim
-                    .status
-                    .as_ref()?
-                    .resource_handle
-                    .as_ref()?
-                    .name
-                    .clone();
-                Some((claim.metadata.name.clone()?, handle))
-            });
-            if let Some((name, handle)) = handle {
-                let mut record = lock(&record);
-                if !record.bound.contains_key(&name) {
-                    let now = Instant::now();
-                    if let Some(created) = record.created.get(&name) {
-                        let latency = now.duration_since(*created).as_secs_f64();
-                        let at = now.duration_since(start).as_secs_f64();
-                        record.binds.push((at, latency));
-                    }
-                    record.bound.insert(name.clone(), handle.clone());
-                    match record.owner.get(&handle) {
-                        Some(owner) if *owner != name => {
-                            let double = format!("{handle}: {owner} and {name}");
-                            record.double_binds.push(double);
-                        }
-                        Some(_) => {}
-                        None => {
-                            record.owner.insert(handle, name);
-                        }
+        .for_each(|event| {
+            match event {
+                Ok(watcher::Event::Apply(claim) | watcher::Event::InitApply(claim)) => {
+                    bound(&mut lock(&record), &claim, start);
+                }
+                Ok(watcher::Event::Delete(claim)) => {
+                    let mut record = lock(&record);
+                    let name = claim.metadata.name.unwrap_or_default();
+                    if let Some(handle) = record.bound.get(&name).cloned()
+                        && record.owner.get(&handle) == Some(&name)
+                    {
+                        record.owner.remove(&handle);
                     }
                 }
+                _ => {}
             }
             async {}
         })
         .await;
+}
+
+/// Notes `claim`'s first bind, if its status shows one.
+fn bound(record: &mut Record, claim: &ClaimObject, start: Instant) {
+    let handle = claim
+        .status
+        .as_ref()
+        .and_then(|s| s.resource_handle.as_ref());
+    let (Some(name), Some(handle)) = (&claim.metadata.name, handle.map(|h| h.name.clone())) else {
+        return;
+    };
+    if record.bound.contains_key(name) {
+        return;
+    }
+    let now = Instant::now();
+    if let Some(created) = record.created.get(name) {
+        let latency = now.duration_since(*created).as_secs_f64();
+        record
+            .binds
+            .push((now.duration_since(start).as_secs_f64(), latency));
+    }
+    record.bound.insert(name.clone(), handle.clone());
+    match record.owner.get(&handle) {
+        Some(owner) if owner != name => {
+            let double = format!("{handle}: {owner} and {name}");
+            record.double_binds.push(double);
+        }
+        Some(_) => {}
+        None => {
+            record.owner.insert(handle, name.clone());
+        }
+    }
 }
 
 /// Claims, handles that are not the pool's unbound ones, and ConfigMaps beyond those handles'.
@@ -490,13 +527,13 @@ where
     true
 }
 
-/// The broker's VmRSS in MiB.
-fn rss(broker: &brokers::Brokers) -> u64 {
-    broker
-        .pids()
-        .iter()
-        .map(|pid| process_memory(&pid.to_string()).0)
-        .sum()
+/// The broker's memory.
+fn memory(broker: &brokers::Brokers) -> Memory {
+    let pids: Vec<String> = broker.pids().iter().map(u32::to_string).collect();
+    Memory {
+        rss: pids.iter().map(|pid| process_memory(pid).0).sum(),
+        heap: pids.iter().map(|pid| process_anonymous_memory(pid)).sum(),
+    }
 }
 
 fn sorted(values: impl Iterator<Item = f64>) -> Vec<f64> {
@@ -510,14 +547,18 @@ fn change(now: u64, then: u64) -> f64 {
 }
 
 fn print_minutes(minutes: &[Minute]) {
-    println!("| minute | RSS (MiB) | CPU (s) | claims | binds | bind p50 (ms) | p99 (ms) |");
-    println!("|---|---|---|---|---|---|---|");
-    for m in minutes {
-        println!(
-            "| {} | {} | {:.2} | {} | {} | {:.0} | {:.0} |",
-            m.minute, m.rss, m.cpu, m.claims, m.binds, m.p50, m.p99
-        );
-    }
+    println!(
+        "| minute | RSS (MiB) | heap (MiB) | CPU (s) | claims | binds | bind p50 (ms) | p99 (ms) |"
+    );
+    println!("|---|---|---|---|---|---|---|---|");
+    minutes.iter().for_each(print_minute);
+}
+
+fn print_minute(m: &Minute) {
+    println!(
+        "| {} | {} | {} | {:.2} | {} | {} | {:.0} | {:.0} |",
+        m.minute, m.memory.rss, m.memory.heap, m.cpu, m.claims, m.binds, m.p50, m.p99
+    );
 }
 
 fn out_dir() -> PathBuf {
@@ -530,11 +571,12 @@ fn out_dir() -> PathBuf {
 }
 
 fn write_csv(path: &Path, minutes: &[Minute]) {
-    let mut text = String::from("minute,rss_mib,cpu_s,claims,binds,bind_p50_ms,bind_p99_ms\n");
+    let mut text =
+        String::from("minute,rss_mib,heap_mib,cpu_s,claims,binds,bind_p50_ms,bind_p99_ms\n");
     for m in minutes {
         text.push_str(&format!(
-            "{},{},{:.3},{},{},{:.1},{:.1}\n",
-            m.minute, m.rss, m.cpu, m.claims, m.binds, m.p50, m.p99
+            "{},{},{},{:.3},{},{},{:.1},{:.1}\n",
+            m.minute, m.memory.rss, m.memory.heap, m.cpu, m.claims, m.binds, m.p50, m.p99
         ));
     }
     std::fs::write(path, text).expect("writing the soak's CSV");
@@ -544,8 +586,8 @@ fn write_csv(path: &Path, minutes: &[Minute]) {
 fn draw(
     path: &Path,
     minutes: &[Minute],
-    baseline: u64,
-    after: u64,
+    baseline: Memory,
+    after: Memory,
     settings: &Settings,
 ) -> Result<(), Box<dyn std::error::Error>> {
     let root = SVGBackend::new(path, (900, 900)).into_drawing_area();
@@ -563,12 +605,12 @@ fn draw(
 
     let rss_top = top(&mut minutes
         .iter()
-        .map(|m| m.rss as f64)
-        .chain([baseline as f64, after as f64]));
+        .map(|m| m.memory.rss as f64)
+        .chain([baseline.rss as f64, after.rss as f64]));
     let mut chart = ChartBuilder::on(&panels[0])
-        .caption("broker RSS (MiB)", ("sans-serif", 16))
+        .caption("broker memory (MiB)", ("sans-serif", 16))
         .margin(10)
-        .x_label_area_size(25)
+        .x_label_area_size(35)
         .y_label_area_size(50)
         .build_cartesian_2d(0..last, 0.0..rss_top)?;
     chart
@@ -576,23 +618,35 @@ fn draw(
         .x_desc("minute")
         .y_label_formatter(&|v| format!("{v:.0}"))
         .draw()?;
-    chart
-        .draw_series(LineSeries::new(
-            minutes.iter().map(|m| (m.minute, m.rss as f64)),
-            &BLUE,
-        ))?
-        .label("RSS")
-        .legend(|(x, y)| PathElement::new([(x, y), (x + 20, y)], BLUE));
-    for (value, label, color) in [
+    let fields: [(&str, MemoryFigure, RGBColor); 2] = [
+        ("RSS", |m| m.rss, BLUE),
+        ("heap (RssAnon)", |m| m.heap, MAGENTA),
+    ];
+    for (name, of, color) in fields {
+        chart
+            .draw_series(LineSeries::new(
+                minutes.iter().map(|m| (m.minute, of(m.memory) as f64)),
+                &color,
+            ))?
+            .label(name)
+            .legend(move |(x, y)| PathElement::new([(x, y), (x + 20, y)], color));
+    }
+    for (memory, label, color) in [
         (baseline, "fresh, pool alone", GREEN),
         (after, "after deleting everything", RED),
     ] {
-        chart
-            .draw_series(LineSeries::new(
+        for value in [memory.rss, memory.heap] {
+            chart.draw_series(LineSeries::new(
                 [(0, value as f64), (last, value as f64)],
                 color.stroke_width(1),
-            ))?
-            .label(format!("{label}: {value} MiB"))
+            ))?;
+        }
+        chart
+            .draw_series(std::iter::empty::<PathElement<(u64, f64)>>())?
+            .label(format!(
+                "{label}: RSS {} MiB, heap {} MiB",
+                memory.rss, memory.heap
+            ))
             .legend(move |(x, y)| PathElement::new([(x, y), (x + 20, y)], color));
     }
     chart
@@ -607,7 +661,7 @@ fn draw(
     let mut chart = ChartBuilder::on(&panels[1])
         .caption("broker CPU per claim created (ms)", ("sans-serif", 16))
         .margin(10)
-        .x_label_area_size(25)
+        .x_label_area_size(35)
         .y_label_area_size(50)
         .build_cartesian_2d(0..last, 0.0..cpu_top)?;
     chart
@@ -617,14 +671,14 @@ fn draw(
         .draw()?;
     chart.draw_series(LineSeries::new(
         minutes.iter().map(|m| (m.minute, per_claim(m))),
-        &MAGENTA,
+        &BLACK,
     ))?;
 
     let latency_top = top(&mut minutes.iter().map(|m| m.p99).filter(|v| v.is_finite()));
     let mut chart = ChartBuilder::on(&panels[2])
         .caption("bind latency, created → bound (ms)", ("sans-serif", 16))
         .margin(10)
-        .x_label_area_size(25)
+        .x_label_area_size(35)
         .y_label_area_size(50)
         .build_cartesian_2d(0..last, 0.0..latency_top)?;
     chart

@@ -56,6 +56,18 @@ pub fn process_memory(pid: &str) -> (u64, u64) {
     (field("VmRSS:"), field("VmHWM:"))
 }
 
+/// RssAnon of process `pid` in MiB: its heap and stacks, without the pages of its binary and
+/// libraries (which VmRSS also counts as code runs for the first time).
+#[allow(dead_code)] // only benches/soak.rs tells them apart
+pub fn process_anonymous_memory(pid: &str) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("RssAnon:"))
+        .and_then(|v| v.split_whitespace().next()?.parse::<u64>().ok())
+        .map_or(0, |kib| kib / 1024)
+}
+
 /// The size of etcd's database file in MiB, when the control plane's directory is known
 /// (`POOLBOY_CLUSTER_DIR`, as hack/bench.sh sets it).
 #[allow(dead_code)] // only benches/scale.rs prints it
