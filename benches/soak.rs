@@ -104,6 +104,9 @@ struct Memory {
 /// One of [`Memory`]'s figures.
 type MemoryFigure = fn(Memory) -> u64;
 
+/// One of a [`Minute`]'s figures.
+type MinuteFigure = fn(&Minute) -> f64;
+
 /// One minute of the churn.
 struct Minute {
     minute: u64,
@@ -582,7 +585,7 @@ fn write_csv(path: &Path, minutes: &[Minute]) {
     std::fs::write(path, text).expect("writing the soak's CSV");
 }
 
-/// Three charts, one above the other: RSS, CPU per claim, bind latency, by minute.
+/// Three charts, one above the other: memory, CPU per claim, bind latency, by minute.
 fn draw(
     path: &Path,
     minutes: &[Minute],
@@ -603,106 +606,115 @@ fn draw(
     let last = minutes.last().map_or(1, |m| m.minute).max(1);
     let top = |values: &mut dyn Iterator<Item = f64>| values.fold(1.0_f64, f64::max) * 1.2;
 
-    let rss_top = top(&mut minutes
+    let memory_top = top(&mut minutes
         .iter()
         .map(|m| m.memory.rss as f64)
         .chain([baseline.rss as f64, after.rss as f64]));
-    let mut chart = ChartBuilder::on(&panels[0])
-        .caption("broker memory (MiB)", ("sans-serif", 16))
-        .margin(10)
-        .x_label_area_size(35)
-        .y_label_area_size(50)
-        .build_cartesian_2d(0..last, 0.0..rss_top)?;
-    chart
-        .configure_mesh()
-        .x_desc("minute")
-        .y_label_formatter(&|v| format!("{v:.0}"))
-        .draw()?;
+    let mut chart = panel(&panels[0], "broker memory (MiB)", last, memory_top)?;
     let fields: [(&str, MemoryFigure, RGBColor); 2] = [
         ("RSS", |m| m.rss, BLUE),
         ("heap (RssAnon)", |m| m.heap, MAGENTA),
     ];
     for (name, of, color) in fields {
-        chart
-            .draw_series(LineSeries::new(
-                minutes.iter().map(|m| (m.minute, of(m.memory) as f64)),
-                &color,
-            ))?
-            .label(name)
-            .legend(move |(x, y)| PathElement::new([(x, y), (x + 20, y)], color));
+        let points = minutes.iter().map(|m| (m.minute, of(m.memory) as f64));
+        line(&mut chart, points, color, name.to_owned())?;
     }
     for (memory, label, color) in [
         (baseline, "fresh, pool alone", GREEN),
         (after, "after deleting everything", RED),
     ] {
-        for value in [memory.rss, memory.heap] {
-            chart.draw_series(LineSeries::new(
-                [(0, value as f64), (last, value as f64)],
-                color.stroke_width(1),
-            ))?;
-        }
-        chart
-            .draw_series(std::iter::empty::<PathElement<(u64, f64)>>())?
-            .label(format!(
-                "{label}: RSS {} MiB, heap {} MiB",
-                memory.rss, memory.heap
-            ))
-            .legend(move |(x, y)| PathElement::new([(x, y), (x + 20, y)], color));
+        let label = format!("{label}: RSS {} MiB, heap {} MiB", memory.rss, memory.heap);
+        line(
+            &mut chart,
+            [(0, memory.rss as f64), (last, memory.rss as f64)],
+            color,
+            label,
+        )?;
+        chart.draw_series(LineSeries::new(
+            [(0, memory.heap as f64), (last, memory.heap as f64)],
+            color,
+        ))?;
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::LowerRight)
-        .border_style(BLACK)
-        .background_style(WHITE)
-        .draw()?;
+    legend(&mut chart)?;
 
     let per_claim = |m: &Minute| m.cpu * 1000.0 / (m.claims.max(1) as f64);
     let cpu_top = top(&mut minutes.iter().map(per_claim));
-    let mut chart = ChartBuilder::on(&panels[1])
-        .caption("broker CPU per claim created (ms)", ("sans-serif", 16))
-        .margin(10)
-        .x_label_area_size(35)
-        .y_label_area_size(50)
-        .build_cartesian_2d(0..last, 0.0..cpu_top)?;
-    chart
-        .configure_mesh()
-        .x_desc("minute")
-        .y_label_formatter(&|v| format!("{v:.0}"))
-        .draw()?;
+    let mut chart = panel(
+        &panels[1],
+        "broker CPU per claim created (ms)",
+        last,
+        cpu_top,
+    )?;
     chart.draw_series(LineSeries::new(
         minutes.iter().map(|m| (m.minute, per_claim(m))),
         &BLACK,
     ))?;
 
     let latency_top = top(&mut minutes.iter().map(|m| m.p99).filter(|v| v.is_finite()));
-    let mut chart = ChartBuilder::on(&panels[2])
-        .caption("bind latency, created → bound (ms)", ("sans-serif", 16))
+    let caption = "bind latency, created → bound (ms)";
+    let mut chart = panel(&panels[2], caption, last, latency_top)?;
+    let quantiles: [(&str, MinuteFigure, RGBColor); 2] =
+        [("p50", |m| m.p50, BLUE), ("p99", |m| m.p99, RED)];
+    for (name, of, color) in quantiles {
+        let points = minutes
+            .iter()
+            .map(|m| (m.minute, of(m)))
+            .filter(|(_, v)| v.is_finite());
+        line(&mut chart, points, color, name.to_owned())?;
+    }
+    legend(&mut chart)?;
+    root.present()?;
+    Ok(())
+}
+
+/// A chart of the soak: minutes across, 0 to `top` up.
+type Panel<'a, 'b> = ChartContext<
+    'a,
+    SVGBackend<'b>,
+    Cartesian2d<plotters::coord::types::RangedCoordu64, plotters::coord::types::RangedCoordf64>,
+>;
+
+fn panel<'a, 'b>(
+    area: &'a DrawingArea<SVGBackend<'b>, plotters::coord::Shift>,
+    caption: &str,
+    last: u64,
+    top: f64,
+) -> Result<Panel<'a, 'b>, Box<dyn std::error::Error>> {
+    let mut chart = ChartBuilder::on(area)
+        .caption(caption, ("sans-serif", 16))
         .margin(10)
         .x_label_area_size(35)
         .y_label_area_size(50)
-        .build_cartesian_2d(0..last, 0.0..latency_top)?;
+        .build_cartesian_2d(0..last, 0.0..top)?;
     chart
         .configure_mesh()
         .x_desc("minute")
         .y_label_formatter(&|v| format!("{v:.0}"))
         .draw()?;
-    for (name, color, value) in [("p50", BLUE, 0), ("p99", RED, 1)] {
-        let points = minutes
-            .iter()
-            .map(|m| (m.minute, if value == 0 { m.p50 } else { m.p99 }))
-            .filter(|(_, v)| v.is_finite());
-        chart
-            .draw_series(LineSeries::new(points, &color))?
-            .label(name)
-            .legend(move |(x, y)| PathElement::new([(x, y), (x + 20, y)], color));
-    }
+    Ok(chart)
+}
+
+/// A labelled line of `points`.
+fn line(
+    chart: &mut Panel<'_, '_>,
+    points: impl IntoIterator<Item = (u64, f64)>,
+    color: RGBColor,
+    label: String,
+) -> Result<(), Box<dyn std::error::Error>> {
+    chart
+        .draw_series(LineSeries::new(points, color))?
+        .label(label)
+        .legend(move |(x, y)| PathElement::new([(x, y), (x + 20, y)], color));
+    Ok(())
+}
+
+fn legend<'a, 'b: 'a>(chart: &mut Panel<'a, 'b>) -> Result<(), Box<dyn std::error::Error>> {
     chart
         .configure_series_labels()
         .position(SeriesLabelPosition::LowerRight)
         .border_style(BLACK)
         .background_style(WHITE)
         .draw()?;
-    root.present()?;
     Ok(())
 }
 
