@@ -49,7 +49,7 @@ use kube::runtime::{WatchStreamExt, watcher};
 use machine::{
     control_plane_cpu, load_average, lock, percentile, process_cpu_seconds, process_memory,
 };
-use objects::{pool, provider};
+use objects::{claim, pool, provider};
 use poolboy::api::OperatorDomain;
 use poolboy::api::kinds::{ClaimObject, HandleObject, Kinds};
 use requests::Requests;
@@ -358,7 +358,7 @@ impl Bench<'_> {
         let floor = Arc::new(floor::Floor::new(env, self.kinds));
         let claims = |scenario: &str| -> Vec<Value> {
             (0..BURST)
-                .map(|i| claim(env, &floor::claim_name(scenario, i), "floor"))
+                .map(|i| claim(&env.namespace, &floor::claim_name(scenario, i), "floor"))
                 .collect()
         };
         let row = |scenario: &str, rate: f64, spent: Spent, mut bound: Vec<f64>| {
@@ -399,7 +399,7 @@ impl Bench<'_> {
             .clone()
             .sustained(
                 staged,
-                |name| claim(env, name, "floor"),
+                |name| claim(&env.namespace, name, "floor"),
                 SUSTAINED_RATE,
                 SUSTAINED_WINDOW,
             )
@@ -709,7 +709,7 @@ impl Bench<'_> {
         let started = Instant::now();
         futures::stream::iter(0..count)
             .map(|i| {
-                let mut object = claim(self.env, &format!("ceiling-{i:04}"), "none");
+                let mut object = claim(&self.env.namespace, &format!("ceiling-{i:04}"), "none");
                 object["metadata"]["labels"] = json!({"bench/ceiling": "yes"});
                 create(self.env, &self.kinds.claim, object)
             })
@@ -763,7 +763,7 @@ async fn arrive(env: &TestEnv, kinds: &Kinds, instants: &Arc<Mutex<Instants>>) -
     for at in arrivals::poisson(SUSTAINED_RATE, SUSTAINED_WINDOW) {
         let name = format!("steady-{:05}", names.len());
         names.push(name.clone());
-        let object = claim(env, &name, "steady");
+        let object = claim(&env.namespace, &name, "steady");
         let instants = instants.clone();
         let client = env.client.clone();
         let namespace = env.namespace.clone();
@@ -828,7 +828,7 @@ async fn create_claims(
         .map(|name| {
             let instants = instants.clone();
             async move {
-                let object = claim(env, &name, kind);
+                let object = claim(&env.namespace, &name, kind);
                 lock(&instants).created.insert(name.clone(), Instant::now());
                 create(env, &kinds.claim, object).await;
             }
@@ -947,23 +947,6 @@ async fn create_in(
         .create(&PostParams::default(), &object)
         .await
         .unwrap_or_else(|e| panic!("create: {e}"));
-}
-
-fn claim(env: &TestEnv, name: &str, kind: &str) -> Value {
-    json!({
-        "apiVersion": "poolboy.gpte.redhat.com/v1",
-        "kind": "ResourceClaim",
-        "metadata": {"name": name, "namespace": env.namespace},
-        "spec": {"resources": [{
-            "name": "config",
-            "template": {
-                "apiVersion": "v1",
-                "kind": "ConfigMap",
-                "metadata": {"labels": {"bench/kind": kind}},
-                "data": {"claim": name},
-            },
-        }]},
-    })
 }
 
 /// CPU seconds of this process, and of this control plane's kube-apiserver and etcd.

@@ -1145,22 +1145,9 @@ fn metric_samples<'a>(text: &'a str, metric: &'a str) -> impl Iterator<Item = (&
 /// Claim `name` of provider `kind`; a probe (a warm claim whose binding is timed) carries the
 /// label `bench/probe`.
 fn claim(env: &TestEnv, name: &str, kind: &str, probe: bool) -> Value {
-    let mut metadata = json!({"name": name, "namespace": env.namespace});
+    let mut claim = objects::claim(&env.namespace, name, kind);
     if probe {
-        metadata["labels"] = json!({"bench/probe": "yes"});
+        claim["metadata"]["labels"] = json!({"bench/probe": "yes"});
     }
-    json!({
-        "apiVersion": "poolboy.gpte.redhat.com/v1",
-        "kind": "ResourceClaim",
-        "metadata": metadata,
-        "spec": {"resources": [{
-            "name": "config",
-            "template": {
-                "apiVersion": "v1",
-                "kind": "ConfigMap",
-                "metadata": {"labels": {"bench/kind": kind}},
-                "data": {"claim": name},
-            },
-        }]},
-    })
+    claim
 }

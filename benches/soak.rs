@@ -39,7 +39,7 @@ use kube::runtime::{WatchStreamExt, watcher};
 use machine::{
     control_plane_cpu, load_average, lock, percentile, process_anonymous_memory, process_memory,
 };
-use objects::{pool, provider};
+use objects::{claim, pool, provider};
 use plotters::prelude::*;
 use poolboy::api::OperatorDomain;
 use poolboy::api::kinds::{ClaimObject, HandleObject, Kinds};
@@ -352,7 +352,7 @@ impl Request {
         match self {
             Self::Create(n) => {
                 let object: DynamicObject =
-                    serde_json::from_value(claim(namespace, &claim_name(n)))
+                    serde_json::from_value(claim(namespace, &claim_name(n), KIND))
                         .map_err(kube::Error::SerdeError)?;
                 claims.create(&PostParams::default(), &object).await?;
             }
@@ -387,23 +387,6 @@ impl Request {
 
 fn claim_name(n: usize) -> String {
     format!("soak-{n:06}")
-}
-
-fn claim(namespace: &str, name: &str) -> Value {
-    json!({
-        "apiVersion": "poolboy.gpte.redhat.com/v1",
-        "kind": "ResourceClaim",
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": {"resources": [{
-            "name": "config",
-            "template": {
-                "apiVersion": "v1",
-                "kind": "ConfigMap",
-                "metadata": {"labels": {"bench/kind": KIND}},
-                "data": {"claim": name},
-            },
-        }]},
-    })
 }
 
 /// Records each claim's first bind, and every handle bound to a second claim while the first

@@ -1,5 +1,5 @@
-//! The objects both benchmarks serve: a provider of ConfigMaps whose handles are ready as soon
-//! as their ConfigMap exists, and a pool of its handles.
+//! The objects the benchmarks serve: a provider of ConfigMaps whose handles are ready as soon
+//! as their ConfigMap exists, a pool of its handles, and claims of it.
 
 use serde_json::{Value, json};
 
@@ -38,5 +38,23 @@ pub fn pool(env: &TestEnv, name: &str, min_available: usize) -> Value {
                 "template": {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"labels": {"bench/kind": name}}},
             }],
         },
+    })
+}
+
+/// Claim `name` in `namespace` of one ConfigMap of provider `kind`, its data naming the claim.
+pub fn claim(namespace: &str, name: &str, kind: &str) -> Value {
+    json!({
+        "apiVersion": "poolboy.gpte.redhat.com/v1",
+        "kind": "ResourceClaim",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"resources": [{
+            "name": "config",
+            "template": {
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": {"labels": {"bench/kind": kind}},
+                "data": {"claim": name},
+            },
+        }]},
     })
 }

@@ -492,19 +492,21 @@ mod tests {
 
     use super::*;
 
+    /// Claim `uid` at `version`.
+    fn claim(uid: &str, version: &str) -> crate::api::kinds::ClaimObject {
+        serde_json::from_value(json!({
+            "apiVersion": "poolboy.gpte.redhat.com/v1", "kind": "ResourceClaim",
+            "metadata": {"name": "c", "namespace": "user", "resourceVersion": version, "uid": uid},
+            "spec": {},
+        }))
+        .expect("a claim")
+    }
+
     /// A version this process replaced is skipped as its store keeps it, packed (uid and
     /// resourceVersion outside the metadata) or not; the next version is not.
     #[test]
     fn a_replaced_version_is_known_packed_or_not() {
-        let claim = |version: &str| -> crate::api::kinds::ClaimObject {
-            serde_json::from_value(json!({
-                "apiVersion": "poolboy.gpte.redhat.com/v1", "kind": "ResourceClaim",
-                "metadata": {"name": "c", "namespace": "user", "resourceVersion": version,
-                             "uid": "7c1d2e3f-4a5b-4c6d-8e9f-a0b1c2d3e4f5"},
-                "spec": {},
-            }))
-            .expect("a claim")
-        };
+        let claim = |version: &str| claim("7c1d2e3f-4a5b-4c6d-8e9f-a0b1c2d3e4f5", version);
         let before = claim("41");
         assert!(!is_replaced(&Packed::pack(&before)));
         record_replaced(&before, &Written::Done(()));
@@ -516,13 +518,7 @@ mod tests {
     /// A deleted object is forgotten: the memory follows the live objects.
     #[test]
     fn a_deleted_object_is_forgotten() {
-        let claim: crate::api::kinds::ClaimObject = serde_json::from_value(json!({
-            "apiVersion": "poolboy.gpte.redhat.com/v1", "kind": "ResourceClaim",
-            "metadata": {"name": "gone", "namespace": "user", "resourceVersion": "7",
-                         "uid": "0d1e2f3a-4b5c-4d6e-8f90-a1b2c3d4e5f6"},
-            "spec": {},
-        }))
-        .expect("a claim");
+        let claim = claim("0d1e2f3a-4b5c-4d6e-8f90-a1b2c3d4e5f6", "7");
         record_replaced(&claim, &Written::Done(()));
         forget_deleted(&kube::runtime::watcher::Event::Apply(claim.clone()));
         assert!(is_replaced(&claim), "an update is not a deletion");
@@ -541,15 +537,7 @@ mod tests {
     /// after a while.
     #[test]
     fn a_finalized_object_is_stale_until_its_delete_event() {
-        let claim = |version: &str| -> crate::api::kinds::ClaimObject {
-            serde_json::from_value(json!({
-                "apiVersion": "poolboy.gpte.redhat.com/v1", "kind": "ResourceClaim",
-                "metadata": {"name": "finalized", "namespace": "user", "resourceVersion": version,
-                             "uid": "5e6f7a8b-9c0d-4e1f-8a2b-3c4d5e6f7a8b"},
-                "spec": {},
-            }))
-            .expect("a claim")
-        };
+        let claim = |version: &str| claim("5e6f7a8b-9c0d-4e1f-8a2b-3c4d5e6f7a8b", version);
         record_finalized("5e6f7a8b-9c0d-4e1f-8a2b-3c4d5e6f7a8b");
         assert!(is_replaced(&claim("3")), "an older copy");
         assert!(is_replaced(&claim("3")), "still");
