@@ -88,6 +88,8 @@ struct Row {
     requests: f64,
     /// CPU milliseconds per warm bind, the refill included: the broker, kube-apiserver, etcd.
     cpu_per_bind: [f64; 3],
+    /// Reconciles per warm bind, the refill included, by kind.
+    passes: Passes,
     idle_writes: usize,
     idle_cpu: f64,
 }
@@ -121,13 +123,14 @@ async fn main() {
     println!(
         "| size | population (claims/s) | start→ready | start→first bind | start→settled | \
          writes at start | RSS (MiB) | peak RSS (MiB) | warm bind p50 | p99 | requests per bind \
-         | CPU ms per bind (broker / kube-apiserver / etcd) | idle writes | idle CPU s |"
+         | CPU ms per bind (broker / kube-apiserver / etcd) | passes per bind | idle writes \
+         | idle CPU s |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     for row in &rows {
         println!(
             "| {} | {:.0} | {:.2} s | {:.2} s | {} | {} | {} | {} | {:.0} ms | {:.0} ms | {:.1} | \
-             {:.1} / {:.1} / {:.1} | {} | {:.2} |",
+             {:.1} / {:.1} / {:.1} | {} | {} | {:.2} |",
             row.size,
             row.population_rate,
             row.ready,
@@ -143,6 +146,7 @@ async fn main() {
             row.cpu_per_bind[0],
             row.cpu_per_bind[1],
             row.cpu_per_bind[2],
+            row.passes,
             row.idle_writes,
             row.idle_cpu,
         );
@@ -662,6 +666,7 @@ async fn measure(env: &TestEnv, kinds: &Kinds, row: &mut Row) {
     let requests = Requests::read(&env.client).await;
     let broker_cpu = broker.cpu_seconds();
     let [apiserver_cpu, etcd_cpu] = control_plane_cpu();
+    let passes = broker.passes().await;
     let mut latencies = Vec::new();
     for i in 0..WARM_BINDS {
         probes.wait_pool_full(&broker).await;
@@ -679,6 +684,7 @@ async fn measure(env: &TestEnv, kinds: &Kinds, row: &mut Row) {
         per_bind(etcd_after - etcd_cpu),
     ];
     let spent = Requests::read(&env.client).await.since(&requests);
+    row.passes = broker.passes().await.since(&passes, WARM_BINDS as f64);
     latencies.sort_by(f64::total_cmp);
     row.p50 = percentile(&latencies, 0.50);
     row.p99 = percentile(&latencies, 0.99);
@@ -687,7 +693,7 @@ async fn measure(env: &TestEnv, kinds: &Kinds, row: &mut Row) {
     println!(
         "warm binds: {WARM_BINDS}, bound p50 {:.0} ms, p99 {:.0} ms; {:.1} API requests each, \
          the refill included ({}); CPU ms each: broker {:.1}, kube-apiserver {:.1}, etcd {:.1}; \
-         RSS {} MiB, peak {} MiB",
+         passes each: {}; RSS {} MiB, peak {} MiB",
         row.p50,
         row.p99,
         row.requests,
@@ -695,6 +701,7 @@ async fn measure(env: &TestEnv, kinds: &Kinds, row: &mut Row) {
         row.cpu_per_bind[0],
         row.cpu_per_bind[1],
         row.cpu_per_bind[2],
+        row.passes,
         row.rss,
         row.peak
     );
@@ -783,6 +790,22 @@ impl Broker {
     /// VmRSS and VmHWM in MiB.
     fn memory(&self) -> (u64, u64) {
         process_memory(&self.pid.to_string())
+    }
+
+    /// The broker's reconciles so far, by kind.
+    async fn passes(&self) -> Passes {
+        let (_, metrics) = self.get("/metrics").await;
+        let mut by_kind = BTreeMap::new();
+        for (labels, count) in metric_samples(&metrics, "poolboy_reconcile_duration_seconds_count")
+        {
+            let kind = labels
+                .split("controller=\"")
+                .nth(1)
+                .and_then(|rest| rest.split('"').next())
+                .unwrap_or("?");
+            *by_kind.entry(kind.to_owned()).or_insert(0.0) += count;
+        }
+        Passes(by_kind)
     }
 
     /// Waits until the sum of the broker's reconcile counters has not moved for
@@ -1140,6 +1163,37 @@ fn metric_samples<'a>(text: &'a str, metric: &'a str) -> impl Iterator<Item = (&
         }
         Some((labels, value.parse().ok()?))
     })
+}
+
+/// Reconciles by kind (ResourceClaim, ResourceHandle, ResourcePool, ...).
+#[derive(Default)]
+struct Passes(BTreeMap<String, f64>);
+
+impl Passes {
+    /// What `self` counted since `earlier`, divided by `per`.
+    fn since(&self, earlier: &Self, per: f64) -> Self {
+        Self(
+            self.0
+                .iter()
+                .map(|(kind, now)| {
+                    let before = earlier.0.get(kind).copied().unwrap_or(0.0);
+                    (kind.clone(), (now - before) / per)
+                })
+                .filter(|(_, each)| *each > 0.0)
+                .collect(),
+        )
+    }
+}
+
+impl std::fmt::Display for Passes {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let kinds: Vec<_> = self
+            .0
+            .iter()
+            .map(|(kind, each)| format!("{} {each:.1}", kind.trim_start_matches("Resource")))
+            .collect();
+        write!(f, "{}", kinds.join(", "))
+    }
 }
 
 /// Claim `name` of provider `kind`; a probe (a warm claim whose binding is timed) carries the
