@@ -17,6 +17,8 @@ use kube::Resource;
 use kube::runtime::controller::{Action, Error as ControllerError};
 use kube::runtime::reflector::ObjectRef;
 
+use super::echoes;
+use crate::store::packed::Identified;
 use crate::store::shared_watch::Applied;
 
 /// How many objects a controller's scheduler holds at most per reconcile it runs at once,
@@ -96,18 +98,20 @@ where
     }
 
     /// `objects` (a controller's main stream, from `SharedWatch::into_stream`) without those
-    /// that wait here; `kind` is their dynamic type.
+    /// that wait here and the echoes of the controller's own writes (`echoes`); `kind` is
+    /// their dynamic type.
     pub(crate) fn objects<E>(
         &self,
         objects: impl Stream<Item = Result<Applied<K>, E>> + Send + 'static,
         kind: K::DynamicType,
     ) -> impl Stream<Item = Result<K, E>> + Send + 'static
     where
-        K: Send + 'static,
+        K: Identified + Send + 'static,
         K::DynamicType: Send + Sync,
         E: Send + 'static,
     {
         let backlog = self.clone();
+        let objects = echoes::without_echoes(objects, |applied| &applied.object);
         objects.try_filter_map(move |applied| {
             let line = match applied.routine {
                 true => Line::Routine,

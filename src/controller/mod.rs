@@ -5,6 +5,7 @@
 mod backlog;
 pub(crate) mod claim;
 pub mod context;
+pub(crate) mod echoes;
 pub(crate) mod events;
 pub(crate) mod handle;
 pub(crate) mod managed;

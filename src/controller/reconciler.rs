@@ -22,9 +22,11 @@ use serde::de::DeserializeOwned;
 
 use super::backlog::Backlog;
 use super::context::Context;
-use super::write::{self, Halt, Identified, PassError};
+use super::echoes;
+use super::write::{self, Halt, PassError};
 use crate::api::OperatorDomain;
 use crate::shutdown::Shutdown;
+use crate::store::packed::Identified;
 
 /// How many passes one reconcile makes when each ends in a conflicting write (Poolboy: 12
 /// attempts, Δ§3.1.3) before the object's backoff takes over.
@@ -133,12 +135,15 @@ async fn reconcile<L: Lifecycle>(
     lifecycle: Arc<L>,
 ) -> Result<Action, ReconcileError<L::Error>> {
     if write::is_replaced(&*stored) {
+        tracing::trace!(kind = L::KIND, name = %stored.name_any(), "a version this process replaced: skipped");
         return Ok(Action::await_change());
     }
+    tracing::debug!(kind = L::KIND, name = %stored.name_any(), version = ?stored.meta().resource_version, "reconcile");
     let ctx = lifecycle.context();
     let started = Instant::now();
     let in_flight = ctx.metrics.reconcile_started(L::KIND);
-    let result = converge(&*lifecycle, &stored).await;
+    let object = Identified::uid(&*stored).map(|uid| (uid.into_owned(), stored.name_any()));
+    let result = echoes::reconciling(object, converge(&*lifecycle, &stored)).await;
     drop(in_flight);
     let seconds = started.elapsed().as_secs_f64();
     ctx.metrics
@@ -232,6 +237,7 @@ where
     let own = reflector(writer, watcher(api, config).default_backoff())
         .inspect_ok(write::forget_deleted)
         .touched_objects();
+    let own = echoes::without_echoes(own, |object| object);
     Controller::for_stream_with(own, store, kind)
 }
 

@@ -6,7 +6,6 @@
 //! [`delete_named`] (an object known by its name alone). Finalizers (Δ§4.7) are added and
 //! released here, for every kind.
 
-use std::borrow::Cow;
 use std::collections::HashMap;
 use std::fmt::Debug;
 use std::sync::{LazyLock, Mutex, MutexGuard, PoisonError};
@@ -14,14 +13,14 @@ use std::time::{Duration, Instant};
 
 use json_patch::{Patch as JsonPatch, PatchOperation, ReplaceOperation};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
-use kube::core::Object;
 use kube::{Resource, ResourceExt};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
+use super::echoes;
 use crate::core::json::pointer::{add, pointer, test};
-use crate::store::packed::Packed;
+use crate::store::packed::Identified;
 
 /// How a guarded write or delete ended.
 #[derive(Debug, PartialEq, Eq)]
@@ -147,7 +146,10 @@ pub(crate) fn is_replaced(object: &impl Identified) -> bool {
         return true;
     }
     match replaced.versions.get(uid.as_ref()) {
-        Some(old) if *old == version => true,
+        Some(old) if *old == version => {
+            echoes::owe_pass(&uid);
+            true
+        }
         // The store moved on: nothing to remember.
         Some(_) => {
             replaced.versions.remove(uid.as_ref());
@@ -162,6 +164,7 @@ pub(crate) fn is_replaced(object: &impl Identified) -> bool {
 pub(crate) fn forget_replaced(object: &impl Identified) {
     if let Some(uid) = object.uid() {
         replaced().forget(&uid);
+        echoes::forget(&uid);
     }
 }
 
@@ -181,33 +184,6 @@ fn record_finalized(uid: &str) {
 pub(crate) fn forget_deleted<K: Identified>(event: &kube::runtime::watcher::Event<K>) {
     if let kube::runtime::watcher::Event::Delete(object) = event {
         forget_replaced(object);
-    }
-}
-
-/// An object's uid and resourceVersion, wherever it keeps them: a packed object keeps them
-/// outside its metadata (`store::packed`).
-pub(crate) trait Identified {
-    fn uid(&self) -> Option<Cow<'_, str>>;
-    fn resource_version(&self) -> Option<Cow<'_, str>>;
-}
-
-impl<P: Clone, U: Clone> Identified for Object<P, U> {
-    fn uid(&self) -> Option<Cow<'_, str>> {
-        self.metadata.uid.as_deref().map(Cow::Borrowed)
-    }
-
-    fn resource_version(&self) -> Option<Cow<'_, str>> {
-        self.metadata.resource_version.as_deref().map(Cow::Borrowed)
-    }
-}
-
-impl<K> Identified for Packed<K> {
-    fn uid(&self) -> Option<Cow<'_, str>> {
-        Packed::uid(self)
-    }
-
-    fn resource_version(&self) -> Option<Cow<'_, str>> {
-        Packed::resource_version(self)
     }
 }
 
@@ -263,14 +239,45 @@ pub(crate) async fn send<K, P>(
     patch: &Patch<P>,
 ) -> Result<Written<K>, kube::Error>
 where
-    K: Clone + DeserializeOwned + Debug,
+    K: Resource + Clone + DeserializeOwned + Debug,
+    P: Serialize + Debug,
+{
+    send_over(api, name, None, target, patch).await
+}
+
+/// [`send`], for a write computed from `before`.
+///
+/// A write of the object its reconcile is about is an echo (`echoes`) when it leaves the spec
+/// as the pass knew it: a status write, or one that keeps the generation it was computed
+/// from. A pass that changed the spec gets the pass its echo brings, on the new spec.
+async fn send_over<K, P>(
+    api: &Api<K>,
+    name: &str,
+    before: Option<&K>,
+    target: Target,
+    patch: &Patch<P>,
+) -> Result<Written<K>, kube::Error>
+where
+    K: Resource + Clone + DeserializeOwned + Debug,
     P: Serialize + Debug,
 {
     let params = PatchParams::default();
-    sort(match target {
+    let writing = echoes::writing(name);
+    let written = sort(match target {
         Target::Object => api.patch(name, &params, patch).await,
         Target::Status => api.patch_status(name, &params, patch).await,
-    })
+    })?;
+    if let (Some(writing), Written::Done(object)) = (&writing, &written) {
+        let spec_kept = match (target, before) {
+            (Target::Status, _) => true,
+            (Target::Object, Some(before)) => before.meta().generation == object.meta().generation,
+            (Target::Object, None) => false,
+        };
+        if spec_kept {
+            writing.record(object);
+        }
+    }
+    Ok(written)
 }
 
 /// Merge-patches the status of `name` in the collection at `url` with `patch` (which carries
@@ -306,7 +313,7 @@ where
     guarded.push(version_test(object));
     guarded.extend(ops);
     let patch = Patch::Json::<()>(JsonPatch(guarded));
-    let written = send(api, &object.name_any(), target, &patch).await?;
+    let written = send_over(api, &object.name_any(), Some(object), target, &patch).await?;
     record_replaced(object, &written);
     Ok(written)
 }
@@ -324,7 +331,8 @@ where
 {
     let mut guarded = patch.clone();
     guarded["metadata"]["resourceVersion"] = json!(object.meta().resource_version);
-    let written = send(api, &object.name_any(), target, &Patch::Merge(&guarded)).await?;
+    let name = object.name_any();
+    let written = send_over(api, &name, Some(object), target, &Patch::Merge(&guarded)).await?;
     record_replaced(object, &written);
     Ok(written)
 }
@@ -491,6 +499,7 @@ mod tests {
     use kube::core::response::Status;
 
     use super::*;
+    use crate::store::packed::Packed;
 
     /// Claim `uid` at `version`.
     fn claim(uid: &str, version: &str) -> crate::api::kinds::ClaimObject {

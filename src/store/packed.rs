@@ -480,6 +480,33 @@ impl<'de, K: Resource + Serialize + DeserializeOwned> Deserialize<'de> for Packe
     }
 }
 
+/// An object's uid and resourceVersion, wherever it keeps them: a packed object keeps them
+/// outside its metadata.
+pub(crate) trait Identified {
+    fn uid(&self) -> Option<Cow<'_, str>>;
+    fn resource_version(&self) -> Option<Cow<'_, str>>;
+}
+
+impl<P: Clone, U: Clone> Identified for kube::core::Object<P, U> {
+    fn uid(&self) -> Option<Cow<'_, str>> {
+        self.metadata.uid.as_deref().map(Cow::Borrowed)
+    }
+
+    fn resource_version(&self) -> Option<Cow<'_, str>> {
+        self.metadata.resource_version.as_deref().map(Cow::Borrowed)
+    }
+}
+
+impl<K> Identified for Packed<K> {
+    fn uid(&self) -> Option<Cow<'_, str>> {
+        Packed::uid(self)
+    }
+
+    fn resource_version(&self) -> Option<Cow<'_, str>> {
+        Packed::resource_version(self)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use kube::ResourceExt;

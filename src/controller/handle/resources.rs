@@ -9,6 +9,7 @@ use serde_json::Value;
 use super::HandleError;
 use crate::api::refs::ResourceReference;
 use crate::controller::context::Context;
+use crate::controller::echoes;
 use crate::controller::managed::{self, InStore};
 use crate::controller::write::{self, Target, Written};
 use crate::core::json::patch::{diff, to_json_patch};
@@ -57,8 +58,12 @@ pub(super) async fn apply(
     for _ in 0..ATTEMPTS {
         let Some(current) = live.take() else {
             let object: DynamicObject = serde_json::from_value(definition.clone())?;
+            let writing = echoes::writing_managed();
             match write::create(&api, &object).await? {
                 Written::Done(mut created) => {
+                    if let Some(writing) = writing {
+                        writing.record(&created);
+                    }
                     without_managed_fields(&mut created);
                     return Ok(Applied {
                         state: serde_json::to_value(created)?,
@@ -83,8 +88,12 @@ pub(super) async fn apply(
             patch.0.insert(0, test);
         }
         let patch = Patch::Json::<()>(patch);
+        let writing = echoes::writing_managed();
         match write::send(&api, &reference.name, Target::Object, &patch).await? {
             Written::Done(mut patched) => {
+                if let Some(writing) = writing {
+                    writing.record(&patched);
+                }
                 without_managed_fields(&mut patched);
                 tracing::info!(
                     kind = %reference.kind,

@@ -23,6 +23,7 @@ use self::orphans::{Suspect, Sweeper};
 pub(crate) use self::resources::WatchKey;
 use self::resources::{ManagedKind, Watch};
 use super::context::{Context, Triggers};
+use super::echoes::{self, Heard};
 use super::write::{self, Written};
 use crate::api::OperatorDomain;
 use crate::api::kinds::SharedType;
@@ -32,7 +33,7 @@ use crate::api::watch::ResourceWatchSpec;
 use crate::core::handle::definition::status_references;
 use crate::core::naming::resource_watch_name;
 use crate::store::packed::Packed;
-use crate::store::packed::{StoredClaim, StoredHandle};
+use crate::store::packed::{Identified, StoredClaim, StoredHandle};
 use crate::store::shared_watch::{ListedStore, Stored, reflect_kept, without_managed_fields};
 
 /// The kind `api_version`/`kind` as the API server serves it, discovered once per process.
@@ -249,6 +250,7 @@ struct HandleAnnotations<'a> {
 }
 
 /// Routes events of managed resources to their handles and claims.
+#[derive(Clone)]
 struct Router {
     triggers: Triggers,
     kinds: Kinds,
@@ -267,6 +269,44 @@ impl Router {
         let name = self.handle_annotations(object)?.name;
         self.wake(name);
         Some(name.to_owned())
+    }
+
+    /// [`route`](Self::route) for a change of `object`, unless the change is the echo of its
+    /// handle's own write (`echoes::resource_echo`): that reconcile acted on it already, and
+    /// the status it wrote wakes the claim.
+    fn route_change(&self, object: &DynamicObject) -> Option<String> {
+        let handle = self.handle_annotations(object)?;
+        let name = handle.name.to_owned();
+        let writer = match handle.uid {
+            Some(uid) => Some(uid.to_owned()),
+            None => self.handle_uid(&name),
+        };
+        let heard = match &writer {
+            Some(writer) => echoes::resource_echo(object, writer),
+            None => Heard::News,
+        };
+        match heard {
+            Heard::Echo => {}
+            Heard::News => self.wake(&name),
+            Heard::Pending(echo) => {
+                let router = self.clone();
+                let handle = name.clone();
+                tokio::spawn(async move {
+                    if !echo.await {
+                        router.wake(&handle);
+                    }
+                });
+            }
+        }
+        Some(name)
+    }
+
+    /// The uid of handle `name`, as the store has it.
+    fn handle_uid(&self, name: &str) -> Option<String> {
+        let handle_ref = ObjectRef::new_with(name, self.kinds.stored_handle.clone())
+            .within(&self.operator_namespace);
+        let stored = self.handles.get(&handle_ref)?;
+        Identified::uid(&*stored).map(std::borrow::Cow::into_owned)
     }
 
     /// The handle `object`'s annotations name (B12): none when it has no such annotation, is
@@ -390,18 +430,29 @@ async fn follow<S>(
     while let Some(event) = stream.next().await {
         router.health.observe(&watch_name, &event);
         match event {
-            Ok(Event::Apply(object)) | Ok(Event::InitApply(object)) => {
+            Ok(event @ (Event::Apply(_) | Event::InitApply(_))) => {
+                let applied = matches!(event, Event::Apply(_));
+                let (Event::Apply(object) | Event::InitApply(object)) = event else {
+                    continue;
+                };
                 let object_ref = key_of(&object);
                 relisted.insert(object_ref.clone());
                 if let Some(suspect) = router.suspect(&object) {
                     suspects(suspect);
                 }
-                match router.route(&object) {
+                let routed = match applied {
+                    true => router.route_change(&object),
+                    false => router.route(&object),
+                };
+                match routed {
                     Some(handle) => known.insert(object_ref, handle),
                     None => known.remove(&object_ref),
                 };
             }
             Ok(Event::Delete(object)) => {
+                if let Some(uid) = &object.metadata.uid {
+                    echoes::forget(uid);
+                }
                 known.remove(&key_of(&object));
                 router.route(&object);
             }
