@@ -542,7 +542,6 @@ async fn bind(
     let handle = bound.handle.clone();
     let action = sync_bound(ctx, templates, claim, resolved, handle, rewrite).await?;
     *pending = None;
-    binding::wake_pool(ctx, &bound.handle);
     Ok(action)
 }
 

@@ -88,7 +88,8 @@ impl PoolController {
 }
 
 /// The controller, watching pools of the operator namespace, and following the broker's
-/// handle watch: a handle change wakes its pool, so a bind refills at once.
+/// handle watch: a handle change that concerns its pool wakes it (`PoolIndex::following`),
+/// so a bind refills at once.
 pub(crate) fn controller(
     client: &Client,
     kinds: &Kinds,
@@ -97,25 +98,24 @@ pub(crate) fn controller(
 ) -> PoolController {
     let main = Api::<PoolObject>::namespaced_with(client.clone(), operator_namespace, &kinds.pool);
     let pool_kind = kinds.pool.clone();
+    let (wake, woken) = futures::channel::mpsc::unbounded();
+    let handles = PoolIndex::following(
+        handles,
+        free,
+        kinds.stored_handle.clone(),
+        operator_namespace,
+        move |namespace, name| {
+            let pool = ObjectRef::new_with(name, pool_kind.clone()).within(namespace);
+            // Closed only when the operator stops.
+            let _ = wake.unbounded_send(pool);
+        },
+    );
     let config = crate::store::shared_watch::watch_config().any_semantic();
-    let controller = reconciler::forgetting_controller(main, config, kinds.pool.clone())
-        .watches_stream_with(
-            handles.subscribe(),
-            move |handle: HandleObject| {
-                handle.spec.resource_pool.as_ref().map(|pool| {
-                    ObjectRef::new_with(&pool.name, pool_kind.clone()).within(&pool.namespace)
-                })
-            },
-            kinds.handle.clone(),
-        );
+    let controller =
+        reconciler::forgetting_controller(main, config, kinds.pool.clone()).reconcile_on(woken);
     PoolController {
         controller,
-        handles: PoolIndex::following(
-            handles,
-            free,
-            kinds.stored_handle.clone(),
-            operator_namespace,
-        ),
+        handles,
     }
 }
 

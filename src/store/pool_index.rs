@@ -12,6 +12,7 @@ use chrono::TimeDelta;
 use kube::ResourceExt;
 use kube::core::ApiResource;
 use kube::runtime::reflector::ObjectRef;
+use kube::runtime::watcher;
 
 use crate::api::kinds::HandleObject;
 use crate::api::kinds::SharedType;
@@ -37,16 +38,25 @@ pub(crate) struct PoolIndex {
 }
 
 impl PoolIndex {
-    /// The index of the handles `handles` watches, in `namespace`; it follows the watch.
+    /// The index of the handles `handles` watches, in `namespace`; it follows the watch, and
+    /// `wake`s (namespace, name) each pool a handle's change concerns ([`pools_concerned`])
+    /// once its entry shows the change.
     pub(crate) fn following(
         handles: &mut SharedWatch<HandleObject>,
         free: FreeHandles,
         handle_kind: SharedType<ApiResource>,
         namespace: &str,
+        wake: impl Fn(&str, &str) + Send + Sync + 'static,
     ) -> Self {
         let members: Arc<Mutex<Members>> = Arc::default();
         let follower = members.clone();
-        handles.follow(move |event| lock(&follower).apply(event));
+        handles.follow(move |event| {
+            let concerned = lock(&follower).apply_telling(event);
+            for (namespace, name) in concerned {
+                tracing::trace!(pool = %name, "a handle's change concerns its pool");
+                wake(&namespace, &name);
+            }
+        });
         Self {
             handles: handles.store(),
             free,
@@ -169,17 +179,86 @@ struct PoolHandles {
 }
 
 /// What one handle adds to its pool's entry.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Part {
     claimed: bool,
     bound: BoundCounts,
     provisioning: Option<TimeDelta>,
+    /// Of an unclaimed handle, what a pool pass reads of it ([`looks_of`]); 0 for a claimed
+    /// one, whose pool reads only what it adds.
+    looks: u64,
 }
 
 impl Members {
+    /// Applies `event`; the pools it concerns.
+    fn apply_telling(&mut self, event: &watcher::Event<HandleObject>) -> Vec<PoolKey> {
+        let before = match event {
+            watcher::Event::Apply(handle) | watcher::Event::Delete(handle) => Self::key(handle)
+                .and_then(|name| {
+                    let (pool, part) = self.handles.get(&name)?;
+                    Some(((**pool).clone(), *part))
+                }),
+            _ => None,
+        };
+        self.apply(event);
+        match event {
+            watcher::Event::Apply(handle) => pools_concerned(before, Self::entry(handle)),
+            watcher::Event::Delete(_) => pools_concerned(before, None),
+            // A re-list: each pool hears of each of its handles, as when it was first listed.
+            watcher::Event::InitApply(handle) => pools_concerned(None, Self::entry(handle)),
+            watcher::Event::Init | watcher::Event::InitDone => Vec::new(),
+        }
+    }
+
     /// Whether handle `name` is one of `pool`'s.
     fn shows(&self, pool: &PoolKey, name: &str) -> bool {
         self.handles.get(name).is_some_and(|(of, _)| **of == *pool)
+    }
+}
+
+/// A digest of what a pool pass reads of an unclaimed handle: its spec (by generation), labels,
+/// annotations, deletion, and status readiness and health (of its conditions, only when it got
+/// ready, which `Part::provisioning` holds); not its finalizers, nor its resources' references
+/// and states, which its own passes write as they create them.
+fn looks_of(handle: &HandleObject) -> u64 {
+    let status = handle.status.as_ref();
+    let read = (
+        handle.metadata.generation,
+        &handle.metadata.labels,
+        &handle.metadata.annotations,
+        &handle.metadata.deletion_timestamp,
+        status.and_then(|s| s.ready),
+        status.and_then(|s| s.healthy),
+    );
+    // Serialized whole (it always serializes): only equality matters.
+    let bytes = serde_json::to_vec(&read).unwrap_or_default();
+    let mut hasher = std::hash::DefaultHasher::new();
+    std::hash::Hash::hash(&bytes, &mut hasher);
+    std::hash::Hasher::finish(&hasher)
+}
+
+/// The pools a handle's change from `before` to `after` (its pool and what it adds there;
+/// `None`: of no pool, or gone) concerns. A pool pass reads its unclaimed handles whole, but
+/// of a claimed one only what it adds: a claimed handle's status moving on (its resources'
+/// state after each change, the claim's edits) wakes no pool, nor an unclaimed one's
+/// finalizer and resource references.
+fn pools_concerned(
+    before: Option<(PoolKey, Part)>,
+    after: Option<(PoolKey, Part)>,
+) -> Vec<PoolKey> {
+    match (before, after) {
+        (Some((was, old)), Some((is, new))) if was == is => {
+            if old == new {
+                Vec::new()
+            } else {
+                vec![is]
+            }
+        }
+        (before, after) => before
+            .into_iter()
+            .chain(after)
+            .map(|(pool, _)| pool)
+            .collect(),
     }
 }
 
@@ -195,10 +274,12 @@ impl FollowedIndex<HandleObject> for Members {
 
     fn entry(handle: &HandleObject) -> Option<(PoolKey, Part)> {
         let pool = handle.spec.resource_pool.as_ref()?;
+        let claimed = handle.spec.resource_claim.is_some();
         let part = Part {
-            claimed: handle.spec.resource_claim.is_some(),
+            claimed,
             bound: BoundCounts::of_handle(handle),
             provisioning: provisioning_time(handle),
+            looks: if claimed { 0 } else { looks_of(handle) },
         };
         Some(((pool.namespace.clone(), pool.name.clone()), part))
     }
@@ -364,5 +445,75 @@ mod tests {
         lone.spec.resource_pool = None;
         members.apply(&Event::Apply(lone));
         assert!(members.pools.is_empty() && members.handles.is_empty());
+    }
+
+    /// A bind, a readiness change and a deletion wake the pool; a handle's status moving on
+    /// without changing what the pool reads of it does not.
+    #[test]
+    fn a_pool_hears_of_what_changes_what_it_counts() {
+        let mut members = Members::default();
+        let p = || vec![("poolboy".to_owned(), "p".to_owned())];
+        let mut tell = |handle: HandleObject| members.apply_telling(&Event::Apply(handle));
+        assert_eq!(
+            tell(handle("guid-a", "p", None, false)),
+            p(),
+            "a new handle"
+        );
+        let mut finalized = handle("guid-a", "p", None, false);
+        finalized.metadata.finalizers = Some(vec!["poolboy.gpte.redhat.com".to_owned()]);
+        assert_eq!(
+            tell(finalized),
+            Vec::<PoolKey>::new(),
+            "unclaimed, finalizer"
+        );
+        assert_eq!(
+            tell(handle("guid-a", "p", None, true)),
+            p(),
+            "unclaimed, ready"
+        );
+        let mut labelled = handle("guid-a", "p", None, true);
+        labelled.metadata.labels = Some([("a".to_owned(), "b".to_owned())].into());
+        assert_eq!(tell(labelled), p(), "unclaimed, labelled");
+        assert_eq!(
+            tell(handle("guid-a", "p", Some("c1"), true)),
+            p(),
+            "the bind"
+        );
+        let mut moved_on = handle("guid-a", "p", Some("c1"), true);
+        moved_on.status.get_or_insert_default().summary = Some(json!({"state": "on"}));
+        assert_eq!(
+            tell(moved_on),
+            Vec::<PoolKey>::new(),
+            "bound, counted the same"
+        );
+        assert_eq!(
+            tell(handle("guid-a", "p", Some("c1"), false)),
+            p(),
+            "unready"
+        );
+        let mut deleting = handle("guid-a", "p", Some("c1"), false);
+        deleting.metadata.deletion_timestamp =
+            Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
+            ));
+        assert_eq!(tell(deleting.clone()), p(), "no longer counted");
+        assert_eq!(members.apply_telling(&Event::Delete(deleting)), p(), "gone");
+        assert_eq!(members.apply_telling(&Event::Init), Vec::<PoolKey>::new());
+    }
+
+    /// A handle moved to another pool concerns both.
+    #[test]
+    fn a_handle_moved_between_pools_concerns_both() {
+        let mut members = Members::default();
+        members.apply(&Event::Apply(handle("guid-a", "p", Some("c1"), true)));
+        let concerned =
+            members.apply_telling(&Event::Apply(handle("guid-a", "q", Some("c1"), true)));
+        assert_eq!(
+            concerned,
+            vec![
+                ("poolboy".to_owned(), "p".to_owned()),
+                ("poolboy".to_owned(), "q".to_owned())
+            ]
+        );
     }
 }

@@ -8,7 +8,6 @@ use std::sync::Arc;
 use chrono::{DateTime, Utc};
 use kube::ResourceExt;
 use kube::api::{Api, Patch};
-use kube::runtime::reflector::ObjectRef;
 
 use super::super::write::{self, Target, Written};
 use super::{ClaimContext, ClaimError};
@@ -534,15 +533,6 @@ pub(crate) async fn propagate(
     }
     // Still changing under us: the handle's next change wakes the claim again.
     Ok(Ok(None))
-}
-
-/// Wakes the pool a bound handle came from, so that it refills at once (Δ§3.2).
-pub(crate) fn wake_pool(ctx: &ClaimContext, handle: &HandleObject) {
-    if let Some(pool) = &handle.spec.resource_pool {
-        let reference =
-            ObjectRef::new_with(&pool.name, ctx.kinds.pool.clone()).within(&pool.namespace);
-        let _ = ctx.triggers.pools.unbounded_send(reference);
-    }
 }
 
 pub(crate) fn claim_key(claim: &ClaimObject) -> String {
