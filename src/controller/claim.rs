@@ -20,7 +20,6 @@ use kube::Client;
 use kube::api::Api;
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::reflector::ObjectRef;
-use kube::runtime::watcher;
 
 use self::binding::{Outcome, Pending};
 use super::backlog::Backlog;
@@ -116,9 +115,10 @@ pub(crate) fn watch(
 /// claims waiting for one. Its store is the index of claims every controller reads
 /// (`Context::stores`), beside [`ClaimSummaries`]; its [`ClaimIndex`] indexes the handles.
 ///
-/// The claim watch is the handle controller's too: a claim change wakes, through
-/// `wake_handles`, the handle its status names and every handle bound to it (one a process
-/// bound and died before recording must hear that its claim went), once the store
+/// The claim watch is the handle controller's too: a claim change that a handle reads
+/// (`ClaimSummaries::following`: not what the claim's status copies from its handle) wakes,
+/// through `wake_handles`, the handle its status names and every handle bound to it (one a
+/// process bound and died before recording must hear that its claim went), once the store
 /// has the change. So a handle reads its claim from the store rather than with a GET, and
 /// claims are watched once.
 pub(crate) fn controller(
@@ -134,15 +134,8 @@ pub(crate) fn controller(
     let bindings = index.clone();
     let handle_kind = kinds.stored_handle.clone();
     let handle_namespace = operator_namespace.to_owned();
-    let summaries = ClaimSummaries::following(&mut claims);
     index.follow_claims(&mut claims);
-    claims.follow(move |event| {
-        let claim = match event {
-            watcher::Event::Apply(claim)
-            | watcher::Event::InitApply(claim)
-            | watcher::Event::Delete(claim) => claim,
-            watcher::Event::Init | watcher::Event::InitDone => return,
-        };
+    let summaries = ClaimSummaries::following(&mut claims, move |claim| {
         for name in handles_of_claim(claim, &bindings) {
             let handle = ObjectRef::new_with(&name, handle_kind.clone()).within(&handle_namespace);
             // Closed only when the operator stops.

@@ -6,6 +6,8 @@
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
+use kube::runtime::watcher;
+
 use crate::api::kinds::ClaimObject;
 use crate::core::claim::limits::held_through;
 use crate::core::claim::status::invalid_message;
@@ -59,14 +61,25 @@ struct Summary {
     deleting: bool,
     /// The providers whose limits it counts against ([`held_through`]).
     held_through: Box<[String]>,
+    /// What a handle's pass reads of it ([`looks_to_handles`]).
+    looks: u64,
 }
 
 impl ClaimSummaries {
-    /// The summaries of the claims `claims` watches; they follow the watch.
-    pub(crate) fn following(claims: &mut SharedWatch<ClaimObject>) -> Self {
+    /// The summaries of the claims `claims` watches; they follow the watch, and tell
+    /// `concerns_handles` of each claim whose change its handles must hear of (created,
+    /// deleted, re-listed, or changed in what a handle reads of it: [`looks_to_handles`]).
+    pub(crate) fn following(
+        claims: &mut SharedWatch<ClaimObject>,
+        concerns_handles: impl Fn(&ClaimObject) + Send + Sync + 'static,
+    ) -> Self {
         let summaries = Self::default();
         let follower = summaries.inner.clone();
-        claims.follow(move |event| lock(&follower).apply(event));
+        claims.follow(move |event| {
+            if let Some(claim) = lock(&follower).apply_telling(event) {
+                concerns_handles(claim);
+            }
+        });
         summaries
     }
 
@@ -121,6 +134,55 @@ impl ClaimSummaries {
     }
 }
 
+impl Summaries {
+    /// Applies `event`; its claim when its handles must hear of it.
+    fn apply_telling<'e>(
+        &mut self,
+        event: &'e watcher::Event<ClaimObject>,
+    ) -> Option<&'e ClaimObject> {
+        let looked = match event {
+            watcher::Event::Apply(claim) => Self::key(claim).and_then(|(namespace, name)| {
+                Some(self.namespaces.get(&namespace)?.get(&name)?.looks)
+            }),
+            _ => None,
+        };
+        self.apply(event);
+        match event {
+            watcher::Event::Apply(claim) => {
+                (looked != Some(looks_to_handles(claim))).then_some(claim)
+            }
+            watcher::Event::InitApply(claim) | watcher::Event::Delete(claim) => Some(claim),
+            watcher::Event::Init | watcher::Event::InitDone => None,
+        }
+    }
+}
+
+/// A digest of what a handle's pass reads of its claim (the templates see it whole): all of
+/// it but what the claim's status copies from the handle (its resources' states, readiness and
+/// health, the summary, the conditions, the wait estimate), which moves on with every change
+/// of the handle's own status and is news to no handle.
+fn looks_to_handles(claim: &ClaimObject) -> u64 {
+    let meta = &claim.metadata;
+    let status = claim.status.as_ref();
+    let resources: Option<Vec<_>> = status.and_then(|s| s.resources.as_ref()).map(|resources| {
+        resources
+            .iter()
+            .map(|r| (&r.name, &r.provider, &r.reference, &r.validation_error))
+            .collect()
+    });
+    let read = (
+        (&meta.uid, meta.generation, &meta.labels, &meta.annotations),
+        (&meta.deletion_timestamp, &meta.finalizers),
+        status.map(|s| (&s.approval, &s.lifespan, &s.provider, &s.resource_handle)),
+        resources,
+    );
+    // Serialized whole (it always serializes): only equality matters.
+    let bytes = serde_json::to_vec(&read).unwrap_or_default();
+    let mut hasher = std::hash::DefaultHasher::new();
+    std::hash::Hash::hash(&bytes, &mut hasher);
+    std::hash::Hasher::finish(&hasher)
+}
+
 fn lock(summaries: &Mutex<Summaries>) -> MutexGuard<'_, Summaries> {
     summaries.lock().unwrap_or_else(PoisonError::into_inner)
 }
@@ -143,6 +205,7 @@ impl FollowedIndex<ClaimObject> for Summaries {
             state: ClaimState::of(claim),
             deleting: claim.metadata.deletion_timestamp.is_some(),
             held_through: held_through(&claim.metadata, status).into(),
+            looks: looks_to_handles(claim),
         })
     }
 
@@ -256,5 +319,49 @@ mod tests {
         apply(Event::Delete(claim("user", "a", "lab", true)));
         apply(Event::Delete(claim("other", "c", "db", false)));
         assert_eq!(summaries.counts(), counts(1, 0, 0));
+    }
+
+    /// A claim's change reaches its handles unless it only moved what the claim's status
+    /// copies from the handle; a new, deleted or re-listed claim always does.
+    #[test]
+    fn handles_hear_of_what_they_read_of_their_claim() {
+        let mut summaries = Summaries::default();
+        let mut tell = |claim: &ClaimObject| {
+            summaries
+                .apply_telling(&Event::Apply(claim.clone()))
+                .is_some()
+        };
+        let mut claim = claim("user", "a", "lab", true);
+        assert!(tell(&claim), "a new claim");
+        let status = claim.status.get_or_insert_default();
+        status.ready = Some(true);
+        status.summary = Some(json!({"state": "started"}));
+        status.resources = Some(vec![
+            serde_json::from_value(json!({
+                "name": "lab", "state": {"metadata": {"resourceVersion": "7"}}, "ready": true,
+            }))
+            .expect("a resource status"),
+        ]);
+        assert!(!tell(&claim), "what the status copies from the handle");
+        let resource = &mut claim
+            .status
+            .get_or_insert_default()
+            .resources
+            .get_or_insert_default()[0];
+        resource.state = Some(json!({"metadata": {"resourceVersion": "8"}}));
+        assert!(!tell(&claim), "a resource's new state");
+        claim.metadata.labels = Some([("team".to_owned(), "a".to_owned())].into());
+        assert!(tell(&claim), "a label");
+        claim.metadata.generation = Some(2);
+        assert!(tell(&claim), "an edit of the spec");
+        claim.status.get_or_insert_default().resource_handle = None;
+        assert!(tell(&claim), "the handle reference");
+        assert!(
+            summaries
+                .apply_telling(&Event::Delete(claim.clone()))
+                .is_some()
+        );
+        assert!(summaries.apply_telling(&Event::InitApply(claim)).is_some());
+        assert!(summaries.apply_telling(&Event::InitDone).is_none());
     }
 }
