@@ -92,6 +92,55 @@ async fn a_pooled_bind_tells_its_milestones_in_order() {
     env.teardown([operator]).await;
 }
 
+/// A warm bind of a handle whose resources are ready already: one `Bound` Event that says so,
+/// no `Ready` Event after it.
+#[tokio::test]
+async fn a_warm_bind_of_a_ready_handle_tells_it_once() {
+    let env = TestEnv::new().await;
+    let ns = env.namespace.clone();
+    create_config_provider(&env, false).await;
+    let pool: ResourcePool = from_json(json!({
+        "apiVersion": format!("{D}/v1"), "kind": "ResourcePool",
+        "metadata": {"name": "ready"},
+        "spec": {
+            "minAvailable": 1,
+            "resources": objects::resources(&ns, &[("config", "config", template(json!({})))]),
+        },
+    }));
+    env.create(&pool).await;
+    let operator = TestOperator::start(env.kube_config(), &ns);
+    let apis = Apis::new(&env);
+    let pooled = eventually("the pool's handle, ready", TIMEOUT, || async {
+        let handles = env.handles_of_pool("ready").await;
+        let handle = handles.first()?;
+        let ready = handle.status.as_ref().and_then(|s| s.ready) == Some(true);
+        ready.then(|| handle.metadata.name.clone()).flatten()
+    })
+    .await;
+
+    create_config_claim(&env, "at-once", json!({}), json!({}), json!({})).await;
+    let (_, handle) = apis.bound("at-once").await;
+    assert_eq!(handle.metadata.name.as_deref(), Some(pooled.as_str()));
+    let bound = env
+        .event("at-once", "Normal", "Bound", Duration::from_secs(5))
+        .await;
+    assert_eq!(
+        bound.note.as_deref(),
+        Some(
+            format!(
+                "bound to ResourceHandle {pooled} from ResourcePool ready; \
+                 the resources of ResourceHandle {pooled} are ready"
+            )
+            .as_str()
+        )
+    );
+    // Anything else about the claim would have been published by now.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(normal_reasons(&env, "at-once").await, ["Bound"]);
+
+    env.teardown([operator]).await;
+}
+
 /// The value of the sample `line_start` (metric name and labels, as exposed).
 fn sample(text: &str, line_start: &str) -> Option<f64> {
     text.lines()

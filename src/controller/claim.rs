@@ -819,7 +819,8 @@ async fn warn_clamped(
 }
 
 /// Normal Events for the claim's milestones, from the process whose status write
-/// reached them: `Bound` (saying where the handle came from) and `Ready`.
+/// reached them: `Bound` (saying where the handle came from) and `Ready`; one `Bound` that
+/// says the resources are ready when one write reached both (a warm bind of a ready handle).
 async fn announce_milestones(
     ctx: &ClaimContext,
     claim: &ClaimObject,
@@ -834,18 +835,31 @@ async fn announce_milestones(
         .creation_timestamp
         .as_ref()
         .map(|created| lifespan::seconds_since(created, ctx.now()));
-    if conditions::became_true(before, after, conditions::BOUND) {
-        let note = bound_note(handle, claim.metadata.uid.as_deref());
+    let bound = conditions::became_true(before, after, conditions::BOUND);
+    let ready = conditions::became_true(before, after, conditions::READY);
+    let ready_note = format!("the resources of ResourceHandle {name} are ready");
+    if bound {
+        let mut note = bound_note(handle, claim.metadata.uid.as_deref());
+        if ready {
+            note = format!("{note}; {ready_note}");
+        }
         ctx.event(claim, &ctx.kinds.claim, EventKind::Normal, "Bound", note)
             .await;
         if let Some(age) = age {
             ctx.metrics.claim_bound(warm, age);
         }
     }
-    if conditions::became_true(before, after, conditions::READY) {
-        let note = format!("the resources of ResourceHandle {name} are ready");
-        ctx.event(claim, &ctx.kinds.claim, EventKind::Normal, "Ready", note)
+    if ready {
+        if !bound {
+            ctx.event(
+                claim,
+                &ctx.kinds.claim,
+                EventKind::Normal,
+                "Ready",
+                ready_note,
+            )
             .await;
+        }
         if let Some(age) = age {
             ctx.metrics.claim_ready(warm, age);
         }
