@@ -33,6 +33,22 @@ async fn normal_reasons(env: &TestEnv, regarding: &str) -> Vec<String> {
     about.into_iter().filter_map(|e| e.reason).collect()
 }
 
+/// Pool `name`, keeping one handle of one `config` ConfigMap ready.
+async fn create_pool_of_one(env: &TestEnv, name: &str) {
+    let pool: ResourcePool = from_json(json!({
+        "apiVersion": format!("{D}/v1"), "kind": "ResourcePool",
+        "metadata": {"name": name},
+        "spec": {
+            "minAvailable": 1,
+            "resources": objects::resources(
+                &env.namespace,
+                &[("config", "config", template(json!({})))],
+            ),
+        },
+    }));
+    env.create(&pool).await;
+}
+
 /// A pooled bind: the pool's handle says it created its ConfigMap; the claim says it was
 /// bound from the pool, then that it is ready; once the claim is deleted, its handle says
 /// why it goes.
@@ -41,15 +57,7 @@ async fn a_pooled_bind_tells_its_milestones_in_order() {
     let env = TestEnv::new().await;
     let ns = env.namespace.clone();
     create_config_provider(&env, true).await;
-    let pool: ResourcePool = from_json(json!({
-        "apiVersion": format!("{D}/v1"), "kind": "ResourcePool",
-        "metadata": {"name": "events"},
-        "spec": {
-            "minAvailable": 1,
-            "resources": objects::resources(&ns, &[("config", "config", template(json!({})))]),
-        },
-    }));
-    env.create(&pool).await;
+    create_pool_of_one(&env, "events").await;
     let operator = TestOperator::start(env.kube_config(), &ns);
     let pooled = eventually("the pool's handle", TIMEOUT, || async {
         env.handles_of_pool("events")
@@ -99,15 +107,7 @@ async fn a_warm_bind_of_a_ready_handle_tells_it_once() {
     let env = TestEnv::new().await;
     let ns = env.namespace.clone();
     create_config_provider(&env, false).await;
-    let pool: ResourcePool = from_json(json!({
-        "apiVersion": format!("{D}/v1"), "kind": "ResourcePool",
-        "metadata": {"name": "ready"},
-        "spec": {
-            "minAvailable": 1,
-            "resources": objects::resources(&ns, &[("config", "config", template(json!({})))]),
-        },
-    }));
-    env.create(&pool).await;
+    create_pool_of_one(&env, "ready").await;
     let operator = TestOperator::start(env.kube_config(), &ns);
     let apis = Apis::new(&env);
     let pooled = eventually("the pool's handle, ready", TIMEOUT, || async {
