@@ -332,16 +332,15 @@ mod tests {
                 .is_some()
         };
         let mut claim = claim("user", "a", "lab", true);
+        let entry = serde_json::from_value(json!({"name": "lab"})).expect("a resource status");
+        claim.status.get_or_insert_default().resources = Some(vec![entry]);
         assert!(tell(&claim), "a new claim");
         let status = claim.status.get_or_insert_default();
         status.ready = Some(true);
         status.summary = Some(json!({"state": "started"}));
-        status.resources = Some(vec![
-            serde_json::from_value(json!({
-                "name": "lab", "state": {"metadata": {"resourceVersion": "7"}}, "ready": true,
-            }))
-            .expect("a resource status"),
-        ]);
+        let resource = &mut status.resources.get_or_insert_default()[0];
+        resource.state = Some(json!({"metadata": {"resourceVersion": "7"}}));
+        resource.ready = Some(true);
         assert!(!tell(&claim), "what the status copies from the handle");
         let resource = &mut claim
             .status
