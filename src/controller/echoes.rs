@@ -234,7 +234,7 @@ fn settle(uid: &str, version: &str, writer: &str, waited: bool) -> Option<bool> 
 
 /// A reconcile of `uid` was skipped on a stale copy: the echoes to come wake the object.
 pub(crate) fn owe_pass(uid: &str) {
-    echoes().versions.remove(uid);
+    forget(uid);
 }
 
 /// The object `uid` is gone.

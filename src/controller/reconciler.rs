@@ -138,7 +138,7 @@ async fn reconcile<L: Lifecycle>(
         tracing::trace!(kind = L::KIND, name = %stored.name_any(), "a version this process replaced: skipped");
         return Ok(Action::await_change());
     }
-    tracing::debug!(kind = L::KIND, name = %stored.name_any(), version = ?stored.meta().resource_version, "reconcile");
+    tracing::debug!(kind = L::KIND, name = %stored.name_any(), version = ?Identified::resource_version(&*stored), "reconcile");
     let ctx = lifecycle.context();
     let started = Instant::now();
     let in_flight = ctx.metrics.reconcile_started(L::KIND);

@@ -176,11 +176,7 @@ fn looks_to_handles(claim: &ClaimObject) -> u64 {
         status.map(|s| (&s.approval, &s.lifespan, &s.provider, &s.resource_handle)),
         resources,
     );
-    // Serialized whole (it always serializes): only equality matters.
-    let bytes = serde_json::to_vec(&read).unwrap_or_default();
-    let mut hasher = std::hash::DefaultHasher::new();
-    std::hash::Hash::hash(&bytes, &mut hasher);
-    std::hash::Hasher::finish(&hasher)
+    super::digest(&read)
 }
 
 fn lock(summaries: &Mutex<Summaries>) -> MutexGuard<'_, Summaries> {

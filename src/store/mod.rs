@@ -10,3 +10,12 @@ pub(crate) mod packed;
 pub(crate) mod pool_index;
 pub(crate) mod render_clocks;
 pub(crate) mod shared_watch;
+
+/// A digest of `read`, what a follower compares to tell whether a change concerns it: only
+/// equality matters. Serialized whole (a tuple of references to API fields always serializes).
+pub(crate) fn digest(read: &impl serde::Serialize) -> u64 {
+    let bytes = serde_json::to_vec(read).unwrap_or_default();
+    let mut hasher = std::hash::DefaultHasher::new();
+    std::hash::Hash::hash(&bytes, &mut hasher);
+    std::hash::Hasher::finish(&hasher)
+}

@@ -230,11 +230,7 @@ fn looks_of(handle: &HandleObject) -> u64 {
         status.and_then(|s| s.ready),
         status.and_then(|s| s.healthy),
     );
-    // Serialized whole (it always serializes): only equality matters.
-    let bytes = serde_json::to_vec(&read).unwrap_or_default();
-    let mut hasher = std::hash::DefaultHasher::new();
-    std::hash::Hash::hash(&bytes, &mut hasher);
-    std::hash::Hasher::finish(&hasher)
+    super::digest(&read)
 }
 
 /// The pools a handle's change from `before` to `after` (its pool and what it adds there;
