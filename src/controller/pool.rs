@@ -4,13 +4,14 @@
 //! create follows a guarded pool status write that reserves its name, and a scaling's count is
 //! raised (guarded) before its handles are made (docs/design.md, "controller::pool").
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
 
-use futures::channel::mpsc::UnboundedReceiver;
+use futures::StreamExt;
+use futures::channel::mpsc::{UnboundedReceiver, UnboundedSender};
 use kube::api::{Api, Patch};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::reflector::{ObjectRef, Store};
@@ -89,7 +90,10 @@ impl PoolController {
 
 /// The controller, watching pools of the operator namespace, and following the broker's
 /// handle watch: a handle change that concerns its pool wakes it (`PoolIndex::following`),
-/// so a bind refills at once.
+/// so a bind refills at once. The creation of a handle whose name the pool's status reserves
+/// does not: the pass that reserved it counted it, and the next finds it shown. A change of
+/// only an unbound handle's readiness or health wakes the pool once the status may take it
+/// ([`StateWakes`]).
 pub(crate) fn controller(
     client: &Client,
     kinds: &Kinds,
@@ -99,23 +103,74 @@ pub(crate) fn controller(
     let main = Api::<PoolObject>::namespaced_with(client.clone(), operator_namespace, &kinds.pool);
     let pool_kind = kinds.pool.clone();
     let (wake, woken) = futures::channel::mpsc::unbounded();
+    let state_wakes = StateWakes::default();
     let handles = PoolIndex::following(
         handles,
         free,
         kinds.stored_handle.clone(),
         operator_namespace,
-        move |namespace, name| {
-            let pool = ObjectRef::new_with(name, pool_kind.clone()).within(namespace);
-            // Closed only when the operator stops.
-            let _ = wake.unbounded_send(pool);
+        move |concern| {
+            let pool =
+                ObjectRef::new_with(concern.pool, pool_kind.clone()).within(concern.namespace);
+            if concern.only_state {
+                state_wakes.wake_later(pool, &wake);
+            } else {
+                // Closed only when the operator stops.
+                let _ = wake.unbounded_send((pool, concern.created.map(str::to_owned)));
+            }
         },
     );
     let config = crate::store::shared_watch::watch_config().any_semantic();
-    let controller =
-        reconciler::forgetting_controller(main, config, kinds.pool.clone()).reconcile_on(woken);
+    let controller = reconciler::forgetting_controller(main, config, kinds.pool.clone());
+    let pools = controller.store();
+    let woken = woken.filter_map(move |(pool, created): Woken| {
+        let counted = created.is_some_and(|handle| {
+            pools
+                .get(&pool)
+                .is_some_and(|pool| reserves(&pool, &handle))
+        });
+        std::future::ready((!counted).then_some(pool))
+    });
+    let controller = controller.reconcile_on(woken);
     PoolController {
         controller,
         handles,
+    }
+}
+
+/// A pool, and the handle whose creation woke it.
+type Woken = (ObjectRef<PoolObject>, Option<String>);
+
+/// Wakes a pool a [`COUNTS_INTERVAL`] after a change of only its unbound handles' readiness or
+/// health, once for all such changes within it. What the pool does of such a change is mostly
+/// its status's counts, written at most once an interval anyway; so a handle's getting ready
+/// after the bind that made the pool create it costs the pool one pass, not one now and one
+/// when the counts may be written. The caps it weighs (`maxUnready`, unhealthy deletion) act
+/// at most an interval later.
+#[derive(Clone, Default)]
+struct StateWakes(Arc<Mutex<HashSet<ObjectRef<PoolObject>>>>);
+
+impl StateWakes {
+    fn wake_later(&self, pool: ObjectRef<PoolObject>, wake: &UnboundedSender<Woken>) {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            let _ = wake.unbounded_send((pool, None));
+            return;
+        };
+        if !self.due().insert(pool.clone()) {
+            return;
+        }
+        let (due, wake) = (self.clone(), wake.clone());
+        runtime.spawn(async move {
+            tokio::time::sleep(COUNTS_INTERVAL).await;
+            due.due().remove(&pool);
+            // Closed only when the operator stops.
+            let _ = wake.unbounded_send((pool, None));
+        });
+    }
+
+    /// The pools with a wake to come.
+    fn due(&self) -> MutexGuard<'_, HashSet<ObjectRef<PoolObject>>> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
 
@@ -172,6 +227,15 @@ impl PoolContext {
     fn status_written(&self, pool: &ResourcePool) {
         self.with_memory(pool, |memory| memory.status_written = Some(Instant::now()));
     }
+}
+
+/// Whether `pool`'s status reserves handle `name`: it lists each handle of the pool, a new one
+/// before it is created (Δ§3.3).
+fn reserves(pool: &PoolObject, name: &str) -> bool {
+    pool.status
+        .as_ref()
+        .and_then(|status| status.resource_handles.as_deref())
+        .is_some_and(|entries| entries.iter().any(|entry| entry.name == name))
 }
 
 fn memory_key(pool: &ResourcePool) -> String {
@@ -882,6 +946,27 @@ mod tests {
             .into_iter()
             .collect();
         serde_json::from_value(json!({"conditions": conditions})).expect("a pool status")
+    }
+
+    /// Changes of state within an interval wake the pool once, after it; then the next change
+    /// waits its own interval.
+    #[tokio::test]
+    async fn state_changes_within_an_interval_wake_the_pool_once_after_it() {
+        let kind = kube::core::ApiResource::erase::<ResourcePool>(&());
+        let pool = ObjectRef::<PoolObject>::new_with("p", kind).within("poolboy");
+        let (wake, mut woken) = futures::channel::mpsc::unbounded();
+        let wakes = StateWakes::default();
+        let started = Instant::now();
+        wakes.wake_later(pool.clone(), &wake);
+        wakes.wake_later(pool.clone(), &wake);
+        assert_eq!(wakes.due().len(), 1);
+        assert!(woken.try_recv().is_err(), "nothing yet");
+        let (first, created) = woken.next().await.expect("a wake");
+        assert!(first == pool && created.is_none());
+        assert!(started.elapsed() >= COUNTS_INTERVAL);
+        assert!(wakes.due().is_empty() && woken.try_recv().is_err(), "once");
+        wakes.wake_later(pool.clone(), &wake);
+        assert_eq!(wakes.due().len(), 1, "the next change waits again");
     }
 
     #[test]

@@ -242,20 +242,29 @@ where
     K: Resource + Clone + DeserializeOwned + Debug,
     P: Serialize + Debug,
 {
-    send_over(api, name, None, target, patch).await
+    send_over(api, name, None, target, patch, Echo::SpecKept).await
+}
+
+/// Which versions a reconcile writes of the object it is about are echoes (`echoes`): news
+/// to no pass of it.
+#[derive(Clone, Copy)]
+enum Echo {
+    /// Those that leave the spec as the pass knew it: a status write, or one that keeps the
+    /// generation it was computed from. A pass that changed the spec gets the pass its echo
+    /// brings, on the new spec.
+    SpecKept,
+    /// Every one: the pass goes on with the spec it wrote.
+    Continued,
 }
 
 /// [`send`], for a write computed from `before`.
-///
-/// A write of the object its reconcile is about is an echo (`echoes`) when it leaves the spec
-/// as the pass knew it: a status write, or one that keeps the generation it was computed
-/// from. A pass that changed the spec gets the pass its echo brings, on the new spec.
 async fn send_over<K, P>(
     api: &Api<K>,
     name: &str,
     before: Option<&K>,
     target: Target,
     patch: &Patch<P>,
+    echo: Echo,
 ) -> Result<Written<K>, kube::Error>
 where
     K: Resource + Clone + DeserializeOwned + Debug,
@@ -268,12 +277,14 @@ where
         Target::Status => api.patch_status(name, &params, patch).await,
     })?;
     if let (Some(writing), Written::Done(object)) = (&writing, &written) {
-        let spec_kept = match (target, before) {
-            (Target::Status, _) => true,
-            (Target::Object, Some(before)) => before.meta().generation == object.meta().generation,
-            (Target::Object, None) => false,
+        let is_echo = match (echo, target, before) {
+            (Echo::Continued, _, _) | (_, Target::Status, _) => true,
+            (Echo::SpecKept, Target::Object, Some(before)) => {
+                before.meta().generation == object.meta().generation
+            }
+            (Echo::SpecKept, Target::Object, None) => false,
         };
-        if spec_kept {
+        if is_echo {
             writing.record(object);
         }
     }
@@ -313,7 +324,8 @@ where
     guarded.push(version_test(object));
     guarded.extend(ops);
     let patch = Patch::Json::<()>(JsonPatch(guarded));
-    let written = send_over(api, &object.name_any(), Some(object), target, &patch).await?;
+    let name = object.name_any();
+    let written = send_over(api, &name, Some(object), target, &patch, Echo::SpecKept).await?;
     record_replaced(object, &written);
     Ok(written)
 }
@@ -329,10 +341,38 @@ pub(crate) async fn merge<K>(
 where
     K: Resource + Clone + DeserializeOwned + Debug,
 {
+    merge_over(api, object, target, patch, Echo::SpecKept).await
+}
+
+/// [`merge`] of `object` itself, a change of its spec that the pass writing it goes on with
+/// (what it computed the change from resolves to the same once written): its echo brings
+/// no pass.
+pub(crate) async fn merge_continued<K>(
+    api: &Api<K>,
+    object: &K,
+    patch: &Value,
+) -> Result<Written<K>, kube::Error>
+where
+    K: Resource + Clone + DeserializeOwned + Debug,
+{
+    merge_over(api, object, Target::Object, patch, Echo::Continued).await
+}
+
+async fn merge_over<K>(
+    api: &Api<K>,
+    object: &K,
+    target: Target,
+    patch: &Value,
+    echo: Echo,
+) -> Result<Written<K>, kube::Error>
+where
+    K: Resource + Clone + DeserializeOwned + Debug,
+{
     let mut guarded = patch.clone();
     guarded["metadata"]["resourceVersion"] = json!(object.meta().resource_version);
     let name = object.name_any();
-    let written = send_over(api, &name, Some(object), target, &Patch::Merge(&guarded)).await?;
+    let patch = Patch::Merge(&guarded);
+    let written = send_over(api, &name, Some(object), target, &patch, echo).await?;
     record_replaced(object, &written);
     Ok(written)
 }

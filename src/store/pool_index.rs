@@ -26,6 +26,32 @@ use crate::store::shared_watch::{FollowedIndex, ListedStore, Relisting, SharedWa
 /// A pool's (namespace, name).
 type PoolKey = (String, String);
 
+/// A pool a handle's change concerns.
+#[derive(Debug)]
+pub(crate) struct Concern<'a> {
+    pub(crate) namespace: &'a str,
+    pub(crate) pool: &'a str,
+    /// The handle, when the change is its creation ([`Told::creation`]).
+    pub(crate) created: Option<&'a str>,
+    /// Whether the change moves only an unclaimed handle's readiness or health
+    /// ([`Told::only_state`]).
+    pub(crate) only_state: bool,
+}
+
+/// What a handle's change tells the pools.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct Told {
+    /// The pools it concerns.
+    pools: Vec<PoolKey>,
+    /// Whether it is the handle's creation: it appears, unclaimed and without a status. A pool
+    /// that reserved the handle's name before creating it counts it already.
+    creation: bool,
+    /// Whether it moves only an unclaimed handle's readiness or health (and with readiness its
+    /// provisioning time): what the pool's status reports, and what its `maxUnready` and
+    /// unhealthy-deletion caps weigh, but no bind, creation or deletion of a handle.
+    only_state: bool,
+}
+
 /// Shared by the handle watch (which it follows) and the pool reconciles. Cheap to clone.
 #[derive(Clone)]
 pub(crate) struct PoolIndex {
@@ -39,22 +65,31 @@ pub(crate) struct PoolIndex {
 
 impl PoolIndex {
     /// The index of the handles `handles` watches, in `namespace`; it follows the watch, and
-    /// `wake`s (namespace, name) each pool a handle's change concerns ([`pools_concerned`])
-    /// once its entry shows the change.
+    /// `wake`s each pool a handle's change concerns ([`pools_concerned`]) once its entry shows
+    /// the change.
     pub(crate) fn following(
         handles: &mut SharedWatch<HandleObject>,
         free: FreeHandles,
         handle_kind: SharedType<ApiResource>,
         namespace: &str,
-        wake: impl Fn(&str, &str) + Send + Sync + 'static,
+        wake: impl Fn(Concern<'_>) + Send + Sync + 'static,
     ) -> Self {
         let members: Arc<Mutex<Members>> = Arc::default();
         let follower = members.clone();
         handles.follow(move |event| {
-            let concerned = lock(&follower).apply_telling(event);
-            for (namespace, name) in concerned {
-                tracing::trace!(pool = %name, "a handle's change concerns its pool");
-                wake(&namespace, &name);
+            let told = lock(&follower).apply_telling(event);
+            let created = match (told.creation, event) {
+                (true, watcher::Event::Apply(handle)) => handle.metadata.name.as_deref(),
+                _ => None,
+            };
+            for (namespace, pool) in &told.pools {
+                tracing::trace!(%pool, ?created, told.only_state, "a handle's change concerns its pool");
+                wake(Concern {
+                    namespace,
+                    pool,
+                    created,
+                    only_state: told.only_state,
+                });
             }
         });
         Self {
@@ -184,14 +219,17 @@ struct Part {
     claimed: bool,
     bound: BoundCounts,
     provisioning: Option<TimeDelta>,
-    /// Of an unclaimed handle, what a pool pass reads of it ([`looks_of`]); 0 for a claimed
-    /// one, whose pool reads only what it adds.
+    /// Of an unclaimed handle, what a pool pass reads of it ([`looks_of`]) but its state; 0
+    /// for a claimed one, whose pool reads only what it adds.
     looks: u64,
+    /// Of an unclaimed handle, its readiness and health (`status.ready`, `status.healthy`);
+    /// unknown for a claimed one.
+    state: (Option<bool>, Option<bool>),
 }
 
 impl Members {
-    /// Applies `event`; the pools it concerns.
-    fn apply_telling(&mut self, event: &watcher::Event<HandleObject>) -> Vec<PoolKey> {
+    /// Applies `event`; what it tells the pools.
+    fn apply_telling(&mut self, event: &watcher::Event<HandleObject>) -> Told {
         let before = match event {
             watcher::Event::Apply(handle) | watcher::Event::Delete(handle) => Self::key(handle)
                 .and_then(|name| {
@@ -202,11 +240,37 @@ impl Members {
         };
         self.apply(event);
         match event {
-            watcher::Event::Apply(handle) => pools_concerned(before, Self::entry(handle)),
-            watcher::Event::Delete(_) => pools_concerned(before, None),
+            watcher::Event::Apply(handle) => {
+                let after = Self::entry(handle);
+                let only_state = match (&before, &after) {
+                    (Some((was, old)), Some((is, new))) => {
+                        let same_but_state = Part {
+                            state: new.state,
+                            provisioning: new.provisioning,
+                            ..*old
+                        };
+                        was == is && old != new && same_but_state == *new
+                    }
+                    _ => false,
+                };
+                Told {
+                    creation: before.is_none()
+                        && handle.spec.resource_claim.is_none()
+                        && handle.status.is_none(),
+                    only_state,
+                    pools: pools_concerned(before, after),
+                }
+            }
+            watcher::Event::Delete(_) => Told {
+                pools: pools_concerned(before, None),
+                ..Told::default()
+            },
             // A re-list: each pool hears of each of its handles, as when it was first listed.
-            watcher::Event::InitApply(handle) => pools_concerned(None, Self::entry(handle)),
-            watcher::Event::Init | watcher::Event::InitDone => Vec::new(),
+            watcher::Event::InitApply(handle) => Told {
+                pools: pools_concerned(None, Self::entry(handle)),
+                ..Told::default()
+            },
+            watcher::Event::Init | watcher::Event::InitDone => Told::default(),
         }
     }
 
@@ -216,19 +280,16 @@ impl Members {
     }
 }
 
-/// A digest of what a pool pass reads of an unclaimed handle: its spec (by generation), labels,
-/// annotations, deletion, and status readiness and health (of its conditions, only when it got
-/// ready, which `Part::provisioning` holds); not its finalizers, nor its resources' references
-/// and states, which its own passes write as they create them.
+/// A digest of what a pool pass reads of an unclaimed handle but its state (`Part::state`):
+/// its spec (by generation), labels, annotations and deletion (of its conditions, only when it
+/// got ready, which `Part::provisioning` holds); not its finalizers, nor its resources'
+/// references and states, which its own passes write as they create them.
 fn looks_of(handle: &HandleObject) -> u64 {
-    let status = handle.status.as_ref();
     let read = (
         handle.metadata.generation,
         &handle.metadata.labels,
         &handle.metadata.annotations,
         &handle.metadata.deletion_timestamp,
-        status.and_then(|s| s.ready),
-        status.and_then(|s| s.healthy),
     );
     super::digest(&read)
 }
@@ -276,6 +337,10 @@ impl FollowedIndex<HandleObject> for Members {
             bound: BoundCounts::of_handle(handle),
             provisioning: provisioning_time(handle),
             looks: if claimed { 0 } else { looks_of(handle) },
+            state: match (claimed, handle.status.as_ref()) {
+                (false, Some(status)) => (status.ready, status.healthy),
+                _ => (None, None),
+            },
         };
         Some(((pool.namespace.clone(), pool.name.clone()), part))
     }
@@ -449,7 +514,7 @@ mod tests {
     fn a_pool_hears_of_what_changes_what_it_counts() {
         let mut members = Members::default();
         let p = || vec![("poolboy".to_owned(), "p".to_owned())];
-        let mut tell = |handle: HandleObject| members.apply_telling(&Event::Apply(handle));
+        let mut tell = |handle: HandleObject| members.apply_telling(&Event::Apply(handle)).pools;
         assert_eq!(
             tell(handle("guid-a", "p", None, false)),
             p(),
@@ -493,8 +558,12 @@ mod tests {
                 k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
             ));
         assert_eq!(tell(deleting.clone()), p(), "no longer counted");
-        assert_eq!(members.apply_telling(&Event::Delete(deleting)), p(), "gone");
-        assert_eq!(members.apply_telling(&Event::Init), Vec::<PoolKey>::new());
+        assert_eq!(
+            members.apply_telling(&Event::Delete(deleting)).pools,
+            p(),
+            "gone"
+        );
+        assert_eq!(members.apply_telling(&Event::Init), Told::default());
     }
 
     /// A handle moved to another pool concerns both.
@@ -502,14 +571,67 @@ mod tests {
     fn a_handle_moved_between_pools_concerns_both() {
         let mut members = Members::default();
         members.apply(&Event::Apply(handle("guid-a", "p", Some("c1"), true)));
-        let concerned =
-            members.apply_telling(&Event::Apply(handle("guid-a", "q", Some("c1"), true)));
+        let told = members.apply_telling(&Event::Apply(handle("guid-a", "q", Some("c1"), true)));
         assert_eq!(
-            concerned,
+            told.pools,
             vec![
                 ("poolboy".to_owned(), "p".to_owned()),
                 ("poolboy".to_owned(), "q".to_owned())
             ]
+        );
+    }
+
+    /// Only a handle's first appearance, unclaimed and without a status, is its creation.
+    #[test]
+    fn a_handle_is_created_when_it_first_appears_unclaimed_without_a_status() {
+        let mut members = Members::default();
+        let mut fresh = handle("guid-a", "p", None, false);
+        fresh.status = None;
+        let told = members.apply_telling(&Event::Apply(fresh.clone()));
+        assert!(told.creation && told.pools.len() == 1);
+        let mut labelled = fresh.clone();
+        labelled.metadata.labels = Some([("a".to_owned(), "b".to_owned())].into());
+        let told = members.apply_telling(&Event::Apply(labelled));
+        assert!(!told.creation && told.pools.len() == 1, "known already");
+        let mut relisted = fresh.clone();
+        relisted.metadata.name = Some("guid-b".to_owned());
+        assert!(!members.apply_telling(&Event::InitApply(relisted)).creation);
+        assert!(
+            !members
+                .apply_telling(&Event::Apply(handle("guid-c", "p", None, false)))
+                .creation,
+            "with a status"
+        );
+        assert!(
+            !members
+                .apply_telling(&Event::Apply(handle("guid-d", "p", Some("c1"), false)))
+                .creation,
+            "claimed"
+        );
+    }
+
+    /// A change of an unbound handle's readiness or health alone is only its state; a bind,
+    /// a label or a deletion is more.
+    #[test]
+    fn a_change_of_readiness_or_health_alone_is_only_state() {
+        let mut members = Members::default();
+        let mut tell = |handle: HandleObject| members.apply_telling(&Event::Apply(handle));
+        assert!(!tell(handle("guid-a", "p", None, false)).only_state, "new");
+        let told = tell(handle("guid-a", "p", None, true));
+        assert!(told.only_state && told.pools.len() == 1, "ready");
+        let mut unhealthy = handle("guid-a", "p", None, true);
+        unhealthy.status.get_or_insert_default().healthy = Some(false);
+        assert!(tell(unhealthy.clone()).only_state, "unhealthy");
+        let mut labelled = unhealthy;
+        labelled.metadata.labels = Some([("a".to_owned(), "b".to_owned())].into());
+        assert!(!tell(labelled).only_state, "labelled");
+        assert!(
+            !tell(handle("guid-a", "p", Some("c1"), true)).only_state,
+            "the bind"
+        );
+        assert!(
+            !tell(handle("guid-a", "p", Some("c1"), false)).only_state,
+            "a bound handle's readiness changes the bound counts"
         );
     }
 }

@@ -74,13 +74,14 @@ pub(crate) fn with_finalizer(
     patch
 }
 
-/// Writes the initialisation merge patch (§6.3), guarded by the version read.
+/// Writes the initialisation merge patch (§6.3), guarded by the version read. The pass goes
+/// on with what it resolved: the initialised claim resolves to the same.
 pub(crate) async fn initialise(
     ctx: &Context,
     claim: &ClaimObject,
     patch: &Value,
 ) -> Result<Written<ClaimObject>, ClaimError> {
-    Ok(write::merge(&api(ctx, claim), claim, Target::Object, patch).await?)
+    Ok(write::merge_continued(&api(ctx, claim), claim, patch).await?)
 }
 
 /// Sets the claim's requested end, `spec.lifespan.end` (the first-ready reset of §7.4, or a

@@ -272,6 +272,38 @@ fn an_initialised_claim_is_not_defaulted_again() {
     );
 }
 
+/// The claim pass goes on with what it resolved after writing the initialisation, without a
+/// pass on the written claim (`controller::write::merge_continued`): the written claim resolves
+/// to the same, and is not initialised again.
+#[test]
+fn a_claim_resolves_to_the_same_once_its_initialisation_is_written() {
+    let fixture = Fixture::new(vec![configmap(), lab()]);
+    let claims = [
+        claim(json!({"spec": {"resources": [{"name": "config",
+            "template": {"apiVersion": "v1", "kind": "ConfigMap", "data": {"owner": "me"}}}]}})),
+        claim(json!({"spec": {"resources": [{
+            "template": {"apiVersion": "v1", "kind": "ConfigMap"}}]}})),
+        claim(json!({"spec": {"provider": {"name": "lab", "parameterValues": {"seats": 2}}}})),
+    ];
+    for claim in claims {
+        let first = fixture.resolve(&claim).expect("resolves");
+        assert!(first.is_valid(), "{:?}", first.problems);
+        let patch = first.initialisation.as_ref().expect("initialises");
+        let mut written = serde_json::to_value(&claim).expect("serialises");
+        json_patch::merge(&mut written, patch);
+        let written: ResourceClaim = serde_json::from_value(written).expect("a claim");
+        let again = fixture.resolve(&written).expect("resolves");
+        assert_eq!(again.initialisation, None);
+        assert_eq!(again.resources, first.resources);
+        assert_eq!(again.status_resources, first.status_resources);
+        assert_eq!(again.problems, first.problems);
+        assert_eq!(
+            serde_json::to_value(&again.claim.spec).expect("serialises"),
+            serde_json::to_value(&first.claim.spec).expect("serialises"),
+        );
+    }
+}
+
 #[test]
 fn template_failures_go_to_their_resource_entry() {
     let fixture = Fixture::new(vec![configmap()]);
