@@ -60,7 +60,7 @@ use watches::HandleStates;
 
 /// The in-process broker runs on the allocator `poolboy run` uses.
 #[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 /// Claims of each burst, handles of the pool fill, ConfigMaps of the ceiling.
 const BURST: usize = 1000;

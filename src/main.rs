@@ -2,7 +2,7 @@ use std::process::ExitCode;
 
 #[cfg(not(feature = "heap-profile"))]
 #[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 /// `--features heap-profile`: every allocation is recorded (`poolboy::heap_profile`).
 #[cfg(feature = "heap-profile")]
