@@ -24,7 +24,6 @@ use kube::runtime::reflector::ObjectRef;
 use self::binding::{Outcome, Pending};
 use super::backlog::Backlog;
 use super::context::{Context, EventKind};
-use super::echoes;
 use super::reconciler::{self, Drive, Lifecycle};
 use super::write::{self, Halt, OrHalt, PassError, Written};
 use crate::api::claim::ClaimStatusLifespan;
@@ -168,11 +167,7 @@ pub(crate) fn controller(
     let store = claims.store().store().clone();
     let own = backlog.objects(claims.into_stream(), kinds.stored_claim.clone());
     let controller = Controller::for_stream_with(own, store, kinds.stored_claim.clone())
-        .watches_stream_with(
-            echoes::without_bind_echoes(handle_events),
-            wakes,
-            kinds.handle.clone(),
-        )
+        .watches_stream_with(handle_events, wakes, kinds.handle.clone())
         .reconcile_on(released);
     ClaimController {
         controller,

@@ -7,11 +7,6 @@
 //! One rule keeps this safe: a reconcile the shell skipped because the store still held a
 //! copy this process replaced (`write::is_replaced`) is owed the pass the echo brings
 //! ([`owe_pass`]), so that echo goes through.
-//!
-//! One write to another kind is an echo too, to one listener: a claim's bind of a handle
-//! ([`writing_bind`]) is news to the handle's controller, but not to the claim, whose pass goes
-//! on with the handle the bind answered ([`without_bind_echoes`], at the claim controller's
-//! handle watch).
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -39,42 +34,12 @@ const WAIT_AT_MOST: Duration = Duration::from_secs(1);
 /// Events of a kind that wait so at once; past it, the kind's events wait their turn.
 const WAITING_AT_MOST: usize = 256;
 
-/// The echoes one listener hears.
-#[derive(Default)]
-struct Memory {
-    /// The versions written, by the written object's uid, oldest first.
-    versions: HashMap<String, Vec<String>>,
-    /// The writes awaiting their answer, by the uid an event finds them by.
-    in_flight: HashMap<String, usize>,
-}
-
 #[derive(Default)]
 struct Echoes {
-    /// Of objects' own watches (and the managed resources' watch): the versions each
-    /// object's own reconciles wrote, and those a handle's reconciles wrote of its resources;
-    /// in flight by the reconciled object's uid.
-    own: Memory,
-    /// Of the claim controller's handle watch: the versions claims' reconciles wrote binding
-    /// handles; in flight by the handle's uid.
-    binds: Memory,
-}
-
-/// Who hears an echo.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Listener {
-    /// The written object's own watch, or the managed resources' watch.
-    Own,
-    /// The claim controller's handle watch.
-    Binds,
-}
-
-impl Echoes {
-    fn of(&mut self, listener: Listener) -> &mut Memory {
-        match listener {
-            Listener::Own => &mut self.own,
-            Listener::Binds => &mut self.binds,
-        }
-    }
+    /// The versions each object's own reconciles wrote, by uid, oldest first.
+    versions: HashMap<String, Vec<String>>,
+    /// The writes of each object by its own reconciles awaiting their answer, by uid.
+    in_flight: HashMap<String, usize>,
 }
 
 static ECHOES: LazyLock<Mutex<Echoes>> = LazyLock::new(Mutex::default);
@@ -104,59 +69,28 @@ pub(crate) fn writing(name: &str) -> Option<Writing> {
         .try_with(|(uid, reconciled)| (reconciled == name).then(|| uid.clone()))
         .ok()
         .flatten()?;
-    Some(Writing::start(uid, Wrote::Own))
+    Some(Writing::start(uid, true))
 }
 
 /// A write the current reconcile makes of an object it manages (a handle's resource): its
 /// watch events are news to nobody (`resource_echo`).
 pub(crate) fn writing_managed() -> Option<Writing> {
     let uid = RECONCILING.try_with(|(uid, _)| uid.clone()).ok()?;
-    Some(Writing::start(uid, Wrote::Managed))
-}
-
-/// A bind of handle `handle_uid` by the current reconcile (a claim's): its watch event is
-/// news to the handle's controller, not to the claim ([`without_bind_echoes`]).
-pub(crate) fn writing_bind(handle_uid: &str) -> Option<Writing> {
-    RECONCILING.try_with(|_| ()).ok()?;
-    Some(Writing::start(handle_uid.to_owned(), Wrote::Bind))
-}
-
-/// What a [`Writing`] writes.
-#[derive(Clone, Copy, Debug)]
-enum Wrote {
-    /// The reconciled object itself.
-    Own,
-    /// A resource the reconciled handle manages.
-    Managed,
-    /// A handle the reconciled claim binds.
-    Bind,
-}
-
-impl Wrote {
-    fn listener(self) -> Listener {
-        match self {
-            Wrote::Own | Wrote::Managed => Listener::Own,
-            Wrote::Bind => Listener::Binds,
-        }
-    }
+    Some(Writing::start(uid, false))
 }
 
 /// A write of a reconcile in flight; the events it may cause wait for its answer.
 pub(crate) struct Writing {
-    /// The uid its events find it by: the reconciled object's; for a bind, the handle's.
+    /// The reconciled object's uid.
     uid: String,
-    wrote: Wrote,
+    /// Whether it writes the reconciled object itself.
+    own: bool,
 }
 
 impl Writing {
-    fn start(uid: String, wrote: Wrote) -> Self {
-        let mut echoes = echoes();
-        *echoes
-            .of(wrote.listener())
-            .in_flight
-            .entry(uid.clone())
-            .or_default() += 1;
-        Self { uid, wrote }
+    fn start(uid: String, own: bool) -> Self {
+        *echoes().in_flight.entry(uid.clone()).or_default() += 1;
+        Self { uid, own }
     }
 
     /// Remembers `written`, as the write's answer has it (of the reconciled object's own
@@ -167,15 +101,14 @@ impl Writing {
         else {
             return;
         };
-        if !matches!(self.wrote, Wrote::Managed) && uid != self.uid {
+        if self.own && uid != self.uid {
             return;
         }
         let mut echoes = echoes();
-        let memory = echoes.of(self.wrote.listener());
-        if memory.versions.len() >= AT_MOST && !memory.versions.contains_key(uid) {
-            memory.versions.clear();
+        if echoes.versions.len() >= AT_MOST && !echoes.versions.contains_key(uid) {
+            echoes.versions.clear();
         }
-        let versions = memory.versions.entry(uid.to_owned()).or_default();
+        let versions = echoes.versions.entry(uid.to_owned()).or_default();
         if versions.len() >= PER_OBJECT {
             versions.remove(0);
         }
@@ -186,11 +119,10 @@ impl Writing {
 impl Drop for Writing {
     fn drop(&mut self) {
         let mut echoes = echoes();
-        let in_flight = &mut echoes.of(self.wrote.listener()).in_flight;
-        if let Some(count) = in_flight.get_mut(&self.uid) {
+        if let Some(count) = echoes.in_flight.get_mut(&self.uid) {
             *count -= 1;
             if *count == 0 {
-                in_flight.remove(&self.uid);
+                echoes.in_flight.remove(&self.uid);
             }
         }
         drop(echoes);
@@ -211,38 +143,12 @@ where
     E: Send + 'static,
     O: Identified + 'static,
 {
-    heard_by(Listener::Own, items, object)
-}
-
-/// `handles` (the claim controller's handle watch events) without the echoes of claims'
-/// binds ([`writing_bind`]).
-pub(crate) fn without_bind_echoes<K, E>(
-    handles: impl Stream<Item = Result<K, E>> + Send + 'static,
-) -> impl Stream<Item = Result<K, E>> + Send + 'static
-where
-    K: Identified + Send + 'static,
-    E: Send + 'static,
-{
-    heard_by(Listener::Binds, handles, |handle| handle)
-}
-
-/// `items` as `listener` hears them: without its echoes.
-fn heard_by<T, E, O>(
-    listener: Listener,
-    items: impl Stream<Item = Result<T, E>> + Send + 'static,
-    object: fn(&T) -> &O,
-) -> impl Stream<Item = Result<T, E>> + Send + 'static
-where
-    T: Send + 'static,
-    E: Send + 'static,
-    O: Identified + 'static,
-{
     items
         .map(move |item| {
             let id = item.as_ref().ok().and_then(|item| id_of(object(item)));
             async move {
                 let echo = match id {
-                    Some((uid, version)) => is_echo(listener, uid.clone(), version, uid).await,
+                    Some((uid, version)) => is_echo(uid.clone(), version, uid).await,
                     None => false,
                 };
                 (!echo).then_some(item)
@@ -257,17 +163,17 @@ where
 /// other version forgets the object's echoes (the watch delivers versions in order: older
 /// ones cannot come any more, and a later one is then let through, which only costs a pass).
 /// The same for an object written by the reconciles of `writer`.
-async fn is_echo(listener: Listener, uid: String, version: String, writer: String) -> bool {
+async fn is_echo(uid: String, version: String, writer: String) -> bool {
     let deadline = tokio::time::Instant::now() + WAIT_AT_MOST;
     loop {
         let answered = ANSWERED.notified();
         tokio::pin!(answered);
         answered.as_mut().enable();
-        if let Some(echo) = settle(listener, &uid, &version, &writer, false) {
+        if let Some(echo) = settle(&uid, &version, &writer, false) {
             return echo;
         }
         if tokio::time::timeout_at(deadline, answered).await.is_err() {
-            return settle(listener, &uid, &version, &writer, true).unwrap_or(false);
+            return settle(&uid, &version, &writer, true).unwrap_or(false);
         }
     }
 }
@@ -289,13 +195,10 @@ pub(crate) fn resource_echo<K: Resource>(resource: &K, writer: &str) -> Heard {
     let (Some(uid), Some(version)) = (meta.uid.clone(), meta.resource_version.clone()) else {
         return Heard::News;
     };
-    match settle(Listener::Own, &uid, &version, writer, false) {
+    match settle(&uid, &version, writer, false) {
         Some(true) => Heard::Echo,
         Some(false) => Heard::News,
-        None => {
-            let writer = writer.to_owned();
-            Heard::Pending(Box::pin(is_echo(Listener::Own, uid, version, writer)))
-        }
+        None => Heard::Pending(Box::pin(is_echo(uid, version, writer.to_owned()))),
     }
 }
 
@@ -305,47 +208,38 @@ fn id_of(object: &impl Identified) -> Option<(String, String)> {
     Some((uid.into_owned(), version.into_owned()))
 }
 
-/// Whether `version` of `uid` is an echo to `listener`; `None` while a write it finds by
-/// `writer` is in flight (unless `waited` enough).
-fn settle(
-    listener: Listener,
-    uid: &str,
-    version: &str,
-    writer: &str,
-    waited: bool,
-) -> Option<bool> {
+/// Whether `version` of `uid` is an echo; `None` while a write of the reconciles of `writer`
+/// is in flight (unless `waited` enough).
+fn settle(uid: &str, version: &str, writer: &str, waited: bool) -> Option<bool> {
     let mut echoes = echoes();
-    let memory = echoes.of(listener);
-    let at = memory
+    let at = echoes
         .versions
         .get(uid)
         .and_then(|versions| versions.iter().position(|v| v == version));
     if let Some(at) = at {
-        if let Some(versions) = memory.versions.get_mut(uid) {
+        if let Some(versions) = echoes.versions.get_mut(uid) {
             versions.drain(..=at);
             if versions.is_empty() {
-                memory.versions.remove(uid);
+                echoes.versions.remove(uid);
             }
         }
         return Some(true);
     }
-    if memory.in_flight.contains_key(writer) && !waited {
+    if echoes.in_flight.contains_key(writer) && !waited {
         return None;
     }
-    memory.versions.remove(uid);
+    echoes.versions.remove(uid);
     Some(false)
 }
 
 /// A reconcile of `uid` was skipped on a stale copy: the echoes to come wake the object.
 pub(crate) fn owe_pass(uid: &str) {
-    echoes().own.versions.remove(uid);
+    forget(uid);
 }
 
 /// The object `uid` is gone.
 pub(crate) fn forget(uid: &str) {
-    let mut echoes = echoes();
-    echoes.own.versions.remove(uid);
-    echoes.binds.versions.remove(uid);
+    echoes().versions.remove(uid);
 }
 
 #[cfg(test)]
@@ -358,7 +252,7 @@ mod tests {
 
     async fn echo(object: &impl Identified) -> bool {
         let (uid, version) = id_of(object).expect("a uid and a version");
-        is_echo(Listener::Own, uid.clone(), version, uid).await
+        is_echo(uid.clone(), version, uid).await
     }
 
     fn claim(uid: &str, version: &str) -> ClaimObject {
@@ -395,7 +289,7 @@ mod tests {
             "an echo is let through once"
         );
         assert!(
-            !echoes().own.versions.contains_key(uid),
+            !echoes().versions.contains_key(uid),
             "nothing is kept after the last echo"
         );
     }
@@ -424,18 +318,13 @@ mod tests {
         let writing = reconciling(Some(object), async { writing("c") })
             .await
             .expect("a write of the reconciled object");
-        let event = tokio::spawn(is_echo(
-            Listener::Own,
-            uid.to_owned(),
-            "51".to_owned(),
-            uid.to_owned(),
-        ));
+        let event = tokio::spawn(is_echo(uid.to_owned(), "51".to_owned(), uid.to_owned()));
         tokio::time::sleep(Duration::from_millis(20)).await;
         assert!(!event.is_finished(), "it waits for the answer");
         writing.record(&claim(uid, "51"));
         drop(writing);
         assert!(event.await.expect("the check"));
-        assert!(!echoes().own.in_flight.contains_key(uid));
+        assert!(!echoes().in_flight.contains_key(uid));
     }
 
     /// Someone else's version forgets the echoes; a skipped reconcile (owed a pass) and a
@@ -454,7 +343,7 @@ mod tests {
         assert!(!echo(&claim(uid, "32")).await);
         write((uid, "c"), uid, &["33"]).await;
         forget(uid);
-        assert!(!echoes().own.versions.contains_key(uid));
+        assert!(!echoes().versions.contains_key(uid));
     }
 
     /// A resource a handle's reconcile wrote is an echo to that handle only, once its write
@@ -479,35 +368,5 @@ mod tests {
             resource_echo(&claim(resource, "62"), handle),
             Heard::News
         ));
-    }
-
-    /// A claim's bind of a handle is an echo to the claim controller's handle watch only:
-    /// the handle's own watch hears it as news; and a deletion forgets it.
-    #[tokio::test]
-    async fn a_claims_bind_is_an_echo_to_the_claims_handle_watch_only() {
-        let (claim_uid, handle) = (
-            "5b1c0e7a-0d6e-4f57-9a51-6c3f0f1e2d08",
-            "5b1c0e7a-0d6e-4f57-9a51-6c3f0f1e2d09",
-        );
-        assert!(writing_bind(handle).is_none(), "outside a reconcile");
-        let object = (claim_uid.to_owned(), "c".to_owned());
-        let bind = |version: &'static str| {
-            reconciling(Some(object.clone()), async move {
-                let writing = writing_bind(handle).expect("inside a reconcile");
-                writing.record(&claim(handle, version));
-            })
-        };
-        bind("71").await;
-        let heard = |version: &str| {
-            let events = futures::stream::iter([Ok::<_, ()>(claim(handle, version))]);
-            without_bind_echoes(events).collect::<Vec<_>>()
-        };
-        assert!(heard("71").await.is_empty(), "the claim's echo");
-        assert_eq!(heard("71").await.len(), 1, "once");
-        bind("72").await;
-        assert!(!echo(&claim(handle, "72")).await, "news to the handle");
-        forget(handle);
-        assert!(!echoes().binds.versions.contains_key(handle));
-        assert!(!echoes().binds.in_flight.contains_key(handle));
     }
 }

@@ -9,7 +9,6 @@ use chrono::{DateTime, Utc};
 use kube::ResourceExt;
 use kube::api::{Api, Patch};
 
-use super::super::echoes;
 use super::super::write::{self, Target, Written};
 use super::{ClaimContext, ClaimError};
 use crate::api::ResourceHandle;
@@ -326,19 +325,8 @@ async fn try_bind(
             return Ok(None);
         };
         let patch = Patch::Json::<()>(plan.patch);
-        // The pass goes on with the handle the bind answers: its event is no news to the claim.
-        let bind = handle
-            .metadata
-            .uid
-            .as_deref()
-            .and_then(echoes::writing_bind);
         let written = match write::send(&api, &name, Target::Object, &patch).await {
-            Ok(written) => {
-                if let (Some(bind), Written::Done(bound)) = (&bind, &written) {
-                    bind.record(bound);
-                }
-                written
-            }
+            Ok(written) => written,
             // An invalid write (a 422 with field causes, not a race): this handle cannot
             // take this claim, the next candidate may.
             Err(kube::Error::Api(status)) if status.code == 422 => {
