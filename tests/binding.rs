@@ -1,21 +1,25 @@
 //! Which handle a claim gets, and what binding writes on it, on the real control plane: a
-//! handle about to end is skipped (Δ B04), `preferenceScore` wins before age (Δ B05), and a
-//! provider claim's effective values are recorded on the handle it binds (Δ B20). The whole
-//! operator runs; the `config` provider of `support::config` makes ConfigMaps.
+//! handle about to end is skipped (Δ B04), `preferenceScore` wins before age (Δ B05), a
+//! provider claim's effective values are recorded on the handle it binds (Δ B20), and a claim
+//! deleted while it binds leaves no handle bound (§7.3). The whole operator runs; the `config`
+//! provider of `support::config` makes ConfigMaps.
 
 mod support;
 
+use std::time::Duration;
+
 use chrono::{TimeDelta, Utc};
 use kube::ResourceExt;
-use poolboy::api::ResourceHandle;
+use kube::api::{DeleteParams, ListParams};
+use poolboy::api::{ResourceClaim, ResourceHandle};
 use serde_json::{Value, json};
 use support::apis::bound;
 use support::config::{
-    config_resources, create_config_claim, create_config_provider, ready_handle,
+    config_resources, create_config_claim, create_config_provider, ready_handle, template,
 };
 use support::fixtures::{
-    a_second_after, create_named_handle, created, guid_name, handles, json_of, record_versions,
-    rfc3339,
+    a_second_after, create_named_handle, create_pool, created, guid_name, handles, is_unbound,
+    json_of, record_versions, rfc3339, unbound_of,
 };
 use support::objects;
 use support::operator::TestOperator;
@@ -163,5 +167,60 @@ async fn b20_binding_a_provider_claim_records_its_effective_values_on_the_handle
         );
     }
 
+    env.teardown([operator]).await;
+}
+
+/// §7.3: a claim deleted while it binds takes its handle along, whenever the deletion lands.
+/// Deleted between the bind and the status write that records it, the claim is finalized by
+/// the reconcile that bound the handle (its status write conflicts with the deletion), and the
+/// handle store may not show the bind yet: that reconcile must delete the handle itself. The
+/// deletions are spread over the first 120 ms of 40 claims' lives, so that some land in that
+/// window; afterwards no handle may stay bound.
+#[tokio::test]
+async fn claims_deleted_while_they_bind_leave_no_handle_bound() {
+    let env = TestEnv::new().await;
+    create_config_provider(&env, false).await;
+    create_pool(
+        &env,
+        "quick",
+        json!({
+            "minAvailable": 5,
+            "resources": objects::resources(&env.namespace, &[("config", "config", template(json!({})))]),
+        }),
+    )
+    .await;
+    let operator = TestOperator::start(env.kube_config(), &env.namespace);
+    eventually("the pool's handles", TIMEOUT, || async {
+        (unbound_of(&env, "quick").await.len() == 5).then_some(())
+    })
+    .await;
+
+    let claims = env.api::<ResourceClaim>();
+    let lives = (0..40u64).map(|i| {
+        let (env, claims) = (&env, claims.clone());
+        async move {
+            let name = format!("brief-{i:02}");
+            create_config_claim(env, &name, json!({}), json!({}), json!({})).await;
+            tokio::time::sleep(Duration::from_millis(i * 3)).await;
+            claims
+                .delete(&name, &DeleteParams::default())
+                .await
+                .expect("deleting the claim");
+        }
+    });
+    futures::future::join_all(lives).await;
+
+    let bound_left = eventually("every claim gone, no handle bound", TIMEOUT, || async {
+        let left = claims.list(&ListParams::default()).await.ok()?.items;
+        let bound: Vec<String> = handles(&env)
+            .await
+            .iter()
+            .filter(|h| !is_unbound(h))
+            .map(|h| h.name_any())
+            .collect();
+        (left.is_empty() && bound.is_empty()).then_some(bound)
+    })
+    .await;
+    assert!(bound_left.is_empty());
     env.teardown([operator]).await;
 }

@@ -259,8 +259,12 @@ impl Lifecycle for ClaimContext {
         self.index.wait_until_listed().await;
     }
 
-    async fn finalize(&self, claim: &ClaimObject) -> Result<Action, Halt<ClaimError>> {
-        finalize(self, claim).await
+    async fn finalize(
+        &self,
+        claim: &ClaimObject,
+        pending: &mut Option<Pending>,
+    ) -> Result<Action, Halt<ClaimError>> {
+        finalize(self, claim, pending.take()).await
     }
 
     fn gone(&self, namespace: Option<&str>, name: &str) {
@@ -294,7 +298,14 @@ pub(crate) fn namespace_and_name(claim: &ClaimObject) -> (&str, &str) {
 }
 
 /// §7.3: the handle goes with the claim (unless detached); then every Poolboy finalizer.
-async fn finalize(ctx: &ClaimContext, claim: &ClaimObject) -> Result<Action, Halt<ClaimError>> {
+/// `pending` is a handle this reconcile bound whose record in the status the deletion beat
+/// (the status write conflicted with it): it goes too, though the handle watch may not show
+/// its bind yet.
+async fn finalize(
+    ctx: &ClaimContext,
+    claim: &ClaimObject,
+    pending: Option<Pending>,
+) -> Result<Action, Halt<ClaimError>> {
     let (namespace, name) = namespace_and_name(claim);
     ctx.index.stop_waiting(namespace, name);
     // A claim held back by a provider's limit may take this one's place.
@@ -316,7 +327,9 @@ async fn finalize(ctx: &ClaimContext, claim: &ClaimObject) -> Result<Action, Hal
                 .await;
         }
     }
-    binding::delete_strays(ctx, claim, handle.map(|h| h.name.as_str())).await?;
+    let recorded = handle.map(|h| h.name.as_str());
+    let unrecorded = pending.filter(|bound| Some(bound.name()) != recorded);
+    binding::delete_strays(ctx, claim, recorded, unrecorded.map(|bound| bound.handle)).await?;
     writes::remove_finalizers(ctx, claim).await.or_halt()?;
     Ok(Action::await_change())
 }

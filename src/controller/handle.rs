@@ -158,7 +158,11 @@ impl Lifecycle for HandleContext {
         self.0.stores.render_clocks.forget(&uid_of(handle));
     }
 
-    async fn finalize(&self, handle: &HandleObject) -> Result<Action, Halt<HandleError>> {
+    async fn finalize(
+        &self,
+        handle: &HandleObject,
+        _: &mut (),
+    ) -> Result<Action, Halt<HandleError>> {
         self.0.stores.render_clocks.forget(&uid_of(handle));
         finalize::finalize(handle, &self.0).await
     }
@@ -177,6 +181,9 @@ impl Lifecycle for HandleContext {
 }
 
 impl PassError for HandleError {}
+
+/// How soon a handle whose claim is being deleted looks again whether the claim is gone.
+const CLAIM_DELETION_RECHECK: chrono::TimeDelta = chrono::TimeDelta::seconds(5);
 
 /// One pass of Δ§3.2 Manage over `object`.
 async fn manage(object: HandleObject, ctx: &Context) -> Result<Action, Halt<HandleError>> {
@@ -250,10 +257,20 @@ async fn manage(object: HandleObject, ctx: &Context) -> Result<Action, Halt<Hand
     ctx.stores
         .render_clocks
         .record(&uid, inputs, render_at, rerender);
-    Ok(match expiry.into_iter().chain(rerender).min() {
-        Some(at) => Action::requeue(delay_until(at, ctx.now())),
-        None => Action::await_change(),
-    })
+    // A claim being deleted deletes its handle; should it finish without doing so (it was
+    // deleted while it bound this handle, before the claim store showed the bind), this handle
+    // learns that its claim is gone from a look of its own, not from a delete event that may
+    // have passed it by.
+    let claim_deleting = claim
+        .as_ref()
+        .is_some_and(|c| c.metadata.deletion_timestamp.is_some());
+    let recheck = claim_deleting.then(|| ctx.now() + CLAIM_DELETION_RECHECK);
+    Ok(
+        match expiry.into_iter().chain(rerender).chain(recheck).min() {
+            Some(at) => Action::requeue(delay_until(at, ctx.now())),
+            None => Action::await_change(),
+        },
+    )
 }
 
 /// The live state of each resource the handle's status references (None where it has none).

@@ -283,7 +283,7 @@ impl Lifecycle for PoolContext {
         self.handles().wait_until_listed().await;
     }
 
-    async fn finalize(&self, pool: &PoolObject) -> Result<Action, Halt<PoolError>> {
+    async fn finalize(&self, pool: &PoolObject, _: &mut ()) -> Result<Action, Halt<PoolError>> {
         finalize(pool, self).await
     }
 

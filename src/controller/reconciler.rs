@@ -60,10 +60,12 @@ pub(crate) trait Lifecycle: Send + Sync + 'static {
     /// or never seen by this controller): forget what this process remembers of it.
     fn gone(&self, _namespace: Option<&str>, _name: &str) {}
 
-    /// The object is being deleted.
+    /// The object is being deleted. `carry` holds what a pass of this reconcile left when the
+    /// deletion showed only on the re-read after that pass's conflict.
     fn finalize(
         &self,
         object: &Self::Object,
+        carry: &mut Self::Carry,
     ) -> impl Future<Output = Result<Action, Halt<Self::Error>>> + Send;
 
     /// One observe → plan → act pass over the object.
@@ -171,7 +173,7 @@ async fn converge<L: Lifecycle>(
                 lifecycle.ignored(&object);
                 return Ok(Action::await_change());
             }
-            Step::Finalize => lifecycle.finalize(&object).await,
+            Step::Finalize => lifecycle.finalize(&object, &mut carry).await,
             Step::Manage => lifecycle.pass(object, &mut carry).await,
         };
         match after(outcome, passes) {

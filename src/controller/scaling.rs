@@ -114,7 +114,11 @@ impl Lifecycle for ScalingContext {
     }
 
     /// A scaling holds no finalizer: nothing to release.
-    async fn finalize(&self, _: &ScalingObject) -> Result<Action, Halt<ScalingControllerError>> {
+    async fn finalize(
+        &self,
+        _: &ScalingObject,
+        _: &mut (),
+    ) -> Result<Action, Halt<ScalingControllerError>> {
         Ok(Action::await_change())
     }
 

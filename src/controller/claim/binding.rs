@@ -451,15 +451,21 @@ async fn create(
 }
 
 /// Deletes the handles bound to a deleted claim besides `recorded`, each only while
-/// it is still bound to the claim. The recorded one is the finalizer's own business (§7.3: not
-/// when detached).
+/// it is still bound to the claim: the stored ones, and `unrecorded`, one the claim's own
+/// reconcile just bound (the store may not show that bind yet). The recorded one is the
+/// finalizer's own business (§7.3: not when detached).
 pub(crate) async fn delete_strays(
     ctx: &ClaimContext,
     claim: &ClaimObject,
     recorded: Option<&str>,
+    unrecorded: Option<HandleObject>,
 ) -> Result<(), ClaimError> {
     let api = handles_api(ctx, &ctx.config.operator_namespace);
-    for stray in strays(ctx, claim, recorded) {
+    let unrecorded_name = unrecorded.as_ref().map(ResourceExt::name_any);
+    let stored = strays(ctx, claim, recorded)
+        .into_iter()
+        .filter(|stray| Some(stray.name_any()) != unrecorded_name);
+    for stray in unrecorded.map(Arc::new).into_iter().chain(stored) {
         tracing::info!(claim = %claim_key(claim), handle = %stray.name_any(),
             "deleting a handle bound to the deleted claim that it never recorded");
         write::delete_while(&api, &stray, 3, |h| bound_to(h, claim)).await?;
