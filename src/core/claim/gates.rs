@@ -156,8 +156,8 @@ fn auto_scope(input: &AutoInput<'_>) -> RenderContext {
         .with_variable("metadata", part("metadata"))
         .with_variable("spec", part("spec"))
         .with_variable("status", part("status"))
-        .with_variable("resource_claim", subjects.claim.clone())
-        .with_variable("resource_handle", subjects.handle.clone())
+        .with_variable("resource_claim", &subjects.claim)
+        .with_variable("resource_handle", &subjects.handle)
         .with_variable(
             "resource_provider",
             input

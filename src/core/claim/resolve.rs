@@ -446,7 +446,7 @@ fn resolve_resources_claim(input: &ResolveInput<'_>) -> Result<ResolvedClaim, Re
     } else {
         let subjects = Subjects::new(Some(&claim), None, input.domain);
         let scope = RenderContext::new(input.now, &Map::new())
-            .with_variable("resource_claim", subjects.claim.clone());
+            .with_variable("resource_claim", &subjects.claim);
         let mut defaulted = Vec::with_capacity(providers.len());
         for (index, provider) in providers.iter().enumerate() {
             let view = provider_view(provider.resource(), input.domain);
@@ -575,8 +575,8 @@ fn validation_scope(
     input: &ResolveInput<'_>,
 ) -> RenderContext {
     RenderContext::new(input.now, &Map::new())
-        .with_variable("resource_claim", subjects.claim.clone())
-        .with_variable("resource_handle", subjects.handle.clone())
+        .with_variable("resource_claim", &subjects.claim)
+        .with_variable("resource_handle", &subjects.handle)
         .with_variable(
             "resource_provider",
             provider_view(provider.resource(), input.domain),

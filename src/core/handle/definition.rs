@@ -132,8 +132,8 @@ impl HandleResources<'_> {
                         provider_view(linked_provider.resource(), domain),
                     )
                     .with_variable("linked_resource_state", linked_state.clone())
-                    .with_variable("resource_claim", subjects.claim.clone())
-                    .with_variable("resource_handle", subjects.handle.clone())
+                    .with_variable("resource_claim", &subjects.claim)
+                    .with_variable("resource_handle", &subjects.handle)
                     .with_variable(
                         "resource_provider",
                         provider_view(provider.resource(), domain),
@@ -213,8 +213,8 @@ impl HandleResources<'_> {
                         "resource_provider",
                         provider_view(provider.resource(), context.domain),
                     )
-                    .with_variable("resource_handle", context.subjects.handle.clone())
-                    .with_variable("resource_claim", context.subjects.claim.clone())
+                    .with_variable("resource_handle", &context.subjects.handle)
+                    .with_variable("resource_claim", &context.subjects.claim)
                     .with_variable("resource_index", json!(index))
                     .with_variable("resource_name", json!(entry.name))
                     .with_variable(

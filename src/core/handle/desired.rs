@@ -95,8 +95,8 @@ impl Generation<'_> {
         // provider is what the variable's name promises.
         let scope = RenderContext::new(self.now, &serde_json::Map::new())
             .with_variables(&values)
-            .with_variable("resource_claim", self.subjects.claim.clone())
-            .with_variable("resource_handle", self.subjects.handle.clone())
+            .with_variable("resource_claim", &self.subjects.claim)
+            .with_variable("resource_handle", &self.subjects.handle)
             .with_variable(
                 "resource_provider",
                 provider_view(provider.resource(), self.domain),

@@ -41,7 +41,7 @@ pub(crate) fn provider_lifespan(
         return Ok(EvaluatedLifespan::default());
     };
     let scope = RenderContext::new(now, &serde_json::Map::new())
-        .with_variable("resource_claim", subjects.claim.clone())
+        .with_variable("resource_claim", &subjects.claim)
         .with_template_variables(provider.spec().vars.as_ref());
     let owner = format!("ResourceProvider {}", provider.name());
     evaluate(
@@ -67,8 +67,8 @@ pub(crate) fn handle_lifespan(
         return Ok(EvaluatedLifespan::default());
     };
     let scope = RenderContext::new(now, &serde_json::Map::new())
-        .with_variable("resource_claim", subjects.claim.clone())
-        .with_variable("resource_handle", subjects.handle.clone())
+        .with_variable("resource_claim", &subjects.claim)
+        .with_variable("resource_handle", &subjects.handle)
         .with_template_variables(handle.spec.vars.as_ref());
     let owner = format!(
         "ResourceHandle {}",

@@ -48,6 +48,54 @@ impl TemplateVariable {
     }
 }
 
+/// A JSON value converted for templates once, then shared by every context it is added to
+/// (a claim or handle view goes into several renders of one pass).
+#[derive(Debug, Clone)]
+pub(crate) struct TemplateValue(Value);
+
+impl TemplateValue {
+    pub(crate) fn of(json: &serde_json::Value) -> TemplateValue {
+        TemplateValue(from_json_value(json))
+    }
+
+    /// The value back as JSON, for tests to look into.
+    #[cfg(test)]
+    pub(crate) fn to_json(&self) -> serde_json::Value {
+        serde_json::to_value(&self.0).unwrap_or(serde_json::Value::Null)
+    }
+}
+
+/// Poolboy's `None`: what `resource_claim` or `resource_handle` is where there is none.
+impl Default for TemplateValue {
+    fn default() -> TemplateValue {
+        TemplateValue(Value::from(()))
+    }
+}
+
+/// What [`RenderContext::with_variable`] takes: JSON, converted on the way in, or a
+/// [`TemplateValue`], converted already.
+pub(crate) trait IntoTemplate {
+    fn into_template(self) -> Value;
+}
+
+impl IntoTemplate for serde_json::Value {
+    fn into_template(self) -> Value {
+        from_json_value(&self)
+    }
+}
+
+impl IntoTemplate for &serde_json::Value {
+    fn into_template(self) -> Value {
+        from_json_value(self)
+    }
+}
+
+impl IntoTemplate for &TemplateValue {
+    fn into_template(self) -> Value {
+        self.0.clone()
+    }
+}
+
 /// Everything a render call needs besides the engine. Cheap to clone.
 #[derive(Debug, Clone)]
 pub(crate) struct RenderContext {
@@ -76,12 +124,8 @@ impl RenderContext {
     }
 
     /// Adds or replaces one plain variable.
-    pub(crate) fn with_variable(
-        mut self,
-        name: &str,
-        value: impl std::borrow::Borrow<serde_json::Value>,
-    ) -> RenderContext {
-        Arc::make_mut(&mut self.variables).insert(name.to_owned(), from_json_value(value.borrow()));
+    pub(crate) fn with_variable(mut self, name: &str, value: impl IntoTemplate) -> RenderContext {
+        Arc::make_mut(&mut self.variables).insert(name.to_owned(), value.into_template());
         self
     }
 

@@ -31,8 +31,8 @@ use thiserror::Error;
 
 use clock::ClockWatch;
 pub(crate) use clock::{ClockPin, ClockReading};
-pub(crate) use context::RenderContext;
 use context::RootContext;
+pub(crate) use context::{RenderContext, TemplateValue};
 use filters::{from_json_value, str2bool};
 
 /// Instructions one render may execute (loops, filters, …) before it is stopped.

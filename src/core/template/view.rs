@@ -9,14 +9,15 @@ use kube::Resource;
 use serde::Serialize;
 use serde_json::{Map, Value, json};
 
+use super::TemplateValue;
 use crate::api::{OperatorDomain, ResourceClaim, ResourceHandle, ResourceProvider};
 
 /// The objects a template may refer to at one call site: `resource_claim` and
 /// `resource_handle` (null where there is none, like Poolboy's `None`) and the handle's `vars`.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Subjects {
-    pub claim: Value,
-    pub handle: Value,
+    pub claim: TemplateValue,
+    pub handle: TemplateValue,
     pub handle_vars: Option<Map<String, Value>>,
 }
 
@@ -27,8 +28,12 @@ impl Subjects {
         domain: &OperatorDomain,
     ) -> Self {
         Self {
-            claim: claim.map_or(Value::Null, |c| claim_view(c, domain)),
-            handle: handle.map_or(Value::Null, |h| handle_view(h, domain)),
+            claim: claim.map_or_else(TemplateValue::default, |c| {
+                TemplateValue::of(&claim_view(c, domain))
+            }),
+            handle: handle.map_or_else(TemplateValue::default, |h| {
+                TemplateValue::of(&handle_view(h, domain))
+            }),
             handle_vars: handle.and_then(|h| h.spec.vars.clone()),
         }
     }
@@ -301,14 +306,14 @@ spec:
     fn subjects_hold_null_for_what_is_absent() {
         let domain = OperatorDomain::default();
         let none = Subjects::new(None, None, &domain);
-        assert_eq!(none.claim, Value::Null);
-        assert_eq!(none.handle, Value::Null);
+        assert_eq!(none.claim.to_json(), Value::Null);
+        assert_eq!(none.handle.to_json(), Value::Null);
         assert!(none.handle_vars.is_none());
         let handle = handle("metadata: {name: guid-a}\nspec: {vars: {v: 1}}");
         let claim = claim("metadata: {name: c}\nspec: {}");
         let both = Subjects::new(Some(&claim), Some(&handle), &domain);
-        assert_eq!(both.claim["name"], "c");
-        assert_eq!(both.handle["guid"], "a");
+        assert_eq!(both.claim.to_json()["name"], "c");
+        assert_eq!(both.handle.to_json()["guid"], "a");
         assert_eq!(
             both.handle_vars,
             Some(serde_json::Map::from_iter([("v".to_owned(), json!(1))]))

@@ -340,8 +340,8 @@ fn validate(env: &Env, provider: &str, template: Value) -> Result<(), String> {
     let subjects = Subjects::new(Some(&claim), None, &env.domain);
     let scope = env
         .scope()
-        .with_variable("resource_claim", subjects.claim.clone())
-        .with_variable("resource_handle", subjects.handle.clone())
+        .with_variable("resource_claim", &subjects.claim)
+        .with_variable("resource_handle", &subjects.handle)
         .with_variable(
             "resource_provider",
             provider_view(compiled.resource(), &env.domain),
