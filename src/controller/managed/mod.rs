@@ -154,7 +154,7 @@ pub(crate) fn watch_object(kinds: &Kinds, namespace: &str, key: &WatchKey) -> Wa
 /// only logged, and retried the next time a handle manages a resource of `key`: the object
 /// is for other tools, the watch this broker runs does not depend on it.
 pub(crate) async fn declare_watch(ctx: &Context, key: &WatchKey) {
-    if !ctx.managed.needs_declaring(key) {
+    if !ctx.managed.start_declaring(key) {
         return;
     }
     let namespace = &ctx.config.operator_namespace;
@@ -163,15 +163,17 @@ pub(crate) async fn declare_watch(ctx: &Context, key: &WatchKey) {
     match write::create(&api, &object).await {
         Ok(Written::Done(created)) => {
             tracing::info!(name = %created.name_any(), api_version = %key.api_version, kind = %key.kind, "created ResourceWatch");
-            ctx.managed.mark_declared(key.clone());
         }
-        Ok(Written::Conflict | Written::Gone) => ctx.managed.mark_declared(key.clone()),
-        Err(error) => tracing::warn!(
-            %error,
-            api_version = %key.api_version,
-            kind = %key.kind,
-            "cannot create the ResourceWatch object; retrying on the next manage"
-        ),
+        Ok(Written::Conflict | Written::Gone) => {}
+        Err(error) => {
+            ctx.managed.declaring_failed(key);
+            tracing::warn!(
+                %error,
+                api_version = %key.api_version,
+                kind = %key.kind,
+                "cannot create the ResourceWatch object; retrying on the next manage"
+            );
+        }
     }
 }
 

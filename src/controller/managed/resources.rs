@@ -4,7 +4,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::AtomicBool;
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
 use kube::api::DynamicObject;
 use kube::core::ApiResource;
@@ -58,7 +58,7 @@ pub(crate) struct ManagedKind {
 pub(crate) struct ManagedResources {
     watches: RwLock<HashMap<WatchKey, Watch>>,
     kinds: RwLock<HashMap<(String, String), ManagedKind>>,
-    /// The keys whose ResourceWatch object is known to exist (Δ§2.2, Q4).
+    /// The keys whose ResourceWatch object is known to exist, or being made sure of (Δ§2.2, Q4).
     declared: Mutex<HashSet<WatchKey>>,
     tasks: Mutex<Vec<JoinHandle<()>>>,
 }
@@ -126,20 +126,18 @@ impl ManagedResources {
         }
     }
 
-    /// Whether the ResourceWatch object of `key` still has to be made sure of in this process.
-    pub(crate) fn needs_declaring(&self, key: &WatchKey) -> bool {
-        match self.declared.lock() {
-            Ok(declared) => !declared.contains(key),
-            Err(poisoned) => !poisoned.into_inner().contains(key),
-        }
+    /// Whether the caller is to make sure of the ResourceWatch object of `key`: true for one
+    /// caller per key in this process (the many handles a start manages at once send one
+    /// create, not one each), and again only after [`declaring_failed`](Self::declaring_failed).
+    pub(crate) fn start_declaring(&self, key: &WatchKey) -> bool {
+        let mut declared = self.declared.lock().unwrap_or_else(PoisonError::into_inner);
+        declared.insert(key.clone())
     }
 
-    /// Records that the ResourceWatch object of `key` exists.
-    pub(super) fn mark_declared(&self, key: WatchKey) {
-        match self.declared.lock() {
-            Ok(mut declared) => declared.insert(key),
-            Err(poisoned) => poisoned.into_inner().insert(key),
-        };
+    /// The ResourceWatch object of `key` could not be made sure of: the next caller tries.
+    pub(super) fn declaring_failed(&self, key: &WatchKey) {
+        let mut declared = self.declared.lock().unwrap_or_else(PoisonError::into_inner);
+        declared.remove(key);
     }
 
     pub(super) fn known_kind(&self, api_version: &str, kind: &str) -> Option<ManagedKind> {

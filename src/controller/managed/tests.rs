@@ -156,12 +156,16 @@ fn the_resource_watch_object_has_poolboys_name_and_spec() {
 fn a_resource_watch_object_is_declared_once_per_key() {
     let managed = ManagedResources::default();
     let configmaps = key("v1", "ConfigMap", Some("a"));
-    assert!(managed.needs_declaring(&configmaps));
-    managed.mark_declared(configmaps.clone());
-    assert!(!managed.needs_declaring(&configmaps));
+    assert!(managed.start_declaring(&configmaps));
+    // The passes managing the same kind meanwhile leave it to the first.
+    assert!(!managed.start_declaring(&configmaps));
     // Another namespace or kind is another watch.
-    assert!(managed.needs_declaring(&key("v1", "ConfigMap", Some("b"))));
-    assert!(managed.needs_declaring(&key("v1", "Secret", Some("a"))));
+    assert!(managed.start_declaring(&key("v1", "ConfigMap", Some("b"))));
+    assert!(managed.start_declaring(&key("v1", "Secret", Some("a"))));
+    // A create that failed is tried again by the next pass, once.
+    managed.declaring_failed(&configmaps);
+    assert!(managed.start_declaring(&configmaps));
+    assert!(!managed.start_declaring(&configmaps));
 }
 
 #[test]
