@@ -328,8 +328,7 @@ async fn finalize(
         }
     }
     let recorded = handle.map(|h| h.name.as_str());
-    let unrecorded = pending.filter(|bound| Some(bound.name()) != recorded);
-    binding::delete_strays(ctx, claim, recorded, unrecorded.map(|bound| bound.handle)).await?;
+    binding::delete_strays(ctx, claim, recorded, pending.map(|bound| bound.handle)).await?;
     writes::remove_finalizers(ctx, claim).await.or_halt()?;
     Ok(Action::await_change())
 }

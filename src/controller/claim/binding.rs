@@ -451,16 +451,17 @@ async fn create(
 }
 
 /// Deletes the handles bound to a deleted claim besides `recorded`, each only while
-/// it is still bound to the claim: the stored ones, and `unrecorded`, one the claim's own
-/// reconcile just bound (the store may not show that bind yet). The recorded one is the
+/// it is still bound to the claim: the stored ones, and `just_bound`, one the claim's own
+/// reconcile bound (the store may not show that bind yet). The recorded one is the
 /// finalizer's own business (§7.3: not when detached).
 pub(crate) async fn delete_strays(
     ctx: &ClaimContext,
     claim: &ClaimObject,
     recorded: Option<&str>,
-    unrecorded: Option<HandleObject>,
+    just_bound: Option<HandleObject>,
 ) -> Result<(), ClaimError> {
     let api = handles_api(ctx, &ctx.config.operator_namespace);
+    let unrecorded = just_bound.filter(|h| h.metadata.name.as_deref() != recorded);
     let unrecorded_name = unrecorded.as_ref().map(ResourceExt::name_any);
     let stored = strays(ctx, claim, recorded)
         .into_iter()
