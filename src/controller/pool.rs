@@ -522,11 +522,13 @@ async fn reserve(
             .or_halt()?;
         pctx.status_written(pool);
     }
-    // The new names are reserved now: count them until the store shows them.
-    pctx.with_pending(pool, |memory| {
+    // The new names are reserved now: count them until the store shows them; and they are
+    // made unbound, so that a bind of one before the store shows it is a bind all the same.
+    pctx.with_memory(pool, |memory| {
         for new in new_names {
-            memory.expect(new, now);
+            memory.pending.expect(new, now);
         }
+        memory.binds.made(new_names);
     });
     if refresh == Change::Transitioned {
         refresh_event(ctx, pool_object, current, &desired, plan.stale).await;

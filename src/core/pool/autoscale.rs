@@ -48,6 +48,12 @@ impl BindHistory {
         }
     }
 
+    /// Handles `names` were made, unbound, since the last look: one bound at the next look is
+    /// a bind, though no look saw it unbound.
+    pub(crate) fn made(&mut self, names: &[String]) {
+        self.unbound.extend(names.iter().cloned());
+    }
+
     /// When the target may change without any event, if it will: the oldest bind leaves the
     /// window, or the first whole window has been seen.
     pub(crate) fn next_change(

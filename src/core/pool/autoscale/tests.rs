@@ -33,6 +33,17 @@ fn history(watched: TimeDelta, binds: usize) -> BindHistory {
 }
 
 #[test]
+fn a_handle_made_and_bound_between_two_looks_is_a_bind() {
+    let mut history = BindHistory::default();
+    let window = TimeDelta::minutes(10);
+    history.observe(["a"], |_| false, window, now());
+    history.made(&["m".to_owned()]);
+    let later = now() + TimeDelta::minutes(1);
+    history.observe(["a"], |name| name == "m", window, later);
+    assert_eq!(history.binds.len(), 1);
+}
+
+#[test]
 fn binds_are_handles_seen_unbound_then_bound_and_leave_with_the_window() {
     let mut history = BindHistory::default();
     let window = TimeDelta::minutes(10);
