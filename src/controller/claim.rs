@@ -2,11 +2,13 @@
 //! (`core::claim::resolve`), binds or creates its handle (`binding`), writes its status from the
 //! handle (`core::claim::status`) and carries claim edits to the handle; it is the only writer
 //! of claim status. A handle bound before a conflicting write is carried into the next pass,
-//! so that it is recorded or released, never lost.
+//! so that it is recorded or released, never lost; a pool handle's bind is recorded after the
+//! handle's pass that carries the claim to its resources (`unrecorded`), in one status write.
 
 mod binding;
 mod fair_queue;
 mod limits;
+mod unrecorded;
 mod wait;
 mod writes;
 
@@ -22,6 +24,7 @@ use kube::runtime::controller::{Action, Controller};
 use kube::runtime::reflector::ObjectRef;
 
 use self::binding::{Outcome, Pending};
+use self::unrecorded::{UnrecordedBinds, awaits_handle_pass};
 use super::backlog::Backlog;
 use super::context::{Context, EventKind};
 use super::reconciler::{self, Drive, Lifecycle};
@@ -195,6 +198,7 @@ fn handles_of_claim(claim: &ClaimObject, bindings: &ClaimIndex) -> Vec<String> {
 pub(crate) struct ClaimContext {
     ctx: Arc<Context>,
     index: ClaimIndex,
+    unrecorded: UnrecordedBinds,
 }
 
 impl ClaimContext {
@@ -234,7 +238,12 @@ pub(crate) async fn run(
         concurrency,
         shutdown,
     };
-    reconciler::run(controller, drive, Arc::new(ClaimContext { ctx, index })).await;
+    let claims = ClaimContext {
+        ctx,
+        index,
+        unrecorded: UnrecordedBinds::default(),
+    };
+    reconciler::run(controller, drive, Arc::new(claims)).await;
 }
 
 impl Lifecycle for ClaimContext {
@@ -264,11 +273,14 @@ impl Lifecycle for ClaimContext {
         claim: &ClaimObject,
         pending: &mut Option<Pending>,
     ) -> Result<Action, Halt<ClaimError>> {
-        finalize(self, claim, pending.take()).await
+        let pending = pending.take().or_else(|| parked(self, claim));
+        finalize(self, claim, pending).await
     }
 
     fn gone(&self, namespace: Option<&str>, name: &str) {
-        self.index.forget_claim(namespace.unwrap_or_default(), name);
+        let namespace = namespace.unwrap_or_default();
+        self.index.forget_claim(namespace, name);
+        self.unrecorded.forget(namespace, name);
     }
 
     async fn pass(
@@ -287,6 +299,13 @@ impl Lifecycle for ClaimContext {
         let api = self.claims_api(namespace.unwrap_or_default());
         Ok(api.get_opt(name).await?)
     }
+}
+
+/// The bind an earlier reconcile of `claim` parked until its handle's pass.
+fn parked(ctx: &ClaimContext, claim: &ClaimObject) -> Option<Pending> {
+    let (namespace, name) = namespace_and_name(claim);
+    let uid = claim.metadata.uid.as_deref().unwrap_or_default();
+    ctx.unrecorded.take(namespace, name, uid)
 }
 
 /// The claim's namespace and name, as the claim index keys waiting claims.
@@ -352,6 +371,9 @@ async fn pass(
     pending: &mut Option<Pending>,
 ) -> Result<Action, Halt<ClaimError>> {
     let now = ctx.now();
+    if pending.is_none() {
+        *pending = parked(ctx, &claim);
+    }
     // Δ§3.1.1, B19: nothing at all happens before the claim's start (but the finalizer).
     let gate = lifespan::start_gate(&Kinds::claim_of(&claim), now);
     let defer = defers_finalizer(&claim, &gate, &ctx.domain().finalizer());
@@ -542,9 +564,17 @@ async fn bind(
     };
     let (namespace, name) = namespace_and_name(&claim);
     ctx.index.stop_waiting(namespace, name);
-    *pending = Some((*bound).clone());
+    let mut bound = *bound;
+    let current = binding::latest_copy(ctx, &bound.handle, &claim);
+    if let Some(left) = awaits_handle_pass(&bound, &current) {
+        let uid = claim.metadata.uid.as_deref().unwrap_or_default();
+        ctx.unrecorded.park(namespace, name, uid, bound);
+        return Ok(Action::requeue(left));
+    }
+    bound.handle = current;
+    *pending = Some(bound.clone());
     let rewrite = bound.rewrite_requested_end;
-    let handle = bound.handle.clone();
+    let handle = bound.handle;
     let action = sync_bound(ctx, templates, claim, resolved, handle, rewrite).await?;
     *pending = None;
     Ok(action)

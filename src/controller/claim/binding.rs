@@ -4,6 +4,7 @@
 //! processes, and propagating claim edits to the handle (§7 step 11).
 
 use std::sync::Arc;
+use std::time::Instant;
 
 use chrono::{DateTime, Utc};
 use kube::ResourceExt;
@@ -27,9 +28,19 @@ pub(crate) struct Pending {
     pub(crate) handle: HandleObject,
     /// The claim's requested end, clamped (§10.4 fix), to write back.
     pub(crate) rewrite_requested_end: Option<DateTime<Utc>>,
+    /// When this process gave it.
+    pub(crate) bound_at: Instant,
 }
 
 impl Pending {
+    fn new(handle: HandleObject, rewrite_requested_end: Option<DateTime<Utc>>) -> Self {
+        Self {
+            handle,
+            rewrite_requested_end,
+            bound_at: Instant::now(),
+        }
+    }
+
     pub(crate) fn name(&self) -> &str {
         self.handle.metadata.name.as_deref().unwrap_or_default()
     }
@@ -54,6 +65,21 @@ pub(crate) fn bound_to(handle: &HandleObject, claim: &ClaimObject) -> bool {
         Some(r.name.as_str()) == claim.metadata.name.as_deref()
             && Some(r.namespace.as_str()) == claim.metadata.namespace.as_deref()
     })
+}
+
+/// The freshest copy of `bound`, a handle a pass of `claim` bound: the store's once it shows
+/// the bind (with what the handle's own passes wrote since), else `bound` itself.
+pub(crate) fn latest_copy(
+    ctx: &ClaimContext,
+    bound: &HandleObject,
+    claim: &ClaimObject,
+) -> HandleObject {
+    let namespace = bound.metadata.namespace.as_deref().unwrap_or_default();
+    let name = bound.metadata.name.as_deref().unwrap_or_default();
+    ctx.index
+        .handle(namespace, name, &ctx.kinds.stored_handle)
+        .filter(|h| bound_to(h, claim) && h.metadata.generation >= bound.metadata.generation)
+        .map_or_else(|| bound.clone(), |stored| (*stored).clone())
 }
 
 /// The handle the claim's status names: from the claim controller's store, else from the
@@ -88,10 +114,7 @@ pub(crate) async fn bind_or_create(
     // fresh read after the failure shows it bound to this claim).
     let snapshot = ctx.index.free_handles();
     if let Some(handle) = adoptable(ctx, claim).await? {
-        return Ok(Outcome::Bound(Box::new(Pending {
-            handle,
-            rewrite_requested_end: None,
-        })));
+        return Ok(Outcome::Bound(Box::new(Pending::new(handle, None))));
     }
     if let Some(waiting) = super::limits::admit(ctx, claim, resolved) {
         return Ok(Outcome::Waiting(waiting));
@@ -340,10 +363,7 @@ async fn try_bind(
             Written::Done(bound) => {
                 index.taken(&name, handle.metadata.resource_version.as_deref());
                 tracing::info!(claim = %claim_key(claim), handle = %name, "bound claim to handle");
-                return Ok(Some(Pending {
-                    handle: bound,
-                    rewrite_requested_end: plan.rewrite_requested_end,
-                }));
+                return Ok(Some(Pending::new(bound, plan.rewrite_requested_end)));
             }
             Written::Gone => return Ok(None),
             // Taken, or the stored copy was stale: look again.
@@ -357,10 +377,7 @@ async fn try_bind(
                 };
                 if bound_to(&fresh, claim) && fresh.metadata.deletion_timestamp.is_none() {
                     // Another process bound it to this very claim: take it as ours.
-                    return Ok(Some(Pending {
-                        handle: fresh,
-                        rewrite_requested_end: None,
-                    }));
+                    return Ok(Some(Pending::new(fresh, None)));
                 }
                 if fresh.spec.resource_claim.is_some()
                     || fresh.metadata.deletion_timestamp.is_some()
@@ -424,10 +441,10 @@ async fn create(
                 && bound_to(&existing, claim)
                 && existing.metadata.deletion_timestamp.is_none()
             {
-                return Ok(Outcome::Bound(Box::new(Pending {
-                    handle: existing,
-                    rewrite_requested_end: created.rewrite_requested_end,
-                })));
+                return Ok(Outcome::Bound(Box::new(Pending::new(
+                    existing,
+                    created.rewrite_requested_end,
+                ))));
             }
             // Taken by another claim (or a predecessor being deleted): a generated name.
             let mut handle = handle;
@@ -444,10 +461,10 @@ async fn create(
         "created handle for claim"
     );
     ctx.metrics.handle_created("claim");
-    Ok(Outcome::Bound(Box::new(Pending {
-        handle: made,
-        rewrite_requested_end: created.rewrite_requested_end,
-    })))
+    Ok(Outcome::Bound(Box::new(Pending::new(
+        made,
+        created.rewrite_requested_end,
+    ))))
 }
 
 /// Deletes the handles bound to a deleted claim besides `recorded`, each only while
