@@ -142,6 +142,12 @@ where
         self.admit_in(object, Line::Routine)
     }
 
+    /// [`Backlog::admit`] for a trigger from another watch that is news to `object` (it waits
+    /// for it): if it must wait, it waits in the first line.
+    pub(crate) fn admit_news(&self, object: &ObjectRef<K>) -> bool {
+        self.admit_in(object, Line::First)
+    }
+
     fn admit_in(&self, object: &ObjectRef<K>, line: Line) -> bool {
         let (now, released) = self.lock().admit(object, line, Instant::now());
         self.send(released);

@@ -79,6 +79,7 @@ pub(crate) struct ClaimController {
     backlog: Backlog<StoredClaim>,
     index: ClaimIndex,
     summaries: ClaimSummaries,
+    unrecorded: Arc<UnrecordedBinds>,
 }
 
 impl ClaimController {
@@ -149,6 +150,8 @@ pub(crate) fn controller(
     let waiting = index.clone();
     let (backlog, released) = Backlog::new(concurrency);
     let admit = backlog.clone();
+    let unrecorded = Arc::new(UnrecordedBinds::default());
+    let parked = unrecorded.clone();
     let wakes = move |handle: HandleObject| -> Vec<ObjectRef<StoredClaim>> {
         let claim_ref = |namespace: &str, name: &str| {
             ObjectRef::new_with(name, claim_kind.clone()).within(namespace)
@@ -162,9 +165,15 @@ pub(crate) fn controller(
                 .collect(),
             None => Vec::new(),
         };
+        // The handle's pass a parked bind waits for is that claim's news, not routine.
         wakes
             .into_iter()
-            .filter(|claim| admit.admit(claim))
+            .filter(
+                |claim| match parked.holds(claim.namespace.as_deref(), &claim.name) {
+                    true => admit.admit_news(claim),
+                    false => admit.admit(claim),
+                },
+            )
             .collect()
     };
     let store = claims.store().store().clone();
@@ -177,6 +186,7 @@ pub(crate) fn controller(
         backlog,
         index,
         summaries,
+        unrecorded,
     }
 }
 
@@ -198,7 +208,7 @@ fn handles_of_claim(claim: &ClaimObject, bindings: &ClaimIndex) -> Vec<String> {
 pub(crate) struct ClaimContext {
     ctx: Arc<Context>,
     index: ClaimIndex,
-    unrecorded: UnrecordedBinds,
+    unrecorded: Arc<UnrecordedBinds>,
 }
 
 impl ClaimContext {
@@ -230,6 +240,7 @@ pub(crate) async fn run(
         controller,
         backlog,
         index,
+        unrecorded,
         ..
     } = controller;
     let drive = Drive {
@@ -241,7 +252,7 @@ pub(crate) async fn run(
     let claims = ClaimContext {
         ctx,
         index,
-        unrecorded: UnrecordedBinds::default(),
+        unrecorded,
     };
     reconciler::run(controller, drive, Arc::new(claims)).await;
 }

@@ -20,7 +20,7 @@ const STALE: Duration = Duration::from_secs(60);
 
 /// Claim (namespace, name) → the bind that waits for its handle's pass, and the claim's uid.
 #[derive(Default)]
-pub(super) struct UnrecordedBinds(Mutex<HashMap<(String, String), (String, Pending)>>);
+pub(crate) struct UnrecordedBinds(Mutex<HashMap<(String, String), (String, Pending)>>);
 
 impl UnrecordedBinds {
     fn lock(&self) -> MutexGuard<'_, HashMap<(String, String), (String, Pending)>> {
@@ -38,6 +38,12 @@ impl UnrecordedBinds {
         let key = (namespace.to_owned(), name.to_owned());
         let (parked_uid, pending) = self.lock().remove(&key)?;
         (parked_uid == uid && pending.bound_at.elapsed() < STALE).then_some(pending)
+    }
+
+    /// Whether a bind of the claim at `namespace`/`name` is parked.
+    pub(super) fn holds(&self, namespace: Option<&str>, name: &str) -> bool {
+        let key = (namespace.unwrap_or_default().to_owned(), name.to_owned());
+        self.lock().contains_key(&key)
     }
 
     /// The claim at `namespace`/`name` is gone.
