@@ -404,14 +404,31 @@ impl Floor {
                 .buffer_unordered(16)
                 .collect::<Vec<()>>()
                 .await;
-            api.delete_collection(&DeleteParams::default(), &labelled)
-                .await
-                .expect("delete the floor's objects");
+            delete_all(api, &labelled, "the floor's claims and handles").await;
         }
-        self.configmaps
-            .delete_collection(&DeleteParams::default(), &labelled)
+        delete_all(&self.configmaps, &labelled, "the floor's ConfigMaps").await;
+    }
+}
+
+/// Deletes the objects of `api` that `selected` selects. A collection of thousands can outlast
+/// the client's timeout on a busy API server, which deletes on meanwhile: asked again, it
+/// deletes what is left.
+async fn delete_all<K>(api: &Api<K>, selected: &ListParams, what: &str)
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    const ATTEMPTS: usize = 3;
+    for attempt in 1..=ATTEMPTS {
+        match api
+            .delete_collection(&DeleteParams::default(), selected)
             .await
-            .expect("delete the floor's ConfigMaps");
+        {
+            Ok(_) => return,
+            Err(error) if attempt < ATTEMPTS => {
+                eprintln!("delete {what}: {error}; asking again");
+            }
+            Err(error) => panic!("delete {what}: {error}"),
+        }
     }
 }
 
