@@ -168,12 +168,13 @@ pub(crate) fn controller(
         // The handle's pass a parked bind waits for is that claim's news, not routine.
         wakes
             .into_iter()
-            .filter(
-                |claim| match parked.holds(claim.namespace.as_deref(), &claim.name) {
+            .filter(|claim| {
+                let namespace = claim.namespace.as_deref().unwrap_or_default();
+                match parked.holds(namespace, &claim.name) {
                     true => admit.admit_news(claim),
                     false => admit.admit(claim),
-                },
-            )
+                }
+            })
             .collect()
     };
     let store = claims.store().store().clone();

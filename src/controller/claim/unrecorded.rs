@@ -10,10 +10,11 @@ use std::time::Duration;
 use super::binding::Pending;
 use crate::api::kinds::HandleObject;
 use crate::core::conditions;
+use crate::core::handle::definition::status_references;
 
 /// The longest a bind waits for its handle's pass before the claim records it anyway (a
 /// handle controller far behind, or a handle whose status cannot be written).
-pub(super) const HANDLE_PASS_WAIT: Duration = Duration::from_secs(3);
+const HANDLE_PASS_WAIT: Duration = Duration::from_secs(3);
 
 /// A parked bind older than this is not trusted: the claim adopts its handle afresh.
 const STALE: Duration = Duration::from_secs(60);
@@ -41,8 +42,8 @@ impl UnrecordedBinds {
     }
 
     /// Whether a bind of the claim at `namespace`/`name` is parked.
-    pub(super) fn holds(&self, namespace: Option<&str>, name: &str) -> bool {
-        let key = (namespace.unwrap_or_default().to_owned(), name.to_owned());
+    pub(super) fn holds(&self, namespace: &str, name: &str) -> bool {
+        let key = (namespace.to_owned(), name.to_owned());
         self.lock().contains_key(&key)
     }
 
@@ -62,9 +63,7 @@ impl UnrecordedBinds {
 pub(super) fn awaits_handle_pass(pending: &Pending, current: &HandleObject) -> Option<Duration> {
     let bound = &pending.handle;
     let status = current.status.as_ref();
-    let made = status
-        .and_then(|s| s.resources.as_ref())
-        .is_some_and(|resources| resources.iter().any(|r| r.reference.is_some()));
+    let made = status_references(current).iter().any(Option::is_some);
     let passed = conditions::observed(
         status.and_then(|s| s.conditions.as_deref()),
         bound.metadata.generation,

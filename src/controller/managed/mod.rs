@@ -361,7 +361,7 @@ impl Router {
             let Ok(handle) = stored.unpack() else {
                 continue;
             };
-            let covered = status_references(&Kinds::handle_of(&handle))
+            let covered = status_references(&handle)
                 .iter()
                 .flatten()
                 .any(|reference| WatchKey::of(reference) == *key);

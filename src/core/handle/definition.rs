@@ -7,6 +7,7 @@ use crate::api::refs::ResourceReference;
 use crate::api::{OperatorDomain, ResourceHandle};
 use crate::core::json::merge::{MergeMode, deep_merge};
 use crate::core::naming;
+use crate::core::pool::HandleParts;
 use crate::core::provider::CompiledProvider;
 use crate::core::template::RenderContext;
 use crate::core::template::view::{Subjects, provider_view};
@@ -383,12 +384,14 @@ pub(crate) struct DefinitionContext<'a> {
 }
 
 /// The reference of each resource: `status.resources[i].reference` (Δ§2.4), falling back to
-/// the spec copy legacy handles carry.
-pub(crate) fn status_references(handle: &ResourceHandle) -> Vec<Option<ResourceReference>> {
+/// the spec copy legacy handles carry. `handle` as core sees it, or as a store keeps it.
+pub(crate) fn status_references<'a>(
+    handle: impl Into<HandleParts<'a>>,
+) -> Vec<Option<ResourceReference>> {
+    let handle = handle.into();
     let spec = handle.spec.resources.as_deref().unwrap_or(&[]);
     let status = handle
         .status
-        .as_ref()
         .and_then(|s| s.resources.as_deref())
         .unwrap_or(&[]);
     (0..spec.len())
