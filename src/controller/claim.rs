@@ -24,7 +24,7 @@ use kube::runtime::controller::{Action, Controller};
 use kube::runtime::reflector::ObjectRef;
 
 use self::binding::{Outcome, Pending};
-use self::unrecorded::{UnrecordedBinds, awaits_handle_pass};
+use self::unrecorded::{News, UnrecordedBinds, awaits_handle_pass};
 use super::backlog::Backlog;
 use super::context::{Context, EventKind};
 use super::reconciler::{self, Drive, Lifecycle};
@@ -165,14 +165,16 @@ pub(crate) fn controller(
                 .collect(),
             None => Vec::new(),
         };
-        // The handle's pass a parked bind waits for is that claim's news, not routine.
+        // The handle's pass a parked bind waits for is that claim's news, not routine; a
+        // change it does not wait for is no news at all.
         wakes
             .into_iter()
             .filter(|claim| {
                 let namespace = claim.namespace.as_deref().unwrap_or_default();
-                match parked.holds(namespace, &claim.name) {
-                    true => admit.admit_news(claim),
-                    false => admit.admit(claim),
+                match parked.news_of(namespace, &claim.name, &handle) {
+                    News::Routine => admit.admit(claim),
+                    News::Awaited => admit.admit_news(claim),
+                    News::None => false,
                 }
             })
             .collect()
@@ -563,6 +565,8 @@ async fn bind(
     let (namespace, name) = namespace_and_name(&claim);
     // Registered before looking, so that a handle appearing meanwhile still wakes the claim.
     ctx.index.wait(namespace, name);
+    // The echo of the bind's patch is no news to the claim that makes it.
+    let _making = ctx.unrecorded.making(namespace, name);
     let outcome = match pending.take() {
         Some(bound) => Outcome::Bound(Box::new(bound)),
         None => binding::bind_or_create(ctx, &claim, resolved, now).await?,
