@@ -27,6 +27,7 @@ use super::write::{self, Halt, PassError};
 use crate::api::OperatorDomain;
 use crate::shutdown::Shutdown;
 use crate::store::packed::Identified;
+use crate::store::relist::{RelistGate, touched_once_stored};
 
 /// How many passes one reconcile makes when each ends in a conflicting write (Poolboy: 12
 /// attempts, Δ§3.1.3) before the object's backoff takes over.
@@ -236,9 +237,10 @@ where
 {
     let writer = reflector::store::Writer::new(kind.clone());
     let store = writer.as_reader();
-    let own = reflector(writer, watcher(api, config).default_backoff())
-        .inspect_ok(write::forget_deleted)
-        .touched_objects();
+    let gate = RelistGate::new(store.clone(), kind.clone());
+    let events =
+        reflector(writer, watcher(api, config).default_backoff()).inspect_ok(write::forget_deleted);
+    let own = touched_once_stored(events, gate);
     let own = echoes::without_echoes(own, |object| object);
     Controller::for_stream_with(own, store, kind)
 }

@@ -26,6 +26,7 @@ use crate::core::pool::scaling::{
     desired_state, is_active, next_deadline, owner_references, state_patch, validity_conditions,
 };
 use crate::shutdown::Shutdown;
+use crate::store::relist::{RelistGate, touched_once_stored};
 
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum ScalingControllerError {
@@ -49,12 +50,13 @@ pub(crate) fn controller(
     // A scaling holds no finalizer: its watch's delete event is where it is last seen.
     let writer = reflector::store::Writer::new(kinds.scaling.clone());
     let scalings = writer.as_reader();
-    let own = reflector(
+    let gate = RelistGate::new(scalings.clone(), kinds.scaling.clone());
+    let events = reflector(
         writer,
         kube::runtime::watcher(main, config.clone()).default_backoff(),
     )
-    .inspect_ok(write::forget_deleted)
-    .touched_objects();
+    .inspect_ok(write::forget_deleted);
+    let own = touched_once_stored(events, gate);
     let controller = Controller::for_stream_with(own, scalings.clone(), kinds.scaling.clone());
     let scaling_kind = kinds.scaling.clone();
     // Only a pool's appearance matters here (the predicate cache is keyed by uid): its spec

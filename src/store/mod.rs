@@ -8,6 +8,7 @@ pub(crate) mod free_handles;
 pub mod health;
 pub(crate) mod packed;
 pub(crate) mod pool_index;
+pub(crate) mod relist;
 pub(crate) mod render_clocks;
 pub(crate) mod shared_watch;
 

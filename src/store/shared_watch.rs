@@ -27,6 +27,7 @@ use crate::api::kinds::{ClaimObject, HandleObject};
 use crate::core::json::compact::{compact, compact_map};
 use crate::store::packed::{Packed, Packer};
 use crate::store::packed::{StoredClaim, StoredHandle};
+use crate::store::relist::RelistGate;
 
 /// How long the API server keeps one watch request open (kube-runtime's default is 290 s).
 /// A watch made while kube-apiserver was going down can stay open but silent, so no event
@@ -292,6 +293,7 @@ where
     api: Api<K>,
     config: watcher::Config,
     writer: reflector::store::Writer<K::Kept>,
+    kept: SharedType<K::DynamicType>,
     listed: ListedStore<K::Kept>,
     followers: Vec<Follower<K>>,
     subscribers: Vec<mpsc::UnboundedSender<K>>,
@@ -309,12 +311,13 @@ where
         config: watcher::Config,
         kept: SharedType<K::DynamicType>,
     ) -> Self {
-        let writer = reflector::store::Writer::new(kept);
+        let writer = reflector::store::Writer::new(kept.clone());
         let listed = ListedStore::of(&writer);
         Self {
             api,
             config,
             writer,
+            kept,
             listed,
             followers: Vec::new(),
             subscribers: Vec::new(),
@@ -353,6 +356,7 @@ where
             api,
             config,
             writer,
+            kept,
             listed,
             followers,
             subscribers,
@@ -361,11 +365,12 @@ where
             .default_backoff()
             .modify(K::trim_for_store);
         let mut packer = Packer::default();
+        let gate = RelistGate::new(writer.as_reader(), kept);
         fan_out(
             events,
             move |object: &K| object.kept(&mut packer),
             K::settled,
-            writer,
+            (writer, gate),
             followers,
             listed,
             subscribers,
@@ -376,12 +381,12 @@ where
 /// What [`SharedWatch::into_stream`] does with each of the watch's `events`: the store gets
 /// what it `keep`s of it, then followers see it, subscribers get each touched object, and
 /// the applied ones are yielded as the store keeps them, routine when a list brought them
-/// `settled`.
+/// `settled`, once the store shows them ([`RelistGate`]).
 fn fan_out<K, S>(
     events: impl Stream<Item = Result<watcher::Event<K>, watcher::Error>>,
     mut keep: impl FnMut(&K) -> S,
     settled: fn(&K) -> bool,
-    mut writer: reflector::store::Writer<S>,
+    (mut writer, mut gate): (reflector::store::Writer<S>, RelistGate<S, bool>),
     followers: Vec<Follower<K>>,
     listed: ListedStore<S>,
     subscribers: Vec<mpsc::UnboundedSender<K>>,
@@ -398,39 +403,39 @@ where
             let _ = subscriber.unbounded_send(object.clone());
         }
     };
-    events.try_filter_map(move |event| {
-        let kept = kept_event(&event, &mut keep);
-        writer.apply_watcher_event(&kept);
-        for follower in &followers {
-            follower(&event);
-        }
-        let applied = match (event, kept) {
-            (Event::Apply(object), Event::Apply(kept)) => {
-                send(&object);
-                Some(Applied {
-                    object: kept,
-                    routine: false,
-                })
+    let applied = |(object, routine)| Applied { object, routine };
+    events
+        .map_ok(move |event| {
+            let kept = kept_event(&event, &mut keep);
+            writer.apply_watcher_event(&kept);
+            for follower in &followers {
+                follower(&event);
             }
-            (Event::InitApply(object), Event::InitApply(kept)) => {
-                send(&object);
-                Some(Applied {
-                    object: kept,
-                    routine: settled(&object),
-                })
-            }
-            (Event::Delete(object), _) => {
-                send(&object);
-                None
-            }
-            (Event::InitDone, _) => {
-                listed.mark_listed();
-                None
-            }
-            _ => None,
-        };
-        futures::future::ready(Ok(applied))
-    })
+            let out: Vec<Applied<S>> = match (event, kept) {
+                (Event::Apply(object), Event::Apply(kept)) => {
+                    send(&object);
+                    vec![applied((kept, false))]
+                }
+                (Event::InitApply(object), Event::InitApply(kept)) => {
+                    send(&object);
+                    gate.listed(kept, settled(&object))
+                        .into_iter()
+                        .map(applied)
+                        .collect()
+                }
+                (Event::Delete(object), _) => {
+                    send(&object);
+                    Vec::new()
+                }
+                (Event::InitDone, _) => {
+                    listed.mark_listed();
+                    gate.list_done().into_iter().map(applied).collect()
+                }
+                _ => Vec::new(),
+            };
+            futures::stream::iter(out.into_iter().map(Ok))
+        })
+        .try_flatten()
 }
 
 /// `event` with what the store `keep`s of its object.

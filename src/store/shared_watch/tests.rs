@@ -93,29 +93,52 @@ async fn a_shared_watch_hands_each_change_to_everyone_after_the_store_has_it() {
             Event::InitDone,
             Event::Apply(configmap("b")),
             Event::Delete(configmap("a")),
+            // A re-list: its new object goes out once the store shows it.
+            Event::Init,
+            Event::InitApply(configmap("c")),
+            Event::InitDone,
         ]
         .map(Ok),
     );
+    let gate = RelistGate::new(writer.as_reader(), ());
+    let mut yielded_stored = Vec::new();
     let driven: Vec<Applied<ConfigMap>> = fan_out(
         events,
         ConfigMap::clone,
         |_| true,
-        writer,
+        (writer, gate),
         vec![follower],
         listed.clone(),
         vec![first, second],
     )
-    .try_collect()
+    .map_ok(|applied| {
+        let key = reflector::ObjectRef::from_obj(&applied.object);
+        (store.get(&key).is_some(), applied)
+    })
+    .try_collect::<Vec<_>>()
     .await
-    .expect("no watch error");
+    .expect("no watch error")
+    .into_iter()
+    .map(|(stored, applied)| {
+        yielded_stored.push(stored);
+        applied
+    })
+    .collect();
+    // The first list's objects go out at once (readers wait for the listed signal); a
+    // re-list's once the store shows them.
+    assert_eq!(yielded_stored, [false, true, true]);
 
     let routine: Vec<bool> = driven.iter().map(|a| a.routine).collect();
-    assert_eq!(routine, [true, false], "listed and settled, then a change");
+    assert_eq!(
+        routine,
+        [true, false, true],
+        "listed and settled, a change, relisted"
+    );
     let driven: Vec<ConfigMap> = driven.into_iter().map(|a| a.object).collect();
-    assert_eq!(names(&driven), ["a", "b"]);
+    assert_eq!(names(&driven), ["a", "b", "c"]);
     for received in [first_received, second_received] {
         let received: Vec<ConfigMap> = received.collect().await;
-        assert_eq!(names(&received), ["a", "b", "a"]);
+        assert_eq!(names(&received), ["a", "b", "a", "c"]);
     }
     assert_eq!(
         *followed.lock().expect("not poisoned"),
@@ -124,7 +147,10 @@ async fn a_shared_watch_hands_each_change_to_everyone_after_the_store_has_it() {
             "apply a stored=false",
             "init done stored=1",
             "apply b stored=true",
-            "delete a stored=false"
+            "delete a stored=false",
+            "init",
+            "apply c stored=false",
+            "init done stored=1",
         ]
     );
     tokio::time::timeout(
