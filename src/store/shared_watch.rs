@@ -3,7 +3,8 @@
 //! "listed once" signal any number of reconciles can wait on.
 //!
 //! A kind several controllers follow is watched once ([`SharedWatch`]): one store, and every
-//! touched object (deleted ones too) sent to each subscriber after the store has it. The store
+//! touched object (deleted ones too) after the first list sent to each subscriber after the
+//! store has it. The store
 //! keeps what [`Stored::kept`] makes of each object; followers and subscribers see the object
 //! itself. Why not kube-runtime 5's own shared streams: docs/design.md, "store::shared_watch".
 
@@ -334,9 +335,12 @@ where
         self.followers.push(Box::new(follower));
     }
 
-    /// Every object the watch touches, deleted ones too (for a controller's
-    /// `watches_stream_with`). Watch errors go to the stream of [`SharedWatch::into_stream`]
-    /// only: one controller reports them.
+    /// Every object the watch touches after its first list, deleted ones too (for a
+    /// controller's `watches_stream_with`). The first list is news to no subscriber: its
+    /// controller waits for this store to have listed ([`ListedStore::wait_until_listed`])
+    /// before any reconcile, and reconciles each of its own objects then; woken by the list
+    /// too, many would run twice at a start. Watch errors go to the stream of
+    /// [`SharedWatch::into_stream`] only: one controller reports them.
     pub(crate) fn subscribe(
         &mut self,
     ) -> impl Stream<Item = Result<K, watcher::Error>> + Send + use<K> {
@@ -379,7 +383,8 @@ where
 }
 
 /// What [`SharedWatch::into_stream`] does with each of the watch's `events`: the store gets
-/// what it `keep`s of it, then followers see it, subscribers get each touched object, and
+/// what it `keep`s of it, then followers see it, subscribers get each touched object (after
+/// the first list: [`SharedWatch::subscribe`]), and
 /// the applied ones are yielded as the store keeps them, routine when a list brought them
 /// `settled`, once the store shows them ([`RelistGate`]).
 fn fan_out<K, S>(
@@ -417,7 +422,9 @@ where
                     vec![applied((kept, false))]
                 }
                 (Event::InitApply(object), Event::InitApply(kept)) => {
-                    send(&object);
+                    if listed.is_listed() {
+                        send(&object);
+                    }
                     gate.listed(kept, settled(&object))
                         .into_iter()
                         .map(applied)
