@@ -152,7 +152,8 @@ async fn reconcile<L: Lifecycle>(
     ctx.metrics
         .observe(L::KIND, "reconcile", result.is_ok(), seconds);
     ctx.metrics.reconciled(L::KIND, result.is_ok(), seconds);
-    if result.is_ok() {
+    if let Ok(action) = &result {
+        tracing::debug!(kind = L::KIND, name = %stored.name_any(), ?action, "reconciled");
         ctx.succeeded(&key::<L>(&*stored));
     }
     result
