@@ -3,10 +3,10 @@
 //! "listed once" signal any number of reconciles can wait on.
 //!
 //! A kind several controllers follow is watched once ([`SharedWatch`]): one store, and every
-//! touched object (deleted ones too) after the first list sent to each subscriber after the
-//! store has it. The store
-//! keeps what [`Stored::kept`] makes of each object; followers and subscribers see the object
-//! itself. Why not kube-runtime 5's own shared streams: docs/design.md, "store::shared_watch".
+//! object the watch touches after its first list (deleted ones too) sent to each subscriber
+//! after the store has it. The store keeps what [`Stored::kept`] makes of each object;
+//! followers and subscribers see the object itself. Why not kube-runtime 5's own shared
+//! streams: docs/design.md, "store::shared_watch".
 
 use std::fmt::Debug;
 use std::hash::Hash;
@@ -384,9 +384,9 @@ where
 
 /// What [`SharedWatch::into_stream`] does with each of the watch's `events`: the store gets
 /// what it `keep`s of it, then followers see it, subscribers get each touched object (after
-/// the first list: [`SharedWatch::subscribe`]), and
-/// the applied ones are yielded as the store keeps them, routine when a list brought them
-/// `settled`, once the store shows them ([`RelistGate`]).
+/// the first list: [`SharedWatch::subscribe`]), and the applied ones are yielded as the store
+/// keeps them, routine when a list brought them `settled`, once the store shows them
+/// ([`RelistGate`]).
 fn fan_out<K, S>(
     events: impl Stream<Item = Result<watcher::Event<K>, watcher::Error>>,
     mut keep: impl FnMut(&K) -> S,
