@@ -27,6 +27,7 @@ use self::binding::{Outcome, Pending};
 use self::unrecorded::{News, UnrecordedBinds, awaits_handle_pass};
 use super::backlog::Backlog;
 use super::context::{Context, EventKind};
+use super::managed::{self, InStore};
 use super::reconciler::{self, Drive, Lifecycle};
 use super::write::{self, Halt, OrHalt, PassError, Written};
 use crate::api::claim::ClaimStatusLifespan;
@@ -596,15 +597,24 @@ async fn bind(
     Ok(action)
 }
 
-/// The live state of each of the handle's resources (None where no watch has it).
-fn live_states(
+/// The live state of each of the handle's resources, as their watches have them (§7.4):
+/// None where a watch has none. A watch not started yet is started, and its first list
+/// waited for, so that a claim passing before its handle (at a start) sees its resources.
+async fn live_states(
     ctx: &ClaimContext,
     handle: &crate::api::ResourceHandle,
 ) -> Vec<Option<serde_json::Value>> {
-    status_references(handle)
-        .iter()
-        .map(|r| r.as_ref().and_then(|r| ctx.managed.state(r)))
-        .collect()
+    let mut states = Vec::new();
+    for reference in status_references(handle) {
+        states.push(match reference {
+            Some(reference) => match managed::watched_state(ctx, &reference).await {
+                InStore::Found(state) => Some(state),
+                InStore::Absent | InStore::Unknown => None,
+            },
+            None => None,
+        });
+    }
+    states
 }
 
 /// A bound, valid claim: status from the handle (§7.4, Δ§3.1.3), the automatic actions, the
@@ -715,7 +725,7 @@ async fn mirror_handle(
     // Δ§3.1.3: a claim that had a lifespan hears about its end changing.
     let recorded_lifespan = claim.status.as_ref().and_then(|s| s.lifespan.as_ref());
     let end_event = lifespan_event(recorded_lifespan, bound.lifespan);
-    let states = live_states(ctx, bound.handle);
+    let states = live_states(ctx, bound.handle).await;
     let ending = lifespan_ending(ctx, Some(bound.lifespan), bound.now);
     let next_crossing = ending.as_ref().and_then(|e| e.next_crossing);
     let before = claim.status.as_ref().and_then(|s| s.conditions.clone());
@@ -1043,10 +1053,10 @@ async fn report_invalid(
     ctx.index.stop_waiting(namespace, name);
     let previous = invalid_message(claim.status.as_ref()).map(str::to_owned);
     let handle_view = handle.map(Kinds::handle_of);
-    let states = handle_view
-        .as_ref()
-        .map(|h| live_states(ctx, h))
-        .unwrap_or_default();
+    let states = match &handle_view {
+        Some(handle) => live_states(ctx, handle).await,
+        None => Vec::new(),
+    };
     let binding = match &handle_view {
         Some(handle) => Binding::Bound(BoundHandle {
             handle,

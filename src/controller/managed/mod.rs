@@ -1,6 +1,7 @@
 //! The managed resources: one watch per (apiVersion, kind, namespace) in use, started the
-//! first time a handle manages a resource of that kind (§14, Δ§4.5), each feeding a reflector
-//! store. A change to a managed resource wakes its handle and the handle's claim. Poolboy's
+//! first time a handle or claim reads a resource of that kind (§14, Δ§4.5), each feeding a
+//! reflector store. A change to a managed resource wakes its handle and the handle's claim;
+//! a watch's first list, which every reader waits for, wakes only the handles. Poolboy's
 //! `ResourceWatch` objects are declared for other tools (Δ§2.2; docs/design.md,
 //! "controller::managed").
 
@@ -21,7 +22,7 @@ pub(super) mod resources;
 
 use self::orphans::{Suspect, Sweeper};
 pub(crate) use self::resources::WatchKey;
-use self::resources::{ManagedKind, Watch};
+use self::resources::{FirstList, ManagedKind, Watch};
 use super::context::{Context, Triggers};
 use super::echoes::{self, Heard};
 use super::write::{self, Written};
@@ -90,10 +91,12 @@ pub(crate) async fn ensure_watch(
     let resource = SharedType::new(kind.resource.clone());
     let writer = reflector::store::Writer::new(resource.clone());
     let listed = ListedStore::of(&writer);
+    let first_list = FirstList::default();
     let watch = Watch {
         resource,
         store: listed.clone(),
         waited_out: Default::default(),
+        first_list: first_list.clone(),
     };
     // Two reconciles may race to start the same watch: the first to register wins.
     if !ctx.managed.insert(key.clone(), watch) {
@@ -114,7 +117,11 @@ pub(crate) async fn ensure_watch(
     let stream = reflect_kept(events, writer);
     let sweeper = Sweeper::new(ctx.client.clone(), ctx.handles_api(), kind.resource.clone());
     let suspects = move |suspect| sweeper.check(suspect);
-    let task = tokio::spawn(follow(stream, router, suspects, key.clone(), listed));
+    let listing = Listing {
+        store: listed,
+        first_list,
+    };
+    let task = tokio::spawn(follow(stream, router, suspects, key.clone(), listing));
     ctx.managed.keep_task(task);
     ctx.metrics.managed_watches.set(ctx.managed.len() as i64);
     tracing::info!(
@@ -180,18 +187,28 @@ pub(crate) async fn declare_watch(ctx: &Context, key: &WatchKey) {
 /// The live object `reference` points to: from its watch's store, else fetched (the store
 /// may lag behind a create). `None` when it does not exist.
 ///
-/// A watch that has not listed yet is waited for, up to [`FIRST_LIST_WAIT`]: at start every
-/// handle is reconciled while its watches list, and each read would otherwise be a GET
-/// (`make bench-scale` saw 1,200 at 10,000 handles). A watch that does not list in that time
-/// (its kind forbidden, say) is not waited for again, so it slows no other handle.
+/// The watch is started if no one has yet, and waited for as [`watched_state`] says: at start
+/// every handle is reconciled while its watches list, and each read would otherwise be a GET
+/// (`make bench-scale` saw 1,200 at 10,000 handles).
 pub(crate) async fn live_state(
     ctx: &Context,
     reference: &ResourceReference,
 ) -> Result<Option<serde_json::Value>, kube::Error> {
-    match stored_state(ctx, reference).await {
+    match watched_state(ctx, reference).await {
         InStore::Found(state) => Ok(Some(state)),
         InStore::Absent | InStore::Unknown => fetch(ctx, reference).await,
     }
+}
+
+/// The object `reference` points to as its watch's store has it: the watch is started if
+/// no one has yet (a claim may pass before its handle does), then read as [`stored_state`]
+/// says. A watch that cannot start leaves it `Unknown`.
+pub(crate) async fn watched_state(ctx: &Context, reference: &ResourceReference) -> InStore {
+    if let Err(error) = ensure_watch(ctx, reference).await {
+        tracing::debug!(%error, kind = %reference.kind, name = %reference.name, "cannot watch a managed resource");
+        return InStore::Unknown;
+    }
+    stored_state(ctx, reference).await
 }
 
 /// What a managed-resource watch's store says of one object.
@@ -205,8 +222,12 @@ pub(crate) enum InStore {
     Unknown,
 }
 
-/// The object `reference` points to as its watch's store has it, once the watch has listed
-/// (waited for as [`live_state`] says).
+/// The object `reference` points to as its watch's store has it, once the watch has listed.
+///
+/// A watch that has not listed yet is waited for, up to [`FIRST_LIST_WAIT`]. A watch that
+/// does not list in that time (its kind forbidden, say) is not waited for again, so it slows
+/// no other reader; and its first list, when it comes, wakes the claims as well as the handles
+/// (`follow`), since readers went without it.
 pub(crate) async fn stored_state(ctx: &Context, reference: &ResourceReference) -> InStore {
     let Some(watch) = ctx.managed.watch(&WatchKey::of(reference)) else {
         return InStore::Unknown;
@@ -218,13 +239,11 @@ pub(crate) async fn stored_state(ctx: &Context, reference: &ResourceReference) -
             watch.waited_out.store(true, Ordering::Relaxed);
         }
     }
-    if let Some(state) = ctx.managed.state(reference) {
-        return InStore::Found(state);
-    }
-    if watch.store.is_listed() {
-        InStore::Absent
-    } else {
-        InStore::Unknown
+    let listed = watch.store.is_listed() || !watch.first_list.missed();
+    match ctx.managed.state(reference) {
+        Some(state) => InStore::Found(state),
+        None if listed => InStore::Absent,
+        None => InStore::Unknown,
     }
 }
 
@@ -264,12 +283,12 @@ struct Router {
 }
 
 impl Router {
-    /// Wakes the handle named by `object`'s annotations, and its claim (Δ§4.5 per event);
-    /// returns the handle's name. Objects without the annotation, or that Poolboy is deleting
-    /// (`D/resource-handle-deleted`), are skipped (B12).
-    fn route(&self, object: &DynamicObject) -> Option<String> {
+    /// Wakes the handle named by `object`'s annotations, and its claim (Δ§4.5 per event) as
+    /// `claims` says; returns the handle's name. Objects without the annotation, or that
+    /// Poolboy is deleting (`D/resource-handle-deleted`), are skipped (B12).
+    fn route(&self, object: &DynamicObject, claims: Claims) -> Option<String> {
         let name = self.handle_annotations(object)?.name;
-        self.wake(name);
+        self.wake(name, claims);
         Some(name.to_owned())
     }
 
@@ -289,13 +308,13 @@ impl Router {
         };
         match heard {
             Heard::Echo => {}
-            Heard::News => self.wake(&name),
+            Heard::News => self.wake(&name, Claims::Wake),
             Heard::Pending(echo) => {
                 let router = self.clone();
                 let handle = name.clone();
                 tokio::spawn(async move {
                     if !echo.await {
-                        router.wake(&handle);
+                        router.wake(&handle, Claims::Wake);
                     }
                 });
             }
@@ -354,9 +373,10 @@ impl Router {
         })
     }
 
-    /// Wakes every handle whose status references a resource that the watch `key` covers.
-    /// Every handle is decoded: this runs once per watch, after its first list.
-    fn wake_handles_watching(&self, key: &WatchKey) {
+    /// Wakes every handle whose status references a resource that the watch `key` covers,
+    /// and its claim as `claims` says. Every handle is decoded: this runs once per watch,
+    /// after its first list.
+    fn wake_handles_watching(&self, key: &WatchKey, claims: Claims) {
         for stored in self.handles.state() {
             let Ok(handle) = stored.unpack() else {
                 continue;
@@ -366,12 +386,12 @@ impl Router {
                 .flatten()
                 .any(|reference| WatchKey::of(reference) == *key);
             if covered && let Some(name) = handle.metadata.name.as_deref() {
-                self.wake(name);
+                self.wake(name, claims);
             }
         }
     }
 
-    fn wake(&self, handle_name: &str) {
+    fn wake(&self, handle_name: &str, claims: Claims) {
         let handle_ref = ObjectRef::new_with(handle_name, self.kinds.stored_handle.clone())
             .within(&self.operator_namespace);
         let Some(stored) = self.handles.get(&handle_ref) else {
@@ -390,7 +410,9 @@ impl Router {
             return;
         }
         let _ = self.triggers.handles.unbounded_send(handle_ref);
-        if let Some(claim) = &handle.spec.resource_claim {
+        if claims == Claims::Wake
+            && let Some(claim) = &handle.spec.resource_claim
+        {
             let claim_ref = ObjectRef::new_with(&claim.name, self.kinds.stored_claim.clone())
                 .within(&claim.namespace);
             let ignored = self
@@ -405,6 +427,22 @@ impl Router {
     }
 }
 
+/// Whether a handle woken for a managed resource wakes its claim too.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Claims {
+    Wake,
+    /// The watch's first list, when every reader waited for it: a claim reads its resources
+    /// from the store only once it has listed (`watched_state`), so the list is no news to it,
+    /// and whatever the handle makes of it reaches the claim through the handle's status.
+    Spare,
+}
+
+/// A watch's store, and the mark of its first list that readers share.
+struct Listing {
+    store: ListedStore<Packed<DynamicObject>>,
+    first_list: FirstList,
+}
+
 /// Follows one watch until the operator stops. Each applied or deleted object wakes its
 /// handle; after a re-list, the handles of objects that disappeared meanwhile are woken too.
 /// An object whose handle seems gone goes to `suspects`.
@@ -413,7 +451,7 @@ async fn follow<S>(
     router: Router,
     suspects: impl Fn(Suspect),
     key: WatchKey,
-    listed: ListedStore<Packed<DynamicObject>>,
+    listing: Listing,
 ) where
     S: futures::Stream<Item = Result<Event<DynamicObject>, watcher::Error>>,
 {
@@ -442,9 +480,10 @@ async fn follow<S>(
                 if let Some(suspect) = router.suspect(&object) {
                     suspects(suspect);
                 }
-                let routed = match applied {
-                    true => router.route_change(&object),
-                    false => router.route(&object),
+                let routed = match (applied, listed_once) {
+                    (true, _) => router.route_change(&object),
+                    (false, true) => router.route(&object, Claims::Wake),
+                    (false, false) => router.route(&object, Claims::Spare),
                 };
                 match routed {
                     Some(handle) => known.insert(object_ref, handle),
@@ -456,7 +495,7 @@ async fn follow<S>(
                     echoes::forget(uid);
                 }
                 known.remove(&key_of(&object));
-                router.route(&object);
+                router.route(&object, Claims::Wake);
             }
             Ok(Event::Init) => relisted.clear(),
             Ok(Event::InitDone) => {
@@ -464,8 +503,12 @@ async fn follow<S>(
                 // list never shows up here: its handle is told to look (a busy API server
                 // made that gap long enough for a test to fall in).
                 if !std::mem::replace(&mut listed_once, true) {
-                    listed.mark_listed();
-                    router.wake_handles_watching(&key);
+                    listing.store.mark_listed();
+                    let claims = match listing.first_list.listed() {
+                        true => Claims::Wake,
+                        false => Claims::Spare,
+                    };
+                    router.wake_handles_watching(&key, claims);
                 }
                 let gone: Vec<_> = known
                     .keys()
@@ -474,7 +517,7 @@ async fn follow<S>(
                     .collect();
                 for object_ref in gone {
                     if let Some(handle) = known.remove(&object_ref) {
-                        router.wake(&handle);
+                        router.wake(&handle, Claims::Wake);
                     }
                 }
                 relisted.clear();

@@ -3,7 +3,7 @@
 //! ResourceWatch objects this process made sure of (Δ§2.2).
 
 use std::collections::{HashMap, HashSet};
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
 use kube::api::DynamicObject;
@@ -43,6 +43,29 @@ pub(crate) struct Watch {
     pub(crate) store: ListedStore<Packed<DynamicObject>>,
     /// Set once a reader gave up waiting for the first list: later readers do not wait.
     pub(crate) waited_out: Arc<AtomicBool>,
+    pub(crate) first_list: FirstList,
+}
+
+/// Whether a watch's first list came after a reader went without it. Both sides mark the one
+/// flag, so that each reader that found the watch unlisted is either seen by the list (which
+/// then wakes the claims too) or sees the list (and reads the store again).
+#[derive(Clone, Default)]
+pub(crate) struct FirstList(Arc<AtomicU8>);
+
+impl FirstList {
+    const LISTED: u8 = 1;
+    const MISSED: u8 = 2;
+
+    /// Records the first list, once the store shows it; whether a reader went without it.
+    pub(crate) fn listed(&self) -> bool {
+        self.0.fetch_or(Self::LISTED, Ordering::AcqRel) & Self::MISSED != 0
+    }
+
+    /// Records a reader that found the watch unlisted; `false` when the list has come since
+    /// (the store shows it now).
+    pub(crate) fn missed(&self) -> bool {
+        self.0.fetch_or(Self::MISSED, Ordering::AcqRel) & Self::LISTED == 0
+    }
 }
 
 /// A managed kind as discovery describes it.

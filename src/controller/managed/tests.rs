@@ -174,10 +174,13 @@ fn an_event_wakes_the_handle_and_its_claim() {
         vec![handle("guid-a", json!({}), Some("mine"))],
         vec![claim("mine", json!({}))],
     );
-    let routed = f.router.route(&managed(&[
-        ("resource-handle-name", "guid-a"),
-        ("resource-handle-namespace", "poolboy"),
-    ]));
+    let routed = f.router.route(
+        &managed(&[
+            ("resource-handle-name", "guid-a"),
+            ("resource-handle-namespace", "poolboy"),
+        ]),
+        Claims::Wake,
+    );
     assert_eq!(routed.as_deref(), Some("guid-a"));
     let handles = drain(&mut f.handle_wakes);
     assert_eq!(handles.len(), 1);
@@ -193,17 +196,17 @@ fn an_event_wakes_the_handle_and_its_claim() {
 #[test]
 fn unannotated_deleted_and_foreign_objects_are_skipped() {
     let mut f = fixture(vec![handle("guid-a", json!({}), None)], vec![]);
-    assert_eq!(f.router.route(&managed(&[])), None);
+    assert_eq!(f.router.route(&managed(&[]), Claims::Wake), None);
     let deleted = managed(&[
         ("resource-handle-name", "guid-a"),
         ("resource-handle-deleted", "2026-01-01T00:00:00Z"),
     ]);
-    assert_eq!(f.router.route(&deleted), None);
+    assert_eq!(f.router.route(&deleted, Claims::Wake), None);
     let foreign = managed(&[
         ("resource-handle-name", "guid-a"),
         ("resource-handle-namespace", "elsewhere"),
     ]);
-    assert_eq!(f.router.route(&foreign), None);
+    assert_eq!(f.router.route(&foreign, Claims::Wake), None);
     assert!(drain(&mut f.handle_wakes).is_empty());
 }
 
@@ -217,11 +220,15 @@ fn ignored_handles_and_claims_are_not_woken() {
         ],
         vec![claim("ignored", ignore)],
     );
-    f.router
-        .route(&managed(&[("resource-handle-name", "guid-a")]));
+    f.router.route(
+        &managed(&[("resource-handle-name", "guid-a")]),
+        Claims::Wake,
+    );
     assert!(drain(&mut f.handle_wakes).is_empty());
-    f.router
-        .route(&managed(&[("resource-handle-name", "guid-b")]));
+    f.router.route(
+        &managed(&[("resource-handle-name", "guid-b")]),
+        Claims::Wake,
+    );
     assert_eq!(drain(&mut f.handle_wakes).len(), 1);
     assert!(drain(&mut f.claim_wakes).is_empty());
 }
@@ -275,8 +282,10 @@ fn a_resource_is_suspect_when_its_handle_is_missing_or_being_deleted() {
 #[test]
 fn a_handle_missing_from_the_store_is_still_woken() {
     let mut f = fixture(vec![], vec![]);
-    f.router
-        .route(&managed(&[("resource-handle-name", "guid-new")]));
+    f.router.route(
+        &managed(&[("resource-handle-name", "guid-new")]),
+        Claims::Wake,
+    );
     assert_eq!(drain(&mut f.handle_wakes)[0].name, "guid-new");
 }
 
@@ -309,7 +318,10 @@ fn a_relist_wakes_the_handles_of_objects_that_vanished_meanwhile() {
         f.router,
         |suspect| suspects.borrow_mut().push(suspect),
         key,
-        listed.clone(),
+        Listing {
+            store: listed.clone(),
+            first_list: FirstList::default(),
+        },
     ));
     // Readers waiting for the first list are let through.
     assert!(listed.wait_until_listed().now_or_never().is_some());
@@ -321,4 +333,65 @@ fn a_relist_wakes_the_handles_of_objects_that_vanished_meanwhile() {
         .map(|r| r.name)
         .collect();
     assert_eq!(woken, ["guid-a", "guid-b", "guid-a", "guid-b"]);
+}
+
+/// A handle bound to claim `mine` whose status references the ConfigMap `cm`.
+fn handle_of_cm() -> Value {
+    let mut handle = handle("guid-a", json!({}), Some("mine"));
+    handle["spec"]["resources"] = json!([{"provider": {
+        "apiVersion": "poolboy.gpte.redhat.com/v1", "kind": "ResourceProvider",
+        "name": "p", "namespace": "poolboy",
+    }}]);
+    handle["status"] = json!({"resources": [{"reference": {
+        "apiVersion": "v1", "kind": "ConfigMap", "name": "cm", "namespace": "managed",
+    }}]});
+    handle
+}
+
+/// Runs `follow` over `events` with `first_list`; the claims it woke.
+fn claims_woken(events: Vec<Event<DynamicObject>>, first_list: FirstList) -> Vec<String> {
+    let mut f = fixture(vec![handle_of_cm()], vec![claim("mine", json!({}))]);
+    let listed = ListedStore::of(&reflector::store::Writer::new(
+        SharedType::new(configmaps()),
+    ));
+    futures::executor::block_on(follow(
+        futures::stream::iter(events.into_iter().map(Ok)),
+        f.router,
+        |_| {},
+        key("v1", "ConfigMap", Some("managed")),
+        Listing {
+            store: listed,
+            first_list,
+        },
+    ));
+    drain(&mut f.claim_wakes)
+        .into_iter()
+        .map(|r| r.name)
+        .collect()
+}
+
+#[test]
+fn a_first_list_wakes_claims_only_when_a_reader_went_without_it() {
+    let cm = || managed(&[("resource-handle-name", "guid-a")]);
+    let first_list = || vec![Event::Init, Event::InitApply(cm()), Event::InitDone];
+    assert!(claims_woken(first_list(), FirstList::default()).is_empty());
+    // A reader gave up waiting: the list is news to its claim.
+    let missed = FirstList::default();
+    assert!(missed.missed());
+    assert_eq!(claims_woken(first_list(), missed), ["mine"]);
+    // After the first list, a re-list and a change wake the claim.
+    let mut events = first_list();
+    events.extend(first_list());
+    events.push(Event::Apply(cm()));
+    assert_eq!(claims_woken(events, FirstList::default()), ["mine", "mine"]);
+}
+
+#[test]
+fn a_reader_that_missed_the_first_list_is_either_seen_by_it_or_sees_it() {
+    let seen = FirstList::default();
+    assert!(seen.missed());
+    assert!(seen.listed());
+    let late = FirstList::default();
+    assert!(!late.listed());
+    assert!(!late.missed());
 }
