@@ -6,7 +6,6 @@
 //! "controller::managed").
 
 use std::collections::{HashMap, HashSet};
-use std::sync::atomic::Ordering;
 
 use futures::StreamExt;
 use kube::api::{Api, DynamicObject, ObjectMeta};
@@ -95,7 +94,6 @@ pub(crate) async fn ensure_watch(
     let watch = Watch {
         resource,
         store: listed.clone(),
-        waited_out: Default::default(),
         first_list: first_list.clone(),
     };
     // Two reconciles may race to start the same watch: the first to register wins.
@@ -232,12 +230,9 @@ pub(crate) async fn stored_state(ctx: &Context, reference: &ResourceReference) -
     let Some(watch) = ctx.managed.watch(&WatchKey::of(reference)) else {
         return InStore::Unknown;
     };
-    if !watch.waited_out.load(Ordering::Relaxed) {
-        let first_list =
-            tokio::time::timeout(FIRST_LIST_WAIT, watch.store.wait_until_listed()).await;
-        if first_list.is_err() {
-            watch.waited_out.store(true, Ordering::Relaxed);
-        }
+    if !watch.first_list.was_missed() {
+        // A timeout leaves this reader without the list: `missed` records it below.
+        let _ = tokio::time::timeout(FIRST_LIST_WAIT, watch.store.wait_until_listed()).await;
     }
     let listed = watch.store.is_listed() || !watch.first_list.missed();
     match ctx.managed.state(reference) {

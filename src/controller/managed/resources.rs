@@ -3,7 +3,7 @@
 //! ResourceWatch objects this process made sure of (Δ§2.2).
 
 use std::collections::{HashMap, HashSet};
-use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
 use kube::api::DynamicObject;
@@ -41,8 +41,8 @@ pub(crate) struct Watch {
     /// Its kind, as its store's keys hold it.
     pub(crate) resource: SharedType<ApiResource>,
     pub(crate) store: ListedStore<Packed<DynamicObject>>,
-    /// Set once a reader gave up waiting for the first list: later readers do not wait.
-    pub(crate) waited_out: Arc<AtomicBool>,
+    /// Whether a reader went without the first list: once one gave up waiting, later
+    /// readers do not wait.
     pub(crate) first_list: FirstList,
 }
 
@@ -65,6 +65,11 @@ impl FirstList {
     /// (the store shows it now).
     pub(crate) fn missed(&self) -> bool {
         self.0.fetch_or(Self::MISSED, Ordering::AcqRel) & Self::LISTED == 0
+    }
+
+    /// Whether a reader went without the first list.
+    pub(crate) fn was_missed(&self) -> bool {
+        self.0.load(Ordering::Acquire) & Self::MISSED != 0
     }
 }
 
