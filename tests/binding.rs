@@ -1,7 +1,8 @@
 //! Which handle a claim gets, and what binding writes on it, on the real control plane: a
 //! handle about to end is skipped (Δ B04), `preferenceScore` wins before age (Δ B05), a
-//! provider claim's effective values are recorded on the handle it binds (Δ B20), and a claim
-//! deleted while it binds leaves no handle bound (§7.3). The whole operator runs; the `config`
+//! provider claim's effective values are recorded on the handle it binds (Δ B20), a warm bind
+//! is recorded once and leaves the handle's status alone, and a claim deleted while it binds
+//! leaves no handle bound (§7.3). The whole operator runs; the `config`
 //! provider of `support::config` makes ConfigMaps.
 
 mod support;
@@ -9,6 +10,7 @@ mod support;
 use std::time::Duration;
 
 use chrono::{TimeDelta, Utc};
+use k8s_openapi::api::core::v1::ConfigMap;
 use kube::ResourceExt;
 use kube::api::{DeleteParams, ListParams};
 use poolboy::api::{ResourceClaim, ResourceHandle};
@@ -170,6 +172,70 @@ async fn b20_binding_a_provider_claim_records_its_effective_values_on_the_handle
     env.teardown([operator]).await;
 }
 
+/// The `config` provider, pool `name` of `min_available` handles of one resource named
+/// `config` (as `create_config_claim` names it), and the operator.
+async fn start_with_config_pool(env: &TestEnv, name: &str, min_available: usize) -> TestOperator {
+    create_config_provider(env, false).await;
+    let resources = [("config", "config", template(json!({})))];
+    let spec = json!({
+        "minAvailable": min_available,
+        "resources": objects::resources(&env.namespace, &resources),
+    });
+    create_pool(env, name, spec).await;
+    TestOperator::start(env.kube_config(), &env.namespace)
+}
+
+/// A warm bind writes the claim's status once, with its resource's state as the claim's
+/// annotations left it, and nothing to the handle's status when the pool's resources carry
+/// the names the claim gives them (the handle's conditions record no generation).
+#[tokio::test]
+async fn a_warm_bind_records_the_annotated_resource_and_leaves_the_handle_status() {
+    let env = TestEnv::new().await;
+    let operator = start_with_config_pool(&env, "named", 1).await;
+    let handles_api = env.api::<ResourceHandle>();
+    let pooled = eventually("the pool's handle, ready", TIMEOUT, || async {
+        let handle = unbound_of(&env, "named").await.into_iter().next()?;
+        let ready = handle.status.as_ref().and_then(|s| s.ready) == Some(true);
+        ready.then_some(handle)
+    })
+    .await;
+
+    create_config_claim(&env, "warm", json!({}), json!({}), json!({})).await;
+    let claim = env.api::<ResourceClaim>();
+    let recorded = eventually("the claim's recorded bind", TIMEOUT, || async {
+        let claim = json_of(&claim, "warm").await?;
+        claim["status"]["resourceHandle"]["name"]
+            .is_string()
+            .then_some(claim)
+    })
+    .await;
+    assert_eq!(
+        recorded["status"]["resourceHandle"]["name"].as_str(),
+        pooled.metadata.name.as_deref()
+    );
+    let state = &recorded["status"]["resources"][0]["state"];
+    let name = state["metadata"]["name"]
+        .as_str()
+        .expect("the recorded state");
+    let configmap = json_of(&env.api::<ConfigMap>(), name)
+        .await
+        .expect("the handle's ConfigMap");
+    let annotation = format!("{}/resource-claim-name", objects::D);
+    assert_eq!(configmap["metadata"]["annotations"][&annotation], "warm");
+    assert_eq!(
+        state["metadata"]["resourceVersion"], configmap["metadata"]["resourceVersion"],
+        "the state recorded is the annotated one"
+    );
+    // Anything the handle's pass after the bind wrote would be there by now.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let handle = handles_api
+        .get(&pooled.name_any())
+        .await
+        .expect("the bound handle");
+    assert_eq!(handle.status, pooled.status);
+    env.teardown([operator]).await;
+}
+
 /// §7.3: a claim deleted while it binds takes its handle along, whenever the deletion lands.
 /// Deleted between the bind and the status write that records it, the claim is finalized by
 /// the reconcile that bound the handle (its status write conflicts with the deletion), and the
@@ -179,17 +245,7 @@ async fn b20_binding_a_provider_claim_records_its_effective_values_on_the_handle
 #[tokio::test]
 async fn claims_deleted_while_they_bind_leave_no_handle_bound() {
     let env = TestEnv::new().await;
-    create_config_provider(&env, false).await;
-    create_pool(
-        &env,
-        "quick",
-        json!({
-            "minAvailable": 5,
-            "resources": objects::resources(&env.namespace, &[("config", "config", template(json!({})))]),
-        }),
-    )
-    .await;
-    let operator = TestOperator::start(env.kube_config(), &env.namespace);
+    let operator = start_with_config_pool(&env, "quick", 5).await;
     eventually("the pool's handles", TIMEOUT, || async {
         (unbound_of(&env, "quick").await.len() == 5).then_some(())
     })

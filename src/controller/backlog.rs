@@ -40,13 +40,19 @@ pub(crate) struct Backlog<K: Resource> {
     state: Arc<Mutex<State<K>>>,
     /// Objects let in as others finish: the stream of [`Backlog::new`].
     release: mpsc::UnboundedSender<ObjectRef<K>>,
+    /// Which objects a trigger from another watch is news to: [`Backlog::hearing_news`].
+    news: Option<Arc<NewsTest<K>>>,
 }
+
+/// Whether a trigger from another watch is news to its object.
+type NewsTest<K> = dyn Fn(&ObjectRef<K>) -> bool + Send + Sync;
 
 impl<K: Resource> Clone for Backlog<K> {
     fn clone(&self) -> Self {
         Self {
             state: self.state.clone(),
             release: self.release.clone(),
+            news: self.news.clone(),
         }
     }
 }
@@ -93,8 +99,20 @@ where
         let backlog = Self {
             state: Arc::new(Mutex::new(state)),
             release,
+            news: None,
         };
         (backlog, released)
+    }
+
+    /// This backlog, where a trigger from another watch ([`Backlog::triggers`]) waits in the
+    /// first line when `is_news` says it is its object's news (a claim whose parked bind
+    /// waits for its resources), in the routine line otherwise.
+    pub(crate) fn hearing_news(
+        mut self,
+        is_news: impl Fn(&ObjectRef<K>) -> bool + Send + Sync + 'static,
+    ) -> Self {
+        self.news = Some(Arc::new(is_news));
+        self
     }
 
     /// `objects` (a controller's main stream, from `SharedWatch::into_stream`) without those
@@ -133,7 +151,14 @@ where
         K::DynamicType: Send + Sync,
     {
         let backlog = self.clone();
-        triggers.filter(move |object| future::ready(backlog.admit(object)))
+        triggers.filter(move |object| {
+            let news = backlog.news.as_ref().is_some_and(|is_news| is_news(object));
+            let line = match news {
+                true => Line::First,
+                false => Line::Routine,
+            };
+            future::ready(backlog.admit_in(object, line))
+        })
     }
 
     /// Whether a trigger for `object` from another watch goes on to the scheduler now; if
@@ -376,6 +401,23 @@ mod tests {
         assert!(backlog.finish(Some("ns"), "x", now).is_empty());
         assert!(!routine(&mut backlog, "c", now));
         assert_eq!(names(&backlog.finish(Some("ns"), "a", now)), ["b"]);
+    }
+
+    /// A trigger from another watch waits in the routine line, unless it is its object's news.
+    #[tokio::test]
+    async fn a_trigger_that_is_news_waits_in_the_first_line() {
+        let (backlog, released) = Backlog::<ConfigMap>::new(1);
+        let backlog = backlog.hearing_news(|object| object.name.starts_with("news"));
+        let mut released = Box::pin(released);
+        let triggers = ["a", "b", "c", "d", "routine", "news"].map(object);
+        let admitted: Vec<_> = backlog
+            .triggers(futures::stream::iter(triggers))
+            .collect()
+            .await;
+        assert_eq!(names(&admitted), ["a", "b", "c", "d"]);
+        backlog.finished(Some("ns"), "a");
+        let first = released.next().await.map(|o| o.name);
+        assert_eq!(first.as_deref(), Some("news"));
     }
 
     /// A start lists every object: those that need work go before the settled ones, and one

@@ -24,7 +24,7 @@ use kube::runtime::controller::{Action, Controller};
 use kube::runtime::reflector::ObjectRef;
 
 use self::binding::{Outcome, Pending};
-use self::unrecorded::{News, UnrecordedBinds, awaits_handle_pass};
+use self::unrecorded::{News, UnrecordedBinds, awaits_resources};
 use super::backlog::Backlog;
 use super::context::{Context, EventKind};
 use super::managed::{self, InStore};
@@ -149,9 +149,14 @@ pub(crate) fn controller(
     });
     let claim_kind = kinds.stored_claim.clone();
     let waiting = index.clone();
-    let (backlog, released) = Backlog::new(concurrency);
-    let admit = backlog.clone();
     let unrecorded = Arc::new(UnrecordedBinds::default());
+    let awaiting = unrecorded.clone();
+    let (backlog, released) = Backlog::new(concurrency);
+    // A wake from a parked bind's resources is what its record waits for.
+    let backlog = backlog.hearing_news(move |claim| {
+        awaiting.is_parked(claim.namespace.as_deref().unwrap_or_default(), &claim.name)
+    });
+    let admit = backlog.clone();
     let parked = unrecorded.clone();
     let wakes = move |handle: HandleObject| -> Vec<ObjectRef<StoredClaim>> {
         let claim_ref = |namespace: &str, name: &str| {
@@ -166,8 +171,8 @@ pub(crate) fn controller(
                 .collect(),
             None => Vec::new(),
         };
-        // The handle's pass a parked bind waits for is that claim's news, not routine; a
-        // change it does not wait for is no news at all.
+        // A change that concerns a bind being made or parked is that claim's news, not
+        // routine; the bind's own echo, or its parked handle's change, no news at all.
         wakes
             .into_iter()
             .filter(|claim| {
@@ -567,7 +572,7 @@ async fn bind(
     // Registered before looking, so that a handle appearing meanwhile still wakes the claim.
     ctx.index.wait(namespace, name);
     // The echo of the bind's patch is no news to the claim that makes it.
-    let _making = ctx.unrecorded.making(namespace, name);
+    let making = ctx.unrecorded.making(namespace, name);
     let outcome = match pending.take() {
         Some(bound) => Outcome::Bound(Box::new(bound)),
         None => binding::bind_or_create(ctx, &claim, resolved, now).await?,
@@ -582,8 +587,10 @@ async fn bind(
     let (namespace, name) = namespace_and_name(&claim);
     ctx.index.stop_waiting(namespace, name);
     let mut bound = *bound;
+    making.made(&bound.handle);
     let current = binding::latest_copy(ctx, &bound.handle, &claim);
-    if let Some(left) = awaits_handle_pass(&bound, &current) {
+    let states = live_states(ctx, &Kinds::handle_of(&current)).await;
+    if let Some(left) = awaits_resources(&bound, &states, (namespace, name), ctx.domain()) {
         let uid = claim.metadata.uid.as_deref().unwrap_or_default();
         ctx.unrecorded.park(namespace, name, uid, bound);
         return Ok(Action::requeue(left));

@@ -211,15 +211,3 @@ pub(crate) fn became_true(
     };
     is_true(after) && !is_true(before)
 }
-
-/// Whether the writer of `conditions` has seen `generation` of its object: some condition
-/// was set based upon it or a later one (`observedGeneration`).
-pub(crate) fn observed(conditions: Option<&[Condition]>, generation: Option<i64>) -> bool {
-    let Some(generation) = generation else {
-        return true;
-    };
-    conditions
-        .into_iter()
-        .flatten()
-        .any(|c| c.observed_generation.is_some_and(|seen| seen >= generation))
-}

@@ -1,30 +1,34 @@
-//! Binds whose record in the claim's status waits for the bound handle's next pass (see
-//! [`awaits_handle_pass`]). Kept from one reconcile of the claim to the next, by this
-//! process only: a bind another process (or this one, restarted) left unrecorded is adopted
-//! from the handle's side (`binding::bind_or_create`). While a bind is being made or is
-//! parked, only the handle's pass it waits for wakes the claim ([`UnrecordedBinds::news_of`]).
+//! Binds whose record in the claim's status waits for the bound handle's resources to show
+//! the claim (see [`awaits_resources`]). Kept from one reconcile of the claim to the next, by
+//! this process only: a bind another process (or this one, restarted) left unrecorded is
+//! adopted from the handle's side (`binding::bind_or_create`). While a bind is being made or
+//! is parked, the bound handle's changes are no news to the claim ([`UnrecordedBinds::news_of`]):
+//! the change a parked bind waits for is its resources', which wake the claim as news
+//! ([`UnrecordedBinds::is_parked`]).
 
 use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
-use super::binding::Pending;
-use crate::api::kinds::HandleObject;
-use crate::core::conditions;
-use crate::core::handle::definition::status_references;
+use serde_json::Value;
 
-/// The longest a bind waits for its handle's pass before the claim records it anyway (a
-/// handle controller far behind, or a handle whose status cannot be written).
-const HANDLE_PASS_WAIT: Duration = Duration::from_secs(3);
+use super::binding::Pending;
+use crate::api::domain::OperatorDomain;
+use crate::api::kinds::HandleObject;
+
+/// The longest a bind waits for its resources to show the claim before the claim records it
+/// anyway (a handle controller far behind, or a resource the handle cannot patch).
+const RESOURCES_WAIT: Duration = Duration::from_secs(3);
 
 /// A parked bind older than this is not trusted: the claim adopts its handle afresh.
 const STALE: Duration = Duration::from_secs(60);
 
 /// Where a claim's bind stands, between the reconcile that makes it and the one that records it.
 enum Bind {
-    /// A reconcile of the claim is binding it (or recording the bind) now.
-    Making,
-    /// Made by claim `uid`, waiting for the handle's pass.
+    /// A reconcile of the claim is binding it (or recording the bind) now; `echo` is the
+    /// handle's version its bind wrote, once the bind is made.
+    Making { echo: Option<String> },
+    /// Made by claim `uid`, waiting for the handle's resources.
     Parked { uid: String, pending: Box<Pending> },
 }
 
@@ -41,7 +45,9 @@ impl UnrecordedBinds {
     /// guard is dropped (or the bind is parked).
     pub(super) fn making<'a>(&'a self, namespace: &str, name: &str) -> Making<'a> {
         let key = (namespace.to_owned(), name.to_owned());
-        self.lock().entry(key.clone()).or_insert(Bind::Making);
+        self.lock()
+            .entry(key.clone())
+            .or_insert(Bind::Making { echo: None });
         Making { binds: self, key }
     }
 
@@ -70,6 +76,13 @@ impl UnrecordedBinds {
         }
     }
 
+    /// Whether the claim at `namespace`/`name` has a bind parked: a wake from its resources'
+    /// watch is then its news.
+    pub(crate) fn is_parked(&self, namespace: &str, name: &str) -> bool {
+        let key = (namespace.to_owned(), name.to_owned());
+        matches!(self.lock().get(&key), Some(Bind::Parked { .. }))
+    }
+
     /// What a change of `handle` is to the claim at `namespace`/`name` it wakes.
     pub(super) fn news_of(&self, namespace: &str, name: &str, handle: &HandleObject) -> News {
         let bound_here = handle
@@ -85,14 +98,16 @@ impl UnrecordedBinds {
         let waits = match binds.get(&key) {
             None => return News::Routine,
             Some(_) if handle.metadata.deletion_timestamp.is_some() => false,
-            // The echo of the bind's own patch, seen before the bind is parked.
-            Some(Bind::Making) => !conditions::observed(
-                handle.status.as_ref().and_then(|s| s.conditions.as_deref()),
-                handle.metadata.generation,
-            ),
+            // The echo of the bind's own patch: seen before the bind returns, or as the
+            // version it returned. A later change is read by a pass after this one.
+            Some(Bind::Making { echo: None }) => true,
+            Some(Bind::Making { echo: Some(echo) }) => {
+                handle.metadata.resource_version.as_deref() == Some(echo.as_str())
+            }
+            // Read when the bind is taken up: by the wake of its resources, or at the end
+            // of its wait.
             Some(Bind::Parked { pending, .. }) => {
                 pending.handle.metadata.name == handle.metadata.name
-                    && awaits_handle_pass(pending, handle).is_some()
             }
         };
         match waits {
@@ -113,10 +128,19 @@ pub(super) struct Making<'a> {
     key: (String, String),
 }
 
+impl Making<'_> {
+    /// The bind is made: `handle` is the version it wrote, whose echo is no news.
+    pub(super) fn made(&self, handle: &HandleObject) {
+        if let Some(Bind::Making { echo }) = self.binds.lock().get_mut(&self.key) {
+            echo.clone_from(&handle.metadata.resource_version);
+        }
+    }
+}
+
 impl Drop for Making<'_> {
     fn drop(&mut self) {
         let mut binds = self.binds.lock();
-        if let Some(Bind::Making) = binds.get(&self.key) {
+        if let Some(Bind::Making { .. }) = binds.get(&self.key) {
             binds.remove(&self.key);
         }
     }
@@ -127,33 +151,40 @@ impl Drop for Making<'_> {
 pub(super) enum News {
     /// No bind of the claim is being made or parked: a change like any other.
     Routine,
-    /// The handle's pass the bind waits for (or another change that concerns it).
+    /// A change the bind's record waits for, or one that concerns it (another handle bound
+    /// to the claim, or its handle being deleted).
     Awaited,
-    /// Not the pass the bind waits for (the echo of the bind's own patch, for one): the
-    /// reconcile binding the claim goes on, or the parked bind is requeued for the end of
-    /// its wait.
+    /// Not news: the echo of the bind's own patch, or a change of a parked bind's handle
+    /// (read when the bind is taken up).
     None,
 }
 
-/// How much longer a claim's status waits before recording `pending`: while the handle, bound
-/// with its resources already made (a pool's), has not had the pass that carries the claim to
-/// them (its conditions have not observed the bind's generation). That pass patches the
-/// resources and so changes their state, which the claim's status copies: recorded before it,
-/// the status is written twice for one bind. `None` when the status is written now: the handle
-/// has had that pass, has nothing made yet (its resources' states come later anyway), or the
-/// wait is over. `current` is the handle as the store shows it now.
-pub(super) fn awaits_handle_pass(pending: &Pending, current: &HandleObject) -> Option<Duration> {
-    let bound = &pending.handle;
-    let status = current.status.as_ref();
-    let made = status_references(current).iter().any(Option::is_some);
-    let passed = conditions::observed(
-        status.and_then(|s| s.conditions.as_deref()),
-        bound.metadata.generation,
+/// How much longer a claim's status waits before recording `pending`: while a resource of the
+/// handle, made before the bind (a pool's), does not show the claim in its live state
+/// (`states`, one per status reference). The handle's first pass after the bind writes the
+/// claim's annotations on its resources (§12.3), which changes their state, which the claim's
+/// status copies: recorded before, the status is written twice for one bind. `None` when the
+/// status is written now: every resource whose state is known shows the claim (a handle with
+/// nothing made yet has none: its resources' states come later anyway), or the wait is over.
+pub(super) fn awaits_resources(
+    pending: &Pending,
+    states: &[Option<Value>],
+    (namespace, name): (&str, &str),
+    domain: &OperatorDomain,
+) -> Option<Duration> {
+    let (name_key, namespace_key) = (
+        domain.resource_claim_name(),
+        domain.resource_claim_namespace(),
     );
-    if !made || passed {
+    let shows_claim = |state: &Value| {
+        let annotations = &state["metadata"]["annotations"];
+        annotations[&name_key].as_str() == Some(name)
+            && annotations[&namespace_key].as_str() == Some(namespace)
+    };
+    if states.iter().flatten().all(shows_claim) {
         return None;
     }
-    HANDLE_PASS_WAIT
+    RESOURCES_WAIT
         .checked_sub(pending.bound_at.elapsed())
         .filter(|left| !left.is_zero())
 }
@@ -168,21 +199,17 @@ mod tests {
 
     use super::*;
 
-    /// Handle `name` at `generation`, bound to claim `user/c`, with one resource made; its
-    /// conditions observed `observed`.
-    fn handle(name: &str, generation: i64, observed: i64) -> HandleObject {
+    /// Handle `name` at `version`, bound to claim `user/c`, with one resource made.
+    fn handle(name: &str, version: &str) -> HandleObject {
         serde_json::from_value(json!({
             "apiVersion": "poolboy.gpte.redhat.com/v1", "kind": "ResourceHandle",
-            "metadata": {"name": name, "namespace": "poolboy", "generation": generation},
+            "metadata": {"name": name, "namespace": "poolboy", "resourceVersion": version},
             "spec": {"resourceClaim": {"apiVersion": "poolboy.gpte.redhat.com/v1",
                      "kind": "ResourceClaim", "name": "c", "namespace": "user"},
                      "resources": [{"provider": {"apiVersion": "poolboy.gpte.redhat.com/v1",
                                    "kind": "ResourceProvider", "name": "lab",
                                    "namespace": "poolboy"}}]},
             "status": {
-                "conditions": [{"type": "Ready", "status": "True", "reason": "Ready",
-                                "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z",
-                                "observedGeneration": observed}],
                 "resources": [{"reference": {"apiVersion": "v1", "kind": "ConfigMap",
                                "name": "cm", "namespace": "labs"}}],
             },
@@ -190,30 +217,39 @@ mod tests {
         .expect("a handle")
     }
 
-    fn parked(binds: &UnrecordedBinds, handle: HandleObject) {
-        let pending = Pending {
+    fn pending(handle: HandleObject, bound_at: Instant) -> Pending {
+        Pending {
             handle,
             rewrite_requested_end: None,
-            bound_at: Instant::now(),
-        };
-        binds.park("user", "c", "uid-c", pending);
+            bound_at,
+        }
     }
 
-    /// The echo of the bind's own patch wakes nothing, while the bind is made or parked; the
-    /// handle's pass that observes the bind is the claim's news.
-    #[test]
-    fn only_the_pass_a_parked_bind_waits_for_wakes_its_claim() {
-        let binds = UnrecordedBinds::default();
-        let bound = handle("guid-a", 2, 1);
-        assert_eq!(binds.news_of("user", "c", &bound), News::Routine);
+    fn parked(binds: &UnrecordedBinds, handle: HandleObject) {
+        binds.park("user", "c", "uid-c", pending(handle, Instant::now()));
+    }
 
-        let unbound = handle("guid-a", 1, 1);
-        let mut unbound_here = unbound.clone();
+    /// The echo of the bind's own patch wakes nothing while the bind is made, nor its
+    /// handle's changes while it is parked; a later change of the handle, another handle
+    /// bound to the claim, and a handle being deleted are the claim's news.
+    #[test]
+    fn a_bind_being_made_or_parked_hears_only_what_concerns_it() {
+        let binds = UnrecordedBinds::default();
+        let bound = handle("guid-a", "2");
+        assert_eq!(binds.news_of("user", "c", &bound), News::Routine);
+        let mut unbound_here = bound.clone();
         unbound_here.spec.resource_claim = None;
         {
-            let _making = binds.making("user", "c");
+            let making = binds.making("user", "c");
+            assert_eq!(
+                binds.news_of("user", "c", &bound),
+                News::None,
+                "echo, early"
+            );
+            making.made(&bound);
             assert_eq!(binds.news_of("user", "c", &bound), News::None, "its echo");
-            assert_eq!(binds.news_of("user", "c", &unbound), News::Awaited);
+            let changed = handle("guid-a", "3");
+            assert_eq!(binds.news_of("user", "c", &changed), News::Awaited);
             assert_eq!(binds.news_of("user", "c", &unbound_here), News::Routine);
         }
         assert_eq!(binds.news_of("user", "c", &bound), News::Routine, "made");
@@ -221,10 +257,16 @@ mod tests {
         let making = binds.making("user", "c");
         parked(&binds, bound.clone());
         drop(making);
+        assert!(binds.is_parked("user", "c"));
+        assert!(!binds.is_parked("user", "other"));
         assert_eq!(binds.news_of("user", "c", &bound), News::None, "its echo");
-        let passed = handle("guid-a", 2, 2);
-        assert_eq!(binds.news_of("user", "c", &passed), News::Awaited);
-        let other = handle("guid-b", 2, 1);
+        let changed = handle("guid-a", "3");
+        assert_eq!(
+            binds.news_of("user", "c", &changed),
+            News::None,
+            "read when taken"
+        );
+        let other = handle("guid-b", "2");
         assert_eq!(binds.news_of("user", "c", &other), News::Awaited);
         let mut deleting = bound.clone();
         deleting.metadata.deletion_timestamp = Some(Time(Timestamp::UNIX_EPOCH));
@@ -232,6 +274,47 @@ mod tests {
         assert_eq!(binds.news_of("user", "other", &bound), News::Routine);
 
         assert!(binds.take("user", "c", "uid-c").is_some());
+        assert!(!binds.is_parked("user", "c"));
         assert_eq!(binds.news_of("user", "c", &bound), News::Routine, "taken");
+    }
+
+    /// A ConfigMap's live state, annotated for claim `namespace`/`name` when given.
+    fn state(claim: Option<(&str, &str)>) -> Option<Value> {
+        let annotations = match claim {
+            Some((namespace, name)) => json!({
+                "poolboy.gpte.redhat.com/resource-claim-name": name,
+                "poolboy.gpte.redhat.com/resource-claim-namespace": namespace,
+            }),
+            None => json!({"poolboy.gpte.redhat.com/resource-handle-name": "guid-a"}),
+        };
+        Some(json!({"apiVersion": "v1", "kind": "ConfigMap",
+                    "metadata": {"name": "cm", "namespace": "labs", "annotations": annotations}}))
+    }
+
+    /// The record waits while a resource's state does not name the claim yet, and no longer
+    /// than the wait; a resource without a state (not made, or not readable) is not waited
+    /// for.
+    #[test]
+    fn a_bind_is_recorded_once_its_resources_show_the_claim() {
+        let domain = OperatorDomain::default();
+        let claim = ("user", "c");
+        let now = pending(handle("guid-a", "2"), Instant::now());
+        let waits = |bind: &Pending, states: &[Option<Value>]| {
+            awaits_resources(bind, states, claim, &domain).is_some()
+        };
+        assert!(waits(&now, &[state(None)]));
+        assert!(waits(&now, &[state(Some(claim)), state(None)]));
+        assert!(waits(&now, &[state(Some(("user", "other")))]));
+        assert!(waits(&now, &[state(Some(("elsewhere", "c")))]));
+        assert!(!waits(&now, &[state(Some(claim))]));
+        assert!(!waits(&now, &[state(Some(claim)), None]));
+        assert!(!waits(&now, &[None]), "nothing made");
+        assert!(!waits(&now, &[]));
+
+        let long_ago = Instant::now()
+            .checked_sub(RESOURCES_WAIT)
+            .expect("a clock past its first seconds");
+        let old = pending(handle("guid-a", "2"), long_ago);
+        assert!(!waits(&old, &[state(None)]), "waited long enough");
     }
 }

@@ -27,7 +27,7 @@ use super::echoes::{self, Heard};
 use super::write::{self, Written};
 use crate::api::OperatorDomain;
 use crate::api::kinds::SharedType;
-use crate::api::kinds::{Kinds, WatchObject};
+use crate::api::kinds::{HandleObject, Kinds, WatchObject};
 use crate::api::refs::ResourceReference;
 use crate::api::watch::ResourceWatchSpec;
 use crate::core::handle::definition::status_references;
@@ -287,10 +287,10 @@ impl Router {
         Some(name.to_owned())
     }
 
-    /// [`route`](Self::route) for a change of `object`, unless the change is the echo of its
-    /// handle's own write (`echoes::resource_echo`): that reconcile acted on it already, and
-    /// the status it wrote wakes the claim.
-    fn route_change(&self, object: &DynamicObject) -> Option<String> {
+    /// [`route`](Self::route) for a change of `object`; when the change is the echo of its
+    /// handle's own write (`echoes::resource_echo`), which that reconcile acted on already,
+    /// only the claim that reads it ([`Router::wake_claim_reading`]).
+    fn route_change(&self, object: &DynamicObject, key: &WatchKey) -> Option<String> {
         let handle = self.handle_annotations(object)?;
         let name = handle.name.to_owned();
         let writer = match handle.uid {
@@ -301,15 +301,17 @@ impl Router {
             Some(writer) => echoes::resource_echo(object, writer),
             None => Heard::News,
         };
+        let resource = reference_of(object, key);
         match heard {
-            Heard::Echo => {}
+            Heard::Echo => self.wake_claim_reading(&name, resource.as_ref()),
             Heard::News => self.wake(&name, Claims::Wake),
             Heard::Pending(echo) => {
                 let router = self.clone();
                 let handle = name.clone();
                 tokio::spawn(async move {
-                    if !echo.await {
-                        router.wake(&handle, Claims::Wake);
+                    match echo.await {
+                        true => router.wake_claim_reading(&handle, resource.as_ref()),
+                        false => router.wake(&handle, Claims::Wake),
                     }
                 });
             }
@@ -394,32 +396,67 @@ impl Router {
             let _ = self.triggers.handles.unbounded_send(handle_ref);
             return;
         };
-        // B12: deleting and ignored handles, and ignored claims, are left alone.
-        if stored.meta().deletion_timestamp.is_some() {
-            return;
-        }
-        let Ok(handle) = stored.unpack() else {
+        let Some(handle) = self.served(&stored) else {
             return;
         };
-        if self.domain.ignores(&handle.metadata) {
-            return;
-        }
         let _ = self.triggers.handles.unbounded_send(handle_ref);
-        if claims == Claims::Wake
-            && let Some(claim) = &handle.spec.resource_claim
-        {
-            let claim_ref = ObjectRef::new_with(&claim.name, self.kinds.stored_claim.clone())
-                .within(&claim.namespace);
-            let ignored = self
-                .claims
-                .get(&claim_ref)
-                .and_then(|c| c.decoded_labels().ok())
-                .is_some_and(|labels| self.domain.ignores_labelled(&labels));
-            if !ignored {
-                let _ = self.triggers.claims.unbounded_send(claim_ref);
-            }
+        if claims == Claims::Wake {
+            self.wake_claim(&handle);
         }
     }
+
+    /// Wakes the claim of handle `handle_name` alone, when the handle's status references
+    /// `resource`: a change the handle's own write made changes what the claim's status
+    /// copies (the resource's state), and nothing the handle's pass has not seen. A resource
+    /// its status does not reference yet (just created) reaches the claim with the handle's
+    /// status write that records it.
+    fn wake_claim_reading(&self, handle_name: &str, resource: Option<&ResourceReference>) {
+        let handle_ref = ObjectRef::new_with(handle_name, self.kinds.stored_handle.clone())
+            .within(&self.operator_namespace);
+        let Some(handle) = self.handles.get(&handle_ref).and_then(|s| self.served(&s)) else {
+            return;
+        };
+        let references = status_references(&handle);
+        if resource.is_some_and(|resource| references.iter().flatten().any(|r| r == resource)) {
+            self.wake_claim(&handle);
+        }
+    }
+
+    /// The handle `stored`, unless it is left alone (B12): being deleted, or ignored.
+    fn served(&self, stored: &StoredHandle) -> Option<HandleObject> {
+        if stored.meta().deletion_timestamp.is_some() {
+            return None;
+        }
+        let handle = stored.unpack().ok()?;
+        (!self.domain.ignores(&handle.metadata)).then_some(handle)
+    }
+
+    /// Wakes the claim `handle` is bound to, unless the claim is ignored (B12).
+    fn wake_claim(&self, handle: &HandleObject) {
+        let Some(claim) = &handle.spec.resource_claim else {
+            return;
+        };
+        let claim_ref = ObjectRef::new_with(&claim.name, self.kinds.stored_claim.clone())
+            .within(&claim.namespace);
+        let ignored = self
+            .claims
+            .get(&claim_ref)
+            .and_then(|c| c.decoded_labels().ok())
+            .is_some_and(|labels| self.domain.ignores_labelled(&labels));
+        if !ignored {
+            let _ = self.triggers.claims.unbounded_send(claim_ref);
+        }
+    }
+}
+
+/// The reference a handle's status gives `object`, of the kind the watch `key` covers.
+fn reference_of(object: &DynamicObject, key: &WatchKey) -> Option<ResourceReference> {
+    Some(ResourceReference {
+        api_version: key.api_version.clone(),
+        kind: key.kind.clone(),
+        name: object.metadata.name.clone()?,
+        namespace: object.metadata.namespace.clone(),
+    })
 }
 
 /// Whether a handle woken for a managed resource wakes its claim too.
@@ -476,7 +513,7 @@ async fn follow<S>(
                     suspects(suspect);
                 }
                 let routed = match (applied, listed_once) {
-                    (true, _) => router.route_change(&object),
+                    (true, _) => router.route_change(&object, &key),
                     (false, true) => router.route(&object, Claims::Wake),
                     (false, false) => router.route(&object, Claims::Spare),
                 };

@@ -395,3 +395,28 @@ fn a_reader_that_missed_the_first_list_is_either_seen_by_it_or_sees_it() {
     assert!(!late.listed());
     assert!(!late.missed());
 }
+
+/// The echo of a handle's own write to a resource wakes its claim, which copies the
+/// resource's state, and not the handle, which acted on it already; only when the handle's
+/// status references the resource (a resource just created reaches the claim with the status
+/// write that records it).
+#[test]
+fn an_echo_of_the_handles_write_wakes_only_the_claim_that_reads_it() {
+    let mut f = fixture(vec![handle_of_cm()], vec![claim("mine", json!({}))]);
+    let configmaps = key("v1", "ConfigMap", Some("managed"));
+    let referenced = reference_of(&managed(&[]), &configmaps);
+    f.router.wake_claim_reading("guid-a", referenced.as_ref());
+    assert!(drain(&mut f.handle_wakes).is_empty());
+    let claims = drain(&mut f.claim_wakes);
+    assert_eq!(claims.len(), 1);
+    assert_eq!(claims[0].name, "mine");
+
+    let unrecorded = reference_of(&named("new", &[]), &configmaps);
+    f.router.wake_claim_reading("guid-a", unrecorded.as_ref());
+    let secrets = reference_of(&managed(&[]), &key("v1", "Secret", Some("managed")));
+    f.router.wake_claim_reading("guid-a", secrets.as_ref());
+    f.router
+        .wake_claim_reading("guid-gone", referenced.as_ref());
+    assert!(drain(&mut f.handle_wakes).is_empty());
+    assert!(drain(&mut f.claim_wakes).is_empty());
+}

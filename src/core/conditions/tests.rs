@@ -217,13 +217,3 @@ fn a_milestone_is_a_condition_that_became_true() {
     assert!(!became_true(Some(&truthy), Some(&falsy), VALID));
     assert!(!became_true(None, Some(&truthy), READY));
 }
-
-#[test]
-fn a_generation_is_observed_once_a_condition_was_set_upon_it_or_a_later_one() {
-    let generation_one = set_at("2026-11-24T10:00:00Z", valid(ConditionStatus::True, "yes"));
-    assert!(observed(Some(&generation_one), Some(1)));
-    assert!(!observed(Some(&generation_one), Some(2)));
-    assert!(!observed(None, Some(1)), "no conditions: nothing observed");
-    assert!(!observed(Some(&[]), Some(1)));
-    assert!(observed(None, None), "no generation to wait for");
-}

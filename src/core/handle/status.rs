@@ -275,6 +275,9 @@ pub(crate) fn desired_status(env: &PlanEnvironment<'_>, input: &StatusInput<'_>)
             problems.join("; "),
         )
     };
+    // No `observedGeneration`: a bind moves the handle's generation and changes neither
+    // condition, and recording that the pass saw it would cost a status write per bind
+    // (docs/compatibility.md, "handle conditions").
     let mut conditions = current.conditions.clone().unwrap_or_default();
     for (type_, (status, reason, message)) in [(READY, ready_condition), (VALID, valid_condition)] {
         let desired = DesiredCondition {
@@ -282,7 +285,7 @@ pub(crate) fn desired_status(env: &PlanEnvironment<'_>, input: &StatusInput<'_>)
             status,
             reason,
             message,
-            observed_generation: handle.metadata.generation,
+            observed_generation: None,
         };
         set_condition(&mut conditions, desired, env.now);
     }
