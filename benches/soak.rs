@@ -272,6 +272,7 @@ async fn churn(
     let mut created_before = 0;
     let mut binds_before = 0;
     let mut killed = !settings.kill;
+    let mut in_flight = tokio::task::JoinSet::new();
     println!(
         "| minute | RSS (MiB) | heap (MiB) | CPU (s) | claims | binds | bind p50 (ms) | p99 (ms) |"
     );
@@ -291,13 +292,14 @@ async fn churn(
             let (client, namespace, kinds) =
                 (env.client.clone(), env.namespace.clone(), kinds.clone());
             let failures = failures.clone();
-            tokio::spawn(async move {
+            in_flight.spawn(async move {
                 if let Err(e) = request.send(client, &namespace, &kinds).await {
                     eprintln!("{request:?}: {e}");
                     failures.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 }
             });
         }
+        while in_flight.try_join_next().is_some() {}
         if !killed && i >= total / 2 {
             killed = true;
             println!(
@@ -330,6 +332,9 @@ async fn churn(
             minutes.push(row);
         }
     }
+    // Every request lands before the caller deletes all claims: a create still in flight
+    // would make a claim that deletion does not list, and the drain would wait for it.
+    while in_flight.join_next().await.is_some() {}
     (minutes, failures.load(std::sync::atomic::Ordering::Relaxed))
 }
 
