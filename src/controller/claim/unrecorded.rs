@@ -1,10 +1,10 @@
 //! Binds whose record in the claim's status waits for the bound handle's resources to show
 //! the claim (see [`awaits_resources`]). Kept from one reconcile of the claim to the next, by
 //! this process only: a bind another process (or this one, restarted) left unrecorded is
-//! adopted from the handle's side (`binding::bind_or_create`). While a bind is being made or
-//! is parked, the bound handle's changes are no news to the claim ([`UnrecordedBinds::news_of`]):
-//! the change a parked bind waits for is its resources', which wake the claim as news
-//! ([`UnrecordedBinds::is_parked`]).
+//! adopted from the handle's side (`binding::bind_or_create`). The echo of the bind's own
+//! patch is no news to the claim while its reconcile makes the bind, nor its handle's changes
+//! while the bind is parked ([`UnrecordedBinds::news_of`]): the change a parked bind waits for
+//! is its resources', which wake the claim as news ([`UnrecordedBinds::is_parked`]).
 
 use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard, PoisonError};
