@@ -124,6 +124,11 @@ pub(crate) async fn bind_or_create(
         Bind::InLine(waiting) => return Ok(Outcome::Waiting(waiting)),
         Bind::Nothing => {}
     }
+    // Another process may have bound this very claim while the search went on: adopt its
+    // handle, never make a second.
+    if let Some(handle) = adoptable(ctx, claim).await? {
+        return Ok(Outcome::Bound(Box::new(Pending::new(handle, None))));
+    }
     let why = why_no_handle_fits(ctx, claim, resolved, &snapshot, now);
     if !resolved.creation_allowed() {
         return Ok(Outcome::Waiting(Unbound::WaitingForHandle { why }));
@@ -205,17 +210,13 @@ async fn max_size(ctx: &ClaimContext, pool: &str) -> Result<Option<i64>, ClaimEr
 
 /// A handle already bound to the claim: a bind whose status write was lost, a restart, or
 /// another process that was quicker. Confirmed with a GET, so that a recreated claim of the
-/// same name never takes over the handle of its predecessor, which is being deleted (#114).
+/// same name never takes over the handle of its predecessor, which is being deleted.
 async fn adoptable(
     ctx: &ClaimContext,
     claim: &ClaimObject,
 ) -> Result<Option<HandleObject>, ClaimError> {
     let namespace = ctx.config.operator_namespace.as_str();
-    for name in bound_handles(ctx, claim) {
-        let stored = ctx.index.handle(namespace, &name, &ctx.kinds.stored_handle);
-        if stored.is_none_or(|h| h.metadata.deletion_timestamp.is_some()) {
-            continue;
-        }
+    for name in live_bound_handles(ctx, claim) {
         let fresh = handles_api(ctx, namespace).get_opt(&name).await?;
         if let Some(fresh) =
             fresh.filter(|h| h.metadata.deletion_timestamp.is_none() && bound_to(h, claim))
@@ -224,6 +225,18 @@ async fn adoptable(
         }
     }
     Ok(None)
+}
+
+/// [`bound_handles`] that the handle watch shows and not being deleted.
+fn live_bound_handles(ctx: &ClaimContext, claim: &ClaimObject) -> Vec<String> {
+    let namespace = ctx.config.operator_namespace.as_str();
+    let mut names = bound_handles(ctx, claim);
+    names.retain(|name| {
+        ctx.index
+            .handle(namespace, name, &ctx.kinds.stored_handle)
+            .is_some_and(|h| h.metadata.deletion_timestamp.is_none())
+    });
+    names
 }
 
 /// The names of the handles whose `spec.resourceClaim` names `claim`, as the handle watch
@@ -318,6 +331,19 @@ async fn bind(
         let name = handle.metadata.name.clone().unwrap_or_default();
         // Another reconcile of this process is binding it, or has just bound it: next.
         if index.is_taken(&name, handle.metadata.resource_version.as_deref()) {
+            continue;
+        }
+        // A search through candidates lost one by one to another process can outlast the
+        // snapshot: read the store as it is now. The claim bound meanwhile (by that process):
+        // stop, and let the caller adopt its handle. This handle bound or deleting: next,
+        // without a request that can only fail.
+        if !live_bound_handles(ctx, claim).is_empty() {
+            return Ok(Bind::Nothing);
+        }
+        if index
+            .handle(operator_namespace, &name, &ctx.kinds.stored_handle)
+            .is_some_and(|h| !is_free(&h.metadata, &h.spec))
+        {
             continue;
         }
         let Some(_reservation) = index.reserve(&name) else {
