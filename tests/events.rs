@@ -183,14 +183,15 @@ async fn a_scrape_shows_pools_binds_and_reconciles() {
     let elsewhere = json!({"annotations": {objects::key("resource-pool-name"): "elsewhere"}});
     create_config_claim(&env, "cold", elsewhere, json!({}), json!({})).await;
     apis.bound("cold").await;
-    // It is told why no handle fitted.
+    // Its Bound Event says why no handle fitted.
     let why = env
-        .event("cold", "Normal", "NoMatchingHandle", TIMEOUT)
+        .event("cold", "Normal", "Bound", TIMEOUT)
         .await
         .note
         .unwrap_or_default();
     assert!(
-        why.contains("(pool scraped): of another pool than the claim asks for"),
+        why.contains("created for the claim because no unbound ResourceHandle fits: ")
+            && why.contains("(pool scraped): of another pool than the claim asks for"),
         "{why}"
     );
 

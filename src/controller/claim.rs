@@ -596,10 +596,9 @@ async fn bind(
         return Ok(Action::requeue(left));
     }
     bound.handle = current;
-    *pending = Some(bound.clone());
-    let rewrite = bound.rewrite_requested_end;
-    let handle = bound.handle;
-    let action = sync_bound(ctx, templates, claim, resolved, handle, rewrite).await?;
+    let handle = bound.handle.clone();
+    *pending = Some(bound);
+    let action = sync_bound(ctx, templates, claim, resolved, handle, pending.as_ref()).await?;
     *pending = None;
     Ok(action)
 }
@@ -625,8 +624,8 @@ async fn live_states(
 }
 
 /// A bound, valid claim: status from the handle (§7.4, Δ§3.1.3), the automatic actions, the
-/// first-ready reset, then claim edits to the handle (§7 step 11). `requested_end` is a
-/// clamped end from binding. `templates` is the pass's watching engine: the claim is looked at
+/// first-ready reset, then claim edits to the handle (§7 step 11). `bind` is the bind this
+/// pass records: its clamped requested end, and why a handle was made for it. `templates` is the pass's watching engine: the claim is looked at
 /// again when what its templates (autoDelete, autoDetach, lifespan, validation) gave may
 /// change with the clock.
 async fn sync_bound(
@@ -635,7 +634,7 @@ async fn sync_bound(
     claim: ClaimObject,
     resolved: &ResolvedClaim,
     handle: HandleObject,
-    requested_end: Option<DateTime<Utc>>,
+    bind: Option<&Pending>,
 ) -> Result<Action, Halt<ClaimError>> {
     let now = ctx.now();
     let domain = ctx.domain();
@@ -668,6 +667,7 @@ async fn sync_bound(
         handle: &handle_view,
         lifespan: &sync.status,
         errors: &auto.errors,
+        created_because: bind.and_then(|b| b.created_because.as_deref()),
         now,
     };
     let (claim, next_crossing) = mirror_handle(ctx, claim, &bound).await?;
@@ -690,7 +690,7 @@ async fn sync_bound(
             return report_invalid(ctx, claim, Some(&handle), Some(resolved), message).await;
         }
     };
-    if let Some(end) = rewrite.or(requested_end) {
+    if let Some(end) = rewrite.or(bind.and_then(|b| b.rewrite_requested_end)) {
         match writes::requested_end(ctx, claim, end).await? {
             Written::Done(_) | Written::Gone => {}
             Written::Conflict => return Err(Halt::Conflict),
@@ -713,6 +713,8 @@ struct Mirrored<'a> {
     handle: &'a crate::api::ResourceHandle,
     lifespan: &'a ClaimStatusLifespan,
     errors: &'a [String],
+    /// Why no existing handle fitted, when the handle was made for the claim.
+    created_because: Option<&'a str>,
     now: DateTime<Utc>,
 }
 
@@ -752,7 +754,7 @@ async fn mirror_handle(
         wait: wait::of_bound(ctx, bound.handle, bound.now),
     };
     let claim = writes::status(ctx, claim, &input).await.or_halt()?;
-    announce_milestones(ctx, &claim, before.as_deref(), bound.handle).await;
+    announce_milestones(ctx, &claim, before.as_deref(), bound).await;
     warn_lifespan_ending(ctx, &claim, before.as_deref()).await;
     if let Some(event) = end_event {
         announce_lifespan_change(ctx, &claim, bound.lifespan, event).await;
@@ -894,14 +896,16 @@ async fn warn_clamped(
 }
 
 /// Normal Events for the claim's milestones, from the process whose status write
-/// reached them: `Bound` (saying where the handle came from) and `Ready`; one `Bound` that
+/// reached them: `Bound` (saying where the handle came from, and why no existing handle
+/// fitted when one was made for the claim) and `Ready`; one `Bound` that
 /// says the resources are ready when one write reached both (a warm bind of a ready handle).
 async fn announce_milestones(
     ctx: &ClaimContext,
     claim: &ClaimObject,
     before: Option<&[k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition]>,
-    handle: &crate::api::ResourceHandle,
+    mirrored: &Mirrored<'_>,
 ) {
+    let handle = mirrored.handle;
     let after = claim.status.as_ref().and_then(|s| s.conditions.as_deref());
     let name = handle.metadata.name.as_deref().unwrap_or_default();
     let warm = handle.spec.resource_pool.is_some();
@@ -914,7 +918,11 @@ async fn announce_milestones(
     let ready = conditions::became_true(before, after, conditions::READY);
     let ready_note = format!("the resources of ResourceHandle {name} are ready");
     if bound {
-        let mut note = bound_note(handle, claim.metadata.uid.as_deref());
+        let mut note = bound_note(
+            handle,
+            claim.metadata.uid.as_deref(),
+            mirrored.created_because,
+        );
         if ready {
             note = format!("{note}; {ready_note}");
         }
@@ -942,17 +950,25 @@ async fn announce_milestones(
 }
 
 /// What the `Bound` Event says: where the handle came from (a pool, or made for the claim of
-/// `claim_uid`).
-fn bound_note(handle: &crate::api::ResourceHandle, claim_uid: Option<&str>) -> String {
+/// `claim_uid`), and why no existing handle fitted, when the pass that made it says.
+fn bound_note(
+    handle: &crate::api::ResourceHandle,
+    claim_uid: Option<&str>,
+    created_because: Option<&str>,
+) -> String {
     let name = handle.metadata.name.as_deref().unwrap_or_default();
-    let made_for_claim = claim_uid.is_some_and(|uid| claim_handle_name(uid) == name);
-    match (&handle.spec.resource_pool, made_for_claim) {
-        (Some(pool), _) => format!(
+    let made_for_claim =
+        created_because.is_some() || claim_uid.is_some_and(|uid| claim_handle_name(uid) == name);
+    match (&handle.spec.resource_pool, made_for_claim, created_because) {
+        (Some(pool), _, _) => format!(
             "bound to ResourceHandle {name} from ResourcePool {}",
             pool.name
         ),
-        (None, true) => format!("bound to ResourceHandle {name}, created for the claim"),
-        (None, false) => format!("bound to ResourceHandle {name}"),
+        (None, true, Some(why)) => {
+            format!("bound to ResourceHandle {name}, created for the claim because {why}")
+        }
+        (None, true, None) => format!("bound to ResourceHandle {name}, created for the claim"),
+        (None, false, _) => format!("bound to ResourceHandle {name}"),
     }
 }
 
@@ -1212,16 +1228,26 @@ mod tests {
         let uid = "7c1d2e3f-4a5b-4c6d-8e9f-a0b1c2d3e4f5";
         let own = claim_handle_name(uid);
         assert_eq!(
-            bound_note(&handle("guid-a", Some("labs")), Some(uid)),
+            bound_note(&handle("guid-a", Some("labs")), Some(uid), None),
             "bound to ResourceHandle guid-a from ResourcePool labs"
         );
         assert_eq!(
-            bound_note(&handle(&own, None), Some(uid)),
+            bound_note(&handle(&own, None), Some(uid), None),
             format!("bound to ResourceHandle {own}, created for the claim")
         );
         assert_eq!(
-            bound_note(&handle("guid-b", None), Some(uid)),
+            bound_note(&handle("guid-b", None), Some(uid), None),
             "bound to ResourceHandle guid-b"
+        );
+        // Made under a generated name (the claim's own was taken), by the pass that knows why.
+        assert_eq!(
+            bound_note(
+                &handle("guid-c", None),
+                Some(uid),
+                Some("no unbound ResourceHandle exists")
+            ),
+            "bound to ResourceHandle guid-c, created for the claim because no unbound \
+             ResourceHandle exists"
         );
     }
 }

@@ -15,7 +15,6 @@ use super::{ClaimContext, ClaimError};
 use crate::api::ResourceHandle;
 use crate::api::claim::ClaimHandleRef;
 use crate::api::kinds::{ClaimObject, HandleObject, Kinds};
-use crate::controller::context::EventKind;
 use crate::core::binding::bind::unbind_patch;
 use crate::core::binding::matching::{explain_no_fit, is_bind_candidate, is_free};
 use crate::core::claim::resolve::{ResolvedClaim, requested_pool};
@@ -30,6 +29,9 @@ pub(crate) struct Pending {
     pub(crate) rewrite_requested_end: Option<DateTime<Utc>>,
     /// When this process gave it.
     pub(crate) bound_at: Instant,
+    /// Why no existing handle fitted, when this one was made for the claim: its `Bound`
+    /// Event says it.
+    pub(crate) created_because: Option<String>,
 }
 
 impl Pending {
@@ -38,6 +40,7 @@ impl Pending {
             handle,
             rewrite_requested_end,
             bound_at: Instant::now(),
+            created_because: None,
         }
     }
 
@@ -136,17 +139,11 @@ pub(crate) async fn bind_or_create(
     if let Some(waiting) = capped_pool(ctx, claim, why.clone()).await? {
         return Ok(Outcome::Waiting(waiting));
     }
-    let outcome = create(ctx, claim, resolved, now).await?;
-    // The answer to "why didn't my claim match?", once, when its own handle is made.
-    let note = format!("{why}: a ResourceHandle is created for the claim");
-    ctx.event(
-        claim,
-        &ctx.kinds.claim,
-        EventKind::Normal,
-        "NoMatchingHandle",
-        note,
-    )
-    .await;
+    let mut outcome = create(ctx, claim, resolved, now).await?;
+    // The answer to "why didn't my claim match?", in the `Bound` Event of its own handle.
+    if let Outcome::Bound(pending) = &mut outcome {
+        pending.created_because = Some(why);
+    }
     Ok(outcome)
 }
 

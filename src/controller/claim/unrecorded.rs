@@ -222,6 +222,7 @@ mod tests {
             handle,
             rewrite_requested_end: None,
             bound_at,
+            created_because: None,
         }
     }
 
