@@ -502,7 +502,11 @@ async fn two_hundred_claims_two_operators_one_pool_of_a_hundred() {
         from_pool >= 50,
         "most of the pool's hundred handles are used, few lost to races: {from_pool}"
     );
-    support::eventually("every pool handle bound or gone", WAIT * 2, || async {
+    // A handle bound by the process that lost the claim is released within moments, and a
+    // released pool handle deleted; any that stays bound beside the recorded one is a double
+    // bind.
+    let settled = "every pool handle bound or gone, and each claim bound to one handle";
+    let handles_of_claims = support::eventually(settled, WAIT * 3, || async {
         let all = handle_objects(&env)
             .list(&ListParams::default())
             .await
@@ -513,26 +517,14 @@ async fn two_hundred_claims_two_operators_one_pool_of_a_hundred() {
             .filter(|h| h.metadata.name.as_ref().is_some_and(|n| pooled.contains(n)))
             .filter(|h| h.metadata.deletion_timestamp.is_none())
             .count();
-        (left == from_pool).then_some(())
-    })
-    .await;
-    // A handle bound by the process that lost the claim is released within moments; any
-    // that stays bound beside the recorded one is a double bind.
-    let handles_of_claims = support::eventually("each claim bound to one handle", WAIT, || async {
-        let all = handle_objects(&env)
-            .list(&ListParams::default())
-            .await
-            .ok()?;
         let mut handles_of_claims: BTreeMap<String, Vec<String>> = BTreeMap::new();
         for handle in all.items {
             if let (Some(claim), Some(name)) = (handle.spec.resource_claim, handle.metadata.name) {
                 handles_of_claims.entry(claim.name).or_default().push(name);
             }
         }
-        handles_of_claims
-            .values()
-            .all(|handles| handles.len() == 1)
-            .then_some(handles_of_claims)
+        let single = handles_of_claims.values().all(|handles| handles.len() == 1);
+        (left == from_pool && single).then_some(handles_of_claims)
     })
     .await;
     for (claim, handle) in &bound {

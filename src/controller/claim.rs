@@ -625,9 +625,9 @@ async fn live_states(
 
 /// A bound, valid claim: status from the handle (§7.4, Δ§3.1.3), the automatic actions, the
 /// first-ready reset, then claim edits to the handle (§7 step 11). `bind` is the bind this
-/// pass records: its clamped requested end, and why a handle was made for it. `templates` is the pass's watching engine: the claim is looked at
-/// again when what its templates (autoDelete, autoDetach, lifespan, validation) gave may
-/// change with the clock.
+/// pass records: its clamped requested end, and why a handle was made for it. `templates` is
+/// the pass's watching engine: the claim is looked at again when what its templates
+/// (autoDelete, autoDetach, lifespan, validation) gave may change with the clock.
 async fn sync_bound(
     ctx: &ClaimContext,
     templates: &TemplateEngine,
