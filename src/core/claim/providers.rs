@@ -127,7 +127,6 @@ pub(crate) fn template_with_defaults(
     claim: &ResourceClaim,
     index: usize,
     provider: &CompiledProvider,
-    provider_view: &Value,
     scope: &RenderContext,
     templates: &TemplateEngine,
 ) -> Result<Value, AssignmentError> {
@@ -145,7 +144,7 @@ pub(crate) fn template_with_defaults(
                     "resource_name",
                     json!(resource.and_then(|r| r.name.clone())),
                 )
-                .with_variable("resource_provider", provider_view.clone())
+                .with_variable("resource_provider", provider.view())
                 .with_template_variables(spec.vars.as_ref());
             // Rendered apart: see below.
             let apart = templates.watching();

@@ -26,7 +26,7 @@ use crate::core::handle::new::{ClaimHandleInput, HandleForClaim, handle_for_clai
 use crate::core::lifespan::values::{LifespanValueError, handle_lifespan, provider_lifespan};
 use crate::core::lifespan::{LifespanError, format_timestamp};
 use crate::core::provider::{CompiledProvider, ProviderCatalog};
-use crate::core::template::view::{Subjects, provider_view};
+use crate::core::template::view::Subjects;
 use crate::core::template::{RenderContext, TemplateEngine};
 
 #[cfg(test)]
@@ -449,12 +449,10 @@ fn resolve_resources_claim(input: &ResolveInput<'_>) -> Result<ResolvedClaim, Re
             .with_variable("resource_claim", &subjects.claim);
         let mut defaulted = Vec::with_capacity(providers.len());
         for (index, provider) in providers.iter().enumerate() {
-            let view = provider_view(provider.resource(), input.domain);
             defaulted.push(providers::template_with_defaults(
                 &claim,
                 index,
                 provider,
-                &view,
                 &scope,
                 input.templates,
             )?);
@@ -577,10 +575,7 @@ fn validation_scope(
     RenderContext::new(input.now, &Map::new())
         .with_variable("resource_claim", &subjects.claim)
         .with_variable("resource_handle", &subjects.handle)
-        .with_variable(
-            "resource_provider",
-            provider_view(provider.resource(), input.domain),
-        )
+        .with_variable("resource_provider", provider.view())
         .with_template_variables(provider.spec().vars.as_ref())
         .with_template_variables(subjects.handle_vars.as_ref())
 }

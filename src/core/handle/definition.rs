@@ -10,7 +10,7 @@ use crate::core::naming;
 use crate::core::pool::HandleParts;
 use crate::core::provider::CompiledProvider;
 use crate::core::template::RenderContext;
-use crate::core::template::view::{Subjects, provider_view};
+use crate::core::template::view::Subjects;
 use crate::core::template::{TemplateEngine, TemplateError};
 
 #[derive(Debug, Clone, thiserror::Error)]
@@ -93,7 +93,6 @@ impl HandleResources<'_> {
         index: usize,
         subjects: &Subjects,
         templates: &TemplateEngine,
-        domain: &OperatorDomain,
         now: chrono::DateTime<chrono::Utc>,
     ) -> Result<LinkGate, DefinitionError> {
         let Some(provider) = self.providers.get(index) else {
@@ -128,17 +127,11 @@ impl HandleResources<'_> {
                     });
                 };
                 let scope = RenderContext::new(now, &serde_json::Map::new())
-                    .with_variable(
-                        "linked_resource_provider",
-                        provider_view(linked_provider.resource(), domain),
-                    )
+                    .with_variable("linked_resource_provider", linked_provider.view())
                     .with_variable("linked_resource_state", linked_state.clone())
                     .with_variable("resource_claim", &subjects.claim)
                     .with_variable("resource_handle", &subjects.handle)
-                    .with_variable(
-                        "resource_provider",
-                        provider_view(provider.resource(), domain),
-                    )
+                    .with_variable("resource_provider", provider.view())
                     .with_variable(
                         "resource_state",
                         self.state_at(index).cloned().unwrap_or(Value::Null),
@@ -210,10 +203,7 @@ impl HandleResources<'_> {
                     }
                 }
                 let scope = scope
-                    .with_variable(
-                        "resource_provider",
-                        provider_view(provider.resource(), context.domain),
-                    )
+                    .with_variable("resource_provider", provider.view())
                     .with_variable("resource_handle", &context.subjects.handle)
                     .with_variable("resource_claim", &context.subjects.claim)
                     .with_variable("resource_index", json!(index))

@@ -7,7 +7,7 @@ use crate::api::refs::ObjectRef;
 use crate::core::claim::parameters::with_defaults;
 use crate::core::provider::{CompiledProvider, ProviderCatalog, ProviderError};
 use crate::core::template::RenderContext;
-use crate::core::template::view::{Subjects, provider_view};
+use crate::core::template::view::Subjects;
 use crate::core::template::{TemplateEngine, TemplateError};
 
 /// Linked providers nest; a cycle among them would otherwise never end.
@@ -97,10 +97,7 @@ impl Generation<'_> {
             .with_variables(&values)
             .with_variable("resource_claim", &self.subjects.claim)
             .with_variable("resource_handle", &self.subjects.handle)
-            .with_variable(
-                "resource_provider",
-                provider_view(provider.resource(), self.domain),
-            )
+            .with_variable("resource_provider", provider.view())
             .with_template_variables(spec.vars.as_ref())
             .with_template_variables(self.subjects.handle_vars.as_ref());
 

@@ -267,13 +267,7 @@ fn plan_one(
     {
         return ResourcePlan::WaitingForClaim;
     }
-    let gate = resources.link_gate(
-        index,
-        context.subjects,
-        context.templates,
-        env.domain,
-        env.render_at,
-    );
+    let gate = resources.link_gate(index, context.subjects, context.templates, env.render_at);
     let linked_vars = match gate {
         Err(error) => return ResourcePlan::Invalid(format!("{label}: {error}")),
         Ok(LinkGate::Waiting { linked_provider }) => {

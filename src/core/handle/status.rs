@@ -16,7 +16,8 @@ use crate::core::handle::plan::{HandleProviders, PlanEnvironment, ResourcePlan};
 use crate::core::json::patch::{PatchOp, escape_pointer_segment};
 use crate::core::provider::CompiledProvider;
 use crate::core::template::RenderContext;
-use crate::core::template::view::handle_view;
+use crate::core::template::TemplateValue;
+use crate::core::template::view::handle_value;
 
 #[cfg(test)]
 mod tests;
@@ -129,7 +130,7 @@ pub(crate) fn desired_status(env: &PlanEnvironment<'_>, input: &StatusInput<'_>)
     let current = handle.status.clone().unwrap_or_default();
     let current_resources = current.resources.as_deref().unwrap_or(&[]);
     let entries = handle.spec.resources.as_deref().unwrap_or(&[]);
-    let view = handle_view(handle, env.domain);
+    let view = handle_value(handle, env.domain);
     let mut failures = Vec::new();
     let mut resources = Vec::with_capacity(entries.len());
     // Each resource's readiness as the `Ready` condition counts it.
@@ -347,7 +348,7 @@ fn run_check(
     provider: &CompiledProvider,
     field: &str,
     state: &Value,
-    handle_view: &Value,
+    handle_view: &TemplateValue,
     failures: &mut Vec<String>,
 ) -> Option<bool> {
     let spec = provider.spec();
@@ -360,7 +361,7 @@ fn run_check(
         _ => Map::new(),
     };
     let scope = RenderContext::new(env.render_at, &variables)
-        .with_variable("resource_handle", handle_view.clone())
+        .with_variable("resource_handle", handle_view)
         .with_template_variables(spec.vars.as_ref());
     match env.templates.check(check, &scope) {
         Ok(result) => Some(result),
@@ -382,7 +383,7 @@ fn summary(
     handle: &ResourceHandle,
     provider: &CompiledProvider,
     states: &[Option<Value>],
-    handle_view: &Value,
+    handle_view: &TemplateValue,
 ) -> Result<Option<Value>, String> {
     let Some(template) = &provider.spec().status_summary_template else {
         return Ok(None);
@@ -407,7 +408,7 @@ fn summary(
         .and_then(|p| p.parameter_values.clone())
         .unwrap_or_default();
     let scope = RenderContext::new(env.render_at, &parameter_values)
-        .with_variable("resource_handle", handle_view.clone())
+        .with_variable("resource_handle", handle_view)
         .with_variable("resources", Value::Array(resources))
         .with_template_variables(provider.spec().vars.as_ref())
         .with_template_variables(handle.spec.vars.as_ref());

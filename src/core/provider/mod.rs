@@ -17,7 +17,8 @@ use crate::api::{OperatorDomain, ResourceProvider};
 use crate::core::binding::matching::{self, MatchIgnore};
 use crate::core::json::patch::UpdateFilters;
 use crate::core::provider::schema::{OpenApiSchema, SchemaCache};
-use crate::core::template::TemplateEngine;
+use crate::core::template::view::provider_value;
+use crate::core::template::{TemplateEngine, TemplateValue};
 
 /// One thing wrong with a provider, located by its path in the provider's spec.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -66,6 +67,9 @@ pub(crate) struct CompiledProvider {
     match_ignore: MatchIgnore,
     template_schema: Option<Arc<OpenApiSchema>>,
     parameter_schemas: BTreeMap<String, Arc<OpenApiSchema>>,
+    /// `resource_provider` as templates see it: built on a template's first read, then shared
+    /// by every render while this version of the provider lasts.
+    view: TemplateValue,
 }
 
 impl CompiledProvider {
@@ -75,6 +79,11 @@ impl CompiledProvider {
 
     pub(crate) fn resource(&self) -> &ResourceProvider {
         &self.provider
+    }
+
+    /// `resource_provider` as templates see it (§5.7).
+    pub(crate) fn view(&self) -> &TemplateValue {
+        &self.view
     }
 
     pub(crate) fn spec(&self) -> &crate::api::provider::ResourceProviderSpec {
@@ -189,6 +198,7 @@ impl ProviderCompiler<'_> {
         match (update_filters, match_ignore) {
             (Some(update_filters), Some(match_ignore)) if problems.is_empty() => {
                 Ok(CompiledProvider {
+                    view: provider_value(&provider, self.domain),
                     name: provider.metadata.name.clone().unwrap_or_default(),
                     namespace: provider.metadata.namespace.clone().unwrap_or_default(),
                     provider,

@@ -2,11 +2,11 @@
 //! rendered template variables (Poolboy 1.17 Δ§3.4).
 
 use std::collections::HashMap;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, LazyLock};
 
 use chrono::{DateTime, Utc};
-use minijinja::value::{Kwargs, Object, ObjectRepr, Rest};
+use minijinja::value::{DynObject, Enumerator, Kwargs, Object, ObjectRepr, Rest};
 use minijinja::{Error, ErrorKind, Value};
 
 use super::clock::{ClockWatch, RenderClock};
@@ -54,14 +54,73 @@ impl TemplateVariable {
 pub(crate) struct TemplateValue(Value);
 
 impl TemplateValue {
-    pub(crate) fn of(json: &serde_json::Value) -> TemplateValue {
-        TemplateValue(from_json_value(json))
+    /// The JSON object `build` makes, built and converted only when a template first looks at
+    /// it: most renders (a readiness check, a literal template) never read the claim or handle
+    /// they could, and building an object's view costs more than such a render.
+    pub(crate) fn deferred(
+        build: impl FnOnce() -> serde_json::Map<String, serde_json::Value> + Send + 'static,
+    ) -> TemplateValue {
+        let build: DeferredBuild = Box::new(move || from_json_value(&build().into()));
+        TemplateValue(Value::from_object(Deferred(LazyLock::new(build))))
     }
 
     /// The value back as JSON, for tests to look into.
     #[cfg(test)]
     pub(crate) fn to_json(&self) -> serde_json::Value {
         serde_json::to_value(&self.0).unwrap_or(serde_json::Value::Null)
+    }
+}
+
+type DeferredBuild = Box<dyn FnOnce() -> Value + Send>;
+
+/// A map that templates see as the one its build makes: every look at it (an attribute, an
+/// iteration, its length, truth or rendering) goes to that map, built on the first.
+struct Deferred(LazyLock<Value, DeferredBuild>);
+
+impl Deferred {
+    /// The map, built now if this is the first look. (Always a map: it is built from a JSON
+    /// object; `None` is only what the conversion's type allows.)
+    fn map(&self) -> Option<&DynObject> {
+        self.0.as_object()
+    }
+}
+
+impl std::fmt::Debug for Deferred {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Debug::fmt(&*self.0, f)
+    }
+}
+
+impl Object for Deferred {
+    fn repr(self: &Arc<Self>) -> ObjectRepr {
+        ObjectRepr::Map
+    }
+
+    fn get_value(self: &Arc<Self>, key: &Value) -> Option<Value> {
+        self.map()?.get_value(key)
+    }
+
+    fn get_value_by_str(self: &Arc<Self>, key: &str) -> Option<Value> {
+        self.map()?.get_value_by_str(key)
+    }
+
+    fn enumerate(self: &Arc<Self>) -> Enumerator {
+        self.map().map_or(Enumerator::Empty, DynObject::enumerate)
+    }
+
+    fn enumerator_len(self: &Arc<Self>) -> Option<usize> {
+        self.map().map_or(Some(0), DynObject::enumerator_len)
+    }
+
+    fn is_true(self: &Arc<Self>) -> bool {
+        self.map().is_some_and(DynObject::is_true)
+    }
+
+    fn render(self: &Arc<Self>, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.map() {
+            Some(map) => map.render(f),
+            None => std::fmt::Display::fmt(&*self.0, f),
+        }
     }
 }
 

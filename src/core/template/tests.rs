@@ -981,3 +981,77 @@ fn the_size_checked_filters_and_methods_render_as_before() {
         json!("cb a\n  b     x     x id-12345678901 a-b")
     );
 }
+
+// Deferred values (claim, handle and provider views)
+
+fn deferred(object: J, builds: &std::sync::Arc<std::sync::atomic::AtomicUsize>) -> TemplateValue {
+    let builds = builds.clone();
+    TemplateValue::deferred(move || {
+        builds.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        object.as_object().cloned().unwrap_or_default()
+    })
+}
+
+#[test]
+fn a_deferred_value_reads_exactly_as_the_json_it_is_built_from() {
+    let object = json!({
+        "name": "c", "n": 3, "f": 1.5, "big": 18446744073709551615u64, "neg": -2, "t": true,
+        "z": null, "list": [1, "two", {"three": 3}], "map": {"b": 2, "a": 1}, "empty": {},
+    });
+    let sources = [
+        "{{ x }}",
+        "{{ x.name }}-{{ x['n'] + 1 }}-{{ x.f }}-{{ x.big }}-{{ x.neg }}-{{ x.t }}-{{ x.z }}",
+        "{{ x.list[-1].three }} {{ x.list | length }} {{ x.map }} {{ x.empty }}",
+        "{% for k in x %}{{ k }},{% endfor %}",
+        "{% for k, v in x.items() %}{{ k }}={{ v }};{% endfor %}",
+        "{{ x | length }} {{ x | tojson }}",
+        "{{ x | dictsort }}",
+        "{{ x.map | dictsort }} {{ x.keys() | list }}",
+        "{{ x is mapping }} {{ x is defined }} {{ x.missing is defined }} {{ x.get('n') }}",
+        "{{ x == y }} {{ x.map == {'b': 2, 'a': 1} }} {{ x != {} }}",
+        "{% if x %}yes{% endif %} {{ 'name' in x }} {{ x.missing | default('d') }}",
+        "{{ x | json_query('list[2].three') }} {{ x.list | map('string') | join('/') }}",
+    ];
+    for source in sources {
+        let builds = std::sync::Arc::default();
+        let lazily = ctx(json!({"y": object.clone()}))
+            .with_variable("x", &deferred(object.clone(), &builds));
+        let eagerly = ctx(json!({"x": object.clone(), "y": object.clone()}));
+        assert_eq!(
+            render_in(source, &lazily),
+            render_in(source, &eagerly),
+            "{source}"
+        );
+    }
+}
+
+#[test]
+fn a_deferred_value_is_built_once_and_only_when_a_template_reads_it() {
+    let builds = std::sync::Arc::default();
+    let value = deferred(json!({"name": "c"}), &builds);
+    let context = ctx(json!({"other": 1})).with_variable("x", &value);
+    let engine = TemplateEngine::new();
+    let rendered = engine.render(
+        &json!({"a": "{{ other }}", "b": "literal", "c": 2}),
+        &context,
+    );
+    assert_eq!(rendered.unwrap(), json!({"a": "1", "b": "literal", "c": 2}));
+    assert_eq!(
+        builds.load(std::sync::atomic::Ordering::SeqCst),
+        0,
+        "never read"
+    );
+    assert!(engine.check("other == 1", &context).unwrap());
+    assert_eq!(
+        builds.load(std::sync::atomic::Ordering::SeqCst),
+        0,
+        "a check not reading it"
+    );
+    assert_eq!(render_in("{{ x.name }}{{ x.name }}", &context), json!("cc"));
+    assert_eq!(render_in("{{ x | length }}", &context), json!("1"));
+    assert_eq!(
+        builds.load(std::sync::atomic::Ordering::SeqCst),
+        1,
+        "built on the first read"
+    );
+}

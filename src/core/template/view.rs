@@ -28,15 +28,23 @@ impl Subjects {
         domain: &OperatorDomain,
     ) -> Self {
         Self {
-            claim: claim.map_or_else(TemplateValue::default, |c| {
-                TemplateValue::of(&claim_view(c, domain))
-            }),
-            handle: handle.map_or_else(TemplateValue::default, |h| {
-                TemplateValue::of(&handle_view(h, domain))
-            }),
+            claim: claim.map_or_else(TemplateValue::default, |c| claim_value(c, domain)),
+            handle: handle.map_or_else(TemplateValue::default, |h| handle_value(h, domain)),
             handle_vars: handle.and_then(|h| h.spec.vars.clone()),
         }
     }
+}
+
+/// [`claim_view`] as a template value, built when a template first reads it.
+pub(crate) fn claim_value(claim: &ResourceClaim, domain: &OperatorDomain) -> TemplateValue {
+    let (claim, domain) = (claim.clone(), domain.clone());
+    TemplateValue::deferred(move || object_of(claim_view(&claim, &domain)))
+}
+
+/// [`handle_view`] as a template value, built when a template first reads it.
+pub(crate) fn handle_value(handle: &ResourceHandle, domain: &OperatorDomain) -> TemplateValue {
+    let (handle, domain) = (handle.clone(), domain.clone());
+    TemplateValue::deferred(move || object_of(handle_view(&handle, &domain)))
 }
 
 /// `resource_claim` as templates see it.
@@ -99,6 +107,15 @@ pub(crate) fn handle_view(handle: &ResourceHandle, domain: &OperatorDomain) -> V
     view
 }
 
+/// [`provider_view`] as a template value, built when a template first reads it.
+pub(crate) fn provider_value(
+    provider: &ResourceProvider,
+    domain: &OperatorDomain,
+) -> TemplateValue {
+    let (provider, domain) = (provider.clone(), domain.clone());
+    TemplateValue::deferred(move || object_of(provider_view(&provider, &domain)))
+}
+
 /// `resource_provider` as templates see it.
 pub(crate) fn provider_view(provider: &ResourceProvider, domain: &OperatorDomain) -> Value {
     let mut view = base_view(provider, domain);
@@ -156,6 +173,14 @@ where
 }
 
 /// Adds `extra`'s keys to `view` without replacing the object's own fields.
+/// A view as the JSON object it always is.
+fn object_of(view: Value) -> Map<String, Value> {
+    match view {
+        Value::Object(map) => map,
+        _ => Map::new(),
+    }
+}
+
 fn merge_into(view: &mut Value, extra: Value) {
     if let (Value::Object(view), Value::Object(extra)) = (view, extra) {
         for (key, value) in extra {

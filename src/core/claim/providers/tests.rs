@@ -198,11 +198,10 @@ fn defaults(
 ) -> Result<Value, AssignmentError> {
     let compiled = env.compile(provider);
     let claim = resources_claim(resources);
-    let view = provider_view(compiled.resource(), &env.domain);
     let scope = env
         .scope()
         .with_variable("resource_claim", claim_view(&claim, &env.domain));
-    template_with_defaults(&claim, index, &compiled, &view, &scope, &env.templates)
+    template_with_defaults(&claim, index, &compiled, &scope, &env.templates)
 }
 
 /// A default printing the current time counts only while it fills a gap.
@@ -220,9 +219,8 @@ spec:
     let reading = |resources: &str| {
         let env = Env::new();
         let claim = resources_claim(resources);
-        let view = provider_view(compiled.resource(), &env.domain);
         let templates = env.templates.watching();
-        template_with_defaults(&claim, 0, &compiled, &view, &env.scope(), &templates).unwrap();
+        template_with_defaults(&claim, 0, &compiled, &env.scope(), &templates).unwrap();
         templates.clock_reading()
     };
     assert!(reading("[{template: {kind: ConfigMap}}]").unpredictable);

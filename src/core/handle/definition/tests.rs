@@ -526,13 +526,7 @@ fn gate(fixture: &Fixture, handle: &ResourceHandle, states: &[Option<Value>]) ->
     let claim = claim("metadata: {name: c}\nspec: {}");
     let subjects = Subjects::new(Some(&claim), Some(handle), &fixture.env.domain);
     resources
-        .link_gate(
-            2,
-            &subjects,
-            &fixture.env.templates,
-            &fixture.env.domain,
-            now(),
-        )
+        .link_gate(2, &subjects, &fixture.env.templates, now())
         .unwrap()
 }
 
@@ -623,13 +617,7 @@ fn a_failing_wait_for_is_an_error_naming_the_link() {
         states: &states,
     };
     let error = resources
-        .link_gate(
-            2,
-            &Subjects::default(),
-            &fixture.env.templates,
-            &fixture.env.domain,
-            now(),
-        )
+        .link_gate(2, &Subjects::default(), &fixture.env.templates, now())
         .unwrap_err()
         .to_string();
     assert!(
@@ -637,13 +625,7 @@ fn a_failing_wait_for_is_an_error_naming_the_link() {
         "{error}"
     );
     assert!(matches!(
-        resources.link_gate(
-            7,
-            &Subjects::default(),
-            &fixture.env.templates,
-            &fixture.env.domain,
-            now()
-        ),
+        resources.link_gate(7, &Subjects::default(), &fixture.env.templates, now()),
         Err(DefinitionError::NoSuchResource(7))
     ));
 }
