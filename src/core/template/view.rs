@@ -172,7 +172,6 @@ where
     view
 }
 
-/// Adds `extra`'s keys to `view` without replacing the object's own fields.
 /// A view as the JSON object it always is.
 fn object_of(view: Value) -> Map<String, Value> {
     match view {
@@ -181,6 +180,7 @@ fn object_of(view: Value) -> Map<String, Value> {
     }
 }
 
+/// Adds `extra`'s keys to `view` without replacing the object's own fields.
 fn merge_into(view: &mut Value, extra: Value) {
     if let (Value::Object(view), Value::Object(extra)) = (view, extra) {
         for (key, value) in extra {
