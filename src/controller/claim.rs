@@ -957,18 +957,19 @@ fn bound_note(
     created_because: Option<&str>,
 ) -> String {
     let name = handle.metadata.name.as_deref().unwrap_or_default();
-    let made_for_claim =
-        created_because.is_some() || claim_uid.is_some_and(|uid| claim_handle_name(uid) == name);
-    match (&handle.spec.resource_pool, made_for_claim, created_because) {
-        (Some(pool), _, _) => format!(
+    let named_for_claim = claim_uid.is_some_and(|uid| claim_handle_name(uid) == name);
+    match (&handle.spec.resource_pool, created_because) {
+        (Some(pool), _) => format!(
             "bound to ResourceHandle {name} from ResourcePool {}",
             pool.name
         ),
-        (None, true, Some(why)) => {
+        (None, Some(why)) => {
             format!("bound to ResourceHandle {name}, created for the claim because {why}")
         }
-        (None, true, None) => format!("bound to ResourceHandle {name}, created for the claim"),
-        (None, false, _) => format!("bound to ResourceHandle {name}"),
+        (None, None) if named_for_claim => {
+            format!("bound to ResourceHandle {name}, created for the claim")
+        }
+        (None, None) => format!("bound to ResourceHandle {name}"),
     }
 }
 

@@ -1,6 +1,9 @@
 //! One test per rule of Poolboy 1.12 §5.1–§5.6 and 1.17 Δ§3.4, with `now` pinned.
 
 use super::*;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
 use chrono::{DateTime, TimeZone, Utc};
 use serde_json::{Value as J, json};
 
@@ -984,10 +987,10 @@ fn the_size_checked_filters_and_methods_render_as_before() {
 
 // Deferred values (claim, handle and provider views)
 
-fn deferred(object: J, builds: &std::sync::Arc<std::sync::atomic::AtomicUsize>) -> TemplateValue {
+fn deferred(object: J, builds: &Arc<AtomicUsize>) -> TemplateValue {
     let builds = builds.clone();
     TemplateValue::deferred(move || {
-        builds.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        builds.fetch_add(1, Ordering::SeqCst);
         object.as_object().cloned().unwrap_or_default()
     })
 }
@@ -1013,7 +1016,7 @@ fn a_deferred_value_reads_exactly_as_the_json_it_is_built_from() {
         "{{ x | json_query('list[2].three') }} {{ x.list | map('string') | join('/') }}",
     ];
     for source in sources {
-        let builds = std::sync::Arc::default();
+        let builds = Arc::default();
         let lazily = ctx(json!({"y": object.clone()}))
             .with_variable("x", &deferred(object.clone(), &builds));
         let eagerly = ctx(json!({"x": object.clone(), "y": object.clone()}));
@@ -1027,7 +1030,7 @@ fn a_deferred_value_reads_exactly_as_the_json_it_is_built_from() {
 
 #[test]
 fn a_deferred_value_is_built_once_and_only_when_a_template_reads_it() {
-    let builds = std::sync::Arc::default();
+    let builds = Arc::default();
     let value = deferred(json!({"name": "c"}), &builds);
     let context = ctx(json!({"other": 1})).with_variable("x", &value);
     let engine = TemplateEngine::new();
@@ -1036,22 +1039,10 @@ fn a_deferred_value_is_built_once_and_only_when_a_template_reads_it() {
         &context,
     );
     assert_eq!(rendered.unwrap(), json!({"a": "1", "b": "literal", "c": 2}));
-    assert_eq!(
-        builds.load(std::sync::atomic::Ordering::SeqCst),
-        0,
-        "never read"
-    );
+    assert_eq!(builds.load(Ordering::SeqCst), 0, "never read");
     assert!(engine.check("other == 1", &context).unwrap());
-    assert_eq!(
-        builds.load(std::sync::atomic::Ordering::SeqCst),
-        0,
-        "a check not reading it"
-    );
+    assert_eq!(builds.load(Ordering::SeqCst), 0, "a check not reading it");
     assert_eq!(render_in("{{ x.name }}{{ x.name }}", &context), json!("cc"));
     assert_eq!(render_in("{{ x | length }}", &context), json!("1"));
-    assert_eq!(
-        builds.load(std::sync::atomic::Ordering::SeqCst),
-        1,
-        "built on the first read"
-    );
+    assert_eq!(builds.load(Ordering::SeqCst), 1, "built on the first read");
 }

@@ -37,14 +37,30 @@ impl Subjects {
 
 /// [`claim_view`] as a template value, built when a template first reads it.
 pub(crate) fn claim_value(claim: &ResourceClaim, domain: &OperatorDomain) -> TemplateValue {
-    let (claim, domain) = (claim.clone(), domain.clone());
-    TemplateValue::deferred(move || object_of(claim_view(&claim, &domain)))
+    deferred_view(claim, domain, claim_view)
 }
 
 /// [`handle_view`] as a template value, built when a template first reads it.
 pub(crate) fn handle_value(handle: &ResourceHandle, domain: &OperatorDomain) -> TemplateValue {
-    let (handle, domain) = (handle.clone(), domain.clone());
-    TemplateValue::deferred(move || object_of(handle_view(&handle, &domain)))
+    deferred_view(handle, domain, handle_view)
+}
+
+/// [`provider_view`] as a template value, built when a template first reads it.
+pub(crate) fn provider_value(
+    provider: &ResourceProvider,
+    domain: &OperatorDomain,
+) -> TemplateValue {
+    deferred_view(provider, domain, provider_view)
+}
+
+/// `view` of a copy of `object`, made when a template first reads it.
+fn deferred_view<K: Clone + Send + 'static>(
+    object: &K,
+    domain: &OperatorDomain,
+    view: fn(&K, &OperatorDomain) -> Value,
+) -> TemplateValue {
+    let (object, domain) = (object.clone(), domain.clone());
+    TemplateValue::deferred(move || object_of(view(&object, &domain)))
 }
 
 /// `resource_claim` as templates see it.
@@ -105,15 +121,6 @@ pub(crate) fn handle_view(handle: &ResourceHandle, domain: &OperatorDomain) -> V
     });
     merge_into(&mut view, extra);
     view
-}
-
-/// [`provider_view`] as a template value, built when a template first reads it.
-pub(crate) fn provider_value(
-    provider: &ResourceProvider,
-    domain: &OperatorDomain,
-) -> TemplateValue {
-    let (provider, domain) = (provider.clone(), domain.clone());
-    TemplateValue::deferred(move || object_of(provider_view(&provider, &domain)))
 }
 
 /// `resource_provider` as templates see it.
