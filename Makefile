@@ -12,7 +12,7 @@ help:
 	@echo "make undeploy        helm uninstall (CRDs and objects stay)"
 	@echo "make test            fmt check, clippy, helm lint, all tests against a fresh control plane"
 	@echo "make run             the control plane, the CRDs and examples, and the broker in the foreground"
-	@echo "make bench           bursts of 1,000 warm and cold claims, 50/s sustained, a quiet minute, 2 replicas (release build)"
+	@echo "make bench           bursts of 1,000 warm and cold claims, 50/s sustained, the highest rate held, a quiet minute, 2 replicas (release build)"
 	@echo "make bench-scale     the broker at 10,000 and 100,000 bound claims: start, memory, a warm bind, idle"
 	@echo "make soak            claims coming and going for SOAK_MINUTES (12) at SOAK_RATE/s (6), SOAK_LIVE (100) live: RSS, CPU, binds; an SVG"
 	@echo "make chaos           3 long chaos runs: 2 broker processes killed at random, an API-server restart"

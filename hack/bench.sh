@@ -2,7 +2,7 @@
 # `make bench` and `make bench-scale`: benchmark BENCH (claims, the default, or scale; see
 # benches/BENCH.rs), release build, against a fresh local control plane of its own, stopped
 # again on any exit.
-#   claims  bursts, sustained arrivals, a quiet minute, replicas
+#   claims  bursts, sustained arrivals, the highest rate held, a quiet minute, replicas
 #   scale   the broker at 10,000 and 100,000 bound claims (POOLBOY_SCALE_SIZES); no node, and
 #           etcd's quota raised: 100,000 claims, handles and ConfigMaps and their history
 #           outgrow its default 2 GiB

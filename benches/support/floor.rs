@@ -141,11 +141,13 @@ impl Floor {
             .await
     }
 
-    /// Claims made by `claim_of` (given their name) arriving at `rate` a second (Poisson) for
-    /// `window`, each bound to a handle of the pool `staged` that one refill per bind keeps
-    /// full: milliseconds from each create to its status naming the handle.
+    /// Claims of `scenario` made by `claim_of` (given their name) arriving at `rate` a second
+    /// (Poisson) for `window`, each bound to a handle of the pool `staged` (staged for
+    /// `scenario`) that one refill per bind keeps full: milliseconds from each create to its
+    /// status naming the handle.
     pub async fn sustained(
         self: Arc<Self>,
+        scenario: &str,
         staged: Vec<Staged>,
         claim_of: impl Fn(&str) -> Value,
         rate: f64,
@@ -156,7 +158,8 @@ impl Floor {
         let started = tokio::time::Instant::now();
         let mut arrivals = Vec::new();
         for (index, at) in poisson(rate, window).into_iter().enumerate() {
-            let claim = claim_of(&claim_name("steady", index));
+            let claim = claim_of(&claim_name(scenario, index));
+            let refill_name = handle_name(scenario, pool + index);
             let (floor, free) = (self.clone(), free.clone());
             arrivals.push(tokio::spawn(async move {
                 tokio::time::sleep_until(started + at).await;
@@ -168,7 +171,7 @@ impl Floor {
                     tokio::time::sleep(Duration::from_millis(1)).await;
                 };
                 let bound = floor.bind_warm_from(claim, staged, created).await;
-                let refill = floor.refill(&handle_name("steady", pool + index)).await;
+                let refill = floor.refill(&refill_name).await;
                 lock(&free).push_back(refill);
                 bound
             }));
