@@ -6,8 +6,6 @@ mod support;
 
 use std::time::Duration;
 
-use k8s_openapi::api::events::v1::Event;
-use kube::Api;
 use kube::api::{DeleteParams, ListParams};
 use poolboy::api::ResourcePool;
 use serde_json::json;
@@ -19,18 +17,12 @@ use support::{TIMEOUT, TestEnv, eventually, from_json, gone};
 
 /// The reasons of the Normal Events about `regarding`, oldest first.
 async fn normal_reasons(env: &TestEnv, regarding: &str) -> Vec<String> {
-    let events: Api<Event> = env.api();
-    let mut about: Vec<Event> = events
-        .list(&ListParams::default())
+    env.events_about(regarding)
         .await
-        .expect("listing Events")
-        .items
         .into_iter()
         .filter(|e| e.type_.as_deref() == Some("Normal"))
-        .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(regarding))
-        .collect();
-    about.sort_by_key(|e| e.event_time.as_ref().map(|t| t.0));
-    about.into_iter().filter_map(|e| e.reason).collect()
+        .filter_map(|e| e.reason)
+        .collect()
 }
 
 /// Pool `name`, keeping one handle of one `config` ConfigMap ready.

@@ -221,20 +221,29 @@ impl TestEnv {
         reason: &str,
         timeout: Duration,
     ) -> Event {
-        let events: Api<Event> = self.api();
         let what = format!("a {type_} Event {reason:?} on {regarding}");
         eventually(&what, timeout, || async {
-            let list = events
-                .list(&ListParams::default())
+            self.events_about(regarding)
                 .await
-                .unwrap_or_else(|e| panic!("listing Events: {e}"));
-            list.items.into_iter().find(|e| {
-                e.reason.as_deref() == Some(reason)
-                    && e.type_.as_deref() == Some(type_)
-                    && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(regarding)
-            })
+                .into_iter()
+                .find(|e| e.reason.as_deref() == Some(reason) && e.type_.as_deref() == Some(type_))
         })
         .await
+    }
+
+    /// The Events about the object named `regarding` this namespace has now, oldest first.
+    pub async fn events_about(&self, regarding: &str) -> Vec<Event> {
+        let mut about: Vec<Event> = self
+            .api::<Event>()
+            .list(&ListParams::default())
+            .await
+            .unwrap_or_else(|e| panic!("listing Events: {e}"))
+            .items
+            .into_iter()
+            .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(regarding))
+            .collect();
+        about.sort_by_key(|e| e.event_time.as_ref().map(|t| t.0));
+        about
     }
 
     /// Every handle of this namespace whose `spec.resourcePool` names pool `pool`.
