@@ -289,8 +289,9 @@ async fn main() {
     print_targets(&rows, ceiling);
     if let (Some(floor), Some(broker)) = (floor_held, broker_held) {
         println!(
-            "target: sustained, the highest rate held for {:.0} s with bind p99 at most {HELD_P99_MS:.0} ms: \
-             at least 80 % of the floor's; the broker {broker:.1}/s, the floor {floor:.1}/s ({:.0} %)",
+            "target: sustained, the highest rate held for {:.0} s with bind p99 at most \
+             {HELD_P99_MS:.0} ms: at least 80 % of the floor's; the broker {broker:.1}/s, the \
+             floor {floor:.1}/s ({:.0} %)",
             SUSTAINED_WINDOW.as_secs_f64(),
             broker / floor * 100.0,
         );
@@ -380,7 +381,8 @@ fn probe(who: &str, rate: f64, bound: &[f64]) -> search::Probe {
     let p99 = percentile(bound, 0.99);
     let held = p99 <= HELD_P99_MS;
     println!(
-        "holds: {who} at {rate:.1}/s for {:.0} s: {} claims, bind p50 {:.0} ms, p99 {p99:.0} ms: {}",
+        "holds: {who} at {rate:.1}/s for {:.0} s: {} claims, bind p50 {:.0} ms, p99 \
+         {p99:.0} ms: {}",
         SUSTAINED_WINDOW.as_secs_f64(),
         bound.len(),
         percentile(bound, 0.50),

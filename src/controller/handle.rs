@@ -3,8 +3,8 @@
 //! A reconcile observes the handle, its bound claim (a GET: the store may lag) and the live
 //! states of its resources (the managed stores, a GET when missing); asks `core` for the plan of
 //! each resource and the status; creates or patches the resources; writes the status, with
-//! their references and new states, once; and requeues at `spec.lifespan.end`. Every write to the handle is guarded by its
-//! resourceVersion; a conflict recomputes from a fresh read.
+//! their references and new states, once; and requeues at `spec.lifespan.end`. Every write to
+//! the handle is guarded by its resourceVersion; a conflict recomputes from a fresh read.
 
 mod finalize;
 mod resources;
