@@ -276,12 +276,10 @@ async fn main() {
         rows.push(bench.sustained().await);
     }
     let broker_held = match floor_held {
-        Some(floor) if floor > 0.0 => Some(bench.broker_holds(floor * BROKER_FIRST_GUESS).await),
-        Some(_) => Some(
-            bench
-                .broker_holds(SUSTAINED_RATE * BROKER_FIRST_GUESS)
-                .await,
-        ),
+        Some(floor) => {
+            let target = if floor > 0.0 { floor } else { SUSTAINED_RATE };
+            Some(bench.broker_holds(target * BROKER_FIRST_GUESS).await)
+        }
         None => None,
     };
 
