@@ -29,6 +29,7 @@ use crate::store::claim_summaries::ClaimSummaries;
 use crate::store::packed::{StoredClaim, StoredHandle};
 use crate::store::pool_index::PoolIndex;
 use crate::store::render_clocks::RenderClocks;
+use crate::store::unrecorded::UnrecordedResources;
 
 /// How often a template whose result depends on the clock in a way no instant can be derived
 /// from (it prints the current time) is rendered again: Poolboy's `MANAGE_HANDLES_INTERVAL`.
@@ -100,6 +101,8 @@ pub(crate) struct Stores {
     pub(crate) scalings: Store<ScalingObject>,
     /// When each handle's templates last read the clock.
     pub(crate) render_clocks: RenderClocks,
+    /// What each handle made and has not recorded in its status yet.
+    pub(crate) unrecorded: UnrecordedResources,
 }
 
 pub(crate) struct Context {

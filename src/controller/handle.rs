@@ -247,6 +247,7 @@ async fn manage(object: HandleObject, ctx: &Context) -> Result<Action, Halt<Hand
     let object = write_status(ctx, &object, &status, &states)
         .await
         .or_halt()?;
+    ctx.stores.unrecorded.recorded(&uid);
     report_problem(ctx, &object, problem_before.as_deref(), claim.as_ref()).await;
     report_apply_failure(ctx, &object, before.as_ref(), claim.as_ref()).await;
     if let Some(error) = first_error {
@@ -455,6 +456,7 @@ async fn apply_all(
     status: &mut Status<'_>,
 ) -> Option<HandleError> {
     let mut first_error = None;
+    let recorded = status_references(&Kinds::handle_of(object));
     for (index, plan) in planned.plans.iter().enumerate() {
         let ResourcePlan::Apply {
             definition,
@@ -469,6 +471,11 @@ async fn apply_all(
         let known = states.get(index).cloned().flatten();
         match resources::apply(ctx, provider, reference, definition, known).await {
             Ok(applied) => {
+                // Until the status write after these creates, the finalizer learns of the
+                // resource from here.
+                if recorded.get(index).and_then(Option::as_ref) != Some(reference) {
+                    ctx.stores.unrecorded.made(&uid_of(object), reference);
+                }
                 if applied.created {
                     let name = qualified_name(reference.namespace.as_deref(), &reference.name);
                     let note = format!("created {} {name}", reference.kind);

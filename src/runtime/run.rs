@@ -26,6 +26,7 @@ use crate::shutdown::Shutdown;
 use crate::store::free_handles::FreeHandles;
 use crate::store::packed::{StoredClaim, StoredHandle};
 use crate::store::render_clocks::RenderClocks;
+use crate::store::unrecorded::UnrecordedResources;
 
 /// How long in-flight reconciles may run on after shutdown (Kubernetes' default termination
 /// grace period is 30 s).
@@ -240,6 +241,7 @@ impl Controllers {
         recorders.follow(&mut claim_watch);
         let free_handles = FreeHandles::following(&mut handle_watch);
         let render_clocks = RenderClocks::following(&mut handle_watch);
+        let unrecorded = UnrecordedResources::following(&mut handle_watch);
         let claims = claim::controller(
             claim_watch,
             kinds,
@@ -259,6 +261,7 @@ impl Controllers {
             pool_handles: pools.handles(),
             scalings: scalings.store(),
             render_clocks,
+            unrecorded,
         };
         let (claim_trigger, claim_triggers) = mpsc::unbounded();
         let (pool_trigger, pool_triggers) = mpsc::unbounded();

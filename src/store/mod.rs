@@ -11,6 +11,7 @@ pub(crate) mod pool_index;
 pub(crate) mod relist;
 pub(crate) mod render_clocks;
 pub(crate) mod shared_watch;
+pub(crate) mod unrecorded;
 
 /// A digest of `read`, what a follower compares to tell whether a change concerns it: only
 /// equality matters. Serialized whole (a tuple of references to API fields always serializes).

@@ -33,10 +33,26 @@ pub(super) async fn finalize(
     let handle = Kinds::handle_of(object);
     // Poolboy's timestamp format for the deleted annotation (Δ§2.7).
     let stamp = ctx.now().format("%FT%TZ").to_string();
-    // B11: the status references (the legacy spec copy for handles that predate them).
-    let uid = object.metadata.uid.as_deref();
-    for reference in status_references(&handle).into_iter().flatten() {
-        delete_resource(ctx, &reference, uid, &stamp).await?;
+    // B11: the status references (the legacy spec copy for handles that predate them), and
+    // what a pass made before its status write failed on the deletion.
+    let handle_uid = object.metadata.uid.as_deref();
+    let uid = handle_uid.unwrap_or_default();
+    let unrecorded = ctx.stores.unrecorded.take(uid);
+    let mut references: Vec<ResourceReference> =
+        status_references(&handle).into_iter().flatten().collect();
+    for reference in &unrecorded {
+        if !references.contains(reference) {
+            references.push(reference.clone());
+        }
+    }
+    for reference in &references {
+        if let Err(error) = delete_resource(ctx, reference, handle_uid, &stamp).await {
+            // Kept for the retry: nothing else knows of them.
+            for reference in &unrecorded {
+                ctx.stores.unrecorded.made(uid, reference);
+            }
+            return Err(error.into());
+        }
     }
 
     if let Some(reference) = &handle.spec.resource_claim

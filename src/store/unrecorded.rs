@@ -1,0 +1,110 @@
+//! The resources each handle's pass has created (or taken over) and not yet recorded in the
+//! handle's status, by handle uid. A pass records its references in the one status write after
+//! its creates; should the handle's deletion begin in between, that write fails, and its
+//! finalizer deletes these beside the ones its status references (B11). A deleted handle's
+//! entry goes with its watch's delete event.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use kube::runtime::watcher;
+
+use crate::api::kinds::HandleObject;
+use crate::api::refs::ResourceReference;
+use crate::store::shared_watch::SharedWatch;
+
+/// Shared by the handle watch (which it follows) and the handle reconciles. Cheap to clone.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct UnrecordedResources {
+    by_handle: Arc<Mutex<HashMap<String, Vec<ResourceReference>>>>,
+}
+
+impl UnrecordedResources {
+    /// Entries that follow `handles`: a deleted handle's goes.
+    pub(crate) fn following(handles: &mut SharedWatch<HandleObject>) -> Self {
+        let unrecorded = Self::default();
+        let follower = unrecorded.clone();
+        handles.follow(move |event| follower.apply(event));
+        unrecorded
+    }
+
+    fn apply(&self, event: &watcher::Event<HandleObject>) {
+        if let watcher::Event::Delete(handle) = event
+            && let Some(uid) = &handle.metadata.uid
+        {
+            self.take(uid);
+        }
+    }
+
+    /// Handle `uid` has made `reference`, which its status does not reference yet.
+    pub(crate) fn made(&self, uid: &str, reference: &ResourceReference) {
+        let mut by_handle = self.lock();
+        let references = by_handle.entry(uid.to_owned()).or_default();
+        if !references.contains(reference) {
+            references.push(reference.clone());
+        }
+    }
+
+    /// Handle `uid`'s status now references everything its passes made.
+    pub(crate) fn recorded(&self, uid: &str) {
+        self.lock().remove(uid);
+    }
+
+    /// What handle `uid` made and has not recorded, forgotten here.
+    pub(crate) fn take(&self, uid: &str) -> Vec<ResourceReference> {
+        self.lock().remove(uid).unwrap_or_default()
+    }
+
+    fn lock(&self) -> MutexGuard<'_, HashMap<String, Vec<ResourceReference>>> {
+        self.by_handle
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn reference(name: &str) -> ResourceReference {
+        serde_json::from_value(json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "name": name, "namespace": "user"}))
+        .expect("a reference")
+    }
+
+    fn handle(uid: &str) -> HandleObject {
+        serde_json::from_value(json!({
+            "apiVersion": "poolboy.gpte.redhat.com/v1", "kind": "ResourceHandle",
+            "metadata": {"name": "guid-a", "namespace": "poolboy", "uid": uid},
+            "spec": {"resources": []},
+        }))
+        .expect("a handle")
+    }
+
+    #[test]
+    fn made_resources_are_kept_once_until_recorded_or_taken() {
+        let unrecorded = UnrecordedResources::default();
+        unrecorded.made("h1", &reference("a"));
+        unrecorded.made("h1", &reference("a"));
+        unrecorded.made("h1", &reference("b"));
+        unrecorded.made("h2", &reference("c"));
+        assert_eq!(unrecorded.take("h1"), vec![reference("a"), reference("b")]);
+        assert_eq!(unrecorded.take("h1"), Vec::new());
+        unrecorded.recorded("h2");
+        assert_eq!(unrecorded.take("h2"), Vec::new());
+    }
+
+    #[test]
+    fn a_delete_event_empties_the_handles_entry() {
+        let unrecorded = UnrecordedResources::default();
+        unrecorded.made("h1", &reference("a"));
+        unrecorded.made("h2", &reference("b"));
+        unrecorded.apply(&watcher::Event::Apply(handle("h1")));
+        unrecorded.apply(&watcher::Event::Delete(handle("h1")));
+        assert_eq!(unrecorded.take("h1"), Vec::new());
+        assert_eq!(unrecorded.take("h2"), vec![reference("b")]);
+        assert!(unrecorded.lock().is_empty());
+    }
+}
