@@ -711,7 +711,8 @@ async fn a_deleted_handle_leaves_the_resource_of_a_namesake_alone() {
 
 /// Δ B13: a resource that already exists under the name the handle generates is taken over
 /// (patched through the update filters), not an error: the handle is valid and ready, and the
-/// ConfigMap keeps its uid.
+/// ConfigMap keeps its uid. It is also what a process leaves that died after creating a
+/// resource and before recording its reference in the handle's status.
 #[tokio::test]
 async fn b13_an_existing_resource_is_taken_over_not_an_error() {
     let env = TestEnv::new().await;

@@ -2,9 +2,8 @@
 //!
 //! A reconcile observes the handle, its bound claim (a GET: the store may lag) and the live
 //! states of its resources (the managed stores, a GET when missing); asks `core` for the plan of
-//! each resource and the status; writes the status references before creating anything;
-//! creates or patches the resources; writes the status again with the new states; and
-//! requeues at `spec.lifespan.end`. Every write to the handle is guarded by its
+//! each resource and the status; creates or patches the resources; writes the status, with
+//! their references and new states, once; and requeues at `spec.lifespan.end`. Every write to the handle is guarded by its
 //! resourceVersion; a conflict recomputes from a fresh read.
 
 mod finalize;
@@ -38,8 +37,8 @@ use crate::core::handle::plan::{
     generated_resources, plan_resources,
 };
 use crate::core::handle::status::{
-    ApplyFailure, ApplyFailureReason, StatusInput, desired_status, has_references_to_record,
-    problem_message, status_patch, summary_provider_name,
+    ApplyFailure, ApplyFailureReason, StatusInput, desired_status, problem_message, status_patch,
+    summary_provider_name,
 };
 use crate::core::json::patch::{PatchError, to_json_patch};
 use crate::core::lifespan::{Expiry, delay_until, handle_expiry};
@@ -213,7 +212,7 @@ async fn manage(object: HandleObject, ctx: &Context) -> Result<Action, Halt<Hand
     let clock = PassClock { now, render_at };
     // What this pass's templates make of the clock decides when it runs again.
     let templates = ctx.templates.watching();
-    let mut object = regenerate(
+    let object = regenerate(
         ctx,
         object,
         claim.as_ref(),
@@ -233,15 +232,11 @@ async fn manage(object: HandleObject, ctx: &Context) -> Result<Action, Halt<Hand
         apply_failures: Vec::new(),
         clock,
     };
-    // The references go into the status before anything is created, so that a deletion
-    // always finds what this handle made (§12.4 step 7 before step 9). Only new ones: a write
-    // here that recomputed the rest would also drop, and the write below bring back, a
-    // failure to apply, on every retry.
-    if has_references_to_record(&handle, &planned.plans) {
-        object = write_status(ctx, &object, &status, &states)
-            .await
-            .or_halt()?;
-    }
+    // One status write, after the creates, records the references with the states the
+    // creates returned (Poolboy writes the references first, §12.4 step 7 before step 9).
+    // What a process that dies in between leaves is still found: a resource's name is its
+    // definition's, so the next pass's create meets it (409) and records it; and a resource
+    // whose handle is deleted meanwhile is an orphan (`managed::orphans`).
     let first_error = apply_all(ctx, &object, &planned, &mut states, &mut status).await;
     let before = object.status.clone();
     let object = write_status(ctx, &object, &status, &states)

@@ -109,21 +109,6 @@ pub(crate) fn summary_provider_name(handle: &ResourceHandle) -> Option<&str> {
     }
 }
 
-/// Whether `plans` create a resource whose reference the handle's status does not have yet:
-/// the status must be written before the create, so that a deletion always finds what the
-/// handle made (§12.4 step 7 before step 9). Otherwise the one write after applying suffices.
-pub(crate) fn has_references_to_record(handle: &ResourceHandle, plans: &[ResourcePlan]) -> bool {
-    let recorded = handle
-        .status
-        .as_ref()
-        .and_then(|s| s.resources.as_deref())
-        .unwrap_or_default();
-    plans.iter().enumerate().any(|(index, plan)| {
-        matches!(plan, ResourcePlan::Apply { .. })
-            && recorded.get(index).is_none_or(|r| r.reference.is_none())
-    })
-}
-
 /// Computes the whole status (§13, Δ§3.2 update_status).
 pub(crate) fn desired_status(env: &PlanEnvironment<'_>, input: &StatusInput<'_>) -> DesiredStatus {
     let handle = input.handle;

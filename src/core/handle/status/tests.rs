@@ -420,14 +420,3 @@ fn a_resource_the_api_server_refuses_sets_the_ready_reason_and_says_why() {
         "ResourceFailed"
     );
 }
-
-#[test]
-fn references_are_recorded_before_a_create_only_when_new() {
-    let fixture = Fixture::new(vec![checked_provider()]);
-    let mut handle = handle(&[("a", "cm", json!({})), ("b", "cm", json!({}))]);
-    let plans = [apply("a"), ResourcePlan::WaitingForClaim];
-    assert!(has_references_to_record(&handle, &plans));
-    handle.status = Some(compute(&fixture, &handle, &plans, &[None, None]).status);
-    assert!(!has_references_to_record(&handle, &plans));
-    assert!(has_references_to_record(&handle, &[apply("a"), apply("b")]));
-}
