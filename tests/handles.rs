@@ -10,8 +10,10 @@ mod support;
 use std::time::{Duration, Instant};
 
 use chrono::{TimeDelta, Utc};
+use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{DeleteParams, Patch, PatchParams};
+use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, ResourceExt};
 use poolboy::api::{ResourceClaim, ResourceHandle};
 use serde_json::{Value, json};
@@ -312,6 +314,67 @@ async fn deleting_a_handle_deletes_its_resources_and_its_claim_unless_detached()
         claims.get_opt("detached").await.expect("get").is_some(),
         "detached claim kept"
     );
+
+    env.teardown([operator]).await;
+}
+
+/// B11 at its narrowest: a handle deleted the moment its resource exists, before its pass has
+/// written the resource's reference to its status, still deletes the resource. The test
+/// deletes each handle as the ConfigMap's first watch event arrives.
+#[tokio::test]
+async fn a_handle_deleted_as_its_resource_appears_deletes_it() {
+    const HANDLES: usize = 8;
+    let env = TestEnv::new().await;
+    Apis::new(&env)
+        .create_providers(vec![configmap_provider(
+            &env.namespace,
+            "config",
+            json!({}),
+        )])
+        .await;
+    let handles: Api<ResourceHandle> = env.api();
+    let configmaps: Api<ConfigMap> = env.api();
+    let deleter = {
+        let handles = handles.clone();
+        let mut appeared = watcher(configmaps.clone(), watcher::Config::default())
+            .touched_objects()
+            .boxed();
+        tokio::spawn(async move {
+            let mut deleted = Vec::new();
+            while deleted.len() < HANDLES
+                && let Some(Ok(configmap)) = appeared.next().await
+            {
+                let Some(handle) = configmap
+                    .annotations()
+                    .get(&format!("{D}/resource-handle-name"))
+                    .cloned()
+                else {
+                    continue;
+                };
+                if !deleted.contains(&handle) {
+                    handles
+                        .delete(&handle, &DeleteParams::default())
+                        .await
+                        .expect("delete handle");
+                    deleted.push(handle);
+                }
+            }
+        })
+    };
+    let operator = TestOperator::start(env.kube_config(), &env.namespace);
+    let mut names = Vec::new();
+    for _ in 0..HANDLES {
+        let handle = create_handle_of(&env, &[("cm", "config", json!({}))], json!({})).await;
+        names.push(handle.name_any());
+    }
+    tokio::time::timeout(TIMEOUT, deleter)
+        .await
+        .expect("every handle's ConfigMap appeared")
+        .expect("the deleter ran");
+    for name in &names {
+        gone(&handles, name, TIMEOUT).await;
+        gone(&configmaps, &resource_name(name, 0), TIMEOUT).await;
+    }
 
     env.teardown([operator]).await;
 }

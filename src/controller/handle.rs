@@ -234,9 +234,11 @@ async fn manage(object: HandleObject, ctx: &Context) -> Result<Action, Halt<Hand
     };
     // One status write, after the creates, records the references with the states the
     // creates returned (Poolboy writes the references first, §12.4 step 7 before step 9).
-    // What a process that dies in between leaves is still found: a resource's name is its
-    // definition's, so the next pass's create meets it (409) and records it; and a resource
-    // whose handle is deleted meanwhile is an orphan (`managed::orphans`).
+    // A deletion that begins in between fails that write, and the finalizer deletes what the
+    // pass made (`store::unrecorded`). What a process that dies in between leaves is found
+    // too: a resource's name is its definition's, so the next pass's create meets it (409)
+    // and records it; and a resource whose handle is deleted meanwhile is an orphan
+    // (`managed::orphans`).
     let first_error = apply_all(ctx, &object, &planned, &mut states, &mut status).await;
     let before = object.status.clone();
     let object = write_status(ctx, &object, &status, &states)
