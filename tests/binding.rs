@@ -1,7 +1,8 @@
 //! Which handle a claim gets, and what binding writes on it, on the real control plane: a
 //! handle about to end is skipped (Δ B04), `preferenceScore` wins before age (Δ B05), a
 //! provider claim's effective values are recorded on the handle it binds (Δ B20), a warm bind
-//! is recorded once and leaves the handle's status alone, and a claim deleted while it binds
+//! is recorded once and leaves the handle's status alone, a cold bind is recorded once with
+//! the resource its handle made, and a claim deleted while it binds
 //! leaves no handle bound (§7.3). The whole operator runs; the `config`
 //! provider of `support::config` makes ConfigMaps.
 
@@ -11,8 +12,9 @@ use std::time::Duration;
 
 use chrono::{TimeDelta, Utc};
 use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::api::events::v1::Event;
 use kube::ResourceExt;
-use kube::api::{DeleteParams, ListParams};
+use kube::api::{Api, DeleteParams, ListParams};
 use poolboy::api::{ResourceClaim, ResourceHandle};
 use serde_json::{Value, json};
 use support::apis::bound;
@@ -233,6 +235,58 @@ async fn a_warm_bind_records_the_annotated_resource_and_leaves_the_handle_status
         .await
         .expect("the bound handle");
     assert_eq!(handle.status, pooled.status);
+    env.teardown([operator]).await;
+}
+
+/// A cold bind writes the claim's status once: the first version of the claim that names the
+/// handle made for it already carries the ConfigMap that handle made, its state and the
+/// claim's readiness; and its one `Bound` Event says the resources are ready, with no `Ready`
+/// Event after it.
+#[tokio::test]
+async fn a_cold_bind_records_the_made_resource_with_the_handle() {
+    let env = TestEnv::new().await;
+    create_config_provider(&env, false).await;
+    let operator = TestOperator::start(env.kube_config(), &env.namespace);
+    let versions = record_versions::<ResourceClaim>(&env, "cold").await;
+
+    create_config_claim(&env, "cold", json!({}), json!({}), json!({})).await;
+    let handle = bound(&env, "cold").await;
+    let claims = env.api::<ResourceClaim>();
+    eventually("the claim ready", TIMEOUT, || async {
+        let claim = json_of(&claims, "cold").await?;
+        (claim["status"]["ready"] == json!(true)).then_some(())
+    })
+    .await;
+    let versions = versions.lock().expect("the record").clone();
+    let first = versions
+        .iter()
+        .find(|c| c["status"]["resourceHandle"]["name"].is_string())
+        .expect("a version naming the handle");
+    assert_eq!(first["status"]["resourceHandle"]["name"], json!(handle));
+    let resource = &first["status"]["resources"][0];
+    assert!(resource["reference"]["name"].is_string(), "{first}");
+    assert!(resource["state"]["metadata"]["uid"].is_string(), "{first}");
+    assert_eq!(first["status"]["ready"], json!(true), "{first}");
+
+    let bound_event = env.event("cold", "Normal", "Bound", TIMEOUT).await;
+    let note = bound_event.note.unwrap_or_default();
+    assert!(note.contains("created for the claim"), "{note}");
+    assert!(note.ends_with("are ready"), "{note}");
+    // Anything a later pass of the claim published would be there by now.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let events: Api<Event> = env.api();
+    let ready_events = events
+        .list(&ListParams::default())
+        .await
+        .expect("listing Events")
+        .items
+        .into_iter()
+        .filter(|e| {
+            e.reason.as_deref() == Some("Ready")
+                && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("cold")
+        })
+        .count();
+    assert_eq!(ready_events, 0);
     env.teardown([operator]).await;
 }
 

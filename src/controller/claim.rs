@@ -590,7 +590,8 @@ async fn bind(
     making.made(&bound.handle);
     let current = binding::latest_copy(ctx, &bound.handle, &claim);
     let states = live_states(ctx, &Kinds::handle_of(&current)).await;
-    if let Some(left) = awaits_resources(&bound, &states, (namespace, name), ctx.domain()) {
+    if let Some(left) = awaits_resources(&bound, &current, &states, (namespace, name), ctx.domain())
+    {
         let uid = claim.metadata.uid.as_deref().unwrap_or_default();
         ctx.unrecorded.park(namespace, name, uid, bound);
         return Ok(Action::requeue(left));

@@ -105,9 +105,11 @@ impl UnrecordedBinds {
                 handle.metadata.resource_version.as_deref() == Some(echo.as_str())
             }
             // Read when the bind is taken up: by the wake of its resources, or at the end
-            // of its wait.
+            // of its wait; or by the first status of a handle that had none, which records
+            // the resources it made.
             Some(Bind::Parked { pending, .. }) => {
                 pending.handle.metadata.name == handle.metadata.name
+                    && (pending.handle.status.is_some() || handle.status.is_none())
             }
         };
         match waits {
@@ -159,15 +161,18 @@ pub(super) enum News {
     None,
 }
 
-/// How much longer a claim's status waits before recording `pending`: while a resource of the
-/// handle, made before the bind (a pool's), does not show the claim in its live state
-/// (`states`, one per status reference). The handle's first pass after the bind writes the
-/// claim's annotations on its resources (§12.3), which changes their state, which the claim's
-/// status copies: recorded before, the status is written twice for one bind. `None` when the
-/// status is written now: every resource whose state is known shows the claim (a handle with
-/// nothing made yet has none: its resources' states come later anyway), or the wait is over.
+/// How much longer a claim's status waits before recording `pending`, whose handle is now
+/// `handle`: while the handle has no status (its first pass, which creates its resources and
+/// records them, is still to come: a handle made for the claim), or a resource of the handle,
+/// made before the bind (a pool's), does not show the claim in its live state (`states`, one
+/// per status reference). The handle's first pass after the bind writes the claim's
+/// annotations on its resources (§12.3), which changes their state, which the claim's status
+/// copies: recorded before, the status is written twice for one bind. `None` when the status
+/// is written now: every resource whose state is known shows the claim (a resource not made,
+/// or not readable, has none), or the wait is over.
 pub(super) fn awaits_resources(
     pending: &Pending,
+    handle: &HandleObject,
     states: &[Option<Value>],
     (namespace, name): (&str, &str),
     domain: &OperatorDomain,
@@ -181,7 +186,7 @@ pub(super) fn awaits_resources(
         annotations[&name_key].as_str() == Some(name)
             && annotations[&namespace_key].as_str() == Some(namespace)
     };
-    if states.iter().flatten().all(shows_claim) {
+    if handle.status.is_some() && states.iter().flatten().all(shows_claim) {
         return None;
     }
     RESOURCES_WAIT
@@ -277,6 +282,17 @@ mod tests {
         assert!(binds.take("user", "c", "uid-c").is_some());
         assert!(!binds.is_parked("user", "c"));
         assert_eq!(binds.news_of("user", "c", &bound), News::Routine, "taken");
+
+        // A handle made for the claim has no status when the bind is parked: its first
+        // status, which records the resources its pass made, is the news the bind waits for.
+        let mut made = handle("guid-c", "1");
+        made.status = None;
+        parked(&binds, made.clone());
+        let mut still_without = handle("guid-c", "2");
+        still_without.status = None;
+        assert_eq!(binds.news_of("user", "c", &still_without), News::None);
+        let recorded = handle("guid-c", "3");
+        assert_eq!(binds.news_of("user", "c", &recorded), News::Awaited);
     }
 
     /// A ConfigMap's live state, annotated for claim `namespace`/`name` when given.
@@ -292,16 +308,16 @@ mod tests {
                     "metadata": {"name": "cm", "namespace": "labs", "annotations": annotations}}))
     }
 
-    /// The record waits while a resource's state does not name the claim yet, and no longer
-    /// than the wait; a resource without a state (not made, or not readable) is not waited
-    /// for.
+    /// The record waits while a resource's state does not name the claim yet, or the handle
+    /// has no status yet, and no longer than the wait; a resource without a state (not made,
+    /// or not readable) is not waited for.
     #[test]
     fn a_bind_is_recorded_once_its_resources_show_the_claim() {
         let domain = OperatorDomain::default();
         let claim = ("user", "c");
         let now = pending(handle("guid-a", "2"), Instant::now());
         let waits = |bind: &Pending, states: &[Option<Value>]| {
-            awaits_resources(bind, states, claim, &domain).is_some()
+            awaits_resources(bind, &bind.handle, states, claim, &domain).is_some()
         };
         assert!(waits(&now, &[state(None)]));
         assert!(waits(&now, &[state(Some(claim)), state(None)]));
@@ -317,5 +333,19 @@ mod tests {
             .expect("a clock past its first seconds");
         let old = pending(handle("guid-a", "2"), long_ago);
         assert!(!waits(&old, &[state(None)]), "waited long enough");
+
+        // A handle made for the claim: waited for until its first pass wrote its status.
+        let mut made = handle("guid-c", "1");
+        made.status = None;
+        let created = pending(made.clone(), Instant::now());
+        assert!(awaits_resources(&created, &made, &[], claim, &domain).is_some());
+        let passed = handle("guid-c", "2");
+        let states = [state(Some(claim))];
+        assert!(awaits_resources(&created, &passed, &states, claim, &domain).is_none());
+        let old = pending(made.clone(), long_ago);
+        assert!(
+            awaits_resources(&old, &made, &[], claim, &domain).is_none(),
+            "waited long enough"
+        );
     }
 }
