@@ -374,8 +374,8 @@ fn print_targets(rows: &[Row], ceiling: f64) {
     );
 }
 
-/// The probe of a run at `rate` whose binds took `bound` (milliseconds, sorted), printed.
-fn probe(who: &str, rate: f64, bound: &[f64]) -> search::Probe {
+/// Whether a run at `rate` whose binds took `bound` (milliseconds, sorted) held, printed.
+fn probe(who: &str, rate: f64, bound: &[f64]) -> bool {
     let p99 = percentile(bound, 0.99);
     let held = p99 <= HELD_P99_MS;
     println!(
@@ -386,7 +386,7 @@ fn probe(who: &str, rate: f64, bound: &[f64]) -> search::Probe {
         percentile(bound, 0.50),
         if held { "held" } else { "not held" },
     );
-    search::Probe { rate, held }
+    held
 }
 
 /// The machine's cores (what "CPU busy" is a share of).
@@ -647,9 +647,8 @@ impl Bench<'_> {
     async fn floor_holds(&self, start: f64) -> f64 {
         let env = self.env;
         let floor = Arc::new(floor::Floor::new(env, self.kinds));
-        let mut probes = Vec::new();
-        while let Some(rate) = search::next_rate(start, &probes) {
-            let scenario = format!("held{}", probes.len());
+        search::highest_rate(start, async |attempt, rate| {
+            let scenario = format!("held{attempt}");
             let staged = floor
                 .stage(&scenario, SUSTAINED_POOL, PARALLEL_CREATES)
                 .await;
@@ -664,10 +663,11 @@ impl Bench<'_> {
                 )
                 .await;
             bound.sort_by(f64::total_cmp);
-            probes.push(probe("floor, no broker", rate, &bound));
+            let held = probe("floor, no broker", rate, &bound);
             floor.clean().await;
-        }
-        search::highest_held(&probes)
+            held
+        })
+        .await
     }
 
     /// The highest rate the broker holds (`search`), from `start` a second: a run of
@@ -675,22 +675,21 @@ impl Bench<'_> {
     async fn broker_holds(&self, start: f64) -> f64 {
         let (env, kinds) = (self.env, self.kinds);
         apply_pool(env, kinds, "steady", SUSTAINED_POOL).await;
-        let mut probes = Vec::new();
-        while let Some(rate) = search::next_rate(start, &probes) {
+        search::highest_rate(start, async |attempt, rate| {
             wait_until(&format!("{SUSTAINED_POOL} ready steady handles"), || {
                 lock(self.handles).ready_unbound("steady") >= SUSTAINED_POOL
             })
             .await;
-            let prefix = format!("held{}", probes.len());
+            let prefix = format!("held{attempt}");
             let names = arrive(env, kinds, self.instants, &prefix, rate).await;
             wait_served(self.instants, &names, &prefix).await;
             let bound = {
                 let instants = lock(self.instants);
                 latencies(&instants, &instants.bound, &names)
             };
-            probes.push(probe("broker", rate, &bound));
-        }
-        search::highest_held(&probes)
+            probe("broker", rate, &bound)
+        })
+        .await
     }
 
     /// A minute with every claim bound: the writes, and this process's CPU and RSS.

@@ -5,7 +5,7 @@
 #[path = "../benches/support/search.rs"]
 mod search;
 
-use search::{Probe, highest_held, next_rate};
+use search::{Probe, highest_held, highest_rate, next_rate};
 
 /// The rates the search probes from `start` against a system that holds up to `limit`.
 fn probed(start: f64, limit: f64) -> Vec<Probe> {
@@ -55,4 +55,16 @@ fn no_rate_below_one_a_second_is_probed() {
     let probes = probed(1.5, 0.0);
     assert_eq!(rates(&probes), [1.5, 1.2]);
     assert_eq!(highest_held(&probes), 0.0);
+}
+
+#[tokio::test]
+async fn the_highest_rate_is_found_by_runs_numbered_from_zero() {
+    let mut runs = Vec::new();
+    let highest = highest_rate(40.0, async |attempt, rate| {
+        runs.push(attempt);
+        rate <= 55.0
+    })
+    .await;
+    assert_eq!(highest, 50.0);
+    assert_eq!(runs, [0, 1, 2, 3]);
 }

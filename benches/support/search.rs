@@ -55,3 +55,14 @@ pub fn highest_held(probes: &[Probe]) -> f64 {
         .map(|p| p.rate)
         .fold(0.0, f64::max)
 }
+
+/// The highest rate held, from `start`: `run(attempt, rate)` makes the `attempt`-th run (from
+/// 0) at `rate` claims a second and says whether it held.
+pub async fn highest_rate(start: f64, mut run: impl AsyncFnMut(usize, f64) -> bool) -> f64 {
+    let mut probes = Vec::new();
+    while let Some(rate) = next_rate(start, &probes) {
+        let held = run(probes.len(), rate).await;
+        probes.push(Probe { rate, held });
+    }
+    highest_held(&probes)
+}
