@@ -46,19 +46,24 @@ async fn create_handle_of(
     .await
 }
 
+/// The provider `config` of ConfigMaps with nothing in its spec but `fields`.
+async fn create_plain_provider(env: &TestEnv, fields: Value) {
+    Apis::new(env)
+        .create_providers(vec![configmap_provider(&env.namespace, "config", fields)])
+        .await;
+}
+
 #[tokio::test]
 async fn a_handle_creates_its_configmap_and_follows_its_readiness() {
     let env = TestEnv::new().await;
-    Apis::new(&env)
-        .create_providers(vec![configmap_provider(
-            &env.namespace,
-            "config",
-            json!({
-                "healthCheck": "metadata.labels.broken | default('no') != 'yes'",
-                "readinessCheck": "metadata.labels.ready | default('no') == 'yes'",
-            }),
-        )])
-        .await;
+    create_plain_provider(
+        &env,
+        json!({
+            "healthCheck": "metadata.labels.broken | default('no') != 'yes'",
+            "readinessCheck": "metadata.labels.ready | default('no') == 'yes'",
+        }),
+    )
+    .await;
     let operator = TestOperator::start(env.kube_config(), &env.namespace);
     let handle = create_handle_of(
         &env,
@@ -184,13 +189,7 @@ async fn an_update_filter_lets_one_field_through_and_blocks_another() {
 #[tokio::test]
 async fn a_handle_is_deleted_at_its_lifespan_end_with_its_resources_annotated_first() {
     let env = TestEnv::new().await;
-    Apis::new(&env)
-        .create_providers(vec![configmap_provider(
-            &env.namespace,
-            "config",
-            json!({}),
-        )])
-        .await;
+    create_plain_provider(&env, json!({})).await;
     let operator = TestOperator::start(env.kube_config(), &env.namespace);
     // Whole seconds, as the field holds them.
     let end = chrono::DateTime::from_timestamp(chrono::Utc::now().timestamp() + 5, 0)
@@ -267,13 +266,7 @@ fn claim_ref(env: &TestEnv, name: &str) -> Value {
 #[tokio::test]
 async fn deleting_a_handle_deletes_its_resources_and_its_claim_unless_detached() {
     let env = TestEnv::new().await;
-    Apis::new(&env)
-        .create_providers(vec![configmap_provider(
-            &env.namespace,
-            "config",
-            json!({}),
-        )])
-        .await;
+    create_plain_provider(&env, json!({})).await;
     let operator = TestOperator::start(env.kube_config(), &env.namespace);
     create_ignored_claim(&env, "bound", false).await;
     create_ignored_claim(&env, "detached", true).await;
@@ -325,13 +318,7 @@ async fn deleting_a_handle_deletes_its_resources_and_its_claim_unless_detached()
 async fn a_handle_deleted_as_its_resource_appears_deletes_it() {
     const HANDLES: usize = 8;
     let env = TestEnv::new().await;
-    Apis::new(&env)
-        .create_providers(vec![configmap_provider(
-            &env.namespace,
-            "config",
-            json!({}),
-        )])
-        .await;
+    create_plain_provider(&env, json!({})).await;
     let handles: Api<ResourceHandle> = env.api();
     let configmaps: Api<ConfigMap> = env.api();
     let deleter = {
@@ -382,13 +369,7 @@ async fn a_handle_deleted_as_its_resource_appears_deletes_it() {
 #[tokio::test]
 async fn a_handle_whose_claim_is_gone_deletes_itself() {
     let env = TestEnv::new().await;
-    Apis::new(&env)
-        .create_providers(vec![configmap_provider(
-            &env.namespace,
-            "config",
-            json!({}),
-        )])
-        .await;
+    create_plain_provider(&env, json!({})).await;
     let operator = TestOperator::start(env.kube_config(), &env.namespace);
     let handle = create_handle_of(
         &env,
@@ -538,13 +519,7 @@ async fn a_linked_resource_waits_for_its_link_then_uses_its_template_vars() {
 #[tokio::test]
 async fn a_deleted_managed_resource_is_seen_and_recreated() {
     let env = TestEnv::new().await;
-    Apis::new(&env)
-        .create_providers(vec![configmap_provider(
-            &env.namespace,
-            "config",
-            json!({"readinessCheck": "metadata.uid is defined"}),
-        )])
-        .await;
+    create_plain_provider(&env, json!({"readinessCheck": "metadata.uid is defined"})).await;
     let operator = TestOperator::start(env.kube_config(), &env.namespace);
     let handle = create_handle_of(&env, &[("cm", "config", json!({}))], json!({})).await;
     let name = handle.name_any();
