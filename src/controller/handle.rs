@@ -3,8 +3,8 @@
 //! A reconcile observes the handle, its bound claim (a GET: the store may lag) and the live
 //! states of its resources (the managed stores, a GET when missing); asks `core` for the plan of
 //! each resource and the status; creates or patches the resources; writes the status, with
-//! their references and new states, once; and requeues at `spec.lifespan.end`. Every write to the handle is guarded by its
-//! resourceVersion; a conflict recomputes from a fresh read.
+//! their references and new states, once; and requeues at `spec.lifespan.end`. Every write
+//! to the handle is guarded by its resourceVersion; a conflict recomputes from a fresh read.
 
 mod finalize;
 mod resources;
@@ -453,7 +453,7 @@ async fn apply_all(
     status: &mut Status<'_>,
 ) -> Option<HandleError> {
     let mut first_error = None;
-    let recorded = status_references(&Kinds::handle_of(object));
+    let recorded = status_references(object);
     for (index, plan) in planned.plans.iter().enumerate() {
         let ResourcePlan::Apply {
             definition,
