@@ -244,7 +244,7 @@ async fn manage(object: HandleObject, ctx: &Context) -> Result<Action, Halt<Hand
     let object = write_status(ctx, &object, &status, &states)
         .await
         .or_halt()?;
-    ctx.stores.unrecorded.recorded(&uid);
+    ctx.stores.unrecorded.forget(&uid);
     report_problem(ctx, &object, problem_before.as_deref(), claim.as_ref()).await;
     report_apply_failure(ctx, &object, before.as_ref(), claim.as_ref()).await;
     if let Some(error) = first_error {

@@ -32,7 +32,7 @@ impl UnrecordedResources {
         if let watcher::Event::Delete(handle) = event
             && let Some(uid) = &handle.metadata.uid
         {
-            self.take(uid);
+            self.forget(uid);
         }
     }
 
@@ -45,14 +45,15 @@ impl UnrecordedResources {
         }
     }
 
-    /// Handle `uid`'s status now references everything its passes made.
-    pub(crate) fn recorded(&self, uid: &str) {
-        self.lock().remove(uid);
+    /// What handle `uid` made and has not recorded.
+    pub(crate) fn of(&self, uid: &str) -> Vec<ResourceReference> {
+        self.lock().get(uid).cloned().unwrap_or_default()
     }
 
-    /// What handle `uid` made and has not recorded, forgotten here.
-    pub(crate) fn take(&self, uid: &str) -> Vec<ResourceReference> {
-        self.lock().remove(uid).unwrap_or_default()
+    /// Handle `uid`'s status references everything its passes made, or its finalizer deleted
+    /// it, or it is gone.
+    pub(crate) fn forget(&self, uid: &str) {
+        self.lock().remove(uid);
     }
 
     fn lock(&self) -> MutexGuard<'_, HashMap<String, Vec<ResourceReference>>> {
@@ -84,16 +85,17 @@ mod tests {
     }
 
     #[test]
-    fn made_resources_are_kept_once_until_recorded_or_taken() {
+    fn made_resources_are_kept_once_until_forgotten() {
         let unrecorded = UnrecordedResources::default();
         unrecorded.made("h1", &reference("a"));
         unrecorded.made("h1", &reference("a"));
         unrecorded.made("h1", &reference("b"));
         unrecorded.made("h2", &reference("c"));
-        assert_eq!(unrecorded.take("h1"), vec![reference("a"), reference("b")]);
-        assert_eq!(unrecorded.take("h1"), Vec::new());
-        unrecorded.recorded("h2");
-        assert_eq!(unrecorded.take("h2"), Vec::new());
+        assert_eq!(unrecorded.of("h1"), vec![reference("a"), reference("b")]);
+        assert_eq!(unrecorded.of("h1"), vec![reference("a"), reference("b")]);
+        unrecorded.forget("h1");
+        assert_eq!(unrecorded.of("h1"), Vec::new());
+        assert_eq!(unrecorded.of("h2"), vec![reference("c")]);
     }
 
     #[test]
@@ -103,8 +105,9 @@ mod tests {
         unrecorded.made("h2", &reference("b"));
         unrecorded.apply(&watcher::Event::Apply(handle("h1")));
         unrecorded.apply(&watcher::Event::Delete(handle("h1")));
-        assert_eq!(unrecorded.take("h1"), Vec::new());
-        assert_eq!(unrecorded.take("h2"), vec![reference("b")]);
-        assert!(unrecorded.lock().is_empty());
+        assert_eq!(unrecorded.of("h1"), Vec::new());
+        assert_eq!(unrecorded.of("h2"), vec![reference("b")]);
+        // The memory keeps no key for the deleted handle.
+        assert_eq!(unrecorded.lock().len(), 1);
     }
 }

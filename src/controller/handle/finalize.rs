@@ -37,23 +37,17 @@ pub(super) async fn finalize(
     // what a pass made before its status write failed on the deletion.
     let handle_uid = object.metadata.uid.as_deref();
     let uid = handle_uid.unwrap_or_default();
-    let unrecorded = ctx.stores.unrecorded.take(uid);
     let mut references: Vec<ResourceReference> =
         status_references(&handle).into_iter().flatten().collect();
-    for reference in &unrecorded {
-        if !references.contains(reference) {
-            references.push(reference.clone());
+    for reference in ctx.stores.unrecorded.of(uid) {
+        if !references.contains(&reference) {
+            references.push(reference);
         }
     }
     for reference in &references {
-        if let Err(error) = delete_resource(ctx, reference, handle_uid, &stamp).await {
-            // Kept for the retry: nothing else knows of them.
-            for reference in &unrecorded {
-                ctx.stores.unrecorded.made(uid, reference);
-            }
-            return Err(error.into());
-        }
+        delete_resource(ctx, reference, handle_uid, &stamp).await?;
     }
+    ctx.stores.unrecorded.forget(uid);
 
     if let Some(reference) = &handle.spec.resource_claim
         && let Some(claim) = get_claim(ctx, reference).await?
