@@ -36,9 +36,7 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::{WatchStreamExt, watcher};
-use machine::{
-    control_plane_cpu, load_average, lock, percentile, process_anonymous_memory, process_memory,
-};
+use machine::{control_plane_cpu, load_average, lock, percentile, process_memory_to_the_kib};
 use objects::{claim, pool, provider};
 use plotters::prelude::*;
 use poolboy::api::OperatorDomain;
@@ -97,12 +95,12 @@ struct Record {
 /// also counts the binary's pages as code runs for the first time).
 #[derive(Clone, Copy, Debug, Default)]
 struct Memory {
-    rss: u64,
-    heap: u64,
+    rss: f64,
+    heap: f64,
 }
 
 /// One of [`Memory`]'s figures.
-type MemoryFigure = fn(Memory) -> u64;
+type MemoryFigure = fn(Memory) -> f64;
 
 /// One of a [`Minute`]'s figures.
 type MinuteFigure = fn(&Minute) -> f64;
@@ -150,7 +148,7 @@ async fn main() {
     settle(&broker).await;
     let baseline = memory(&broker);
     println!(
-        "baseline: RSS {} MiB, heap {} MiB with the pool alone",
+        "baseline: RSS {:.1} MiB, heap {:.1} MiB with the pool alone",
         baseline.rss, baseline.heap
     );
 
@@ -228,8 +226,8 @@ async fn main() {
         let fields: [(&str, MemoryFigure); 2] = [("RSS", |m| m.rss), ("heap", |m| m.heap)];
         for (what, of) in fields {
             println!(
-                "{what}: baseline {} MiB, minute {reference_minute} {} MiB, end {} MiB ({:+.1} \
-                 %), after everything was deleted {} MiB ({:+.1} % of the baseline)",
+                "{what}: baseline {:.1} MiB, minute {reference_minute} {:.1} MiB, end {:.1} MiB \
+                 ({:+.1} %), after everything was deleted {:.1} MiB ({:+.1} % of the baseline)",
                 of(baseline),
                 of(at_reference),
                 of(at_end),
@@ -521,9 +519,13 @@ where
 /// The broker's memory.
 fn memory(broker: &brokers::Brokers) -> Memory {
     let pids: Vec<String> = broker.pids().iter().map(u32::to_string).collect();
+    let each: Vec<(f64, f64)> = pids
+        .iter()
+        .map(|pid| process_memory_to_the_kib(pid))
+        .collect();
     Memory {
-        rss: pids.iter().map(|pid| process_memory(pid).0).sum(),
-        heap: pids.iter().map(|pid| process_anonymous_memory(pid)).sum(),
+        rss: each.iter().map(|(rss, _)| rss).sum(),
+        heap: each.iter().map(|(_, heap)| heap).sum(),
     }
 }
 
@@ -533,8 +535,8 @@ fn sorted(values: impl Iterator<Item = f64>) -> Vec<f64> {
     values
 }
 
-fn change(now: u64, then: u64) -> f64 {
-    (now as f64 - then as f64) * 100.0 / (then.max(1) as f64)
+fn change(now: f64, then: f64) -> f64 {
+    (now - then) * 100.0 / then.max(1.0)
 }
 
 fn print_minutes(minutes: &[Minute]) {
@@ -547,7 +549,7 @@ fn print_minutes(minutes: &[Minute]) {
 
 fn print_minute(m: &Minute) {
     println!(
-        "| {} | {} | {} | {:.2} | {} | {} | {:.0} | {:.0} |",
+        "| {} | {:.1} | {:.1} | {:.2} | {} | {} | {:.0} | {:.0} |",
         m.minute, m.memory.rss, m.memory.heap, m.cpu, m.claims, m.binds, m.p50, m.p99
     );
 }
@@ -566,7 +568,7 @@ fn write_csv(path: &Path, minutes: &[Minute]) {
         String::from("minute,rss_mib,heap_mib,cpu_s,claims,binds,bind_p50_ms,bind_p99_ms\n");
     for m in minutes {
         text.push_str(&format!(
-            "{},{},{},{:.3},{},{},{:.1},{:.1}\n",
+            "{},{:.2},{:.2},{:.3},{},{},{:.1},{:.1}\n",
             m.minute, m.memory.rss, m.memory.heap, m.cpu, m.claims, m.binds, m.p50, m.p99
         ));
     }
@@ -596,30 +598,33 @@ fn draw(
 
     let memory_top = top(&mut minutes
         .iter()
-        .map(|m| m.memory.rss as f64)
-        .chain([baseline.rss as f64, after.rss as f64]));
+        .map(|m| m.memory.rss)
+        .chain([baseline.rss, after.rss]));
     let mut chart = panel(&panels[0], "broker memory (MiB)", last, memory_top)?;
     let fields: [(&str, MemoryFigure, RGBColor); 2] = [
         ("RSS", |m| m.rss, BLUE),
         ("heap (RssAnon)", |m| m.heap, MAGENTA),
     ];
     for (name, of, color) in fields {
-        let points = minutes.iter().map(|m| (m.minute, of(m.memory) as f64));
+        let points = minutes.iter().map(|m| (m.minute, of(m.memory)));
         line(&mut chart, points, color, name.to_owned())?;
     }
     for (memory, label, color) in [
         (baseline, "fresh, pool alone", GREEN),
         (after, "after deleting everything", RED),
     ] {
-        let label = format!("{label}: RSS {} MiB, heap {} MiB", memory.rss, memory.heap);
+        let label = format!(
+            "{label}: RSS {:.1} MiB, heap {:.1} MiB",
+            memory.rss, memory.heap
+        );
         line(
             &mut chart,
-            [(0, memory.rss as f64), (last, memory.rss as f64)],
+            [(0, memory.rss), (last, memory.rss)],
             color,
             label,
         )?;
         chart.draw_series(LineSeries::new(
-            [(0, memory.heap as f64), (last, memory.heap as f64)],
+            [(0, memory.heap), (last, memory.heap)],
             color,
         ))?;
     }

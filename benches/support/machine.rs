@@ -44,6 +44,7 @@ pub fn process_cpu_seconds(pid: &str) -> f64 {
 }
 
 /// VmRSS and VmHWM of process `pid` ("self" for this one), in MiB.
+#[allow(dead_code)] // benches/soak.rs reads them to the KiB
 pub fn process_memory(pid: &str) -> (u64, u64) {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
     let field = |name: &str| {
@@ -56,16 +57,20 @@ pub fn process_memory(pid: &str) -> (u64, u64) {
     (field("VmRSS:"), field("VmHWM:"))
 }
 
-/// RssAnon of process `pid` in MiB: its heap and stacks, without the pages of its binary and
-/// libraries (which VmRSS also counts as code runs for the first time).
+/// VmRSS and RssAnon (its heap and stacks, without the pages of its binary and libraries, which
+/// VmRSS also counts as code runs for the first time) of process `pid`, in MiB to the KiB: a
+/// broker's few tens of MiB move by less than a MiB.
 #[allow(dead_code)] // only benches/soak.rs tells them apart
-pub fn process_anonymous_memory(pid: &str) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .unwrap_or_default()
-        .lines()
-        .find_map(|l| l.strip_prefix("RssAnon:"))
-        .and_then(|v| v.split_whitespace().next()?.parse::<u64>().ok())
-        .map_or(0, |kib| kib / 1024)
+pub fn process_memory_to_the_kib(pid: &str) -> (f64, f64) {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.split_whitespace().next()?.parse::<u64>().ok())
+            .map_or(0.0, |kib| kib as f64 / 1024.0)
+    };
+    (field("VmRSS:"), field("RssAnon:"))
 }
 
 /// The size of etcd's database file in MiB, when the control plane's directory is known
