@@ -4,6 +4,15 @@ use std::process::ExitCode;
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
+/// jemalloc's options, read before `main` (`_RJEM_MALLOC_CONF` in the environment overrides
+/// them). A background thread purges freed pages while the broker idles, which it mostly does:
+/// without it, jemalloc purges only when it is called, and an idle broker kept a busy minute's
+/// pages. One arena: the broker's allocations are small and its threads few, and each arena
+/// keeps partly used pages of its own (docs/operations.md, "Where the memory goes").
+#[cfg(not(feature = "heap-profile"))]
+#[unsafe(export_name = "_rjem_malloc_conf")]
+static JEMALLOC_OPTIONS: &[u8; 33] = b"background_thread:true,narenas:1\0";
+
 /// `--features heap-profile`: every allocation is recorded (`poolboy::heap_profile`).
 #[cfg(feature = "heap-profile")]
 #[global_allocator]
