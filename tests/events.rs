@@ -92,6 +92,50 @@ async fn a_pooled_bind_tells_its_milestones_in_order() {
     env.teardown([operator]).await;
 }
 
+/// Deleting claims deletes their handles: each handle says why it goes (`ClaimDeleted`), and
+/// no claim hears that its handle's deletion deletes it (`HandleDeleted`), which would put the
+/// cause backwards. The handles' finalizers often run while their claims still wait for their
+/// own, so several claims make that window likely.
+#[tokio::test]
+async fn a_claims_deletion_is_not_told_as_its_handles() {
+    const CLAIMS: usize = 6;
+    let env = TestEnv::new().await;
+    let ns = env.namespace.clone();
+    create_config_provider(&env, true).await;
+    let operator = TestOperator::start(env.kube_config(), &ns);
+    let names: Vec<String> = (0..CLAIMS).map(|i| format!("gone{i}")).collect();
+    for name in &names {
+        create_config_claim(&env, name, json!({}), json!({}), json!({})).await;
+    }
+    let apis = Apis::new(&env);
+    let mut handles = Vec::new();
+    for name in &names {
+        handles.push(apis.bound(name).await.1.metadata.name.unwrap_or_default());
+    }
+    apis.claims
+        .delete_collection(&DeleteParams::default(), &ListParams::default())
+        .await
+        .expect("deleting the claims");
+    for handle in &handles {
+        gone(&apis.handles, handle, TIMEOUT).await;
+    }
+    for name in &names {
+        gone(&apis.claims, name, TIMEOUT).await;
+    }
+    for (name, handle) in names.iter().zip(&handles) {
+        let mut reasons = normal_reasons(&env, handle).await;
+        reasons.dedup();
+        assert_eq!(reasons.last().map(String::as_str), Some("ClaimDeleted"));
+        let told = normal_reasons(&env, name).await;
+        assert!(
+            !told.iter().any(|reason| reason == "HandleDeleted"),
+            "claim {name} was told its handle's deletion deletes it: {told:?}"
+        );
+    }
+
+    env.teardown([operator]).await;
+}
+
 /// A warm bind of a handle whose resources are ready already: one `Bound` Event that says so,
 /// no `Ready` Event after it.
 #[tokio::test]

@@ -1,6 +1,6 @@
 //! A deleted handle's finalizer (Δ§3.2 Delete, B11): annotate and delete each resource it
-//! made, delete its claim unless detached, wake its pool, then release every Poolboy
-//! finalizer (Δ§4.7).
+//! made, delete its claim unless detached or already being deleted, wake its pool, then
+//! release every Poolboy finalizer (Δ§4.7).
 
 use json_patch::{PatchOperation, TestOperation};
 use kube::ResourceExt;
@@ -49,8 +49,11 @@ pub(super) async fn finalize(
     }
     ctx.stores.unrecorded.forget(uid);
 
+    // A claim already being deleted needs no deletion, nor an Event saying that this handle's
+    // deletion deletes it: most often the claim's own finalizer is what deleted this handle.
     if let Some(reference) = &handle.spec.resource_claim
         && let Some(claim) = get_claim(ctx, reference).await?
+        && claim.metadata.deletion_timestamp.is_none()
     {
         let detached = claim
             .status
