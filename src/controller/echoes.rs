@@ -8,7 +8,7 @@
 //! copy this process replaced (`write::is_replaced`) is owed the pass the echo brings
 //! ([`owe_pass`]), so that echo goes through.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::future::Future;
 use std::sync::{LazyLock, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
@@ -40,6 +40,10 @@ struct Echoes {
     versions: HashMap<String, Vec<String>>,
     /// The writes of each object by its own reconciles awaiting their answer, by uid.
     in_flight: HashMap<String, usize>,
+    /// The objects deleted while a write of theirs awaited its answer (the write that released
+    /// the last finalizer deletes its object, and the watch may tell before the answer comes):
+    /// that answer is no echo to remember, since no event of the object will come to take it.
+    gone: HashSet<String>,
 }
 
 static ECHOES: LazyLock<Mutex<Echoes>> = LazyLock::new(Mutex::default);
@@ -105,6 +109,9 @@ impl Writing {
             return;
         }
         let mut echoes = echoes();
+        if echoes.gone.contains(uid) {
+            return;
+        }
         if echoes.versions.len() >= AT_MOST && !echoes.versions.contains_key(uid) {
             echoes.versions.clear();
         }
@@ -123,6 +130,7 @@ impl Drop for Writing {
             *count -= 1;
             if *count == 0 {
                 echoes.in_flight.remove(&self.uid);
+                echoes.gone.remove(&self.uid);
             }
         }
         drop(echoes);
@@ -234,12 +242,16 @@ fn settle(uid: &str, version: &str, writer: &str, waited: bool) -> Option<bool> 
 
 /// A reconcile of `uid` was skipped on a stale copy: the echoes to come wake the object.
 pub(crate) fn owe_pass(uid: &str) {
-    forget(uid);
+    echoes().versions.remove(uid);
 }
 
-/// The object `uid` is gone.
+/// The object `uid` is gone; so is the answer of a write of it still in flight.
 pub(crate) fn forget(uid: &str) {
-    echoes().versions.remove(uid);
+    let mut echoes = echoes();
+    echoes.versions.remove(uid);
+    if echoes.in_flight.contains_key(uid) {
+        echoes.gone.insert(uid.to_owned());
+    }
 }
 
 #[cfg(test)]
@@ -344,6 +356,24 @@ mod tests {
         write((uid, "c"), uid, &["33"]).await;
         forget(uid);
         assert!(!echoes().versions.contains_key(uid));
+    }
+
+    /// An object deleted while a write of it awaits its answer (the write released its last
+    /// finalizer, and the watch told of the deletion first) keeps no echo: no event of it will
+    /// come to take one, and the memory would hold it for good.
+    #[tokio::test]
+    async fn an_object_deleted_before_its_writes_answer_keeps_no_echo() {
+        let uid = "5b1c0e7a-0d6e-4f57-9a51-6c3f0f1e2d08";
+        let object = (uid.to_owned(), "c".to_owned());
+        let writing = reconciling(Some(object), async { writing("c") })
+            .await
+            .expect("a write of the reconciled object");
+        forget(uid);
+        writing.record(&claim(uid, "81"));
+        drop(writing);
+        let echoes = echoes();
+        assert!(!echoes.versions.contains_key(uid));
+        assert!(!echoes.gone.contains(uid), "nothing is kept once answered");
     }
 
     /// A resource a handle's reconcile wrote is an echo to that handle only, once its write
