@@ -43,18 +43,24 @@ pub fn process_cpu_seconds(pid: &str) -> f64 {
     (ticks(11) + ticks(12)) / 100.0
 }
 
-/// VmRSS and VmHWM of process `pid` ("self" for this one), in MiB.
-#[allow(dead_code)] // benches/soak.rs reads them to the KiB
-pub fn process_memory(pid: &str) -> (u64, u64) {
+/// The KiB figures of process `pid`'s /proc status, by field name ("VmRSS:"); 0 for one it
+/// lacks.
+fn status_kib(pid: &str) -> impl Fn(&str) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    let field = |name: &str| {
+    move |name| {
         status
             .lines()
             .find_map(|l| l.strip_prefix(name))
             .and_then(|v| v.split_whitespace().next()?.parse::<u64>().ok())
-            .map_or(0, |kib| kib / 1024)
-    };
-    (field("VmRSS:"), field("VmHWM:"))
+            .unwrap_or(0)
+    }
+}
+
+/// VmRSS and VmHWM of process `pid` ("self" for this one), in MiB.
+#[allow(dead_code)] // benches/soak.rs reads them to the KiB
+pub fn process_memory(pid: &str) -> (u64, u64) {
+    let kib = status_kib(pid);
+    (kib("VmRSS:") / 1024, kib("VmHWM:") / 1024)
 }
 
 /// VmRSS and RssAnon (its heap and stacks, without the pages of its binary and libraries, which
@@ -62,15 +68,9 @@ pub fn process_memory(pid: &str) -> (u64, u64) {
 /// broker's few tens of MiB move by less than a MiB.
 #[allow(dead_code)] // only benches/soak.rs tells them apart
 pub fn process_memory_to_the_kib(pid: &str) -> (f64, f64) {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    let field = |name: &str| {
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix(name))
-            .and_then(|v| v.split_whitespace().next()?.parse::<u64>().ok())
-            .map_or(0.0, |kib| kib as f64 / 1024.0)
-    };
-    (field("VmRSS:"), field("RssAnon:"))
+    let kib = status_kib(pid);
+    let mib = |name: &str| kib(name) as f64 / 1024.0;
+    (mib("VmRSS:"), mib("RssAnon:"))
 }
 
 /// The size of etcd's database file in MiB, when the control plane's directory is known
