@@ -5,10 +5,11 @@ use std::process::ExitCode;
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 /// jemalloc's options, read before `main` (`_RJEM_MALLOC_CONF` in the environment overrides
-/// them). A background thread purges freed pages while the broker idles, which it mostly does:
-/// without it, jemalloc purges only when it is called, and an idle broker kept a busy minute's
-/// pages. One arena: the broker's allocations are small and its threads few, and each arena
-/// keeps partly used pages of its own (docs/operations.md, "Where the memory goes").
+/// them). One arena: the broker's allocations are small and its threads few, and each arena
+/// keeps partly used pages of its own. A background thread purges freed pages on a clock
+/// rather than only when jemalloc is next called, which matters to a broker that mostly idles.
+/// Together they brought the memory kept after a churn from 16.9 % to 12.0 % above a fresh
+/// broker's (docs/operations.md, "Where the memory goes").
 #[cfg(not(feature = "heap-profile"))]
 #[unsafe(export_name = "_rjem_malloc_conf")]
 static JEMALLOC_OPTIONS: &[u8; 33] = b"background_thread:true,narenas:1\0";
