@@ -475,6 +475,57 @@ struct Listing {
     first_list: FirstList,
 }
 
+/// The objects of one watch that route to a handle, by (namespace, name: the watch is of one
+/// kind), with the handle. Not `ObjectRef`s: each carries a copy of the kind's `ApiResource`,
+/// five strings per object at 100,000 objects. Holds the live objects only.
+#[derive(Default)]
+struct KnownObjects {
+    handles: HashMap<(Option<String>, String), String>,
+    /// The objects a relist in progress has shown so far.
+    relisted: HashSet<(Option<String>, String)>,
+}
+
+impl KnownObjects {
+    fn key_of(object: &DynamicObject) -> (Option<String>, String) {
+        (object.metadata.namespace.clone(), object.name_any())
+    }
+
+    /// `object` was applied, or shown by a relist (`relisting`); it routes to `handle`.
+    fn applied(&mut self, object: &DynamicObject, handle: Option<String>, relisting: bool) {
+        let key = Self::key_of(object);
+        if relisting {
+            self.relisted.insert(key.clone());
+        }
+        match handle {
+            Some(handle) => self.handles.insert(key, handle),
+            None => self.handles.remove(&key),
+        };
+    }
+
+    fn deleted(&mut self, object: &DynamicObject) {
+        self.handles.remove(&Self::key_of(object));
+    }
+
+    fn relist_started(&mut self) {
+        self.relisted.clear();
+    }
+
+    /// Forgets the objects the relist did not show (deleted while the watch was down); their
+    /// handles.
+    fn relist_done(&mut self) -> Vec<String> {
+        let relisted = std::mem::take(&mut self.relisted);
+        let gone: Vec<_> = self
+            .handles
+            .keys()
+            .filter(|key| !relisted.contains(*key))
+            .cloned()
+            .collect();
+        gone.into_iter()
+            .filter_map(|key| self.handles.remove(&key))
+            .collect()
+    }
+}
+
 /// Follows one watch until the operator stops. Each applied or deleted object wakes its
 /// handle; after a re-list, the handles of objects that disappeared meanwhile are woken too.
 /// An object whose handle seems gone goes to `suspects`.
@@ -488,12 +539,7 @@ async fn follow<S>(
     S: futures::Stream<Item = Result<Event<DynamicObject>, watcher::Error>>,
 {
     let mut stream = std::pin::pin!(stream);
-    // Object (namespace, name: the watch is of one kind) → handle, for every routed object
-    // currently known. Not `ObjectRef`s: each carries a copy of the kind's `ApiResource`,
-    // five strings per object at 100,000 objects.
-    let mut known: HashMap<(Option<String>, String), String> = HashMap::new();
-    let mut relisted: HashSet<(Option<String>, String)> = HashSet::new();
-    let key_of = |object: &DynamicObject| (object.metadata.namespace.clone(), object.name_any());
+    let mut known = KnownObjects::default();
     let mut listed_once = false;
     let watch_name = match &key.namespace {
         Some(namespace) => format!("{} {} in {namespace}", key.api_version, key.kind),
@@ -507,8 +553,6 @@ async fn follow<S>(
                 let (Event::Apply(object) | Event::InitApply(object)) = event else {
                     continue;
                 };
-                let object_ref = key_of(&object);
-                relisted.insert(object_ref.clone());
                 if let Some(suspect) = router.suspect(&object) {
                     suspects(suspect);
                 }
@@ -517,19 +561,16 @@ async fn follow<S>(
                     (false, true) => router.route(&object, Claims::Wake),
                     (false, false) => router.route(&object, Claims::Spare),
                 };
-                match routed {
-                    Some(handle) => known.insert(object_ref, handle),
-                    None => known.remove(&object_ref),
-                };
+                known.applied(&object, routed, !applied);
             }
             Ok(Event::Delete(object)) => {
                 if let Some(uid) = &object.metadata.uid {
                     echoes::forget(uid);
                 }
-                known.remove(&key_of(&object));
+                known.deleted(&object);
                 router.route(&object, Claims::Wake);
             }
-            Ok(Event::Init) => relisted.clear(),
+            Ok(Event::Init) => known.relist_started(),
             Ok(Event::InitDone) => {
                 // A resource deleted between its handle creating it and this watch's first
                 // list never shows up here: its handle is told to look (a busy API server
@@ -542,17 +583,9 @@ async fn follow<S>(
                     };
                     router.wake_handles_watching(&key, claims);
                 }
-                let gone: Vec<_> = known
-                    .keys()
-                    .filter(|k| !relisted.contains(*k))
-                    .cloned()
-                    .collect();
-                for object_ref in gone {
-                    if let Some(handle) = known.remove(&object_ref) {
-                        router.wake(&handle, Claims::Wake);
-                    }
+                for handle in known.relist_done() {
+                    router.wake(&handle, Claims::Wake);
                 }
-                relisted.clear();
             }
             Err(error) => tracing::warn!(
                 %error,
