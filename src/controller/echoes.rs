@@ -97,6 +97,12 @@ impl Writing {
         Self { uid, own }
     }
 
+    /// Whether the reconciled object was deleted before this write's answer came: what the
+    /// answer says of it would be kept for an object no event will come of.
+    pub(crate) fn deleted_meanwhile(&self) -> bool {
+        echoes().gone.contains(&self.uid)
+    }
+
     /// Remembers `written`, as the write's answer has it (of the reconciled object's own
     /// writes, an object of the same name but another kind has another uid, and is no echo).
     pub(crate) fn record<K: Resource>(&self, written: &K) {

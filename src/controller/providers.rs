@@ -94,6 +94,7 @@ async fn follow_providers(ctx: &Context, role: Role) {
             }
             Ok(Event::Apply(provider)) => changed(ctx, &provider, acting).await,
             Ok(Event::Delete(provider)) => {
+                write::forget_replaced(&provider);
                 let name = provider.name_any();
                 ctx.update_providers(|catalog, _| {
                     catalog.remove(&name);

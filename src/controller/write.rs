@@ -18,7 +18,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
-use super::echoes;
+use super::echoes::{self, Writing};
 use crate::core::json::pointer::{add, pointer, test};
 use crate::store::packed::Identified;
 
@@ -188,8 +188,12 @@ pub(crate) fn forget_deleted<K: Identified>(event: &kube::runtime::watcher::Even
 }
 
 /// Remembers that a write of this process replaced `before` (the copy the write was computed
-/// from), when it went through.
-pub(crate) fn record_replaced<K: Resource, T>(before: &K, written: &Written<T>) {
+/// from), when it went through, unless the object's delete event came before the write's
+/// answer: it was forgotten then, and no event of it will come to replace the version.
+fn record_replaced<K: Resource, T>(before: &K, written: &Written<T>, writing: Option<&Writing>) {
+    if writing.is_some_and(Writing::deleted_meanwhile) {
+        return;
+    }
     let meta = before.meta();
     let (Written::Done(_), Some(uid), Some(version)) = (
         written,
@@ -242,7 +246,24 @@ where
     K: Resource + Clone + DeserializeOwned + Debug,
     P: Serialize + Debug,
 {
-    send_over(api, name, None, target, patch, Echo::SpecKept).await
+    send_over(api, name, None::<&K>, target, patch, Echo::SpecKept).await
+}
+
+/// [`send`] of a patch computed from `before` (the patch carries its own guard): a write
+/// that goes through replaced `before` ([`is_replaced`]).
+pub(crate) async fn send_from<K, B, P>(
+    api: &Api<K>,
+    before: &B,
+    target: Target,
+    patch: &Patch<P>,
+) -> Result<Written<K>, kube::Error>
+where
+    K: Resource + Clone + DeserializeOwned + Debug,
+    B: Resource,
+    P: Serialize + Debug,
+{
+    let name = before.name_any();
+    send_over(api, &name, Some(before), target, patch, Echo::SpecKept).await
 }
 
 /// Which versions a reconcile writes of the object it is about are echoes (`echoes`): news
@@ -258,16 +279,17 @@ enum Echo {
 }
 
 /// [`send`], for a write computed from `before`.
-async fn send_over<K, P>(
+async fn send_over<K, B, P>(
     api: &Api<K>,
     name: &str,
-    before: Option<&K>,
+    before: Option<&B>,
     target: Target,
     patch: &Patch<P>,
     echo: Echo,
 ) -> Result<Written<K>, kube::Error>
 where
     K: Resource + Clone + DeserializeOwned + Debug,
+    B: Resource,
     P: Serialize + Debug,
 {
     let params = PatchParams::default();
@@ -276,6 +298,9 @@ where
         Target::Object => api.patch(name, &params, patch).await,
         Target::Status => api.patch_status(name, &params, patch).await,
     })?;
+    if let Some(before) = before {
+        record_replaced(before, &written, writing.as_ref());
+    }
     if let (Some(writing), Written::Done(object)) = (&writing, &written) {
         let is_echo = match (echo, target, before) {
             (Echo::Continued, _, _) | (_, Target::Status, _) => true,
@@ -325,9 +350,7 @@ where
     guarded.extend(ops);
     let patch = Patch::Json::<()>(JsonPatch(guarded));
     let name = object.name_any();
-    let written = send_over(api, &name, Some(object), target, &patch, Echo::SpecKept).await?;
-    record_replaced(object, &written);
-    Ok(written)
+    send_over(api, &name, Some(object), target, &patch, Echo::SpecKept).await
 }
 
 /// Merge-patches `target` of `object` with `patch`, guarded by the resourceVersion read (the
@@ -372,9 +395,7 @@ where
     guarded["metadata"]["resourceVersion"] = json!(object.meta().resource_version);
     let name = object.name_any();
     let patch = Patch::Merge(&guarded);
-    let written = send_over(api, &name, Some(object), target, &patch, echo).await?;
-    record_replaced(object, &written);
-    Ok(written)
+    send_over(api, &name, Some(object), target, &patch, echo).await
 }
 
 /// Adds `finalizer` when missing (Δ§4.7: exactly one Poolboy finalizer); the object as it is
@@ -558,7 +579,7 @@ mod tests {
         let claim = |version: &str| claim("7c1d2e3f-4a5b-4c6d-8e9f-a0b1c2d3e4f5", version);
         let before = claim("41");
         assert!(!is_replaced(&Packed::pack(&before)));
-        record_replaced(&before, &Written::Done(()));
+        record_replaced(&before, &Written::Done(()), None);
         assert!(is_replaced(&before));
         assert!(is_replaced(&Packed::pack(&before)));
         assert!(!is_replaced(&Packed::pack(&claim("42"))));
@@ -568,7 +589,7 @@ mod tests {
     #[test]
     fn a_deleted_object_is_forgotten() {
         let claim = claim("0d1e2f3a-4b5c-4d6e-8f90-a1b2c3d4e5f6", "7");
-        record_replaced(&claim, &Written::Done(()));
+        record_replaced(&claim, &Written::Done(()), None);
         forget_deleted(&kube::runtime::watcher::Event::Apply(claim.clone()));
         assert!(is_replaced(&claim), "an update is not a deletion");
         forget_deleted(&kube::runtime::watcher::Event::Delete(claim.clone()));
@@ -579,6 +600,22 @@ mod tests {
                 .versions
                 .contains_key("0d1e2f3a-4b5c-4d6e-8f90-a1b2c3d4e5f6")
         );
+    }
+
+    /// A write whose answer came after its object's delete event leaves nothing behind: no
+    /// event of the object will come to replace what it would record.
+    #[tokio::test]
+    async fn an_object_deleted_before_its_writes_answer_is_not_remembered() {
+        let uid = "2f3a4b5c-6d7e-4f80-9a1b-2c3d4e5f6a7b";
+        let claim = claim(uid, "12");
+        let reconciled = Some((uid.to_owned(), "c".to_owned()));
+        let writing = echoes::reconciling(reconciled, async { echoes::writing("c") })
+            .await
+            .expect("a write of the reconciled claim");
+        forget_deleted(&kube::runtime::watcher::Event::Delete(claim.clone()));
+        record_replaced(&claim, &Written::Done(()), Some(&writing));
+        drop(writing);
+        assert!(!replaced().versions.contains_key(uid));
     }
 
     /// An object whose last finalizer this process released is gone in every copy the store

@@ -371,7 +371,7 @@ async fn try_bind(
             return Ok(None);
         };
         let patch = Patch::Json::<()>(plan.patch);
-        let written = match write::send(&api, &name, Target::Object, &patch).await {
+        let written = match write::send_from(&api, &handle, Target::Object, &patch).await {
             Ok(written) => written,
             // An invalid write (a 422 with field causes, not a race): this handle cannot
             // take this claim, the next candidate may.
@@ -381,7 +381,6 @@ async fn try_bind(
             }
             Err(e) => return Err(e.into()),
         };
-        write::record_replaced(&handle, &written);
         match written {
             Written::Done(bound) => {
                 index.taken(&name, handle.metadata.resource_version.as_deref());

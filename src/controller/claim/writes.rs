@@ -19,10 +19,6 @@ fn api(ctx: &Context, claim: &ClaimObject) -> Api<ClaimObject> {
     ctx.claims_api(claim.metadata.namespace.as_deref().unwrap_or_default())
 }
 
-fn name(claim: &ClaimObject) -> &str {
-    claim.metadata.name.as_deref().unwrap_or_default()
-}
-
 fn version(claim: &ClaimObject) -> &str {
     claim
         .metadata
@@ -113,17 +109,13 @@ pub(crate) async fn status(
     };
     let patch = Patch::Json::<()>(patch);
     let api = api(ctx, &claim);
-    match write::send(&api, name(&claim), Target::Status, &patch).await {
+    match write::send_from(&api, &claim, Target::Status, &patch).await {
         Err(error) if oversized::is_too_large(&error) => {
             let conditions = claim.status.as_ref().and_then(|s| s.conditions.as_deref());
             oversized::report(ctx, &api, &claim, &ctx.kinds.claim, conditions, &error).await;
             Err(ClaimError::StatusTooLarge(error))
         }
-        written => {
-            let written = written?;
-            write::record_replaced(&claim, &written);
-            Ok(written)
-        }
+        written => Ok(written?),
     }
 }
 
