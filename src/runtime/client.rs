@@ -248,14 +248,7 @@ where
             Ok(response.map(|inner| {
                 let mode = match read {
                     None => Mode::Pass,
-                    Some(read) if read.watch => Mode::Watch(WatchLines {
-                        read,
-                        screening,
-                        pending: BytesMut::new(),
-                        scanned: 0,
-                        out: VecDeque::new(),
-                        ended: false,
-                    }),
+                    Some(read) if read.watch => Mode::Watch(WatchLines::new(read, screening)),
                     Some(read) => Mode::List(ListBody {
                         read,
                         screening,
@@ -373,6 +366,17 @@ impl ListBody {
 }
 
 impl WatchLines {
+    fn new(read: CollectionRead, screening: Arc<Screening>) -> Self {
+        Self {
+            read,
+            screening,
+            pending: BytesMut::new(),
+            scanned: 0,
+            out: VecDeque::new(),
+            ended: false,
+        }
+    }
+
     fn poll<B>(
         &mut self,
         inner: &mut B,
@@ -391,7 +395,7 @@ impl WatchLines {
             }
             match ready!(Pin::new(&mut *inner).poll_frame(cx)) {
                 Some(Ok(frame)) => match frame.into_data() {
-                    Ok(data) => self.push(&data),
+                    Ok(data) => self.push(data),
                     Err(trailers) => return Poll::Ready(Some(Ok(trailers))),
                 },
                 Some(Err(error)) => return Poll::Ready(Some(Err(error.into()))),
@@ -412,51 +416,61 @@ impl WatchLines {
     }
 
     /// Takes `data` in; every line it completes is screened, and the lines that pass are
-    /// handed on as they came, in runs.
-    fn push(&mut self, data: &[u8]) {
-        self.pending.extend_from_slice(data);
-        let mut pieces = Vec::new();
+    /// handed on as they came, in runs. The API server writes each event whole, so a chunk
+    /// usually starts a line: its complete lines go on as slices of it, and only a line cut
+    /// in two is copied, into `pending`, which keeps no buffer once it is empty again.
+    fn push(&mut self, data: Bytes) {
+        let complete = if self.pending.is_empty() {
+            let end = data
+                .iter()
+                .rposition(|b| *b == b'\n')
+                .map_or(0, |at| at + 1);
+            self.pending.extend_from_slice(&data[end..]);
+            data.slice(..end)
+        } else {
+            self.pending.extend_from_slice(&data);
+            let end = self.pending[self.scanned..]
+                .iter()
+                .rposition(|b| *b == b'\n')
+                .map_or(0, |at| self.scanned + at + 1);
+            let complete = self.pending.split_to(end).freeze();
+            if self.pending.is_empty() {
+                self.pending = BytesMut::new();
+            }
+            complete
+        };
+        self.scanned = self.pending.len();
+        self.screen_lines(complete);
+    }
+
+    /// Screens `complete`, whole lines each ending in a newline, into `out`.
+    fn screen_lines(&mut self, complete: Bytes) {
         let mut run_start = 0;
         let mut line_start = 0;
-        let mut from = self.scanned;
-        while let Some(newline) = self.pending[from..]
+        while let Some(newline) = complete[line_start..]
             .iter()
             .position(|b| *b == b'\n')
-            .map(|at| from + at)
+            .map(|at| line_start + at)
         {
-            let line = &self.pending[line_start..newline];
+            let line = &complete[line_start..newline];
             match self.screening.event(&self.read, line) {
                 Line::Keep => {}
                 changed => {
                     if line_start > run_start {
-                        pieces.push(Piece::Kept(run_start..line_start));
+                        self.out.push_back(complete.slice(run_start..line_start));
                     }
                     if let Line::Replace(line) = changed {
-                        pieces.push(Piece::Replaced(Bytes::from(line)));
+                        self.out.push_back(Bytes::from(line));
                     }
                     run_start = newline + 1;
                 }
             }
             line_start = newline + 1;
-            from = line_start;
         }
         if line_start > run_start {
-            pieces.push(Piece::Kept(run_start..line_start));
-        }
-        let complete = self.pending.split_to(line_start).freeze();
-        self.scanned = self.pending.len();
-        for piece in pieces {
-            self.out.push_back(match piece {
-                Piece::Kept(range) => complete.slice(range),
-                Piece::Replaced(line) => line,
-            });
+            self.out.push_back(complete.slice(run_start..line_start));
         }
     }
-}
-
-enum Piece {
-    Kept(std::ops::Range<usize>),
-    Replaced(Bytes),
 }
 
 #[cfg(test)]
@@ -492,14 +506,7 @@ mod tests {
         ));
         let read = CollectionRead::of_get(path, Some(query)).expect("a collection read");
         let mode = if read.watch {
-            Mode::Watch(WatchLines {
-                read,
-                screening,
-                pending: BytesMut::new(),
-                scanned: 0,
-                out: VecDeque::new(),
-                ended: false,
-            })
+            Mode::Watch(WatchLines::new(read, screening))
         } else {
             Mode::List(ListBody {
                 read,
@@ -567,6 +574,40 @@ mod tests {
             let set_aside: Vec<String> = quarantine.objects().into_iter().map(|s| s.object.name).collect();
             prop_assert_eq!(set_aside, ["deep"]);
         }
+    }
+
+    #[test]
+    fn whole_events_go_on_uncopied_and_a_watch_keeps_no_buffer_between_them() {
+        let screening = Arc::new(Screening::new(
+            &OperatorDomain::default(),
+            Quarantine::default(),
+        ));
+        let read = CollectionRead::of_get(CLAIMS, Some("watch=true")).expect("a watch");
+        let mut lines = WatchLines::new(read, screening);
+
+        let cut = event("ADDED", &claim("a", 3));
+        let (head, tail) = cut.split_at(40);
+        lines.push(Bytes::copy_from_slice(head.as_bytes()));
+        assert!(
+            lines.out.is_empty() && lines.pending.capacity() > 0,
+            "half a line waits"
+        );
+        lines.push(Bytes::copy_from_slice(tail.as_bytes()));
+        assert_eq!(lines.out.pop_front().as_deref(), Some(cut.as_bytes()));
+        assert_eq!(
+            lines.pending.capacity(),
+            0,
+            "nothing kept once the line is whole"
+        );
+
+        let whole =
+            Bytes::from(event("MODIFIED", &claim("a", 3)) + &event("MODIFIED", &claim("b", 3)));
+        lines.push(whole.clone());
+        let handed = lines.out.pop_front().expect("the two events");
+        assert_eq!(handed, whole);
+        assert_eq!(handed.as_ptr(), whole.as_ptr(), "handed on, not copied");
+        assert!(lines.out.is_empty());
+        assert_eq!(lines.pending.capacity(), 0);
     }
 
     #[test]
