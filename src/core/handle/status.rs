@@ -7,7 +7,7 @@ use serde::Serialize;
 use serde_json::{Map, Value, json};
 
 use crate::api::ResourceHandle;
-use crate::api::handle::ResourceHandleStatus;
+use crate::api::handle::{HandleStatusResource, ResourceHandleStatus};
 use crate::core::conditions::{
     self, ConditionStatus, DesiredCondition, READY, VALID, set_condition,
 };
@@ -409,8 +409,10 @@ fn summary(
 }
 
 /// The JSON-patch ops (on the status subresource) that turn `current` into `desired`, field by
-/// field; empty when they are equal. Fields this module does not own (`diffBase`, `kopf` left
-/// by Poolboy) are kept.
+/// field; empty when they are equal, or when only `resources[].name` differs: a bind puts the
+/// claim's names in `spec.resources[].name`, and the status takes them with its next write for
+/// another reason rather than with a write of its own (docs/compatibility.md, "handle status
+/// names"). Fields this module does not own (`diffBase`, `kopf` left by Poolboy) are kept.
 pub(crate) fn status_patch(
     current: Option<&ResourceHandleStatus>,
     desired: &ResourceHandleStatus,
@@ -421,6 +423,9 @@ pub(crate) fn status_patch(
             value: to_value(desired),
         }];
     };
+    if same_apart_from_names(current, desired) {
+        return Vec::new();
+    }
     let mut ops = Vec::new();
     let mut field = |name: &str, current: Option<Value>, desired: Option<Value>| {
         let path = format!("/status/{}", escape_pointer_segment(name));
@@ -457,6 +462,37 @@ pub(crate) fn status_patch(
         desired.conditions.as_ref().map(to_value),
     );
     ops
+}
+
+/// Whether `a` and `b` are the same status but for the names of their resources.
+fn same_apart_from_names(a: &ResourceHandleStatus, b: &ResourceHandleStatus) -> bool {
+    let ResourceHandleStatus {
+        healthy,
+        ready,
+        summary,
+        resources,
+        conditions,
+    } = a;
+    let same_resources = match (resources, &b.resources) {
+        (Some(a), Some(b)) => {
+            a.len() == b.len()
+                && a.iter().zip(b).all(|(a, b)| {
+                    let HandleStatusResource {
+                        healthy,
+                        name: _,
+                        ready,
+                        reference,
+                        waiting_for,
+                    } = a;
+                    (healthy, ready, reference, waiting_for)
+                        == (&b.healthy, &b.ready, &b.reference, &b.waiting_for)
+                })
+        }
+        (a, b) => a == b,
+    };
+    same_resources
+        && (healthy, ready, summary, conditions)
+            == (&b.healthy, &b.ready, &b.summary, &b.conditions)
 }
 
 fn to_value(value: &impl Serialize) -> Value {

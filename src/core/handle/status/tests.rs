@@ -420,3 +420,37 @@ fn a_resource_the_api_server_refuses_sets_the_ready_reason_and_says_why() {
         "ResourceFailed"
     );
 }
+
+#[test]
+fn names_alone_wait_for_the_next_write_and_ride_along_with_it() {
+    let current: ResourceHandleStatus = serde_json::from_value(json!({
+        "ready": true,
+        "resources": [{"ready": true, "reference": {"apiVersion": "v1", "kind": "ConfigMap", "name": "c"}}],
+    }))
+    .expect("status");
+    let mut named = current.clone();
+    if let Some(resource) = named.resources.as_mut().and_then(|r| r.first_mut()) {
+        resource.name = Some("config".to_owned());
+    }
+    assert!(status_patch(Some(&current), &named).is_empty());
+
+    let mut named_and_not_ready = named.clone();
+    named_and_not_ready.ready = Some(false);
+    let ops =
+        serde_json::to_value(status_patch(Some(&current), &named_and_not_ready)).expect("ops");
+    assert_eq!(
+        ops,
+        json!([
+            {"op": "add", "path": "/status/resources", "value": [{"name": "config", "ready": true,
+                "reference": {"apiVersion": "v1", "kind": "ConfigMap", "name": "c"}}]},
+            {"op": "add", "path": "/status/ready", "value": false},
+        ])
+    );
+
+    let mut one_more = named.clone();
+    one_more
+        .resources
+        .get_or_insert_with(Vec::new)
+        .push(Default::default());
+    assert!(!status_patch(Some(&current), &one_more).is_empty());
+}
