@@ -529,6 +529,8 @@ async fn a_deleted_managed_resource_is_seen_and_recreated() {
         (handle_status(&env, &name).await?["ready"] == true).then_some(())
     })
     .await;
+    // The first create is told by the status reference, not by an Event.
+    assert!(env.events_about(&name).await.is_empty());
 
     for round in 0..2 {
         let before = configmap(&env, &cm_name).await.expect("exists");
@@ -548,6 +550,17 @@ async fn a_deleted_managed_resource_is_seen_and_recreated() {
         );
         assert_ne!(again.uid(), first.uid());
     }
+    let recreated = env.event(&name, "Normal", "ResourceCreated", TIMEOUT).await;
+    assert_eq!(
+        recreated.note.as_deref(),
+        Some(
+            format!(
+                "created ConfigMap {}/{cm_name} again: it was gone",
+                env.namespace
+            )
+            .as_str()
+        )
+    );
     eventually("the handle is ready again", TIMEOUT, || async {
         (handle_status(&env, &name).await?["ready"] == true).then_some(())
     })

@@ -468,14 +468,18 @@ async fn apply_all(
         let known = states.get(index).cloned().flatten();
         match resources::apply(ctx, provider, reference, definition, known).await {
             Ok(applied) => {
+                let was_recorded = recorded.get(index).and_then(Option::as_ref) == Some(reference);
                 // Until the status write after these creates, the finalizer learns of the
                 // resource from here.
-                if recorded.get(index).and_then(Option::as_ref) != Some(reference) {
+                if !was_recorded {
                     ctx.stores.unrecorded.made(&uid_of(object), reference);
                 }
-                if applied.created {
+                // A first create is told by the status reference this pass writes; an Event
+                // says only that a resource the status referenced was gone and is made again
+                // (docs/compatibility.md, "handle Events").
+                if applied.created && was_recorded {
                     let name = qualified_name(reference.namespace.as_deref(), &reference.name);
-                    let note = format!("created {} {name}", reference.kind);
+                    let note = format!("created {} {name} again: it was gone", reference.kind);
                     let kind = &ctx.kinds.handle;
                     ctx.event(object, kind, EventKind::Normal, "ResourceCreated", note)
                         .await;
