@@ -138,18 +138,28 @@ fn replaced() -> MutexGuard<'static, Replaced> {
 /// with, and its guarded writes conflict; skipping it is safe, since the write's own watch
 /// event wakes the object again (otherwise half of a burst's handle reconciles conflict so).
 pub(crate) fn is_replaced(object: &impl Identified) -> bool {
+    let Some(uid) = object.uid() else {
+        return false;
+    };
+    if replaced().finalized.contains_key(uid.as_ref()) {
+        return true;
+    }
+    let stale = is_stale_copy(object);
+    if stale {
+        echoes::owe_pass(&uid);
+    }
+    stale
+}
+
+/// Whether `object` is a version this process has replaced since with a write of its own:
+/// the store it came from has not caught up with that write's watch event yet.
+pub(crate) fn is_stale_copy(object: &impl Identified) -> bool {
     let (Some(uid), Some(version)) = (object.uid(), object.resource_version()) else {
         return false;
     };
     let mut replaced = replaced();
-    if replaced.finalized.contains_key(uid.as_ref()) {
-        return true;
-    }
     match replaced.versions.get(uid.as_ref()) {
-        Some(old) if *old == version => {
-            echoes::owe_pass(&uid);
-            true
-        }
+        Some(old) if *old == version => true,
         // The store moved on: nothing to remember.
         Some(_) => {
             replaced.versions.remove(uid.as_ref());
@@ -191,17 +201,29 @@ pub(crate) fn forget_deleted<K: Identified>(event: &kube::runtime::watcher::Even
 /// from), when it went through, unless the object's delete event came before the write's
 /// answer: it was forgotten then, and no event of it will come to replace the version.
 fn record_replaced<K: Resource, T>(before: &K, written: &Written<T>, writing: Option<&Writing>) {
-    if writing.is_some_and(Writing::deleted_meanwhile) {
-        return;
-    }
     let meta = before.meta();
-    let (Written::Done(_), Some(uid), Some(version)) = (
+    if let (Written::Done(_), Some(uid), Some(version)) = (
         written,
         meta.uid.as_deref(),
         meta.resource_version.as_deref(),
-    ) else {
+    ) {
+        remember_replaced(uid, version, writing);
+    }
+}
+
+/// Remembers that a write of this process, whose guard is `writing`, went through over the
+/// managed resource `before` (its live object as a store had it): [`is_stale_copy`] until the
+/// store catches up.
+pub(crate) fn record_replaced_state(before: &Value, writing: Option<&Writing>) {
+    if let (Some(uid), Some(version)) = (before.uid(), before.resource_version()) {
+        remember_replaced(&uid, &version, writing);
+    }
+}
+
+fn remember_replaced(uid: &str, version: &str, writing: Option<&Writing>) {
+    if writing.is_some_and(Writing::deleted_meanwhile) {
         return;
-    };
+    }
     let mut replaced = replaced();
     if replaced.versions.len() >= REPLACED_AT_MOST {
         replaced.versions.clear();
@@ -600,6 +622,28 @@ mod tests {
                 .versions
                 .contains_key("0d1e2f3a-4b5c-4d6e-8f90-a1b2c3d4e5f6")
         );
+    }
+
+    /// A managed resource's copy a patch replaced is stale until the store shows a newer one,
+    /// and forgotten with the resource's delete event.
+    #[test]
+    fn a_replaced_managed_resource_is_stale_until_its_store_moves_on_or_it_is_deleted() {
+        let uid = "5c6d7e8f-9a0b-4c1d-8e2f-3a4b5c6d7e8f";
+        let state = |version: &str| {
+            json!({"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": "cm", "uid": uid, "resourceVersion": version}})
+        };
+        record_replaced_state(&state("3"), None);
+        assert!(is_stale_copy(&state("3")));
+        assert!(is_stale_copy(&state("3")), "until the store moves on");
+        assert!(!is_stale_copy(&state("4")));
+        assert!(!is_stale_copy(&state("3")), "the store moved on: forgotten");
+
+        record_replaced_state(&state("5"), None);
+        let deleted: kube::api::DynamicObject =
+            serde_json::from_value(state("6")).expect("a ConfigMap");
+        forget_replaced(&deleted);
+        assert!(!replaced().versions.contains_key(uid));
     }
 
     /// A write whose answer came after its object's delete event leaves nothing behind: no

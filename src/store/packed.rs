@@ -497,6 +497,29 @@ impl<P: Clone, U: Clone> Identified for kube::core::Object<P, U> {
     }
 }
 
+impl Identified for kube::api::DynamicObject {
+    fn uid(&self) -> Option<Cow<'_, str>> {
+        self.metadata.uid.as_deref().map(Cow::Borrowed)
+    }
+
+    fn resource_version(&self) -> Option<Cow<'_, str>> {
+        self.metadata.resource_version.as_deref().map(Cow::Borrowed)
+    }
+}
+
+/// An object as JSON (a managed resource's live state).
+impl Identified for serde_json::Value {
+    fn uid(&self) -> Option<Cow<'_, str>> {
+        self.pointer("/metadata/uid")?.as_str().map(Cow::Borrowed)
+    }
+
+    fn resource_version(&self) -> Option<Cow<'_, str>> {
+        self.pointer("/metadata/resourceVersion")?
+            .as_str()
+            .map(Cow::Borrowed)
+    }
+}
+
 impl<K> Identified for Packed<K> {
     fn uid(&self) -> Option<Cow<'_, str>> {
         Packed::uid(self)

@@ -91,6 +91,7 @@ pub(super) async fn apply(
         let writing = echoes::writing_managed();
         match write::send(&api, &reference.name, Target::Object, &patch).await? {
             Written::Done(mut patched) => {
+                write::record_replaced_state(&current, writing.as_ref());
                 if let Some(writing) = writing {
                     writing.record(&patched);
                 }

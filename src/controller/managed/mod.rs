@@ -564,9 +564,7 @@ async fn follow<S>(
                 known.applied(&object, routed, !applied);
             }
             Ok(Event::Delete(object)) => {
-                if let Some(uid) = &object.metadata.uid {
-                    echoes::forget(uid);
-                }
+                write::forget_replaced(&object);
                 known.deleted(&object);
                 router.route(&object, Claims::Wake);
             }
