@@ -305,10 +305,12 @@ async fn caught_up_state(
     let deadline = tokio::time::Instant::now() + STORE_CATCH_UP;
     loop {
         let state = managed::live_state(ctx, reference).await?;
-        if !state.as_ref().is_some_and(write::is_stale_copy) {
+        let Some(stale) = state.as_ref().filter(|state| write::is_stale_copy(*state)) else {
             return Ok(state);
-        }
+        };
         if tokio::time::Instant::now() >= deadline {
+            // A store that does not catch up (its watch is failing) is not waited for again.
+            write::forget_replaced(stale);
             return managed::fetch(ctx, reference).await;
         }
         tokio::time::sleep(STORE_CATCH_UP_LOOK).await;
