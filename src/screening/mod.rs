@@ -1,11 +1,13 @@
 //! Screening of the API server's collection responses before kube decodes them:
 //! one object the broker cannot decode must not fail the LIST or WATCH of all the others.
 //!
-//! Each LIST item and WATCH event object is checked on its bytes: its nesting ([`depth`], within
-//! [`MAX_OBJECT_DEPTH`]) and, for the broker's own kinds, a trial decode. A failing item leaves
-//! its LIST, a failing event becomes a DELETED event of a tombstone, the rest passes byte for
-//! byte (docs/design.md, "screening"). Pure: the tower layer that applies this, and the registry
-//! of what was set aside, are in `runtime`.
+//! Each LIST item and WATCH event object loses its `metadata.managedFields` (no decision reads
+//! them, and they are a large part of what kube would decode) and is checked on its bytes: its
+//! nesting ([`depth`], within [`MAX_OBJECT_DEPTH`]) and, for the broker's own kinds, a trial
+//! decode. A failing item leaves its LIST, a failing event becomes a DELETED event of a
+//! tombstone, the rest passes as it came apart from its managed fields (docs/design.md,
+//! "screening"). Pure: the tower layer that applies this, and the registry of what was set
+//! aside, are in `runtime`.
 
 pub mod depth;
 pub mod request;
@@ -153,28 +155,30 @@ pub fn screen_list(body: &str, decode: Option<TypedDecode>, names: bool) -> Opti
         .is_some_and(|c| !c.is_empty());
     let mut seen = Vec::new();
     let mut kept = Vec::with_capacity(items.len());
+    let mut rewritten = false;
     for item in items {
-        match problem(item.get(), decode) {
+        let item = match without_managed_fields(item.get()) {
+            Some(stripped) => {
+                rewritten = true;
+                Cow::Owned(stripped)
+            }
+            None => Cow::Borrowed(item.get()),
+        };
+        match problem(&item, decode) {
             None => {
                 if names {
-                    seen.push(Seen::Decodable(Head::of(item.get()).name()));
+                    seen.push(Seen::Decodable(Head::of(&item).name()));
                 }
                 kept.push(item);
             }
             Some(problem) => {
-                let head = Head::of(item.get());
+                rewritten = true;
+                let head = Head::of(&item);
                 seen.push(Seen::SetAside(head.set_aside(&envelope, problem)));
             }
         }
     }
-    let removed = seen.iter().any(|s| matches!(s, Seen::SetAside(_)));
-    let body = removed.then(|| {
-        let items = format!(
-            "[{}]",
-            kept.iter().map(|i| i.get()).collect::<Vec<_>>().join(",")
-        );
-        members.write_with("items", &items)
-    });
+    let body = rewritten.then(|| members.write_with("items", &format!("[{}]", kept.join(","))));
     Some(ListScreen { body, seen, paged })
 }
 
@@ -193,13 +197,19 @@ pub fn screen_event(line: &str, decode: Option<TypedDecode>, names: bool) -> Eve
         // BOOKMARK and ERROR carry no object of the kind.
         _ => return keep,
     };
-    let object = event.object.get();
+    let stripped = without_managed_fields(event.object.get());
+    let object = stripped.as_deref().unwrap_or(event.object.get());
     let Some(problem) = problem(object, decode) else {
         let seen = names.then(|| Seen::Decodable(Head::of(object).name()));
-        return EventScreen {
-            line: Line::Keep,
-            seen,
+        let line = match stripped {
+            // The type is one of the three above: plain ASCII, nothing to escape.
+            Some(object) => Line::Replace(format!(
+                "{{\"type\":\"{}\",\"object\":{object}}}\n",
+                event.type_
+            )),
+            None => Line::Keep,
         };
+        return EventScreen { line, seen };
     };
     let head = Head::of(object);
     let envelope = Envelope::default();
@@ -218,6 +228,19 @@ pub fn screen_event(line: &str, decode: Option<TypedDecode>, names: bool) -> Eve
         line,
         seen: Some(seen),
     }
+}
+
+/// `object` without `metadata.managedFields`: the API server's record of which client set which
+/// field, as deep as the object and often half its bytes. No decision of the broker reads them
+/// (the stores drop them too, as Poolboy's cache does), so kube need not decode them. `None`
+/// when there are none to take out, or `object` is not a JSON object with an object for its
+/// metadata (it then goes on as it came).
+pub fn without_managed_fields(object: &str) -> Option<String> {
+    let members: Members = serde_json::from_str(object).ok()?;
+    let metadata: Members = serde_json::from_str(members.get("metadata")?.get()).ok()?;
+    metadata.get("managedFields")?;
+    let metadata = metadata.write_without("managedFields");
+    Some(members.write_with("metadata", &metadata))
 }
 
 /// What is wrong with `object`, if anything.

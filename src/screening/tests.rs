@@ -449,3 +449,91 @@ fn a_list_keeps_its_other_members_in_order() {
         serde_json::from_str(screen.body.as_deref().unwrap_or_default()).expect("JSON");
     assert_eq!(value["items"], json!([]));
 }
+
+/// A claim as the API server sends it: `metadata.managedFields` mirror the fields each client
+/// set, `extra` levels deeper than the claim itself.
+fn claim_with_managed_fields(name: &str, extra: usize) -> String {
+    let fields = format!(r#"{{"f:spec":{{"f:resources":{}}}}}"#, nested(extra.max(1)));
+    format!(
+        r#"{{"apiVersion":"poolboy.gpte.redhat.com/v1","kind":"ResourceClaim","metadata":{{"name":"{name}","namespace":"ns","uid":"uid-{name}","managedFields":[{{"manager":"kubectl","operation":"Update","apiVersion":"poolboy.gpte.redhat.com/v1","time":"2026-01-01T00:00:00Z","fieldsType":"FieldsV1","fieldsV1":{fields}}}],"resourceVersion":"7","labels":{{"a":"b"}}}},"spec":{{"resources":[{{"provider":{{"name":"p"}}}}]}}}}"#
+    )
+}
+
+/// `object` as JSON, without `metadata.managedFields`.
+fn value_without_managed_fields(object: &str) -> serde_json::Value {
+    let mut value: serde_json::Value = serde_json::from_str(object).expect("JSON");
+    if let Some(metadata) = value["metadata"].as_object_mut() {
+        metadata.remove("managedFields");
+    }
+    value
+}
+
+#[test]
+fn an_event_goes_on_without_its_managed_fields_and_otherwise_as_it_came() {
+    for type_ in ["ADDED", "MODIFIED", "DELETED"] {
+        let object = claim_with_managed_fields("a", 3);
+        let line = format!(r#"{{"type":"{type_}","object":{object}}}"#);
+        let screen = screen_event(&line, claims(), true);
+        let Line::Replace(replaced) = &screen.line else {
+            panic!("{:?}", screen.line)
+        };
+        assert!(replaced.ends_with('\n'));
+        let event: serde_json::Value = serde_json::from_str(replaced).expect("JSON");
+        assert_eq!(event["type"], type_);
+        assert_eq!(event["object"], value_without_managed_fields(&object));
+        assert!(matches!(screen.seen, Some(Seen::Decodable(ref n)) if n.name == "a"));
+    }
+}
+
+#[test]
+fn an_object_too_deep_only_in_its_managed_fields_passes_without_them() {
+    let object = claim_with_managed_fields("deep", 300);
+    assert!(depth::exceeds(object.as_bytes(), MAX_OBJECT_DEPTH));
+    let screen = screen_event(
+        &format!(r#"{{"type":"ADDED","object":{object}}}"#),
+        claims(),
+        false,
+    );
+    let Line::Replace(line) = &screen.line else {
+        panic!("{:?}", screen.line)
+    };
+    match serde_json::from_str::<WatchEvent<Claim>>(line).expect("decodes") {
+        WatchEvent::Added(claim) => {
+            assert_eq!(claim.metadata.name.as_deref(), Some("deep"));
+            assert!(claim.metadata.managed_fields.is_none());
+            assert_eq!(claim.spec.resources.map(|r| r.len()), Some(1));
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(screen.seen.is_none());
+}
+
+#[test]
+fn list_items_go_on_without_their_managed_fields() {
+    let items = [claim_with_managed_fields("a", 2), claim("b", 10)];
+    let body = list_of(&items);
+    let screen = screen_list(&body, claims(), false).expect("a list");
+    assert!(screen.seen.is_empty());
+    let rewritten: serde_json::Value =
+        serde_json::from_str(screen.body.as_deref().expect("rewritten")).expect("JSON");
+    let mut expected: serde_json::Value = serde_json::from_str(&body).expect("JSON");
+    expected["items"] = json!([
+        value_without_managed_fields(&items[0]),
+        value_without_managed_fields(&items[1])
+    ]);
+    assert_eq!(rewritten, expected);
+}
+
+#[test]
+fn objects_without_managed_fields_are_left_as_they_are() {
+    assert_eq!(without_managed_fields(&claim("a", 10)), None);
+    for not_an_object in ["[]", "1", r#"{"metadata":[]}"#, "{partial"] {
+        assert_eq!(
+            without_managed_fields(not_an_object),
+            None,
+            "{not_an_object}"
+        );
+    }
+    let stripped = without_managed_fields(&claim_with_managed_fields("a", 1)).expect("stripped");
+    assert!(!stripped.contains("managedFields"), "{stripped}");
+}
