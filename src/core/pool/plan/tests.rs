@@ -822,3 +822,24 @@ fn autoscale_replaces_min_available_and_shrinks_oldest_first_once_it_may() {
     );
     assert_eq!(shrink.create, 0);
 }
+
+#[test]
+fn settled_names_are_swept_at_most_every_few_seconds_and_then_all_at_once() {
+    let mut memory = PendingHandles::default();
+    memory.observe(shown(&["guid-a"]), ["guid-a"], now());
+    memory.observe(
+        shown(&["guid-b"]),
+        ["guid-b"],
+        now() + TimeDelta::seconds(1),
+    );
+    // A sweep just before guid-a's TTL keeps it; past the TTL but within the sweep interval it
+    // is still settled, and a stale status listing it does not make it pending.
+    let last_sweep = now() + PENDING_HANDLE_TTL - TimeDelta::seconds(1);
+    memory.observe(shown(&[]), [], last_sweep);
+    memory.observe(shown(&[]), [], last_sweep + TimeDelta::seconds(2));
+    memory.observe(shown(&[]), ["guid-a"], last_sweep + TimeDelta::seconds(3));
+    assert!(names(&memory).is_empty());
+    // The next sweep forgets both.
+    memory.observe(shown(&[]), [], last_sweep + SETTLED_SWEEP_INTERVAL * 2);
+    assert!(memory.is_empty());
+}
