@@ -1,6 +1,7 @@
 //! The whole operator, in-process, confined to one test's namespace: that namespace is both
 //! the operator namespace and the only namespace whose claims it watches, so tests running in
-//! parallel never see each other's objects.
+//! parallel never see each other's objects. It runs as `poolboy run` runs it: on a thread and a
+//! single-threaded tokio runtime of its own, beside the test's.
 
 use std::net::SocketAddr;
 
@@ -9,12 +10,11 @@ use poolboy::controller::context::{Config, DEFAULT_TIME_TEMPLATE_INTERVAL};
 use poolboy::runtime::run::{RunOptions, run};
 use poolboy::runtime::webhook::WebhookOptions;
 use tokio::sync::oneshot;
-use tokio::task::JoinHandle;
 
 /// A running operator; stopped (gracefully) by [`TestOperator::stop`] or when dropped.
 pub struct TestOperator {
     stop: Option<oneshot::Sender<()>>,
-    task: Option<JoinHandle<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
 }
 
 impl TestOperator {
@@ -131,17 +131,26 @@ impl TestOperator {
             webhook,
         };
         let (stop, stopped) = oneshot::channel::<()>();
-        let task = tokio::spawn(async move {
-            let shutdown = async move {
-                let _ = stopped.await;
-            };
-            if let Err(error) = run(kube_config, options, shutdown).await {
-                panic!("operator failed: {error}");
-            }
-        });
+        let thread = std::thread::Builder::new()
+            .name(format!("operator-{instance}"))
+            .spawn(move || {
+                let runtime = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .expect("the operator's runtime");
+                runtime.block_on(async move {
+                    let shutdown = async move {
+                        let _ = stopped.await;
+                    };
+                    if let Err(error) = run(kube_config, options, shutdown).await {
+                        panic!("operator failed: {error}");
+                    }
+                });
+            })
+            .expect("the operator's thread");
         Self {
             stop: Some(stop),
-            task: Some(task),
+            thread: Some(thread),
         }
     }
 
@@ -150,11 +159,12 @@ impl TestOperator {
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());
         }
-        if let Some(task) = self.task.take()
-            && let Err(error) = task.await
-            && error.is_panic()
-        {
-            std::panic::resume_unwind(error.into_panic());
+        if let Some(thread) = self.thread.take() {
+            match tokio::task::spawn_blocking(move || thread.join()).await {
+                Ok(Err(panic)) => std::panic::resume_unwind(panic),
+                Err(error) if error.is_panic() => std::panic::resume_unwind(error.into_panic()),
+                _ => {}
+            }
         }
     }
 }
