@@ -1,4 +1,5 @@
-//! The broker's Kubernetes client: kube's default stack, with the screening of collection
+//! The broker's Kubernetes client: kube's default stack (built here, with the connection pool
+//! and read buffers the broker needs: `http_service`), with the screening of collection
 //! reads ([`crate::screening`]) on top, so that no object can fail the LIST or WATCH of the
 //! others. Controllers use it as any `kube::Client` and never see an object that
 //! does not decode: it is absent from their stores, and reported by [`super::quarantine`].
