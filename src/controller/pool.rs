@@ -634,7 +634,11 @@ fn autoscale(
     unbound: &[Arc<ResourceHandle>],
     now: chrono::DateTime<chrono::Utc>,
 ) -> Option<Result<AutoscaleDecision, AutoscaleError>> {
-    let spec = pool.spec.autoscale.as_ref()?;
+    let Some(spec) = pool.spec.autoscale.as_ref() else {
+        // A pool whose autoscale was taken away forgets the binds it counted.
+        pctx.with_memory(pool, |memory| memory.binds = BindHistory::default());
+        return None;
+    };
     let window = match autoscale::window(spec) {
         Ok(window) => window,
         Err(error) => return Some(Err(error)),

@@ -49,9 +49,12 @@ impl BindHistory {
     }
 
     /// Handles `names` were made, unbound, since the last look: one bound at the next look is
-    /// a bind, though no look saw it unbound.
+    /// a bind, though no look saw it unbound. A history that has never looked (its pool has no
+    /// `spec.autoscale`) keeps nothing: no look would ever replace what it kept.
     pub(crate) fn made(&mut self, names: &[String]) {
-        self.unbound.extend(names.iter().cloned());
+        if self.since.is_some() {
+            self.unbound.extend(names.iter().cloned());
+        }
     }
 
     /// When the target may change without any event, if it will: the oldest bind leaves the

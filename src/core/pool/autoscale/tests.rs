@@ -44,6 +44,15 @@ fn a_handle_made_and_bound_between_two_looks_is_a_bind() {
 }
 
 #[test]
+fn a_history_that_never_looked_keeps_no_names() {
+    let mut history = BindHistory::default();
+    for i in 0..1000 {
+        history.made(&[format!("guid-{i}")]);
+    }
+    assert_eq!(history, BindHistory::default());
+}
+
+#[test]
 fn binds_are_handles_seen_unbound_then_bound_and_leave_with_the_window() {
     let mut history = BindHistory::default();
     let window = TimeDelta::minutes(10);
