@@ -13,12 +13,11 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll, ready};
+use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use http::{Method, Request, Response};
 use http_body::{Body, Frame, SizeHint};
-use std::time::Duration;
-
 use http_body_util::BodyExt;
 use hyper_timeout::TimeoutConnector;
 use hyper_util::client::legacy::Client as HttpClient;

@@ -278,9 +278,9 @@ fn byte_offset(text: &str, line: usize, column: usize) -> usize {
     (line_start + column.saturating_sub(1)).min(text.len())
 }
 
-/// The decodable stand-in of a deleted or set-aside object: its metadata (without
-/// `managedFields`, which nest as deep as the object) and an empty spec; only name and
-/// namespace when even that does not decode. `None` if nothing decodes.
+/// The decodable stand-in of a deleted or set-aside object: its metadata (already without
+/// `managedFields`, [`without_managed_fields`]) and an empty spec; only name and namespace when
+/// even that does not decode. `None` if nothing decodes.
 fn tombstone(head: &Head, envelope: &Envelope, decode: Option<TypedDecode>) -> Option<String> {
     let api_version = serde_json::to_string(&head.api_version(envelope)).ok()?;
     let kind = serde_json::to_string(&head.kind(envelope)).ok()?;
@@ -288,10 +288,7 @@ fn tombstone(head: &Head, envelope: &Envelope, decode: Option<TypedDecode>) -> O
         Some(decode) => Some((decode.empty_spec)().ok()?),
         None => None,
     };
-    let full = head
-        .metadata
-        .and_then(|m| serde_json::from_str::<Members>(m.get()).ok())
-        .map(|m| m.write_without("managedFields"));
+    let full = head.metadata.map(|m| m.get().to_owned());
     let minimal = serde_json::to_string(&MinimalMeta::from(&head.meta)).ok()?;
     [full, Some(minimal)]
         .into_iter()
