@@ -355,8 +355,14 @@ async fn pass(pool_object: &PoolObject, pctx: &PoolContext) -> Result<Action, Ha
         tracing::debug!(pool = %pool.name_any(), %cap, "the pool creates fewer handles than it wants");
     }
     delete_doomed(pctx, &pool, &plan, &seen.unclaimed).await?;
+    // A small refill waits for the next status write and reserves its names in it (a pool
+    // with a problem is not looked at again on a clock, so it refills at once).
+    let refill_due = match plan.refill_may_wait && seen.problem().is_none() {
+        true => pctx.counts_wait(&pool),
+        false => None,
+    };
     let new_names: Vec<String> = match &seen.template {
-        Ok(_) if plan.create > 0 => {
+        Ok(_) if plan.create > 0 && refill_due.is_none() => {
             let taken =
                 |name: &str| pctx.handles().has(name) || seen.pending.iter().any(|p| p == name);
             new_handle_names(plan.create, taken, &mut rand::rng())
@@ -381,7 +387,8 @@ async fn pass(pool_object: &PoolObject, pctx: &PoolContext) -> Result<Action, Ha
         // Bad input: wait for the pool or its provider to change (the provider watch wakes it).
         return Ok(Action::await_change());
     }
-    Ok(next_look(pctx, &pool, now, counts_due))
+    let due = counts_due.into_iter().chain(refill_due).min();
+    Ok(next_look(pctx, &pool, now, due))
 }
 
 /// Reads what the pass decides from: the handles the store shows, the names reserved but not
@@ -599,12 +606,13 @@ fn set_metrics(ctx: &Context, pool: &ResourcePool, seen: &Observed, plan: &PoolP
 }
 
 /// When to look at the pool again: a reservation whose handle never shows up stops counting
-/// then, and binds leave the autoscale window; counts that waited are written then too.
+/// then, and binds leave the autoscale window; counts and a refill that waited (`due`) are
+/// written then too.
 fn next_look(
     pctx: &PoolContext,
     pool: &ResourcePool,
     now: DateTime<Utc>,
-    counts_due: Option<Duration>,
+    due: Option<Duration>,
 ) -> Action {
     let next = pctx.with_memory(pool, |memory| {
         let demand = pool
@@ -618,7 +626,7 @@ fn next_look(
     let next = next
         .map(|expiry| delay_until(expiry, pctx.ctx.now()))
         .into_iter()
-        .chain(counts_due)
+        .chain(due)
         .min();
     match next {
         Some(delay) => Action::requeue(delay),

@@ -199,6 +199,11 @@ pub(crate) struct PoolPlan {
     pub create: usize,
     /// The cap that held `create` below what the pool wants, if one did.
     pub capped_by: Option<PoolCap>,
+    /// Whether `create` may wait for the pool's next status write: it refills less than a
+    /// quarter of the pool's target, for no scaling, under no cap. Binds that come in a
+    /// stream are then refilled together, with one reservation for many handles instead of
+    /// one a bind; a pool drained further, a scaling or a capped pool is served at once.
+    pub refill_may_wait: bool,
     /// `status.resourceHandleCount`, counted before the new handles (Δ§3.3 step 6).
     pub count: ResourceHandleCount,
     /// `status.resourceHandles` without the new handles, by name.
@@ -377,11 +382,14 @@ pub(crate) fn plan_pool(input: &PoolInput<'_>) -> PoolPlan {
             delete.push((name, Removal::Surplus));
         }
     }
+    let refill_may_wait =
+        create > 0 && scaling == 0 && capped_by.is_none() && create < min_available / 4;
     PoolPlan {
         delete,
         stale,
         create: usize::try_from(create).unwrap_or(0),
         capped_by,
+        refill_may_wait,
         count: ResourceHandleCount { available, ready },
         entries,
     }

@@ -308,6 +308,48 @@ fn scaling_demand_is_created_under_max_unready() {
 }
 
 #[test]
+fn a_small_refill_may_wait_but_a_drained_pool_a_scaling_or_a_cap_may_not() {
+    let full_but = |missing: usize| -> Vec<ResourceHandle> {
+        (missing..20)
+            .map(|i| ready(&format!("guid-{i:02}")))
+            .collect()
+    };
+    let twenty = pool(json!({"minAvailable": 20}));
+    let refill = |p: &ResourcePool, missing, scaling_demand| {
+        let plan = plan_pool(&PoolInput {
+            pool: p,
+            unbound: &shared(&full_but(missing)),
+            pending: &[],
+            scaling_demand,
+            stale: &BTreeSet::new(),
+            autoscale: None,
+            bound: 0,
+            bound_unready: 0,
+        });
+        (plan.create, plan.refill_may_wait)
+    };
+    assert_eq!(refill(&twenty, 0, 0), (0, false), "nothing to refill");
+    assert_eq!(refill(&twenty, 1, 0), (1, true));
+    assert_eq!(refill(&twenty, 4, 0), (4, true));
+    assert_eq!(
+        refill(&twenty, 5, 0),
+        (5, false),
+        "a quarter of the pool is gone"
+    );
+    assert_eq!(refill(&twenty, 0, 2), (2, false), "a scaling's demand");
+    assert_eq!(refill(&twenty, 1, 1), (1, false), "a scaling's demand");
+    let capped = pool(json!({"minAvailable": 20, "maxUnready": 1}));
+    assert_eq!(refill(&capped, 2, 0), (1, false), "held by a cap");
+    let small = pool(json!({"minAvailable": 3}));
+    let plan = plan(&small, &[ready("guid-a"), ready("guid-b")], &[]);
+    assert_eq!(
+        (plan.create, plan.refill_may_wait),
+        (1, false),
+        "a small pool"
+    );
+}
+
+#[test]
 fn handles_of_the_pool() {
     let p = pool(json!({}));
     let domain = OperatorDomain::default();
