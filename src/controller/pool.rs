@@ -51,10 +51,6 @@ const SCALING_COUNT_ATTEMPTS: usize = 12;
 /// The shortest time between two writes of a pool's status that only update its counts.
 const COUNTS_INTERVAL: Duration = Duration::from_secs(1);
 
-/// How many of a pass's new handles are created at once: a refill of a second's binds is made
-/// in a few round trips, without one pool flooding the API server.
-const CREATES_AT_ONCE: usize = 8;
-
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum PoolError {
     #[error(transparent)]
@@ -751,7 +747,7 @@ fn refresh_news(
     )
 }
 
-/// Creates the reserved handles, [`CREATES_AT_ONCE`] at a time; the first `count` of them from the scaling's (labelled)
+/// Creates the reserved handles; the first `count` of them from the scaling's (labelled)
 /// template when `scaling` is `(name, template, count)`. A failed create stops being expected,
 /// so the next pass neither counts it nor keeps it in the status; a failed scaling handle
 /// gives its count back to the scaling.
@@ -765,27 +761,17 @@ async fn create_handles(
     let ctx = &pctx.ctx;
     let api = ctx.handles_api();
     let pool_name = pool.name_any();
-    let scaling_of = |index: usize| {
-        scaling
-            .as_ref()
-            .filter(|(_, _, count)| index < *count)
-            .map(|(scaling_name, labelled, _)| (scaling_name, labelled))
-    };
-    // A batched refill reserves many names at once: their creates go out together.
-    let mut requests = Vec::with_capacity(names.len());
-    for (index, name) in names.iter().enumerate() {
-        let mut handle = scaling_of(index).map_or(template, |(_, t)| t).clone();
-        handle.metadata.name = Some(name.clone());
-        let object = ctx.kinds.handle_object(handle);
-        let api = &api;
-        requests.push(async move { (index, name, write::create(api, &object).await) });
-    }
-    let mut creates = futures::stream::iter(requests).buffer_unordered(CREATES_AT_ONCE);
     let mut failure = None;
     let mut scaling_failures = 0i64;
-    while let Some((index, name, created)) = creates.next().await {
-        let for_scaling = scaling_of(index);
-        let made = match created {
+    for (index, name) in names.iter().enumerate() {
+        let for_scaling = scaling
+            .as_ref()
+            .filter(|(_, _, count)| index < *count)
+            .map(|(scaling_name, labelled, _)| (scaling_name, labelled));
+        let mut handle = for_scaling.map_or(template, |(_, t)| t).clone();
+        handle.metadata.name = Some(name.clone());
+        let object = ctx.kinds.handle_object(handle);
+        let made = match write::create(&api, &object).await {
             Ok(Written::Done(_)) => Ok(()),
             // A name taken meanwhile: the next pass reserves another.
             Ok(Written::Conflict | Written::Gone) => Err(None),
