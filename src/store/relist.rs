@@ -16,6 +16,8 @@ use kube::Resource;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher::Event;
 
+use crate::store::packed::Identified;
+
 /// The gate between a watch's store and its controller; `T` is what goes out with each object.
 pub(crate) struct RelistGate<K: Resource + 'static, T>
 where
@@ -31,7 +33,7 @@ where
 
 impl<K, T> RelistGate<K, T>
 where
-    K: Resource + Clone + 'static,
+    K: Resource + Identified + Clone + 'static,
     K::DynamicType: Eq + Hash + Clone,
 {
     /// The gate of the store `store`, whose objects are of kind `kind`.
@@ -51,8 +53,8 @@ where
         }
         let key = ObjectRef::from_obj_with(&object, self.kind.clone());
         let shown = self.store.get(&key).is_some_and(|stored| {
-            stored.meta().resource_version.is_some()
-                && stored.meta().resource_version == object.meta().resource_version
+            let version = stored.resource_version();
+            version.is_some() && version == object.resource_version()
         });
         if shown {
             return Some((object, with));
@@ -80,7 +82,7 @@ pub(crate) fn touched_once_stored<K, E>(
     mut gate: RelistGate<K, ()>,
 ) -> impl Stream<Item = Result<K, E>>
 where
-    K: Resource + Clone + 'static,
+    K: Resource + Identified + Clone + 'static,
     K::DynamicType: Eq + Hash + Clone,
 {
     events
@@ -108,6 +110,18 @@ mod tests {
     use kube::runtime::watcher::Event;
 
     use super::*;
+    use crate::api::kinds::SharedType;
+    use crate::store::packed::Packed;
+
+    impl Identified for ConfigMap {
+        fn uid(&self) -> Option<std::borrow::Cow<'_, str>> {
+            self.metadata.uid.as_deref().map(Into::into)
+        }
+
+        fn resource_version(&self) -> Option<std::borrow::Cow<'_, str>> {
+            self.metadata.resource_version.as_deref().map(Into::into)
+        }
+    }
 
     fn config_map(name: &str, version: &str) -> ConfigMap {
         ConfigMap {
@@ -182,6 +196,27 @@ mod tests {
         );
         let out = done(&mut writer, &mut gate);
         assert_eq!(names(&out), [("new", "5", 2), ("changed", "6", 3)]);
+    }
+
+    /// A packed object keeps its version outside its metadata; the gate reads it there.
+    #[test]
+    fn a_relisted_packed_object_the_store_shows_goes_out_at_once() {
+        let kind = SharedType::new(());
+        let mut writer = Writer::<Packed<ConfigMap>>::new(kind.clone());
+        let mut gate = RelistGate::new(writer.as_reader(), kind);
+        let packed = |version| Packed::pack(&config_map("same", version));
+        writer.apply_watcher_event(&Event::Init);
+        writer.apply_watcher_event(&Event::InitApply(packed("1")));
+        writer.apply_watcher_event(&Event::InitDone);
+        assert!(gate.list_done().is_empty());
+
+        writer.apply_watcher_event(&Event::Init);
+        writer.apply_watcher_event(&Event::InitApply(packed("1")));
+        assert!(gate.listed(packed("1"), 0).is_some());
+        writer.apply_watcher_event(&Event::InitApply(packed("2")));
+        assert!(gate.listed(packed("2"), 1).is_none(), "not shown yet");
+        writer.apply_watcher_event(&Event::InitDone);
+        assert_eq!(gate.list_done().len(), 1);
     }
 
     #[test]

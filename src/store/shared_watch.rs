@@ -26,7 +26,7 @@ use tokio::sync::watch;
 use crate::api::kinds::SharedType;
 use crate::api::kinds::{ClaimObject, HandleObject};
 use crate::core::json::compact::{compact, compact_map};
-use crate::store::packed::{Packed, Packer};
+use crate::store::packed::{Identified, Packed, Packer};
 use crate::store::packed::{StoredClaim, StoredHandle};
 use crate::store::relist::RelistGate;
 
@@ -109,6 +109,7 @@ pub(crate) fn without_managed_fields<K: Resource>(object: &mut K) {
 pub(crate) trait Stored: Resource + Sized {
     /// What a store keeps of it, keyed by the kind's shared dynamic type.
     type Kept: Resource<DynamicType = SharedType<Self::DynamicType>>
+        + Identified
         + Clone
         + DeserializeOwned
         + Debug
@@ -398,7 +399,7 @@ fn fan_out<K, S>(
 ) -> impl Stream<Item = Result<Applied<S>, watcher::Error>>
 where
     K: Clone + 'static,
-    S: Resource + Clone + 'static,
+    S: Resource + Identified + Clone + 'static,
     S::DynamicType: Eq + Hash + Clone,
 {
     use watcher::Event;
