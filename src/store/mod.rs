@@ -7,7 +7,6 @@ pub(crate) mod claim_summaries;
 pub(crate) mod free_handles;
 pub mod health;
 pub(crate) mod packed;
-pub(crate) mod packing_writer;
 pub(crate) mod pool_index;
 pub(crate) mod relist;
 pub(crate) mod render_clocks;

@@ -4,15 +4,14 @@
 //! Every claim sits in its store for the broker's whole life, read by one reconcile at a time:
 //! kept parsed, the stores are most of the broker's memory at 100,000 claims, and a decode takes
 //! microseconds. Each object is compressed with zstd on its own, against a dictionary its store
-//! learns from its first objects ([`Packer`]). The objects of a store's latest changes stay
-//! decoded until the store packs them (`store::packing_writer`). Measurements: docs/design.md,
-//! "store::packed".
+//! learns from its first objects ([`Packer`]). Measurements: docs/design.md, "store::packed".
 
 use std::borrow::Cow;
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::hash::Hash;
+use std::marker::PhantomData;
 use std::sync::Arc;
 
 use kube::Resource;
@@ -155,43 +154,18 @@ pub(crate) struct Packed<K> {
     /// `metadata` (kube's `ObjectRef::extra`, which no lookup reads), so each object held
     /// them as four heap strings.
     identity: Identity,
-    body: Body<K>,
-}
-
-/// What a [`Packed`] keeps of the object itself.
-enum Body<K> {
-    /// The object as decoded: one of its store's latest changes, not packed yet.
-    Decoded(Arc<K>),
-    Compressed {
-        /// The object as compact JSON, compressed.
-        bytes: Arc<[u8]>,
-        /// The length of that JSON.
-        json_len: u32,
-        /// The dictionary it was compressed against, if its store had learnt one.
-        dictionary: Option<Arc<Dictionary>>,
-    },
-}
-
-impl<K> Clone for Body<K> {
-    fn clone(&self) -> Self {
-        match self {
-            Self::Decoded(object) => Self::Decoded(object.clone()),
-            Self::Compressed {
-                bytes,
-                json_len,
-                dictionary,
-            } => Self::Compressed {
-                bytes: bytes.clone(),
-                json_len: *json_len,
-                dictionary: dictionary.clone(),
-            },
-        }
-    }
+    /// The object as compact JSON, compressed.
+    compressed: Arc<[u8]>,
+    /// The length of that JSON.
+    json_len: u32,
+    /// The dictionary it was compressed against, if its store had learnt one.
+    dictionary: Option<Arc<Dictionary>>,
+    kind: PhantomData<fn() -> K>,
 }
 
 /// An object's uid and resourceVersion as a store keeps them.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) enum Identity {
+enum Identity {
     /// A UUID and a decimal resourceVersion, as an API server gives them: 24 bytes, no heap.
     Compact { uid: [u8; 16], version: u64 },
     /// Anything else, as it came.
@@ -199,7 +173,7 @@ pub(crate) enum Identity {
 }
 
 impl Identity {
-    pub(crate) fn of(meta: &ObjectMeta) -> Self {
+    fn of(meta: &ObjectMeta) -> Self {
         let (uid, version) = (meta.uid.as_deref(), meta.resource_version.as_deref());
         match (uid.and_then(uuid_bytes), version.and_then(decimal)) {
             (Some(uid), Some(version)) => Self::Compact { uid, version },
@@ -339,11 +313,10 @@ impl<K: Resource + Serialize> Packed<K> {
             Ok(compressed) => Self {
                 metadata: Self::kept_metadata(object.meta()),
                 identity: Identity::of(object.meta()),
-                body: Body::Compressed {
-                    bytes: compressed.into(),
-                    json_len: u32::try_from(json.len()).unwrap_or(u32::MAX),
-                    dictionary,
-                },
+                compressed: compressed.into(),
+                json_len: u32::try_from(json.len()).unwrap_or(u32::MAX),
+                dictionary,
+                kind: PhantomData,
             },
             Err(error) => {
                 let name = object.meta().name.as_deref();
@@ -353,26 +326,15 @@ impl<K: Resource + Serialize> Packed<K> {
         }
     }
 
-    /// `object` packed empty: it says so when it is unpacked. What a store needs of a deleted
-    /// object (its key) costs no more.
-    pub(crate) fn empty(object: &K) -> Self {
+    /// `object` packed empty: it says so when it is unpacked.
+    fn empty(object: &K) -> Self {
         Self {
             metadata: Self::kept_metadata(object.meta()),
             identity: Identity::of(object.meta()),
-            body: Body::Compressed {
-                bytes: Arc::from(Vec::new()),
-                json_len: 0,
-                dictionary: None,
-            },
-        }
-    }
-
-    /// `object` kept as it is, not packed.
-    pub(crate) fn decoded(object: K) -> Self {
-        Self {
-            metadata: Self::kept_metadata(object.meta()),
-            identity: Identity::of(object.meta()),
-            body: Body::Decoded(Arc::new(object)),
+            compressed: Arc::from(Vec::new()),
+            json_len: 0,
+            dictionary: None,
+            kind: PhantomData,
         }
     }
 
@@ -388,17 +350,14 @@ impl<K: Resource + Serialize> Packed<K> {
     }
 }
 
-impl<K: Serialize + DeserializeOwned + Clone> Packed<K> {
+impl<K: DeserializeOwned> Packed<K> {
     /// The object as it was packed.
     pub(crate) fn unpack(&self) -> Result<K, UnpackError> {
-        match &self.body {
-            Body::Decoded(object) => Ok(K::clone(object)),
-            Body::Compressed { .. } => self.unpack_as(),
-        }
+        self.unpack_as()
     }
 }
 
-impl<K: Resource + Serialize + DeserializeOwned + Clone> Packed<K>
+impl<K: Resource + DeserializeOwned> Packed<K>
 where
     K::DynamicType: Eq + Hash + Clone,
 {
@@ -417,19 +376,6 @@ where
 }
 
 impl<K> Packed<K> {
-    /// The object, when it is kept decoded.
-    pub(crate) fn decoded_object(&self) -> Option<&K> {
-        match &self.body {
-            Body::Decoded(object) => Some(object),
-            Body::Compressed { .. } => None,
-        }
-    }
-
-    /// Whether this is the version of the object `identity` names.
-    pub(crate) fn is(&self, identity: &Identity) -> bool {
-        self.identity == *identity
-    }
-
     /// The object's uid (`metadata` does not keep it).
     pub(crate) fn uid(&self) -> Option<Cow<'_, str>> {
         self.identity.uid()
@@ -439,14 +385,9 @@ impl<K> Packed<K> {
     pub(crate) fn resource_version(&self) -> Option<Cow<'_, str>> {
         self.identity.resource_version()
     }
-}
 
-impl<K: Resource + Serialize> Packed<K> {
     /// The object's labels, decoded alone.
     pub(crate) fn decoded_labels(&self) -> Result<BTreeMap<String, String>, UnpackError> {
-        if let Body::Decoded(object) = &self.body {
-            return Ok(object.meta().labels.clone().unwrap_or_default());
-        }
         #[derive(Deserialize)]
         struct Labelled {
             #[serde(default)]
@@ -460,22 +401,15 @@ impl<K: Resource + Serialize> Packed<K> {
         let labelled: Labelled = self.unpack_as()?;
         Ok(labelled.metadata.labels.unwrap_or_default())
     }
-}
 
-impl<K: Serialize> Packed<K> {
     /// The object as it was packed, decoded as `T` (a JSON value, say).
     pub(crate) fn unpack_as<T: DeserializeOwned>(&self) -> Result<T, UnpackError> {
-        match &self.body {
-            Body::Decoded(object) => Ok(serde_json::from_value(serde_json::to_value(&**object)?)?),
-            Body::Compressed {
-                bytes,
-                json_len,
-                dictionary,
-            } => {
-                let json = decompress(bytes, *json_len as usize, dictionary.as_deref())?;
-                Ok(serde_json::from_slice(&json)?)
-            }
-        }
+        let json = decompress(
+            &self.compressed,
+            self.json_len as usize,
+            self.dictionary.as_deref(),
+        )?;
+        Ok(serde_json::from_slice(&json)?)
     }
 }
 
@@ -484,30 +418,24 @@ impl<K> Clone for Packed<K> {
         Self {
             metadata: self.metadata.clone(),
             identity: self.identity.clone(),
-            body: self.body.clone(),
+            compressed: self.compressed.clone(),
+            json_len: self.json_len,
+            dictionary: self.dictionary.clone(),
+            kind: PhantomData,
         }
     }
 }
 
 impl<K> fmt::Debug for Packed<K> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let mut debug = f.debug_struct("Packed");
-        debug
+        f.debug_struct("Packed")
             .field("namespace", &self.metadata.namespace)
             .field("name", &self.metadata.name)
-            .field("resource_version", &self.resource_version());
-        match &self.body {
-            Body::Decoded(_) => debug.field("decoded", &true),
-            Body::Compressed {
-                bytes,
-                json_len,
-                dictionary,
-            } => debug
-                .field("json_bytes", json_len)
-                .field("compressed_bytes", &bytes.len())
-                .field("dictionary", &dictionary.is_some()),
-        };
-        debug.finish()
+            .field("resource_version", &self.resource_version())
+            .field("json_bytes", &self.json_len)
+            .field("compressed_bytes", &self.compressed.len())
+            .field("dictionary", &self.dictionary.is_some())
+            .finish()
     }
 }
 
@@ -609,19 +537,6 @@ mod tests {
     use super::*;
     use crate::api::kinds::ClaimObject;
 
-    /// What `packed` keeps compressed: the bytes, the JSON's length, whether against a
-    /// dictionary.
-    fn compressed<K>(packed: &Packed<K>) -> (&[u8], usize, bool) {
-        match &packed.body {
-            Body::Compressed {
-                bytes,
-                json_len,
-                dictionary,
-            } => (bytes, *json_len as usize, dictionary.is_some()),
-            Body::Decoded(_) => panic!("kept decoded, not packed"),
-        }
-    }
-
     #[test]
     fn a_packed_claim_unpacks_to_the_same_claim_and_keeps_what_filters_it() {
         let claim: ClaimObject = serde_json::from_value(serde_json::json!({
@@ -656,29 +571,6 @@ mod tests {
     }
 
     #[test]
-    fn a_claim_kept_decoded_reads_as_the_same_claim_packed() {
-        let mut claim = bound_claim(3);
-        claim.metadata.labels = Some([("app".to_owned(), "lab".to_owned())].into());
-        let decoded = Packed::decoded(claim.clone());
-        let packed = Packed::pack(&claim);
-        assert!(decoded.decoded_object().is_some() && packed.decoded_object().is_none());
-        let json = |c: &ClaimObject| serde_json::to_string(c).expect("serialises");
-        assert_eq!(json(&decoded.unpack().expect("unpacks")), json(&claim));
-        assert_eq!(
-            decoded.unpack_as::<serde_json::Value>().expect("unpacks"),
-            packed.unpack_as::<serde_json::Value>().expect("unpacks")
-        );
-        let labels = decoded.decoded_labels().expect("decodes");
-        assert_eq!(labels.get("app").map(String::as_str), Some("lab"));
-        assert_eq!(labels, packed.decoded_labels().expect("decodes"));
-        assert_eq!(decoded.uid(), packed.uid());
-        assert_eq!(decoded.resource_version(), packed.resource_version());
-        assert_eq!(decoded.meta().name, packed.meta().name);
-        assert_eq!(decoded.meta().resource_version, None, "as a packed one");
-        assert!(decoded.is(&Identity::of(claim.meta())));
-    }
-
-    #[test]
     fn a_packed_claim_keeps_its_json_compressed() {
         let state: serde_json::Map<String, serde_json::Value> = (0..40)
             .map(|i| {
@@ -697,12 +589,11 @@ mod tests {
         .expect("a claim");
         let json = serde_json::to_vec(&claim).expect("serialises");
         let packed = Packed::pack(&claim);
-        let (bytes, json_len, _) = compressed(&packed);
-        assert_eq!(json_len, json.len());
+        assert_eq!(packed.json_len as usize, json.len());
         assert!(
-            bytes.len() * 3 < json.len(),
+            packed.compressed.len() * 3 < json.len(),
             "{} bytes kept for {} of JSON",
-            bytes.len(),
+            packed.compressed.len(),
             json.len()
         );
         let unpacked = packed.unpack().expect("unpacks");
@@ -746,10 +637,13 @@ mod tests {
                 "packed against a dictionary or not, the same claim"
             );
         }
-        assert!(!compressed(&packed[0]).2, "the first have none to use");
-        assert!(compressed(&packed[199]).2, "learnt from the first ones");
+        assert!(packed[0].dictionary.is_none(), "the first have none to use");
+        assert!(
+            packed[199].dictionary.is_some(),
+            "learnt from the first ones"
+        );
         let size = |packed: &[Packed<ClaimObject>]| -> usize {
-            packed.iter().map(|p| compressed(p).0.len()).sum()
+            packed.iter().map(|p| p.compressed.len()).sum()
         };
         let alone: Vec<_> = claims[100..].iter().map(Packed::pack).collect();
         assert!(
@@ -773,7 +667,7 @@ mod tests {
         }))
         .expect("a claim");
         let packed = packer.pack(&unlike);
-        assert!(compressed(&packed).2);
+        assert!(packed.dictionary.is_some());
         assert_eq!(
             serde_json::to_string(&packed.unpack().expect("unpacks")).expect("serialises"),
             serde_json::to_string(&unlike).expect("serialises")
@@ -814,11 +708,10 @@ mod tests {
         let packed = Packed::<ClaimObject> {
             metadata: ObjectMeta::default(),
             identity: Identity::of(&ObjectMeta::default()),
-            body: Body::Compressed {
-                bytes: Arc::from(Vec::new()),
-                json_len: 0,
-                dictionary: None,
-            },
+            compressed: Arc::from(Vec::new()),
+            json_len: 0,
+            dictionary: None,
+            kind: PhantomData,
         };
         assert!(matches!(
             packed.unpack(),

@@ -4,7 +4,7 @@
 //!
 //! A kind several controllers follow is watched once ([`SharedWatch`]): one store, and every
 //! object the watch touches after its first list (deleted ones too) sent to each subscriber
-//! after the store has it. The store keeps each object packed ([`PackingWriter`]);
+//! after the store has it. The store keeps what [`Stored::kept`] makes of each object;
 //! followers and subscribers see the object itself. Why not kube-runtime 5's own shared
 //! streams: docs/design.md, "store::shared_watch".
 
@@ -17,9 +17,8 @@ use futures::{Stream, StreamExt, TryStreamExt};
 use kube::Resource;
 use kube::api::{Api, DynamicObject};
 use kube::runtime::WatchStreamExt;
-use kube::runtime::reflector::Store;
+use kube::runtime::reflector::{self, Store};
 use kube::runtime::watcher::{self, watcher};
-use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 use tokio::sync::watch;
@@ -27,8 +26,8 @@ use tokio::sync::watch;
 use crate::api::kinds::SharedType;
 use crate::api::kinds::{ClaimObject, HandleObject};
 use crate::core::json::compact::{compact, compact_map};
-use crate::store::packed::{Identified, Packed};
-use crate::store::packing_writer::PackingWriter;
+use crate::store::packed::{Identified, Packed, Packer};
+use crate::store::packed::{StoredClaim, StoredHandle};
 use crate::store::relist::RelistGate;
 
 /// How long the API server keeps one watch request open (kube-runtime's default is 290 s).
@@ -62,11 +61,11 @@ where
         &self.store
     }
 
-    /// `store`, not listed yet: whoever feeds its writer calls [`ListedStore::mark_listed`]
-    /// after the first list.
-    pub(crate) fn of(store: Store<K>) -> Self {
+    /// The store `writer` fills, not listed yet: whoever feeds the writer calls
+    /// [`ListedStore::mark_listed`] after the first list.
+    pub(crate) fn of(writer: &reflector::store::Writer<K>) -> Self {
         Self {
-            store,
+            store: writer.as_reader(),
             listed: Arc::new(watch::Sender::new(false)),
         }
     }
@@ -106,13 +105,25 @@ pub(crate) fn without_managed_fields<K: Resource>(object: &mut K) {
     object.meta_mut().managed_fields = None;
 }
 
-/// An object as the broker's watches hand it on and its long-lived stores keep it: packed
-/// ([`Packed`], [`PackingWriter`]).
-pub(crate) trait Stored: Resource + Serialize + Sized {
+/// An object as the broker's watches hand it on and its long-lived stores keep it.
+pub(crate) trait Stored: Resource + Sized {
+    /// What a store keeps of it, keyed by the kind's shared dynamic type.
+    type Kept: Resource<DynamicType = SharedType<Self::DynamicType>>
+        + Identified
+        + Clone
+        + DeserializeOwned
+        + Debug
+        + Send
+        + Sync
+        + 'static;
+
     /// Drops what nothing reads (`metadata.managedFields`, [`without_managed_fields`]) and
     /// compacts what the store keeps parsed (`core::json::compact`): every follower,
     /// subscriber and store sees the object trimmed.
     fn trim_for_store(&mut self);
+
+    /// What the store keeps of the trimmed object, packed by the store's `packer`.
+    fn kept(&self, packer: &mut Packer) -> Self::Kept;
 
     /// Whether its status shows that the broker has dealt with it, as far as a list can tell:
     /// a start or a re-list reconciles the others first ([`Applied::routine`]).
@@ -129,10 +140,17 @@ pub(crate) struct Applied<S> {
     pub(crate) routine: bool,
 }
 
-/// Every claim of the cluster sits in the store, and each is read by one reconcile at a time.
+/// Claims are kept packed: every claim of the cluster sits in the store, and each is read by
+/// one reconcile at a time.
 impl Stored for ClaimObject {
+    type Kept = StoredClaim;
+
     fn trim_for_store(&mut self) {
         without_managed_fields(self);
+    }
+
+    fn kept(&self, packer: &mut Packer) -> StoredClaim {
+        packer.pack(self)
     }
 
     /// Bound, and not being deleted.
@@ -145,9 +163,11 @@ impl Stored for ClaimObject {
     }
 }
 
-/// One handle per claim sits in the store. The free ones, which every bind and pool pass
-/// reads, are also kept parsed (`store::free_handles`), compacted here.
+/// Handles are kept packed: one per claim sits in the store. The free ones, which every bind
+/// and pool pass reads, are also kept parsed (`store::free_handles`), compacted here.
 impl Stored for HandleObject {
+    type Kept = StoredHandle;
+
     fn trim_for_store(&mut self) {
         without_managed_fields(self);
         let spec = &mut self.spec;
@@ -157,6 +177,10 @@ impl Stored for HandleObject {
             Some(&mut spec.vars),
         ]);
         compact_all(self.status.as_mut().map(|s| &mut s.summary));
+    }
+
+    fn kept(&self, packer: &mut Packer) -> StoredHandle {
+        packer.pack(self)
     }
 
     /// With a status, and not being deleted.
@@ -177,11 +201,17 @@ fn compact_all_maps<'a>(
     maps.into_iter().flatten().flatten().for_each(compact_map);
 }
 
-/// Every resource of every handle sits in a store, and each is read by the one reconcile of
-/// its handle.
+/// Managed resources are kept packed: every resource of every handle sits in a store, and
+/// each is read by the one reconcile of its handle.
 impl Stored for DynamicObject {
+    type Kept = Packed<DynamicObject>;
+
     fn trim_for_store(&mut self) {
         without_managed_fields(self);
+    }
+
+    fn kept(&self, packer: &mut Packer) -> Packed<DynamicObject> {
+        packer.pack(self)
     }
 }
 
@@ -264,9 +294,9 @@ where
 {
     api: Api<K>,
     config: watcher::Config,
-    writer: PackingWriter<K>,
+    writer: reflector::store::Writer<K::Kept>,
     kept: SharedType<K::DynamicType>,
-    listed: ListedStore<Packed<K>>,
+    listed: ListedStore<K::Kept>,
     followers: Vec<Follower<K>>,
     subscribers: Vec<mpsc::UnboundedSender<K>>,
 }
@@ -283,8 +313,8 @@ where
         config: watcher::Config,
         kept: SharedType<K::DynamicType>,
     ) -> Self {
-        let writer = PackingWriter::new(kept.clone());
-        let listed = ListedStore::of(writer.as_reader());
+        let writer = reflector::store::Writer::new(kept.clone());
+        let listed = ListedStore::of(&writer);
         Self {
             api,
             config,
@@ -297,7 +327,7 @@ where
     }
 
     /// The store, and whether the watch has listed once.
-    pub(crate) fn store(&self) -> ListedStore<Packed<K>> {
+    pub(crate) fn store(&self) -> ListedStore<K::Kept> {
         self.listed.clone()
     }
 
@@ -326,7 +356,7 @@ where
     /// [`SharedWatch::store`].
     pub(crate) fn into_stream(
         self,
-    ) -> impl Stream<Item = Result<Applied<Packed<K>>, watcher::Error>> + Send + 'static {
+    ) -> impl Stream<Item = Result<Applied<K::Kept>, watcher::Error>> + Send + 'static {
         let Self {
             api,
             config,
@@ -339,13 +369,13 @@ where
         let events = watcher(api, config)
             .default_backoff()
             .modify(K::trim_for_store);
+        let mut packer = Packer::default();
         let gate = RelistGate::new(writer.as_reader(), kept);
-        let mut writer = writer;
         fan_out(
             events,
-            move |event: &watcher::Event<K>| writer.apply(event),
+            move |object: &K| object.kept(&mut packer),
             K::settled,
-            gate,
+            (writer, gate),
             followers,
             listed,
             subscribers,
@@ -353,16 +383,16 @@ where
     }
 }
 
-/// What [`SharedWatch::into_stream`] does with each of the watch's `events`: `store` applies it
-/// to the store and gives back what the store keeps of its object, then followers see it, subscribers get each touched object (after
+/// What [`SharedWatch::into_stream`] does with each of the watch's `events`: the store gets
+/// what it `keep`s of it, then followers see it, subscribers get each touched object (after
 /// the first list: [`SharedWatch::subscribe`]), and the applied ones are yielded as the store
 /// keeps them, routine when a list brought them `settled`, once the store shows them
 /// ([`RelistGate`]).
 fn fan_out<K, S>(
     events: impl Stream<Item = Result<watcher::Event<K>, watcher::Error>>,
-    mut store: impl FnMut(&watcher::Event<K>) -> watcher::Event<S>,
+    mut keep: impl FnMut(&K) -> S,
     settled: fn(&K) -> bool,
-    mut gate: RelistGate<S, bool>,
+    (mut writer, mut gate): (reflector::store::Writer<S>, RelistGate<S, bool>),
     followers: Vec<Follower<K>>,
     listed: ListedStore<S>,
     subscribers: Vec<mpsc::UnboundedSender<K>>,
@@ -382,7 +412,8 @@ where
     let applied = |(object, routine)| Applied { object, routine };
     events
         .map_ok(move |event| {
-            let kept = store(&event);
+            let kept = kept_event(&event, &mut keep);
+            writer.apply_watcher_event(&kept);
             for follower in &followers {
                 follower(&event);
             }
@@ -415,17 +446,35 @@ where
         .try_flatten()
 }
 
-/// Each of `events`, once `writer`'s store has what it keeps of it: a watch that its follower
-/// reads whole (events, deletions, re-lists) while its store keeps objects packed.
-pub(crate) fn reflect_kept<K: Stored + Clone + Serialize>(
+/// `event` with what the store `keep`s of its object.
+fn kept_event<K, S>(
+    event: &watcher::Event<K>,
+    keep: &mut impl FnMut(&K) -> S,
+) -> watcher::Event<S> {
+    use watcher::Event;
+    match event {
+        Event::Apply(object) => Event::Apply(keep(object)),
+        Event::InitApply(object) => Event::InitApply(keep(object)),
+        Event::Delete(object) => Event::Delete(keep(object)),
+        Event::Init => Event::Init,
+        Event::InitDone => Event::InitDone,
+    }
+}
+
+/// Each of `events`, once `writer`'s store has what [`Stored::kept`] makes of it: a watch
+/// that its follower reads whole (events, deletions, re-lists) while its store keeps objects
+/// packed.
+pub(crate) fn reflect_kept<K: Stored>(
     events: impl Stream<Item = Result<watcher::Event<K>, watcher::Error>>,
-    mut writer: PackingWriter<K>,
+    mut writer: reflector::store::Writer<K::Kept>,
 ) -> impl Stream<Item = Result<watcher::Event<K>, watcher::Error>>
 where
     K::DynamicType: Eq + Hash + Clone,
 {
+    let mut packer = Packer::default();
     events.map_ok(move |event| {
-        writer.apply(&event);
+        let kept = kept_event(&event, &mut |object: &K| object.kept(&mut packer));
+        writer.apply_watcher_event(&kept);
         event
     })
 }

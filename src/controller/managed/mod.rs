@@ -12,7 +12,7 @@ use kube::api::{Api, DynamicObject, ObjectMeta};
 use kube::core::GroupVersionKind;
 use kube::discovery::Scope;
 use kube::runtime::WatchStreamExt;
-use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::watcher::{self, Event};
 use kube::{Resource, ResourceExt};
 
@@ -34,7 +34,6 @@ use crate::core::handle::definition::status_references;
 use crate::core::naming::resource_watch_name;
 use crate::store::packed::Packed;
 use crate::store::packed::{Identified, StoredClaim, StoredHandle};
-use crate::store::packing_writer::PackingWriter;
 use crate::store::shared_watch::{ListedStore, Stored, reflect_kept, without_managed_fields};
 
 /// The kind `api_version`/`kind` as the API server serves it, discovered once per process.
@@ -89,8 +88,8 @@ pub(crate) async fn ensure_watch(
         _ => Api::all_with(ctx.client.clone(), &kind.resource),
     };
     let resource = SharedType::new(kind.resource.clone());
-    let writer = PackingWriter::new(resource.clone());
-    let listed = ListedStore::of(writer.as_reader());
+    let writer = reflector::store::Writer::new(resource.clone());
+    let listed = ListedStore::of(&writer);
     let first_list = FirstList::default();
     let watch = Watch {
         resource,

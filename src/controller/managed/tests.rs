@@ -1,7 +1,6 @@
 use futures::FutureExt;
 use futures::channel::mpsc;
 use kube::api::ObjectMeta;
-use kube::runtime::reflector;
 use serde_json::json;
 
 use super::resources::ManagedResources;
@@ -311,8 +310,9 @@ fn a_relist_wakes_the_handles_of_objects_that_vanished_meanwhile() {
         namespace: Some("managed".into()),
     };
     let suspects = std::cell::RefCell::new(Vec::new());
-    let listed =
-        ListedStore::of(reflector::store::Writer::new(SharedType::new(configmaps())).as_reader());
+    let listed = ListedStore::of(&reflector::store::Writer::new(
+        SharedType::new(configmaps()),
+    ));
     futures::executor::block_on(follow(
         futures::stream::iter(events),
         f.router,
@@ -381,8 +381,9 @@ fn handle_of_cm() -> Value {
 /// Runs `follow` over `events` with `first_list`; the claims it woke.
 fn claims_woken(events: Vec<Event<DynamicObject>>, first_list: FirstList) -> Vec<String> {
     let mut f = fixture(vec![handle_of_cm()], vec![claim("mine", json!({}))]);
-    let listed =
-        ListedStore::of(reflector::store::Writer::new(SharedType::new(configmaps())).as_reader());
+    let listed = ListedStore::of(&reflector::store::Writer::new(
+        SharedType::new(configmaps()),
+    ));
     futures::executor::block_on(follow(
         futures::stream::iter(events.into_iter().map(Ok)),
         f.router,

@@ -2,7 +2,6 @@ use super::*;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::ResourceExt;
 use kube::api::ObjectMeta;
-use kube::runtime::reflector;
 use std::sync::Mutex;
 
 fn configmap(name: &str) -> ConfigMap {
@@ -57,7 +56,7 @@ fn a_claim_trimmed_for_the_store_loses_its_managed_fields_and_nothing_else() {
 async fn a_shared_watch_hands_each_change_to_everyone_after_the_store_has_it() {
     use watcher::Event;
     let writer = reflector::store::Writer::<ConfigMap>::default();
-    let listed = ListedStore::of(writer.as_reader());
+    let listed = ListedStore::of(&writer);
     let store = listed.store().clone();
     let followed = Arc::new(Mutex::new(Vec::new()));
     let follower: Follower<ConfigMap> = {
@@ -103,17 +102,12 @@ async fn a_shared_watch_hands_each_change_to_everyone_after_the_store_has_it() {
         .map(Ok),
     );
     let gate = RelistGate::new(writer.as_reader(), ());
-    let mut writer = writer;
-    let kept = move |event: &Event<ConfigMap>| {
-        writer.apply_watcher_event(event);
-        event.clone()
-    };
     let mut yielded_stored = Vec::new();
     let driven: Vec<Applied<ConfigMap>> = fan_out(
         events,
-        kept,
+        ConfigMap::clone,
         |_| true,
-        gate,
+        (writer, gate),
         vec![follower],
         listed.clone(),
         vec![first, second],
@@ -180,7 +174,7 @@ async fn a_watch_reflected_packed_hands_on_each_event_after_the_store_has_it() {
         object
     };
     let kept = SharedType::new(resource.clone());
-    let writer = PackingWriter::<DynamicObject>::new(kept.clone());
+    let writer = reflector::store::Writer::<Packed<DynamicObject>>::new(kept.clone());
     let store = writer.as_reader();
     let stored = |name: &str| {
         let key = reflector::ObjectRef::new_with(name, kept.clone()).within("ns");
