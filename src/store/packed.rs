@@ -520,6 +520,18 @@ impl Identified for serde_json::Value {
     }
 }
 
+/// The stores' tests watch ConfigMaps, a typed kind the broker itself does not store.
+#[cfg(test)]
+impl Identified for k8s_openapi::api::core::v1::ConfigMap {
+    fn uid(&self) -> Option<Cow<'_, str>> {
+        self.metadata.uid.as_deref().map(Cow::Borrowed)
+    }
+
+    fn resource_version(&self) -> Option<Cow<'_, str>> {
+        self.metadata.resource_version.as_deref().map(Cow::Borrowed)
+    }
+}
+
 impl<K> Identified for Packed<K> {
     fn uid(&self) -> Option<Cow<'_, str>> {
         Packed::uid(self)

@@ -113,16 +113,6 @@ mod tests {
     use crate::api::kinds::SharedType;
     use crate::store::packed::Packed;
 
-    impl Identified for ConfigMap {
-        fn uid(&self) -> Option<std::borrow::Cow<'_, str>> {
-            self.metadata.uid.as_deref().map(Into::into)
-        }
-
-        fn resource_version(&self) -> Option<std::borrow::Cow<'_, str>> {
-            self.metadata.resource_version.as_deref().map(Into::into)
-        }
-    }
-
     fn config_map(name: &str, version: &str) -> ConfigMap {
         ConfigMap {
             metadata: ObjectMeta {
