@@ -119,6 +119,32 @@ struct Minute {
     p99: f64,
 }
 
+/// The decimals of each of a [`Minute`]'s figures, in [`Minute::figures`]' order, in the
+/// printed table and in the CSV.
+const TABLE_DIGITS: [usize; 9] = [0, 1, 1, 2, 2, 0, 0, 0, 0];
+const CSV_DIGITS: [usize; 9] = [0, 2, 2, 3, 3, 0, 0, 1, 1];
+
+impl Minute {
+    /// Its figures, in the table's and the CSV's column order, each with `digits` decimals.
+    fn figures(&self, digits: &[usize; 9]) -> Vec<String> {
+        [
+            self.minute as f64,
+            self.memory.rss,
+            self.memory.heap,
+            self.cpu,
+            self.apiserver_cpu,
+            self.claims as f64,
+            self.binds as f64,
+            self.p50,
+            self.p99,
+        ]
+        .iter()
+        .zip(digits)
+        .map(|(figure, digits)| format!("{figure:.digits$}"))
+        .collect()
+    }
+}
+
 #[tokio::main]
 async fn main() {
     let settings = Settings::from_env();
@@ -555,18 +581,7 @@ fn print_header() {
 }
 
 fn print_minute(m: &Minute) {
-    println!(
-        "| {} | {:.1} | {:.1} | {:.2} | {:.2} | {} | {} | {:.0} | {:.0} |",
-        m.minute,
-        m.memory.rss,
-        m.memory.heap,
-        m.cpu,
-        m.apiserver_cpu,
-        m.claims,
-        m.binds,
-        m.p50,
-        m.p99
-    );
+    println!("| {} |", m.figures(&TABLE_DIGITS).join(" | "));
 }
 
 fn out_dir() -> PathBuf {
@@ -583,18 +598,8 @@ fn write_csv(path: &Path, minutes: &[Minute]) {
         "minute,rss_mib,heap_mib,cpu_s,apiserver_cpu_s,claims,binds,bind_p50_ms,bind_p99_ms\n",
     );
     for m in minutes {
-        text.push_str(&format!(
-            "{},{:.2},{:.2},{:.3},{:.3},{},{},{:.1},{:.1}\n",
-            m.minute,
-            m.memory.rss,
-            m.memory.heap,
-            m.cpu,
-            m.apiserver_cpu,
-            m.claims,
-            m.binds,
-            m.p50,
-            m.p99
-        ));
+        text.push_str(&m.figures(&CSV_DIGITS).join(","));
+        text.push('\n');
     }
     std::fs::write(path, text).expect("writing the soak's CSV");
 }
