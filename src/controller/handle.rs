@@ -11,7 +11,6 @@ mod resources;
 
 use std::ops::ControlFlow;
 use std::sync::Arc;
-use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 
@@ -29,7 +28,6 @@ use super::oversized;
 use super::reconciler::{self, Drive, Lifecycle};
 use super::write::{self, Halt, OrHalt, PassError, Target, Written};
 use crate::api::kinds::{HandleObject, Kinds};
-use crate::api::refs::ResourceReference;
 use crate::api::{OperatorDomain, ResourceClaim, ResourceHandle};
 use crate::core::binding::matching::{is_free, is_released};
 use crate::core::conditions;
@@ -281,40 +279,11 @@ async fn live_states(
     let mut states = Vec::new();
     for reference in status_references(handle) {
         states.push(match reference {
-            Some(reference) => caught_up_state(ctx, &reference).await?,
+            Some(reference) => managed::caught_up_state(ctx, &reference).await?,
             None => None,
         });
     }
     Ok(states)
-}
-
-/// How long a pass waits for a managed-resource store to show a write of this process.
-const STORE_CATCH_UP: Duration = Duration::from_secs(1);
-/// How often it looks meanwhile.
-const STORE_CATCH_UP_LOOK: Duration = Duration::from_millis(5);
-
-/// The live state of `reference`, from its store once the store shows the last write this
-/// process made of it (its watch event usually follows the write's answer within
-/// milliseconds), or from the API server past [`STORE_CATCH_UP`]. A pass that ran right after
-/// the one that patched the resource would otherwise diff the copy the patch replaced, and
-/// its guarded patch would conflict: a failed request and a GET.
-async fn caught_up_state(
-    ctx: &Context,
-    reference: &ResourceReference,
-) -> Result<Option<Value>, kube::Error> {
-    let deadline = tokio::time::Instant::now() + STORE_CATCH_UP;
-    loop {
-        let state = managed::live_state(ctx, reference).await?;
-        let Some(stale) = state.as_ref().filter(|state| write::is_stale_copy(*state)) else {
-            return Ok(state);
-        };
-        if tokio::time::Instant::now() >= deadline {
-            // A store that does not catch up (its watch is failing) is not waited for again.
-            write::forget_replaced(stale);
-            return managed::fetch(ctx, reference).await;
-        }
-        tokio::time::sleep(STORE_CATCH_UP_LOOK).await;
-    }
 }
 
 /// Whether `handle` is unbound and released by a claim.

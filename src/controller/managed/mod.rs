@@ -6,6 +6,7 @@
 //! "controller::managed").
 
 use std::collections::{HashMap, HashSet};
+use std::time::Duration;
 
 use futures::StreamExt;
 use kube::api::{Api, DynamicObject, ObjectMeta};
@@ -256,6 +257,35 @@ pub(crate) async fn fetch(
         without_managed_fields(&mut o);
         serde_json::to_value(o).ok()
     }))
+}
+
+/// How long a pass waits for a managed-resource store to show a write of this process.
+const STORE_CATCH_UP: Duration = Duration::from_secs(1);
+/// How often it looks meanwhile.
+const STORE_CATCH_UP_LOOK: Duration = Duration::from_millis(5);
+
+/// The live state of `reference`, from its store once the store shows the last write this
+/// process made of it (its watch event usually follows the write's answer within
+/// milliseconds), or from the API server past [`STORE_CATCH_UP`]. A pass that ran right after
+/// the one that patched the resource would otherwise diff the copy the patch replaced, and
+/// its guarded patch would conflict: a failed request and a GET.
+pub(crate) async fn caught_up_state(
+    ctx: &Context,
+    reference: &ResourceReference,
+) -> Result<Option<serde_json::Value>, kube::Error> {
+    let deadline = tokio::time::Instant::now() + STORE_CATCH_UP;
+    loop {
+        let state = live_state(ctx, reference).await?;
+        let Some(stale) = state.as_ref().filter(|state| write::is_stale_copy(*state)) else {
+            return Ok(state);
+        };
+        if tokio::time::Instant::now() >= deadline {
+            // A store that does not catch up (its watch is failing) is not waited for again.
+            write::forget_replaced(stale);
+            return fetch(ctx, reference).await;
+        }
+        tokio::time::sleep(STORE_CATCH_UP_LOOK).await;
+    }
 }
 
 /// The handle a managed resource names in its annotations.
