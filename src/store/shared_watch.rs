@@ -4,7 +4,7 @@
 //!
 //! A kind several controllers follow is watched once ([`SharedWatch`]): one store, and every
 //! object the watch touches after its first list (deleted ones too) sent to each subscriber
-//! after the store has it. The store keeps what [`Stored::kept`] makes of each object;
+//! after the store has it. The store keeps each object packed ([`Packed`]);
 //! followers and subscribers see the object itself. Why not kube-runtime 5's own shared
 //! streams: docs/design.md, "store::shared_watch".
 
@@ -19,6 +19,7 @@ use kube::api::{Api, DynamicObject};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::watcher::{self, watcher};
+use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 use tokio::sync::watch;
@@ -27,7 +28,6 @@ use crate::api::kinds::SharedType;
 use crate::api::kinds::{ClaimObject, HandleObject};
 use crate::core::json::compact::{compact, compact_map};
 use crate::store::packed::{Identified, Packed, Packer};
-use crate::store::packed::{StoredClaim, StoredHandle};
 use crate::store::relist::RelistGate;
 
 /// How long the API server keeps one watch request open (kube-runtime's default is 290 s).
@@ -105,25 +105,13 @@ pub(crate) fn without_managed_fields<K: Resource>(object: &mut K) {
     object.meta_mut().managed_fields = None;
 }
 
-/// An object as the broker's watches hand it on and its long-lived stores keep it.
-pub(crate) trait Stored: Resource + Sized {
-    /// What a store keeps of it, keyed by the kind's shared dynamic type.
-    type Kept: Resource<DynamicType = SharedType<Self::DynamicType>>
-        + Identified
-        + Clone
-        + DeserializeOwned
-        + Debug
-        + Send
-        + Sync
-        + 'static;
-
+/// An object as the broker's watches hand it on and its long-lived stores keep it: packed
+/// ([`Packed`]).
+pub(crate) trait Stored: Resource + Serialize + Sized {
     /// Drops what nothing reads (`metadata.managedFields`, [`without_managed_fields`]) and
     /// compacts what the store keeps parsed (`core::json::compact`): every follower,
     /// subscriber and store sees the object trimmed.
     fn trim_for_store(&mut self);
-
-    /// What the store keeps of the trimmed object, packed by the store's `packer`.
-    fn kept(&self, packer: &mut Packer) -> Self::Kept;
 
     /// Whether its status shows that the broker has dealt with it, as far as a list can tell:
     /// a start or a re-list reconciles the others first ([`Applied::routine`]).
@@ -143,14 +131,8 @@ pub(crate) struct Applied<S> {
 /// Claims are kept packed: every claim of the cluster sits in the store, and each is read by
 /// one reconcile at a time.
 impl Stored for ClaimObject {
-    type Kept = StoredClaim;
-
     fn trim_for_store(&mut self) {
         without_managed_fields(self);
-    }
-
-    fn kept(&self, packer: &mut Packer) -> StoredClaim {
-        packer.pack(self)
     }
 
     /// Bound, and not being deleted.
@@ -166,8 +148,6 @@ impl Stored for ClaimObject {
 /// Handles are kept packed: one per claim sits in the store. The free ones, which every bind
 /// and pool pass reads, are also kept parsed (`store::free_handles`), compacted here.
 impl Stored for HandleObject {
-    type Kept = StoredHandle;
-
     fn trim_for_store(&mut self) {
         without_managed_fields(self);
         let spec = &mut self.spec;
@@ -177,10 +157,6 @@ impl Stored for HandleObject {
             Some(&mut spec.vars),
         ]);
         compact_all(self.status.as_mut().map(|s| &mut s.summary));
-    }
-
-    fn kept(&self, packer: &mut Packer) -> StoredHandle {
-        packer.pack(self)
     }
 
     /// With a status, and not being deleted.
@@ -204,14 +180,8 @@ fn compact_all_maps<'a>(
 /// Managed resources are kept packed: every resource of every handle sits in a store, and
 /// each is read by the one reconcile of its handle.
 impl Stored for DynamicObject {
-    type Kept = Packed<DynamicObject>;
-
     fn trim_for_store(&mut self) {
         without_managed_fields(self);
-    }
-
-    fn kept(&self, packer: &mut Packer) -> Packed<DynamicObject> {
-        packer.pack(self)
     }
 }
 
@@ -294,9 +264,9 @@ where
 {
     api: Api<K>,
     config: watcher::Config,
-    writer: reflector::store::Writer<K::Kept>,
+    writer: reflector::store::Writer<Packed<K>>,
     kept: SharedType<K::DynamicType>,
-    listed: ListedStore<K::Kept>,
+    listed: ListedStore<Packed<K>>,
     followers: Vec<Follower<K>>,
     subscribers: Vec<mpsc::UnboundedSender<K>>,
 }
@@ -327,7 +297,7 @@ where
     }
 
     /// The store, and whether the watch has listed once.
-    pub(crate) fn store(&self) -> ListedStore<K::Kept> {
+    pub(crate) fn store(&self) -> ListedStore<Packed<K>> {
         self.listed.clone()
     }
 
@@ -356,7 +326,7 @@ where
     /// [`SharedWatch::store`].
     pub(crate) fn into_stream(
         self,
-    ) -> impl Stream<Item = Result<Applied<K::Kept>, watcher::Error>> + Send + 'static {
+    ) -> impl Stream<Item = Result<Applied<Packed<K>>, watcher::Error>> + Send + 'static {
         let Self {
             api,
             config,
@@ -373,7 +343,7 @@ where
         let gate = RelistGate::new(writer.as_reader(), kept);
         fan_out(
             events,
-            move |object: &K| object.kept(&mut packer),
+            move |object: &K| packer.pack(object),
             K::settled,
             (writer, gate),
             followers,
@@ -461,19 +431,19 @@ fn kept_event<K, S>(
     }
 }
 
-/// Each of `events`, once `writer`'s store has what [`Stored::kept`] makes of it: a watch
+/// Each of `events`, once `writer`'s store has it packed: a watch
 /// that its follower reads whole (events, deletions, re-lists) while its store keeps objects
 /// packed.
 pub(crate) fn reflect_kept<K: Stored>(
     events: impl Stream<Item = Result<watcher::Event<K>, watcher::Error>>,
-    mut writer: reflector::store::Writer<K::Kept>,
+    mut writer: reflector::store::Writer<Packed<K>>,
 ) -> impl Stream<Item = Result<watcher::Event<K>, watcher::Error>>
 where
     K::DynamicType: Eq + Hash + Clone,
 {
     let mut packer = Packer::default();
     events.map_ok(move |event| {
-        let kept = kept_event(&event, &mut |object: &K| object.kept(&mut packer));
+        let kept = kept_event(&event, &mut |object: &K| packer.pack(object));
         writer.apply_watcher_event(&kept);
         event
     })
