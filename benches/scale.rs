@@ -17,6 +17,10 @@
 //! The writes the broker makes to the clones while it starts are counted too: they must be 0,
 //! and the first one of each kind is saved (with the fields the broker's write touched) to see
 //! what differs.
+//!
+//! Each broker logs to `target/tmp/bench-scale/broker-<size>.log` at the `RUST_LOG` of
+//! `POOLBOY_SCALE_BROKER_LOG` (default `poolboy=info`; `poolboy=debug,kube_runtime=info`
+//! names each reconcile and why kube-runtime ran it).
 
 #[path = "support/machine.rs"]
 mod machine;
@@ -753,7 +757,10 @@ impl Broker {
             .args(["--metrics-address", &address.to_string()])
             .env("KUBECONFIG", support::kubeconfig_path())
             .env("HOSTNAME", format!("bench-scale-{label}"))
-            .env("RUST_LOG", "poolboy=info")
+            .env(
+                "RUST_LOG",
+                std::env::var("POOLBOY_SCALE_BROKER_LOG").unwrap_or_else(|_| "poolboy=info".into()),
+            )
             .stdin(Stdio::null())
             .stdout(file)
             .stderr(err)

@@ -12,6 +12,7 @@ use chrono::{DateTime, Utc};
 
 use futures::StreamExt;
 use futures::channel::mpsc::{UnboundedReceiver, UnboundedSender};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, Patch};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::reflector::{ObjectRef, Store};
@@ -74,6 +75,8 @@ pub(crate) enum PoolError {
 pub(crate) struct PoolController {
     controller: Controller<PoolObject>,
     handles: PoolIndex,
+    memory: Memories,
+    state_wakes: StateWakes,
 }
 
 impl PoolController {
@@ -91,7 +94,9 @@ impl PoolController {
 /// The controller, watching pools of the operator namespace, and following the broker's
 /// handle watch: a handle change that concerns its pool wakes it (`PoolIndex::following`),
 /// so a bind refills at once. The creation of a handle whose name the pool's status reserves
-/// does not: the pass that reserved it counted it, and the next finds it shown. A change of
+/// does not: the pass that reserved it counted it, and the next finds it shown. Its creation
+/// event often comes before the pool watch shows that status write, so a name this process
+/// reserved counts as reserved from its own memory too. A change of
 /// only an unbound handle's readiness or health wakes the pool once the status may take it
 /// ([`StateWakes`]).
 pub(crate) fn controller(
@@ -104,6 +109,7 @@ pub(crate) fn controller(
     let pool_kind = kinds.pool.clone();
     let (wake, woken) = futures::channel::mpsc::unbounded();
     let state_wakes = StateWakes::default();
+    let later = state_wakes.clone();
     let handles = PoolIndex::following(
         handles,
         free,
@@ -113,7 +119,7 @@ pub(crate) fn controller(
             let pool =
                 ObjectRef::new_with(concern.pool, pool_kind.clone()).within(concern.namespace);
             if concern.only_state {
-                state_wakes.wake_later(pool, &wake);
+                later.wake_later(pool, &wake);
             } else {
                 // Closed only when the operator stops.
                 let _ = wake.unbounded_send((pool, concern.created.map(str::to_owned)));
@@ -123,11 +129,13 @@ pub(crate) fn controller(
     let config = crate::store::shared_watch::watch_config().any_semantic();
     let controller = reconciler::forgetting_controller(main, config, kinds.pool.clone());
     let pools = controller.store();
+    let memory = Memories::default();
+    let reserved = memory.clone();
     let woken = woken.filter_map(move |(pool, created): Woken| {
         let counted = created.is_some_and(|handle| {
-            pools
-                .get(&pool)
-                .is_some_and(|pool| reserves(&pool, &handle))
+            pools.get(&pool).is_some_and(|pool| {
+                reserves(&pool, &handle) || reserved.is_pending(&pool.metadata, &handle)
+            })
         });
         std::future::ready((!counted).then_some(pool))
     });
@@ -135,6 +143,8 @@ pub(crate) fn controller(
     PoolController {
         controller,
         handles,
+        memory,
+        state_wakes,
     }
 }
 
@@ -146,7 +156,8 @@ type Woken = (ObjectRef<PoolObject>, Option<String>);
 /// its status's counts, written at most once an interval anyway; so a handle's getting ready
 /// after the bind that made the pool create it costs the pool one pass, not one now and one
 /// when the counts may be written. The caps it weighs (`maxUnready`, unhealthy deletion) act
-/// at most an interval later.
+/// at most an interval later. A pass of the pool that begins meanwhile reads the change, and
+/// whatever it must wait for it waits for itself: the wake is dropped then.
 #[derive(Clone, Default)]
 struct StateWakes(Arc<Mutex<HashSet<ObjectRef<PoolObject>>>>);
 
@@ -162,10 +173,16 @@ impl StateWakes {
         let (due, wake) = (self.clone(), wake.clone());
         runtime.spawn(async move {
             tokio::time::sleep(COUNTS_INTERVAL).await;
-            due.due().remove(&pool);
-            // Closed only when the operator stops.
-            let _ = wake.unbounded_send((pool, None));
+            if due.due().remove(&pool) {
+                // Closed only when the operator stops.
+                let _ = wake.unbounded_send((pool, None));
+            }
         });
+    }
+
+    /// A pass of `pool` begins: it reads every change a wake to come is for.
+    fn served(&self, pool: &ObjectRef<PoolObject>) {
+        self.due().remove(pool);
     }
 
     /// The pools with a wake to come.
@@ -175,11 +192,31 @@ impl StateWakes {
 }
 
 /// What pool reconciles share: the operator context (whose stores hold the index of each
-/// pool's handles), and per pool the handles created (by this process or, per the pool status,
-/// another) that the store does not show yet.
+/// pool's handles), and what this process remembers of each pool.
 struct PoolContext {
     ctx: Arc<Context>,
-    memory: Mutex<HashMap<String, PoolMemory>>,
+    memory: Memories,
+    state_wakes: StateWakes,
+}
+
+/// What this process remembers of each pool between its reconciles, by uid (so that a pool
+/// deleted and created again under the same name starts afresh); a pool's goes when its
+/// finalizer has run. Shared by the reconciles and the filter of the pool's wakes.
+#[derive(Clone, Default)]
+struct Memories(Arc<Mutex<HashMap<String, PoolMemory>>>);
+
+impl Memories {
+    fn lock(&self) -> MutexGuard<'_, HashMap<String, PoolMemory>> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Whether this process reserved handle `name` for the pool of `meta` and its store does
+    /// not show it yet.
+    fn is_pending(&self, meta: &ObjectMeta, name: &str) -> bool {
+        self.lock()
+            .get(&memory_key(meta))
+            .is_some_and(|memory| memory.pending.is_pending(name))
+    }
 }
 
 /// What this process remembers of a pool between its reconciles.
@@ -198,11 +235,13 @@ impl PoolContext {
         &self.ctx.stores.pool_handles
     }
 
-    /// Runs `f` on the memory of `pool`, kept by uid so that a pool deleted and created
-    /// again under the same name starts afresh.
+    /// Runs `f` on the memory of `pool`.
     fn with_memory<R>(&self, pool: &ResourcePool, f: impl FnOnce(&mut PoolMemory) -> R) -> R {
-        let mut all = self.memory.lock().unwrap_or_else(PoisonError::into_inner);
-        f(all.entry(memory_key(pool)).or_default())
+        f(self
+            .memory
+            .lock()
+            .entry(memory_key(&pool.metadata))
+            .or_default())
     }
 
     /// Runs `f` on the handles this process created for `pool` and its store does not show yet.
@@ -211,8 +250,7 @@ impl PoolContext {
     }
 
     fn forget(&self, pool: &ResourcePool) {
-        let mut all = self.memory.lock().unwrap_or_else(PoisonError::into_inner);
-        all.remove(&memory_key(pool));
+        self.memory.lock().remove(&memory_key(&pool.metadata));
     }
 
     /// How long a status write of `pool` that only updates its counts waits, if it must: at
@@ -238,8 +276,11 @@ fn reserves(pool: &PoolObject, name: &str) -> bool {
         .is_some_and(|entries| entries.iter().any(|entry| entry.name == name))
 }
 
-fn memory_key(pool: &ResourcePool) -> String {
-    pool.metadata.uid.clone().unwrap_or_else(|| pool.name_any())
+fn memory_key(meta: &ObjectMeta) -> String {
+    meta.uid
+        .clone()
+        .or_else(|| meta.name.clone())
+        .unwrap_or_default()
 }
 
 /// Runs `controller` until `shutdown`; `triggers` wake it from outside its watches.
@@ -252,7 +293,8 @@ pub(crate) async fn run(
 ) {
     let pool_ctx = Arc::new(PoolContext {
         ctx,
-        memory: Mutex::new(HashMap::new()),
+        memory: controller.memory,
+        state_wakes: controller.state_wakes,
     });
     let drive = Drive {
         triggers: Some(triggers),
@@ -288,6 +330,9 @@ impl Lifecycle for PoolContext {
     }
 
     async fn pass(&self, pool: PoolObject, _: &mut ()) -> Result<Action, Halt<PoolError>> {
+        let key = ObjectRef::new_with(&pool.name_any(), self.ctx.kinds.pool.clone());
+        self.state_wakes
+            .served(&key.within(&pool.namespace().unwrap_or_default()));
         let finalizer = self.ctx.domain().finalizer();
         let api = self.ctx.pools_api();
         let pool = write::add_finalizer(&api, pool, &finalizer)
@@ -981,6 +1026,57 @@ mod tests {
         assert!(wakes.due().is_empty() && woken.try_recv().is_err(), "once");
         wakes.wake_later(pool.clone(), &wake);
         assert_eq!(wakes.due().len(), 1, "the next change waits again");
+    }
+
+    /// A pass that begins before the interval is over reads the changes: no wake follows.
+    #[tokio::test]
+    async fn a_pass_that_begins_meanwhile_serves_the_wake() {
+        let kind = kube::core::ApiResource::erase::<ResourcePool>(&());
+        let pool = ObjectRef::<PoolObject>::new_with("p", kind).within("poolboy");
+        let (wake, mut woken) = futures::channel::mpsc::unbounded();
+        let wakes = StateWakes::default();
+        wakes.wake_later(pool.clone(), &wake);
+        wakes.served(&pool);
+        tokio::time::sleep(COUNTS_INTERVAL + Duration::from_millis(200)).await;
+        assert!(woken.try_recv().is_err(), "no wake");
+        // A change after the pass began has its own wake.
+        wakes.wake_later(pool.clone(), &wake);
+        let (again, _) = woken.next().await.expect("a wake");
+        assert!(again == pool);
+    }
+
+    /// A name this process reserved counts as reserved until the store shows the handle,
+    /// whatever the pool store's copy of the status says.
+    #[test]
+    fn a_name_reserved_here_is_pending_until_the_store_shows_it() {
+        let meta = ObjectMeta {
+            name: Some("p".into()),
+            uid: Some("u1".into()),
+            ..ObjectMeta::default()
+        };
+        let memories = Memories::default();
+        assert!(!memories.is_pending(&meta, "guid-a"));
+        let now = Utc::now();
+        memories
+            .lock()
+            .entry(memory_key(&meta))
+            .or_default()
+            .pending
+            .expect("guid-a", now);
+        assert!(memories.is_pending(&meta, "guid-a"));
+        assert!(!memories.is_pending(&meta, "guid-b"));
+        let recreated = ObjectMeta {
+            uid: Some("u2".into()),
+            ..meta.clone()
+        };
+        assert!(
+            !memories.is_pending(&recreated, "guid-a"),
+            "another pool of that name"
+        );
+        if let Some(memory) = memories.lock().get_mut(&memory_key(&meta)) {
+            memory.pending.observe(|name| name == "guid-a", [], now);
+        }
+        assert!(!memories.is_pending(&meta, "guid-a"), "shown");
     }
 
     #[test]

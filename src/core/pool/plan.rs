@@ -539,6 +539,11 @@ impl PendingHandles {
         }
     }
 
+    /// Whether `name` is pending.
+    pub(crate) fn is_pending(&self, name: &str) -> bool {
+        self.pending.contains_key(name)
+    }
+
     /// The pending names.
     pub(crate) fn names(&self) -> Vec<String> {
         self.pending.keys().cloned().collect()
