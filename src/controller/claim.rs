@@ -48,6 +48,7 @@ use crate::core::naming::claim_handle_name;
 use crate::core::template::TemplateEngine;
 use crate::core::template::view::Subjects;
 use crate::shutdown::Shutdown;
+use crate::store::claim_readers::ClaimReaders;
 use crate::store::claim_summaries::ClaimSummaries;
 use crate::store::free_handles::FreeHandles;
 use crate::store::packed::{StoredClaim, StoredHandle};
@@ -124,14 +125,15 @@ pub(crate) fn watch(
 /// (`ClaimSummaries::following`: not what the claim's status copies from its handle) wakes,
 /// through `wake_handles`, the handle its status names and every handle bound to it (one a
 /// process bound and died before recording must hear that its claim went), once the store
-/// has the change. So a handle reads its claim from the store rather than with a GET, and
+/// has the change; a change of only the claim's status, only those of them that read it
+/// (`ClaimReaders`). So a handle reads its claim from the store rather than with a GET, and
 /// claims are watched once.
 pub(crate) fn controller(
     mut claims: SharedWatch<ClaimObject>,
     kinds: &Kinds,
     operator_namespace: &str,
     (handles, free): (&mut SharedWatch<HandleObject>, FreeHandles),
-    wake_handles: UnboundedSender<ObjectRef<StoredHandle>>,
+    (wake_handles, readers): (UnboundedSender<ObjectRef<StoredHandle>>, ClaimReaders),
     concurrency: u16,
 ) -> ClaimController {
     // The store is written before the wake goes out: a woken claim reads the change.
@@ -140,8 +142,11 @@ pub(crate) fn controller(
     let handle_kind = kinds.stored_handle.clone();
     let handle_namespace = operator_namespace.to_owned();
     index.follow_claims(&mut claims);
-    let summaries = ClaimSummaries::following(&mut claims, move |claim| {
+    let summaries = ClaimSummaries::following(&mut claims, move |claim, only_status| {
         for name in handles_of_claim(claim, &bindings) {
+            if only_status && !readers.reads_claim_status(&name) {
+                continue;
+            }
             let handle = ObjectRef::new_with(&name, handle_kind.clone()).within(&handle_namespace);
             // Closed only when the operator stops.
             let _ = wake_handles.unbounded_send(handle);

@@ -25,6 +25,7 @@ use crate::core::provider::schema::SchemaCache;
 use crate::core::provider::{ProviderCatalog, ProviderCompiler};
 use crate::core::template::TemplateEngine;
 use crate::metrics::Metrics;
+use crate::store::claim_readers::ClaimReaders;
 use crate::store::claim_summaries::ClaimSummaries;
 use crate::store::packed::{StoredClaim, StoredHandle};
 use crate::store::pool_index::PoolIndex;
@@ -101,6 +102,8 @@ pub(crate) struct Stores {
     pub(crate) scalings: Store<ScalingObject>,
     /// When each handle's templates last read the clock.
     pub(crate) render_clocks: RenderClocks,
+    /// Which handles read their claim's status.
+    pub(crate) claim_readers: ClaimReaders,
     /// What each handle made and has not recorded in its status yet.
     pub(crate) unrecorded: UnrecordedResources,
 }

@@ -186,6 +186,8 @@ const CLAIM_DELETION_RECHECK: chrono::TimeDelta = chrono::TimeDelta::seconds(5);
 
 /// One pass of Δ§3.2 Manage over `object`.
 async fn manage(object: HandleObject, ctx: &Context) -> Result<Action, Halt<HandleError>> {
+    let name = object.name_any();
+    ctx.stores.claim_readers.pass_begins(&name);
     // A handle a claim let go of may hold resources rendered for that claim; it is deleted,
     // as long as it is still unbound and released (a binder with a stale copy may have bound
     // it since: then it is that claim's).
@@ -255,6 +257,9 @@ async fn manage(object: HandleObject, ctx: &Context) -> Result<Action, Halt<Hand
     ctx.stores
         .render_clocks
         .record(&uid, inputs, render_at, rerender);
+    ctx.stores
+        .claim_readers
+        .pass_ended(&name, templates.claim_read());
     // A claim being deleted deletes its handle; should it finish without doing so (it was
     // deleted while it bound this handle, before the claim store showed the bind), this handle
     // learns that its claim is gone from a look of its own, not from a delete event that may

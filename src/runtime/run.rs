@@ -23,6 +23,7 @@ use crate::controller::events::EventRecorders;
 use crate::controller::{claim, handle, pool, providers, scaling};
 use crate::metrics::Metrics;
 use crate::shutdown::Shutdown;
+use crate::store::claim_readers::ClaimReaders;
 use crate::store::free_handles::FreeHandles;
 use crate::store::packed::{StoredClaim, StoredHandle};
 use crate::store::render_clocks::RenderClocks;
@@ -241,13 +242,14 @@ impl Controllers {
         recorders.follow(&mut claim_watch);
         let free_handles = FreeHandles::following(&mut handle_watch);
         let render_clocks = RenderClocks::following(&mut handle_watch);
+        let claim_readers = ClaimReaders::following(&mut handle_watch);
         let unrecorded = UnrecordedResources::following(&mut handle_watch);
         let claims = claim::controller(
             claim_watch,
             kinds,
             namespace,
             (&mut handle_watch, free_handles.clone()),
-            handle_trigger.clone(),
+            (handle_trigger.clone(), claim_readers.clone()),
             options.concurrency,
         );
         let pools = pool::controller(client, kinds, namespace, (&mut handle_watch, free_handles));
@@ -261,6 +263,7 @@ impl Controllers {
             pool_handles: pools.handles(),
             scalings: scalings.store(),
             render_clocks,
+            claim_readers,
             unrecorded,
         };
         let (claim_trigger, claim_triggers) = mpsc::unbounded();

@@ -62,22 +62,23 @@ struct Summary {
     /// The providers whose limits it counts against ([`held_through`]).
     held_through: Box<[String]>,
     /// What a handle's pass reads of it ([`looks_to_handles`]).
-    looks: u64,
+    looks: Looks,
 }
 
 impl ClaimSummaries {
     /// The summaries of the claims `claims` watches; they follow the watch, and tell
     /// `concerns_handles` of each claim whose change its handles must hear of (created,
-    /// deleted, re-listed, or changed in what a handle reads of it: [`looks_to_handles`]).
+    /// deleted, re-listed, or changed in what a handle reads of it: [`looks_to_handles`]), and
+    /// whether only its status changed.
     pub(crate) fn following(
         claims: &mut SharedWatch<ClaimObject>,
-        concerns_handles: impl Fn(&ClaimObject) + Send + Sync + 'static,
+        concerns_handles: impl Fn(&ClaimObject, bool) + Send + Sync + 'static,
     ) -> Self {
         let summaries = Self::default();
         let follower = summaries.inner.clone();
         claims.follow(move |event| {
-            if let Some(claim) = lock(&follower).apply_telling(event) {
-                concerns_handles(claim);
+            if let Some((claim, only_status)) = lock(&follower).apply_telling(event) {
+                concerns_handles(claim, only_status);
             }
         });
         summaries
@@ -135,11 +136,12 @@ impl ClaimSummaries {
 }
 
 impl Summaries {
-    /// Applies `event`; its claim when its handles must hear of it.
+    /// Applies `event`; its claim when its handles must hear of it, and whether only the
+    /// claim's status changed in what they read.
     fn apply_telling<'e>(
         &mut self,
         event: &'e watcher::Event<ClaimObject>,
-    ) -> Option<&'e ClaimObject> {
+    ) -> Option<(&'e ClaimObject, bool)> {
         let looked = match event {
             watcher::Event::Apply(claim) => Self::key(claim).and_then(|(namespace, name)| {
                 Some(self.namespaces.get(&namespace)?.get(&name)?.looks)
@@ -149,19 +151,35 @@ impl Summaries {
         self.apply(event);
         match event {
             watcher::Event::Apply(claim) => {
-                (looked != Some(looks_to_handles(claim))).then_some(claim)
+                let looks = looks_to_handles(claim);
+                match looked {
+                    Some(looked) if looked == looks => None,
+                    Some(looked) => Some((claim, looked.object == looks.object)),
+                    None => Some((claim, false)),
+                }
             }
-            watcher::Event::InitApply(claim) | watcher::Event::Delete(claim) => Some(claim),
+            watcher::Event::InitApply(claim) | watcher::Event::Delete(claim) => {
+                Some((claim, false))
+            }
             watcher::Event::Init | watcher::Event::InitDone => None,
         }
     }
 }
 
-/// A digest of what a handle's pass reads of its claim (the templates see it whole): all of
+/// Digests of what a handle's pass reads of its claim (the templates see it whole): all of
 /// it but what the claim's status copies from the handle (its resources' states, readiness and
 /// health, the summary, the conditions, the wait estimate), which moves on with every change
 /// of the handle's own status and is news to no handle.
-fn looks_to_handles(claim: &ClaimObject) -> u64 {
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Looks {
+    /// Its metadata (the generation stands for its spec), which every pass of its handles
+    /// reads.
+    object: u64,
+    /// Its status, which only templates and a provider's parameter values read.
+    status: u64,
+}
+
+fn looks_to_handles(claim: &ClaimObject) -> Looks {
     let meta = &claim.metadata;
     let status = claim.status.as_ref();
     let resources: Option<Vec<_>> = status.and_then(|s| s.resources.as_ref()).map(|resources| {
@@ -170,13 +188,18 @@ fn looks_to_handles(claim: &ClaimObject) -> u64 {
             .map(|r| (&r.name, &r.provider, &r.reference, &r.validation_error))
             .collect()
     });
-    let read = (
+    let object = (
         (&meta.uid, meta.generation, &meta.labels, &meta.annotations),
         (&meta.deletion_timestamp, &meta.finalizers),
+    );
+    let status = (
         status.map(|s| (&s.approval, &s.lifespan, &s.provider, &s.resource_handle)),
         resources,
     );
-    super::digest(&read)
+    Looks {
+        object: super::digest(&object),
+        status: super::digest(&status),
+    }
 }
 
 fn lock(summaries: &Mutex<Summaries>) -> MutexGuard<'_, Summaries> {
@@ -318,45 +341,56 @@ mod tests {
     }
 
     /// A claim's change reaches its handles unless it only moved what the claim's status
-    /// copies from the handle; a new, deleted or re-listed claim always does.
+    /// copies from the handle, and says when only the claim's status changed; a new, deleted
+    /// or re-listed claim always reaches them, as a change of more than its status.
     #[test]
     fn handles_hear_of_what_they_read_of_their_claim() {
         let mut summaries = Summaries::default();
         let mut tell = |claim: &ClaimObject| {
             summaries
                 .apply_telling(&Event::Apply(claim.clone()))
-                .is_some()
+                .map(|(_, only_status)| only_status)
         };
         let mut claim = claim("user", "a", "lab", true);
         let entry = serde_json::from_value(json!({"name": "lab"})).expect("a resource status");
         claim.status.get_or_insert_default().resources = Some(vec![entry]);
-        assert!(tell(&claim), "a new claim");
+        assert_eq!(tell(&claim), Some(false), "a new claim");
         let status = claim.status.get_or_insert_default();
         status.ready = Some(true);
         status.summary = Some(json!({"state": "started"}));
         let resource = &mut status.resources.get_or_insert_default()[0];
         resource.state = Some(json!({"metadata": {"resourceVersion": "7"}}));
         resource.ready = Some(true);
-        assert!(!tell(&claim), "what the status copies from the handle");
+        assert_eq!(tell(&claim), None, "what the status copies from the handle");
         let resource = &mut claim
             .status
             .get_or_insert_default()
             .resources
             .get_or_insert_default()[0];
         resource.state = Some(json!({"metadata": {"resourceVersion": "8"}}));
-        assert!(!tell(&claim), "a resource's new state");
+        assert_eq!(tell(&claim), None, "a resource's new state");
         claim.metadata.labels = Some([("team".to_owned(), "a".to_owned())].into());
-        assert!(tell(&claim), "a label");
+        assert_eq!(tell(&claim), Some(false), "a label");
         claim.metadata.generation = Some(2);
-        assert!(tell(&claim), "an edit of the spec");
+        assert_eq!(tell(&claim), Some(false), "an edit of the spec");
         claim.status.get_or_insert_default().resource_handle = None;
-        assert!(tell(&claim), "the handle reference");
-        assert!(
-            summaries
-                .apply_telling(&Event::Delete(claim.clone()))
-                .is_some()
+        assert_eq!(
+            tell(&claim),
+            Some(true),
+            "the handle reference: only the status"
         );
-        assert!(summaries.apply_telling(&Event::InitApply(claim)).is_some());
-        assert!(summaries.apply_telling(&Event::InitDone).is_none());
+        claim.metadata.deletion_timestamp =
+            Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                "2026-11-27T10:00:00Z".parse().expect("a time"),
+            ));
+        assert_eq!(tell(&claim), Some(false), "its deletion");
+        let mut told = |event| {
+            summaries
+                .apply_telling(&event)
+                .map(|(_, only_status)| only_status)
+        };
+        assert_eq!(told(Event::Delete(claim.clone())), Some(false));
+        assert_eq!(told(Event::InitApply(claim)), Some(false));
+        assert_eq!(told(Event::InitDone), None);
     }
 }

@@ -3,6 +3,7 @@
 //! store reads the API server through its watches and writes nothing.
 
 pub(crate) mod claim_index;
+pub(crate) mod claim_readers;
 pub(crate) mod claim_summaries;
 pub(crate) mod free_handles;
 pub mod health;

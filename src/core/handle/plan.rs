@@ -68,12 +68,16 @@ pub(crate) fn generated_resources(
         return Ok(None);
     };
     let provider = env.catalog.get(&handle_provider.name)?;
+    // The claim's status gives the parameter values.
+    if claim.is_some() {
+        env.templates.note_claim_read();
+    }
     let claim_values = claim
         .and_then(|c| c.status.as_ref())
         .and_then(|s| s.provider.as_ref())
         .map(|p| p.parameter_values.clone().unwrap_or_default());
     let values = claim_values.or_else(|| handle_provider.parameter_values.clone());
-    let subjects = Subjects::new(claim, Some(handle), env.domain);
+    let subjects = Subjects::noting(claim, Some(handle), env.domain, env.templates);
     let generation = Generation {
         catalog: env.catalog,
         templates: env.templates,
@@ -217,7 +221,7 @@ pub(crate) fn plan_resources_timed(
     let handle = input.handle;
     let entries = handle.spec.resources.as_deref().unwrap_or(&[]);
     let providers = input.providers.all();
-    let subjects = Subjects::new(input.claim, Some(handle), env.domain);
+    let subjects = Subjects::noting(input.claim, Some(handle), env.domain, env.templates);
     let resources = HandleResources {
         handle,
         providers: &providers,

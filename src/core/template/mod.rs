@@ -22,7 +22,7 @@ pub(crate) mod view;
 mod tests;
 
 use std::borrow::Cow;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use minijinja::{AutoEscape, Environment, Error, ErrorKind, UndefinedBehavior, Value};
@@ -427,11 +427,13 @@ fn omit_placeholder() -> String {
 
 /// The template engine: create one, share it (it is `Send + Sync`) and render through it.
 /// Compiled templates are cached by source text, up to a bound. A [`watching`](Self::watching)
-/// copy shares the cache and records what its renders make of the clock.
+/// copy shares the cache and records what its renders make of the clock, and whether they read
+/// the claim.
 #[derive(Clone)]
 pub(crate) struct TemplateEngine {
     shared: Arc<SharedEngine>,
     watch: Option<Arc<ClockWatch>>,
+    claim_read: Option<Arc<AtomicBool>>,
 }
 
 struct SharedEngine {
@@ -492,16 +494,40 @@ impl TemplateEngine {
                 capacity,
             }),
             watch: None,
+            claim_read: None,
         }
     }
 
     /// The same engine, recording what the templates rendered through it make of the clock:
-    /// one per reconcile pass, read with [`clock_reading`](Self::clock_reading).
+    /// one per reconcile pass, read with [`clock_reading`](Self::clock_reading), and whether
+    /// they read the claim ([`claim_read`](Self::claim_read)).
     pub(crate) fn watching(&self) -> TemplateEngine {
         TemplateEngine {
             shared: self.shared.clone(),
             watch: Some(Arc::default()),
+            claim_read: Some(Arc::default()),
         }
+    }
+
+    /// Where a claim's view notes that a template read it (`view::Subjects::noting`);
+    /// `None` for an engine that is not [`watching`](Self::watching).
+    pub(crate) fn claim_note(&self) -> Option<Arc<AtomicBool>> {
+        self.claim_read.clone()
+    }
+
+    /// Notes that the pass read its claim's status itself, not through a template.
+    pub(crate) fn note_claim_read(&self) {
+        if let Some(read) = &self.claim_read {
+            read.store(true, Ordering::Relaxed);
+        }
+    }
+
+    /// Whether a template rendered through this engine (or the pass itself) read the claim;
+    /// `true` for an engine that is not [`watching`](Self::watching): it cannot tell.
+    pub(crate) fn claim_read(&self) -> bool {
+        self.claim_read
+            .as_ref()
+            .is_none_or(|read| read.load(Ordering::Relaxed))
     }
 
     /// What the renders through this engine made of the clock so far: when a result would
@@ -518,6 +544,9 @@ impl TemplateEngine {
     pub(crate) fn absorb(&self, other: &TemplateEngine) {
         if let Some(watch) = &self.watch {
             watch.absorb(other.clock_reading());
+        }
+        if other.claim_read.is_some() && other.claim_read() {
+            self.note_claim_read();
         }
     }
 

@@ -5,11 +5,14 @@
 //! `resource_handle.spec.vars`, `resource_provider.name`, …; §5.7). A view is the object's JSON
 //! with those attributes added beside `apiVersion`, `kind`, `metadata`, `spec` and `status`.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
 use kube::Resource;
 use serde::Serialize;
 use serde_json::{Map, Value, json};
 
-use super::TemplateValue;
+use super::{TemplateEngine, TemplateValue};
 use crate::api::{OperatorDomain, ResourceClaim, ResourceHandle, ResourceProvider};
 
 /// The objects a template may refer to at one call site: `resource_claim` and
@@ -27,22 +30,40 @@ impl Subjects {
         handle: Option<&ResourceHandle>,
         domain: &OperatorDomain,
     ) -> Self {
+        Self::with_note(claim, handle, domain, None)
+    }
+
+    /// [`Subjects::new`], the claim's view noting with `templates` when a template reads it
+    /// (`TemplateEngine::claim_read`): a handle whose templates never read their claim has
+    /// nothing to render again when only the claim's status changes.
+    pub(crate) fn noting(
+        claim: Option<&ResourceClaim>,
+        handle: Option<&ResourceHandle>,
+        domain: &OperatorDomain,
+        templates: &TemplateEngine,
+    ) -> Self {
+        Self::with_note(claim, handle, domain, templates.claim_note())
+    }
+
+    fn with_note(
+        claim: Option<&ResourceClaim>,
+        handle: Option<&ResourceHandle>,
+        domain: &OperatorDomain,
+        note: Option<Arc<AtomicBool>>,
+    ) -> Self {
         Self {
-            claim: claim.map_or_else(TemplateValue::default, |c| claim_value(c, domain)),
+            claim: claim.map_or_else(TemplateValue::default, |c| {
+                deferred_view(c, domain, claim_view, note)
+            }),
             handle: handle.map_or_else(TemplateValue::default, |h| handle_value(h, domain)),
             handle_vars: handle.and_then(|h| h.spec.vars.clone()),
         }
     }
 }
 
-/// [`claim_view`] as a template value, built when a template first reads it.
-pub(crate) fn claim_value(claim: &ResourceClaim, domain: &OperatorDomain) -> TemplateValue {
-    deferred_view(claim, domain, claim_view)
-}
-
 /// [`handle_view`] as a template value, built when a template first reads it.
 pub(crate) fn handle_value(handle: &ResourceHandle, domain: &OperatorDomain) -> TemplateValue {
-    deferred_view(handle, domain, handle_view)
+    deferred_view(handle, domain, handle_view, None)
 }
 
 /// [`provider_view`] as a template value, built when a template first reads it.
@@ -50,17 +71,23 @@ pub(crate) fn provider_value(
     provider: &ResourceProvider,
     domain: &OperatorDomain,
 ) -> TemplateValue {
-    deferred_view(provider, domain, provider_view)
+    deferred_view(provider, domain, provider_view, None)
 }
 
-/// `view` of a copy of `object`, made when a template first reads it.
+/// `view` of a copy of `object`, made when a template first reads it, which sets `read`.
 fn deferred_view<K: Clone + Send + 'static>(
     object: &K,
     domain: &OperatorDomain,
     view: fn(&K, &OperatorDomain) -> Value,
+    read: Option<Arc<AtomicBool>>,
 ) -> TemplateValue {
     let (object, domain) = (object.clone(), domain.clone());
-    TemplateValue::deferred(move || object_of(view(&object, &domain)))
+    TemplateValue::deferred(move || {
+        if let Some(read) = read {
+            read.store(true, Ordering::Relaxed);
+        }
+        object_of(view(&object, &domain))
+    })
 }
 
 /// `resource_claim` as templates see it.

@@ -256,6 +256,58 @@ fn a_linked_resource_waits_for_its_link_then_gets_the_template_vars() {
     assert_eq!(definition(&plans[1])["metadata"]["name"], "guid1-abcde");
 }
 
+/// A pass's watching engine tells whether a template read the claim: a handle whose
+/// templates do not has nothing to render again when only its claim's status changes.
+#[test]
+fn the_watching_engine_tells_whether_a_template_read_the_claim() {
+    let templated = |name: &str, data: &str| {
+        provider_with_spec(
+            name,
+            json!({
+                "template": {"enable": true},
+                "override": {"apiVersion": "v1", "kind": "ConfigMap", "data": {"x": data}},
+            }),
+        )
+    };
+    let fixture = Fixture::new(vec![
+        configmap_provider("plain", json!({})),
+        templated("guid", "{{ guid }}"),
+        templated(
+            "claimed",
+            "{% if resource_claim %}{{ resource_claim.metadata.name }}{% endif %}",
+        ),
+    ]);
+    let read_by = |provider: &str, claim: Option<&ResourceClaim>| {
+        let mut handle = handle(&[(provider, provider, json!({}))]);
+        bind(&mut handle);
+        let watching = fixture.templates.watching();
+        let env = PlanEnvironment {
+            templates: &watching,
+            ..fixture.env()
+        };
+        let providers = fixture.providers(&handle);
+        let input = PlanInput {
+            handle: &handle,
+            claim,
+            providers: &providers,
+            states: &[None],
+            requester: None,
+        };
+        let plans = plan_resources(&env, &input);
+        assert!(matches!(plans[0], ResourcePlan::Apply { .. }), "{plans:?}");
+        watching.claim_read()
+    };
+    let claim = claim(None);
+    assert!(!read_by("plain", Some(&claim)));
+    assert!(!read_by("guid", Some(&claim)));
+    assert!(read_by("claimed", Some(&claim)));
+    assert!(!read_by("claimed", None), "no claim to read");
+    assert!(
+        fixture.templates.claim_read(),
+        "an engine that does not watch cannot tell"
+    );
+}
+
 #[test]
 fn a_bad_template_makes_only_its_resource_invalid() {
     let fixture = Fixture::new(vec![
