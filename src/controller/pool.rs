@@ -4,7 +4,7 @@
 //! create follows a guarded pool status write that reserves its name, and a scaling's count is
 //! raised (guarded) before its handles are made (docs/design.md, "controller::pool").
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -76,7 +76,7 @@ pub(crate) struct PoolController {
     controller: Controller<PoolObject>,
     handles: PoolIndex,
     memory: Memories,
-    state_wakes: StateWakes,
+    later_wakes: LaterWakes,
 }
 
 impl PoolController {
@@ -96,9 +96,10 @@ impl PoolController {
 /// so a bind refills at once. The creation of a handle whose name the pool's status reserves
 /// does not: the pass that reserved it counted it, and the next finds it shown. Its creation
 /// event often comes before the pool watch shows that status write, so a name this process
-/// reserved counts as reserved from its own memory too. A change of
-/// only an unbound handle's readiness or health wakes the pool once the status may take it
-/// ([`StateWakes`]).
+/// reserved counts as reserved from its own memory too. What would only wait for the pool's
+/// next status write wakes the pool when it may be written ([`LaterWakes`]): a change of only
+/// an unbound handle's readiness or health, and a bind whose refill may wait
+/// ([`PoolMemory::patience`]).
 pub(crate) fn controller(
     client: &Client,
     kinds: &Kinds,
@@ -106,10 +107,13 @@ pub(crate) fn controller(
     (handles, free): (&mut SharedWatch<HandleObject>, FreeHandles),
 ) -> PoolController {
     let main = Api::<PoolObject>::namespaced_with(client.clone(), operator_namespace, &kinds.pool);
+    let config = crate::store::shared_watch::watch_config().any_semantic();
+    let controller = reconciler::forgetting_controller(main, config, kinds.pool.clone());
     let pool_kind = kinds.pool.clone();
     let (wake, woken) = futures::channel::mpsc::unbounded();
-    let state_wakes = StateWakes::default();
-    let later = state_wakes.clone();
+    let later_wakes = LaterWakes::default();
+    let memory = Memories::default();
+    let (later, patient, pools) = (later_wakes.clone(), memory.clone(), controller.store());
     let handles = PoolIndex::following(
         handles,
         free,
@@ -118,18 +122,23 @@ pub(crate) fn controller(
         move |concern| {
             let pool =
                 ObjectRef::new_with(concern.pool, pool_kind.clone()).within(concern.namespace);
+            let waits = match concern.bind {
+                true => pools
+                    .get(&pool)
+                    .and_then(|stored| patient.bind_may_wait(&stored.metadata)),
+                false => None,
+            };
             if concern.only_state {
-                later.wake_later(pool, &wake);
+                later.wake_at(pool, Instant::now() + COUNTS_INTERVAL, &wake);
+            } else if let Some(until) = waits {
+                later.wake_at(pool, until, &wake);
             } else {
                 // Closed only when the operator stops.
                 let _ = wake.unbounded_send((pool, concern.created.map(str::to_owned)));
             }
         },
     );
-    let config = crate::store::shared_watch::watch_config().any_semantic();
-    let controller = reconciler::forgetting_controller(main, config, kinds.pool.clone());
     let pools = controller.store();
-    let memory = Memories::default();
     let reserved = memory.clone();
     let woken = woken.filter_map(move |(pool, created): Woken| {
         let counted = created.is_some_and(|handle| {
@@ -144,36 +153,42 @@ pub(crate) fn controller(
         controller,
         handles,
         memory,
-        state_wakes,
+        later_wakes,
     }
 }
 
 /// A pool, and the handle whose creation woke it.
 type Woken = (ObjectRef<PoolObject>, Option<String>);
 
-/// Wakes a pool a [`COUNTS_INTERVAL`] after a change of only its unbound handles' readiness or
-/// health, once for all such changes within it. What the pool does of such a change is mostly
-/// its status's counts, written at most once an interval anyway; so a handle's getting ready
-/// after the bind that made the pool create it costs the pool one pass, not one now and one
-/// when the counts may be written. The caps it weighs (`maxUnready`, unhealthy deletion) act
-/// at most an interval later. A pass of the pool that begins meanwhile reads the change, and
-/// whatever it must wait for it waits for itself: the wake is dropped then.
+/// Wakes a pool at an instant, once for all the changes that wait for it; the earliest
+/// instant asked for wins. What the pool does of a change of only its unbound handles'
+/// readiness or health is mostly its status's counts, written at most once a
+/// [`COUNTS_INTERVAL`] anyway: so a handle's getting ready after the bind that made the pool
+/// create it costs the pool one pass, not one now and one when the counts may be written (the
+/// caps it weighs, `maxUnready` and unhealthy deletion, act at most an interval later). A
+/// pass of the pool that begins meanwhile reads the changes, and whatever it must wait for it
+/// waits for itself: the wake is dropped then.
 #[derive(Clone, Default)]
-struct StateWakes(Arc<Mutex<HashSet<ObjectRef<PoolObject>>>>);
+struct LaterWakes(Arc<Mutex<HashMap<ObjectRef<PoolObject>, Instant>>>);
 
-impl StateWakes {
-    fn wake_later(&self, pool: ObjectRef<PoolObject>, wake: &UnboundedSender<Woken>) {
+impl LaterWakes {
+    fn wake_at(&self, pool: ObjectRef<PoolObject>, at: Instant, wake: &UnboundedSender<Woken>) {
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             let _ = wake.unbounded_send((pool, None));
             return;
         };
-        if !self.due().insert(pool.clone()) {
+        let mut due = self.due();
+        if due.get(&pool).is_some_and(|due| *due <= at) {
             return;
         }
-        let (due, wake) = (self.clone(), wake.clone());
+        due.insert(pool.clone(), at);
+        let (later, wake) = (self.clone(), wake.clone());
         runtime.spawn(async move {
-            tokio::time::sleep(COUNTS_INTERVAL).await;
-            if due.due().remove(&pool) {
+            tokio::time::sleep_until(at.into()).await;
+            let mut due = later.due();
+            if due.get(&pool) == Some(&at) {
+                due.remove(&pool);
+                drop(due);
                 // Closed only when the operator stops.
                 let _ = wake.unbounded_send((pool, None));
             }
@@ -185,8 +200,8 @@ impl StateWakes {
         self.due().remove(pool);
     }
 
-    /// The pools with a wake to come.
-    fn due(&self) -> MutexGuard<'_, HashSet<ObjectRef<PoolObject>>> {
+    /// The pools with a wake to come, and when.
+    fn due(&self) -> MutexGuard<'_, HashMap<ObjectRef<PoolObject>, Instant>> {
         self.0.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
@@ -196,7 +211,7 @@ impl StateWakes {
 struct PoolContext {
     ctx: Arc<Context>,
     memory: Memories,
-    state_wakes: StateWakes,
+    later_wakes: LaterWakes,
 }
 
 /// What this process remembers of each pool between its reconciles, by uid (so that a pool
@@ -217,6 +232,26 @@ impl Memories {
             .get(&memory_key(meta))
             .is_some_and(|memory| memory.pending.is_pending(name))
     }
+
+    /// When a pass woken by a bind of one of the pool's handles would do what it does: its
+    /// refill waits for the status write then; `None` when it would do more now, or the pool
+    /// is in a pass. Counts the bind against the pool's [`Patience`].
+    fn bind_may_wait(&self, meta: &ObjectMeta) -> Option<Instant> {
+        let mut all = self.lock();
+        let patience = all.get_mut(&memory_key(meta))?.patience.as_mut()?;
+        if patience.binds == 0 || patience.until <= Instant::now() {
+            return None;
+        }
+        patience.binds -= 1;
+        Some(patience.until)
+    }
+
+    /// A pass of the pool of `meta` begins: what it ends with is the pool's patience then.
+    fn pass_begins(&self, meta: &ObjectMeta) {
+        if let Some(memory) = self.lock().get_mut(&memory_key(meta)) {
+            memory.patience = None;
+        }
+    }
 }
 
 /// What this process remembers of a pool between its reconciles.
@@ -227,6 +262,17 @@ struct PoolMemory {
     binds: BindHistory,
     /// When this process last wrote the pool's status.
     status_written: Option<Instant>,
+    /// Set by a pass that left the pool at its target, until its next status write may be
+    /// made: so many binds would wake a pass whose refill only waits for that write.
+    patience: Option<Patience>,
+}
+
+/// Until when, and for how many more binds, a bind's refill waits for the pool's next status
+/// write ([`PoolPlan::binds_may_wait`](crate::core::pool::plan::PoolPlan)).
+#[derive(Clone, Copy, Debug)]
+struct Patience {
+    until: Instant,
+    binds: usize,
 }
 
 impl PoolContext {
@@ -294,7 +340,7 @@ pub(crate) async fn run(
     let pool_ctx = Arc::new(PoolContext {
         ctx,
         memory: controller.memory,
-        state_wakes: controller.state_wakes,
+        later_wakes: controller.later_wakes,
     });
     let drive = Drive {
         triggers: Some(triggers),
@@ -330,8 +376,9 @@ impl Lifecycle for PoolContext {
     }
 
     async fn pass(&self, pool: PoolObject, _: &mut ()) -> Result<Action, Halt<PoolError>> {
+        self.memory.pass_begins(&pool.metadata);
         let key = ObjectRef::new_with(&pool.name_any(), self.ctx.kinds.pool.clone());
-        self.state_wakes
+        self.later_wakes
             .served(&key.within(&pool.namespace().unwrap_or_default()));
         let finalizer = self.ctx.domain().finalizer();
         let api = self.ctx.pools_api();
@@ -427,6 +474,17 @@ async fn pass(pool_object: &PoolObject, pctx: &PoolContext) -> Result<Action, Ha
             (scaling_name, labelled, count)
         });
         create_handles(pctx, &pool, &template.handle, for_scaling, &new_names).await?;
+    }
+    if plan.binds_may_wait > 0 && new_names.len() == plan.create && seen.problem().is_none() {
+        pctx.with_memory(&pool, |memory| {
+            let until = memory.status_written.map(|at| at + COUNTS_INTERVAL);
+            memory.patience = until
+                .filter(|until| *until > Instant::now())
+                .map(|until| Patience {
+                    until,
+                    binds: plan.binds_may_wait,
+                });
+        });
     }
     if seen.problem().is_some() {
         // Bad input: wait for the pool or its provider to change (the provider watch wakes it).
@@ -1007,42 +1065,97 @@ mod tests {
         serde_json::from_value(json!({"conditions": conditions})).expect("a pool status")
     }
 
-    /// Changes of state within an interval wake the pool once, after it; then the next change
-    /// waits its own interval.
-    #[tokio::test]
-    async fn state_changes_within_an_interval_wake_the_pool_once_after_it() {
+    /// A short while, for the wakes' tests.
+    const TICK: Duration = Duration::from_millis(200);
+
+    fn pool_ref() -> ObjectRef<PoolObject> {
         let kind = kube::core::ApiResource::erase::<ResourcePool>(&());
-        let pool = ObjectRef::<PoolObject>::new_with("p", kind).within("poolboy");
+        ObjectRef::<PoolObject>::new_with("p", kind).within("poolboy")
+    }
+
+    /// Wakes asked for within an interval wake the pool once, at the earliest instant asked
+    /// for; then the next one waits its own.
+    #[tokio::test]
+    async fn later_wakes_wake_the_pool_once_at_the_earliest_instant() {
+        let pool = pool_ref();
         let (wake, mut woken) = futures::channel::mpsc::unbounded();
-        let wakes = StateWakes::default();
+        let wakes = LaterWakes::default();
         let started = Instant::now();
-        wakes.wake_later(pool.clone(), &wake);
-        wakes.wake_later(pool.clone(), &wake);
+        wakes.wake_at(pool.clone(), started + TICK * 3, &wake);
+        wakes.wake_at(pool.clone(), started + TICK, &wake);
+        wakes.wake_at(pool.clone(), started + TICK * 2, &wake);
         assert_eq!(wakes.due().len(), 1);
         assert!(woken.try_recv().is_err(), "nothing yet");
         let (first, created) = woken.next().await.expect("a wake");
         assert!(first == pool && created.is_none());
-        assert!(started.elapsed() >= COUNTS_INTERVAL);
+        let elapsed = started.elapsed();
+        assert!(elapsed >= TICK && elapsed < TICK * 3, "{elapsed:?}");
+        tokio::time::sleep(TICK * 3).await;
         assert!(wakes.due().is_empty() && woken.try_recv().is_err(), "once");
-        wakes.wake_later(pool.clone(), &wake);
+        wakes.wake_at(pool.clone(), Instant::now() + TICK, &wake);
         assert_eq!(wakes.due().len(), 1, "the next change waits again");
     }
 
-    /// A pass that begins before the interval is over reads the changes: no wake follows.
+    /// A pass that begins before the instant reads the changes: no wake follows.
     #[tokio::test]
     async fn a_pass_that_begins_meanwhile_serves_the_wake() {
-        let kind = kube::core::ApiResource::erase::<ResourcePool>(&());
-        let pool = ObjectRef::<PoolObject>::new_with("p", kind).within("poolboy");
+        let pool = pool_ref();
         let (wake, mut woken) = futures::channel::mpsc::unbounded();
-        let wakes = StateWakes::default();
-        wakes.wake_later(pool.clone(), &wake);
+        let wakes = LaterWakes::default();
+        wakes.wake_at(pool.clone(), Instant::now() + TICK, &wake);
         wakes.served(&pool);
-        tokio::time::sleep(COUNTS_INTERVAL + Duration::from_millis(200)).await;
+        tokio::time::sleep(TICK * 2).await;
         assert!(woken.try_recv().is_err(), "no wake");
         // A change after the pass began has its own wake.
-        wakes.wake_later(pool.clone(), &wake);
+        wakes.wake_at(pool.clone(), Instant::now() + TICK, &wake);
         let (again, _) = woken.next().await.expect("a wake");
         assert!(again == pool);
+    }
+
+    /// A pool's patience lets so many binds wait until its status may be written, and no more;
+    /// a pass that begins ends it, and so does the instant.
+    #[test]
+    fn a_bind_waits_while_the_pool_is_patient() {
+        let meta = ObjectMeta {
+            name: Some("p".into()),
+            uid: Some("u1".into()),
+            ..ObjectMeta::default()
+        };
+        let memories = Memories::default();
+        assert_eq!(memories.bind_may_wait(&meta), None, "no pass yet");
+        let until = Instant::now() + COUNTS_INTERVAL;
+        let patient = |binds| {
+            memories
+                .lock()
+                .entry(memory_key(&meta))
+                .or_default()
+                .patience = Some(Patience { until, binds });
+        };
+        patient(2);
+        assert_eq!(memories.bind_may_wait(&meta), Some(until));
+        assert_eq!(memories.bind_may_wait(&meta), Some(until));
+        assert_eq!(
+            memories.bind_may_wait(&meta),
+            None,
+            "the third bind refills now"
+        );
+        patient(2);
+        memories.pass_begins(&meta);
+        assert_eq!(memories.bind_may_wait(&meta), None, "in a pass");
+        let past = Instant::now() - Duration::from_millis(1);
+        memories
+            .lock()
+            .entry(memory_key(&meta))
+            .or_default()
+            .patience = Some(Patience {
+            until: past,
+            binds: 2,
+        });
+        assert_eq!(
+            memories.bind_may_wait(&meta),
+            None,
+            "the status may be written now"
+        );
     }
 
     /// A name this process reserved counts as reserved until the store shows the handle,

@@ -36,6 +36,9 @@ pub(crate) struct Concern<'a> {
     /// Whether the change moves only an unclaimed handle's readiness or health
     /// ([`Told::only_state`]).
     pub(crate) only_state: bool,
+    /// Whether the change is a claim's bind of one of the pool's unclaimed handles
+    /// ([`Told::bind`]).
+    pub(crate) bind: bool,
 }
 
 /// What a handle's change tells the pools.
@@ -50,6 +53,9 @@ struct Told {
     /// provisioning time): what the pool's status reports, and what its `maxUnready` and
     /// unhealthy-deletion caps weigh, but no bind, creation or deletion of a handle.
     only_state: bool,
+    /// Whether it is a claim's bind of an unclaimed handle of the pool: the handle leaves
+    /// what the pool holds, and nothing else of the pool changes.
+    bind: bool,
 }
 
 /// Shared by the handle watch (which it follows) and the pool reconciles. Cheap to clone.
@@ -89,6 +95,7 @@ impl PoolIndex {
                     pool,
                     created,
                     only_state: told.only_state,
+                    bind: told.bind,
                 });
             }
         });
@@ -242,6 +249,10 @@ impl Members {
         match event {
             watcher::Event::Apply(handle) => {
                 let after = Self::entry(handle);
+                let bind = match (&before, &after) {
+                    (Some((was, old)), Some((is, new))) => was == is && !old.claimed && new.claimed,
+                    _ => false,
+                };
                 let only_state = match (&before, &after) {
                     (Some((was, old)), Some((is, new))) => {
                         let same_but_state = Part {
@@ -258,6 +269,7 @@ impl Members {
                         && handle.spec.resource_claim.is_none()
                         && handle.status.is_none(),
                     only_state,
+                    bind,
                     pools: pools_concerned(before, after),
                 }
             }
@@ -625,12 +637,11 @@ mod tests {
         let mut labelled = unhealthy;
         labelled.metadata.labels = Some([("a".to_owned(), "b".to_owned())].into());
         assert!(!tell(labelled).only_state, "labelled");
+        let bind = tell(handle("guid-a", "p", Some("c1"), true));
+        assert!(!bind.only_state && bind.bind, "the bind");
+        let unready = tell(handle("guid-a", "p", Some("c1"), false));
         assert!(
-            !tell(handle("guid-a", "p", Some("c1"), true)).only_state,
-            "the bind"
-        );
-        assert!(
-            !tell(handle("guid-a", "p", Some("c1"), false)).only_state,
+            !unready.only_state && !unready.bind,
             "a bound handle's readiness changes the bound counts"
         );
     }

@@ -204,6 +204,10 @@ pub(crate) struct PoolPlan {
     /// stream are then refilled together, with one reservation for many handles instead of
     /// one a bind; a pool drained further, a scaling or a capped pool is served at once.
     pub refill_may_wait: bool,
+    /// How many binds of the pool's handles, once `create` handles are made, leave a refill
+    /// that may still wait (`refill_may_wait`): a pass woken by one would only wait. None while
+    /// anything else is under way: a scaling, a cap, stale or doomed handles, autoscale.
+    pub binds_may_wait: usize,
     /// `status.resourceHandleCount`, counted before the new handles (Δ§3.3 step 6).
     pub count: ResourceHandleCount,
     /// `status.resourceHandles` without the new handles, by name.
@@ -384,12 +388,28 @@ pub(crate) fn plan_pool(input: &PoolInput<'_>) -> PoolPlan {
     }
     let refill_may_wait =
         create > 0 && scaling == 0 && capped_by.is_none() && create < min_available / 4;
+    // With the pool at its target once `create` handles are made, `b` binds make a refill of
+    // `b`, which may wait while `b` is under a quarter of the target and within every cap's
+    // room (a bind takes no room: the created handles do).
+    let settled = scaling == 0
+        && capped_by.is_none()
+        && delete.is_empty()
+        && input.stale.is_empty()
+        && input.autoscale.is_none();
+    let binds_may_wait = match settled {
+        true => {
+            let room = tightest.map_or(i64::MAX, |(_, room)| room.saturating_sub(create));
+            usize::try_from((min_available / 4 - 1).min(room)).unwrap_or(0)
+        }
+        false => 0,
+    };
     PoolPlan {
         delete,
         stale,
         create: usize::try_from(create).unwrap_or(0),
         capped_by,
         refill_may_wait,
+        binds_may_wait,
         count: ResourceHandleCount { available, ready },
         entries,
     }

@@ -349,6 +349,59 @@ fn a_small_refill_may_wait_but_a_drained_pool_a_scaling_or_a_cap_may_not() {
     );
 }
 
+/// The binds a full pool may take before its refill stops waiting are exactly those whose
+/// refill [`plan_pool`] lets wait.
+#[test]
+fn the_binds_that_may_wait_are_those_whose_refill_may_wait() {
+    let full_but = |missing: usize, size: usize| -> Vec<ResourceHandle> {
+        (missing..size)
+            .map(|i| ready(&format!("guid-{i:02}")))
+            .collect()
+    };
+    for spec in [
+        json!({"minAvailable": 20}),
+        json!({"minAvailable": 10}),
+        json!({"minAvailable": 3}),
+        json!({"minAvailable": 20, "maxUnready": 2}),
+        json!({"minAvailable": 20, "maxConcurrent": 1}),
+        json!({"minAvailable": 20, "maxSize": 22}),
+    ] {
+        let p = pool(spec.clone());
+        let size = usize::try_from(p.spec.min_available.unwrap_or(0)).unwrap_or(0);
+        // `binds` of the pool's handles bound: they count as bound (and ready) now.
+        let after = |binds: usize| {
+            plan_pool(&PoolInput {
+                pool: &p,
+                unbound: &shared(&full_but(binds, size)),
+                pending: &[],
+                scaling_demand: 0,
+                stale: &BTreeSet::new(),
+                autoscale: None,
+                bound: binds,
+                bound_unready: 0,
+            })
+        };
+        let full = after(0);
+        let waiting = (1..=size)
+            .take_while(|&binds| after(binds).refill_may_wait)
+            .count();
+        assert_eq!(full.binds_may_wait, waiting, "{spec}");
+    }
+    let twenty = pool(json!({"minAvailable": 20}));
+    assert_eq!(plan(&twenty, &full_but(0, 20), &[]).binds_may_wait, 4);
+    let scaled = plan_pool(&PoolInput {
+        pool: &twenty,
+        unbound: &shared(&full_but(0, 20)),
+        pending: &[],
+        scaling_demand: 1,
+        stale: &BTreeSet::new(),
+        autoscale: None,
+        bound: 0,
+        bound_unready: 0,
+    });
+    assert_eq!(scaled.binds_may_wait, 0, "a scaling under way");
+}
+
 #[test]
 fn handles_of_the_pool() {
     let p = pool(json!({}));
