@@ -12,7 +12,6 @@ use std::fmt::Debug;
 use std::hash::Hash;
 
 use kube::runtime::events::{Recorder, Reporter};
-use kube::runtime::watcher;
 use kube::{Client, Resource};
 use serde::de::DeserializeOwned;
 
@@ -56,13 +55,11 @@ impl EventRecorders {
         K::DynamicType: Eq + Hash + Clone + Send + Sync,
     {
         let recorders = self.clone();
-        watch.follow(move |event| recorders.apply(event));
+        watch.follow_deletes(move |object| recorders.deleted(object));
     }
 
-    fn apply<K: Resource>(&self, event: &watcher::Event<K>) {
-        if let watcher::Event::Delete(object) = event
-            && let Some(uid) = &object.meta().uid
-        {
+    fn deleted<K: Resource>(&self, object: &K) {
+        if let Some(uid) = &object.meta().uid {
             let mut inner = self.lock();
             inner.by_uid.remove(uid);
             // A table grown for a burst is given back once it is mostly empty.
@@ -127,13 +124,7 @@ mod tests {
             "spec": {},
         }))
         .expect("a claim");
-        recorders.apply(&watcher::Event::Apply(claim.clone()));
-        assert_eq!(
-            kept(&recorders),
-            ["uid-a", "uid-b"],
-            "an update is not a deletion"
-        );
-        recorders.apply(&watcher::Event::Delete(claim));
+        recorders.deleted(&claim);
         assert_eq!(kept(&recorders), ["uid-b"]);
     }
 

@@ -13,8 +13,6 @@
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use kube::runtime::watcher;
-
 use crate::api::kinds::HandleObject;
 use crate::store::shared_watch::SharedWatch;
 
@@ -31,14 +29,12 @@ impl ClaimReaders {
     pub(crate) fn following(handles: &mut SharedWatch<HandleObject>) -> Self {
         let readers = Self::default();
         let follower = readers.clone();
-        handles.follow(move |event| follower.apply(event));
+        handles.follow_deletes(move |handle| follower.deleted(handle));
         readers
     }
 
-    fn apply(&self, event: &watcher::Event<HandleObject>) {
-        if let watcher::Event::Delete(handle) = event
-            && let Some(name) = &handle.metadata.name
-        {
+    fn deleted(&self, handle: &HandleObject) {
+        if let Some(name) = &handle.metadata.name {
             self.lock().remove(name);
         }
     }
@@ -111,10 +107,9 @@ mod tests {
             readers.pass_begins(name);
             readers.pass_ended(name, true);
         }
-        readers.apply(&watcher::Event::Apply(handle("h1")));
-        assert_eq!(readers.lock().len(), 2, "a change is no deletion");
-        readers.apply(&watcher::Event::Delete(handle("h1")));
-        readers.apply(&watcher::Event::Delete(handle("h2")));
+        readers.deleted(&handle("h1"));
+        assert_eq!(readers.lock().len(), 1);
+        readers.deleted(&handle("h2"));
         assert!(readers.lock().is_empty());
     }
 }

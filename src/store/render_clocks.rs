@@ -7,8 +7,6 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use chrono::{DateTime, Utc};
 
-use kube::runtime::watcher;
-
 use crate::api::kinds::HandleObject;
 use crate::api::{OperatorDomain, ResourceClaim, ResourceHandle};
 use crate::core::template::ClockPin;
@@ -59,14 +57,12 @@ impl RenderClocks {
     pub(crate) fn following(handles: &mut SharedWatch<HandleObject>) -> Self {
         let clocks = Self::default();
         let follower = clocks.clone();
-        handles.follow(move |event| follower.apply(event));
+        handles.follow_deletes(move |handle| follower.deleted(handle));
         clocks
     }
 
-    fn apply(&self, event: &watcher::Event<HandleObject>) {
-        if let watcher::Event::Delete(handle) = event
-            && let Some(uid) = &handle.metadata.uid
-        {
+    fn deleted(&self, handle: &HandleObject) {
+        if let Some(uid) = &handle.metadata.uid {
             self.forget(uid);
         }
     }
@@ -180,9 +176,7 @@ mod tests {
             "spec": {"resources": []},
         }))
         .expect("a handle");
-        clocks.apply(&watcher::Event::Apply(deleted.clone()));
-        assert_eq!(clocks.lock().len(), 2, "an update is not a deletion");
-        clocks.apply(&watcher::Event::Delete(deleted));
+        clocks.deleted(&deleted);
         assert_eq!(clocks.lock().keys().collect::<Vec<_>>(), ["uid-b"]);
     }
 }

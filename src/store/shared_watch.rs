@@ -8,6 +8,7 @@
 //! followers and subscribers see the object itself. Why not kube-runtime 5's own shared
 //! streams: docs/design.md, "store::shared_watch".
 
+use std::collections::HashSet;
 use std::fmt::Debug;
 use std::hash::Hash;
 use std::sync::Arc;
@@ -188,6 +189,15 @@ impl Stored for DynamicObject {
 /// A function that sees every event of a watch after the store has it.
 type Follower<K> = Box<dyn Fn(&watcher::Event<K>) + Send + Sync>;
 
+/// A follower that hands `forget` each deleted object, and nothing else.
+fn deletes_only<K>(forget: impl Fn(&K) + Send + Sync) -> impl Fn(&watcher::Event<K>) + Send + Sync {
+    move |event| {
+        if let watcher::Event::Delete(object) = event {
+            forget(object);
+        }
+    }
+}
+
 /// An index kept beside a store from its watch's events ([`SharedWatch::follow`]), by a key
 /// of each object: an applied object replaces what the index had of it, a deleted one is
 /// forgotten, and a re-list replaces everything once it is done (an object deleted while the
@@ -306,6 +316,12 @@ where
         self.followers.push(Box::new(follower));
     }
 
+    /// Lets `forget` see each deleted object, those deleted while the watch was away
+    /// included (what is kept of an object beside the store goes with it).
+    pub(crate) fn follow_deletes(&mut self, forget: impl Fn(&K) + Send + Sync + 'static) {
+        self.follow(deletes_only(forget));
+    }
+
     /// Every object the watch touches after its first list, deleted ones too (for a
     /// controller's `watches_stream_with`). The first list is news to no subscriber: its
     /// controller waits for this store to have listed ([`ListedStore::wait_until_listed`])
@@ -341,9 +357,16 @@ where
             .modify(K::trim_for_store);
         let mut packer = Packer::default();
         let gate = RelistGate::new(writer.as_reader(), kept);
+        let unpack = |packed: &Packed<K>| match packed.unpack() {
+            Ok(object) => Some(object),
+            Err(error) => {
+                tracing::warn!(%error, "an object gone while its watch was away could not be unpacked");
+                None
+            }
+        };
         fan_out(
             events,
-            move |object: &K| packer.pack(object),
+            (move |object: &K| packer.pack(object), unpack),
             K::settled,
             (writer, gate),
             followers,
@@ -357,10 +380,12 @@ where
 /// what it `keep`s of it, then followers see it, subscribers get each touched object (after
 /// the first list: [`SharedWatch::subscribe`]), and the applied ones are yielded as the store
 /// keeps them, routine when a list brought them `settled`, once the store shows them
-/// ([`RelistGate`]).
+/// ([`RelistGate`]). An object deleted while the watch was away has no delete event: a
+/// re-list that does not bring it tells followers and subscribers it was deleted, as the
+/// store had it (`restore`d from what it kept; [`Vanished`]).
 fn fan_out<K, S>(
     events: impl Stream<Item = Result<watcher::Event<K>, watcher::Error>>,
-    mut keep: impl FnMut(&K) -> S,
+    (mut keep, restore): (impl FnMut(&K) -> S, impl Fn(&S) -> Option<K>),
     settled: fn(&K) -> bool,
     (mut writer, mut gate): (reflector::store::Writer<S>, RelistGate<S, bool>),
     followers: Vec<Follower<K>>,
@@ -380,12 +405,30 @@ where
         }
     };
     let applied = |(object, routine)| Applied { object, routine };
+    let mut vanished = Vanished::new(writer.as_reader());
     events
         .map_ok(move |event| {
             let kept = kept_event(&event, &mut keep);
+            // Told before the re-list reaches the store and the indices following it, which
+            // rebuild themselves from it then.
+            let gone: Vec<K> = vanished
+                .follow(&kept)
+                .iter()
+                .filter_map(|object| restore(object))
+                .collect();
+            for object in gone.iter().cloned() {
+                let deleted = Event::Delete(object);
+                for follower in &followers {
+                    follower(&deleted);
+                }
+            }
             writer.apply_watcher_event(&kept);
             for follower in &followers {
                 follower(&event);
+            }
+            // Woken once the store no longer shows them.
+            for object in &gone {
+                send(object);
             }
             let out: Vec<Applied<S>> = match (event, kept) {
                 (Event::Apply(object), Event::Apply(kept)) => {
@@ -414,6 +457,58 @@ where
             futures::stream::iter(out.into_iter().map(Ok))
         })
         .try_flatten()
+}
+
+/// The objects a re-list does not bring back: deleted while the watch was away (its request
+/// ended and the API server no longer had its place), they have no delete event of their own.
+struct Vanished<S: Resource + 'static>
+where
+    S::DynamicType: Eq + Hash + Clone,
+{
+    store: Store<S>,
+    /// The uids of the re-list under way.
+    relisted: Option<HashSet<String>>,
+}
+
+impl<S> Vanished<S>
+where
+    S: Resource + Identified + Clone + 'static,
+    S::DynamicType: Eq + Hash + Clone,
+{
+    fn new(store: Store<S>) -> Self {
+        Self {
+            store,
+            relisted: None,
+        }
+    }
+
+    /// Follows `event` (before the store applies it): at the end of a re-list, the objects
+    /// the store shows that the re-list did not bring, by uid (one deleted and created again
+    /// under its name is another object).
+    fn follow(&mut self, event: &watcher::Event<S>) -> Vec<Arc<S>> {
+        use watcher::Event;
+        match event {
+            Event::Init => self.relisted = Some(HashSet::new()),
+            Event::InitApply(object) => {
+                if let (Some(relisted), Some(uid)) = (self.relisted.as_mut(), object.uid()) {
+                    relisted.insert(uid.into_owned());
+                }
+            }
+            Event::InitDone => {
+                if let Some(relisted) = self.relisted.take() {
+                    let mut gone = self.store.state();
+                    gone.retain(|object| {
+                        object
+                            .uid()
+                            .is_some_and(|uid| !relisted.contains(uid.as_ref()))
+                    });
+                    return gone;
+                }
+            }
+            Event::Apply(_) | Event::Delete(_) => {}
+        }
+        Vec::new()
+    }
 }
 
 /// `event` with what the store `keep`s of its object.

@@ -7,8 +7,6 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use kube::runtime::watcher;
-
 use crate::api::kinds::HandleObject;
 use crate::api::refs::ResourceReference;
 use crate::store::shared_watch::SharedWatch;
@@ -24,14 +22,12 @@ impl UnrecordedResources {
     pub(crate) fn following(handles: &mut SharedWatch<HandleObject>) -> Self {
         let unrecorded = Self::default();
         let follower = unrecorded.clone();
-        handles.follow(move |event| follower.apply(event));
+        handles.follow_deletes(move |handle| follower.deleted(handle));
         unrecorded
     }
 
-    fn apply(&self, event: &watcher::Event<HandleObject>) {
-        if let watcher::Event::Delete(handle) = event
-            && let Some(uid) = &handle.metadata.uid
-        {
+    fn deleted(&self, handle: &HandleObject) {
+        if let Some(uid) = &handle.metadata.uid {
             self.forget(uid);
         }
     }
@@ -103,8 +99,7 @@ mod tests {
         let unrecorded = UnrecordedResources::default();
         unrecorded.made("h1", &reference("a"));
         unrecorded.made("h2", &reference("b"));
-        unrecorded.apply(&watcher::Event::Apply(handle("h1")));
-        unrecorded.apply(&watcher::Event::Delete(handle("h1")));
+        unrecorded.deleted(&handle("h1"));
         assert_eq!(unrecorded.of("h1"), Vec::new());
         assert_eq!(unrecorded.of("h2"), vec![reference("b")]);
         // The memory keeps no key for the deleted handle.

@@ -9,10 +9,16 @@ fn configmap(name: &str) -> ConfigMap {
         metadata: ObjectMeta {
             name: Some(name.to_owned()),
             namespace: Some("ns".to_owned()),
+            uid: Some(format!("uid-{name}")),
             ..ObjectMeta::default()
         },
         ..ConfigMap::default()
     }
+}
+
+/// What a store that keeps objects as they come had of one.
+fn restored(kept: &ConfigMap) -> Option<ConfigMap> {
+    Some(kept.clone())
 }
 
 fn names(objects: &[ConfigMap]) -> Vec<String> {
@@ -94,7 +100,8 @@ async fn a_shared_watch_hands_each_change_to_everyone_after_the_store_has_it() {
             Event::InitDone,
             Event::Apply(configmap("b")),
             Event::Delete(configmap("a")),
-            // A re-list: its new object goes out once the store shows it.
+            // A re-list: its new object goes out once the store shows it; "b", which it
+            // does not bring, was deleted while the watch was away.
             Event::Init,
             Event::InitApply(configmap("c")),
             Event::InitDone,
@@ -105,7 +112,7 @@ async fn a_shared_watch_hands_each_change_to_everyone_after_the_store_has_it() {
     let mut yielded_stored = Vec::new();
     let driven: Vec<Applied<ConfigMap>> = fan_out(
         events,
-        ConfigMap::clone,
+        (ConfigMap::clone, restored),
         |_| true,
         (writer, gate),
         vec![follower],
@@ -139,7 +146,7 @@ async fn a_shared_watch_hands_each_change_to_everyone_after_the_store_has_it() {
     assert_eq!(names(&driven), ["a", "b", "c"]);
     for received in [first_received, second_received] {
         let received: Vec<ConfigMap> = received.collect().await;
-        assert_eq!(names(&received), ["b", "a", "c"], "not the first list");
+        assert_eq!(names(&received), ["b", "a", "c", "b"], "not the first list");
     }
     assert_eq!(
         *followed.lock().expect("not poisoned"),
@@ -151,6 +158,7 @@ async fn a_shared_watch_hands_each_change_to_everyone_after_the_store_has_it() {
             "delete a stored=false",
             "init",
             "apply c stored=false",
+            "delete b stored=true",
             "init done stored=1",
         ]
     );
@@ -160,6 +168,95 @@ async fn a_shared_watch_hands_each_change_to_everyone_after_the_store_has_it() {
     )
     .await
     .expect("listed once InitDone went by");
+}
+
+/// A re-list tells followers and subscribers of each object it does not bring back, by uid:
+/// one deleted and created again under its name while the watch was away is told deleted as
+/// the store had it, beside the new one; followers hear it before the store and the indices
+/// rebuilt from the re-list forget it, subscribers once the store no longer shows it. A
+/// follower of deletes hears those and the deletes the watch told, nothing else.
+#[tokio::test]
+async fn a_relist_tells_of_the_objects_deleted_while_the_watch_was_away() {
+    use watcher::Event;
+    let writer = reflector::store::Writer::<ConfigMap>::default();
+    let listed = ListedStore::of(&writer);
+    let store = listed.store().clone();
+    let mut created_again = configmap("a");
+    created_again.metadata.uid = Some("uid-a-again".to_owned());
+    let followed = Arc::new(Mutex::new(Vec::new()));
+    let follower: Follower<ConfigMap> = {
+        let (followed, store) = (followed.clone(), store.clone());
+        Box::new(deletes_only(move |o: &ConfigMap| {
+            let stored = store
+                .state()
+                .iter()
+                .any(|s| s.metadata.uid == o.metadata.uid);
+            let seen = format!(
+                "delete {} stored={stored}",
+                ResourceExt::uid(o).unwrap_or_default()
+            );
+            followed.lock().expect("not poisoned").push(seen);
+        }))
+    };
+    let (subscriber, received) = mpsc::unbounded();
+    let events = futures::stream::iter(
+        [
+            Event::Init,
+            Event::InitApply(configmap("a")),
+            Event::InitApply(configmap("b")),
+            Event::InitApply(configmap("c")),
+            Event::InitDone,
+            Event::Apply(configmap("d")),
+            Event::Delete(configmap("d")),
+            Event::Init,
+            Event::InitApply(created_again),
+            Event::InitApply(configmap("c")),
+            Event::InitDone,
+        ]
+        .map(Ok),
+    );
+    let gate = RelistGate::new(writer.as_reader(), ());
+    fan_out(
+        events,
+        (ConfigMap::clone, restored),
+        |_| true,
+        (writer, gate),
+        vec![follower],
+        listed,
+        vec![subscriber],
+    )
+    .try_collect::<Vec<_>>()
+    .await
+    .expect("no watch error");
+    // The store's order, not the list's.
+    let mut deletes = followed.lock().expect("not poisoned").clone();
+    deletes[1..].sort();
+    assert_eq!(
+        deletes,
+        [
+            "delete uid-d stored=false",
+            "delete uid-a stored=true",
+            "delete uid-b stored=true"
+        ],
+        "deletes only, as they came and as the re-list found them"
+    );
+    let received: Vec<ConfigMap> = received.collect().await;
+    let mut uids: Vec<String> = received
+        .iter()
+        .map(|o| ResourceExt::uid(o).unwrap_or_default())
+        .collect();
+    uids[4..].sort();
+    assert_eq!(
+        uids,
+        ["uid-d", "uid-d", "uid-a-again", "uid-c", "uid-a", "uid-b"]
+    );
+    let mut kept: Vec<String> = store
+        .state()
+        .iter()
+        .map(|o| ResourceExt::uid(o.as_ref()).unwrap_or_default())
+        .collect();
+    kept.sort();
+    assert_eq!(kept, ["uid-a-again", "uid-c"]);
 }
 
 /// A managed-resource watch: its follower gets every event as it came, once the store
