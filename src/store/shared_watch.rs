@@ -357,16 +357,9 @@ where
             .modify(K::trim_for_store);
         let mut packer = Packer::default();
         let gate = RelistGate::new(writer.as_reader(), kept);
-        let unpack = |packed: &Packed<K>| match packed.unpack() {
-            Ok(object) => Some(object),
-            Err(error) => {
-                tracing::warn!(%error, "an object gone while its watch was away could not be unpacked");
-                None
-            }
-        };
         fan_out(
             events,
-            (move |object: &K| packer.pack(object), unpack),
+            (move |object: &K| packer.pack(object), unpacked),
             K::settled,
             (writer, gate),
             followers,
@@ -511,6 +504,18 @@ where
     }
 }
 
+/// An object the store kept packed, to tell it was deleted; `None` (logged) when it does not
+/// unpack: the broker packed it itself, so only a bug gets there.
+fn unpacked<K: DeserializeOwned>(packed: &Packed<K>) -> Option<K> {
+    match packed.unpack() {
+        Ok(object) => Some(object),
+        Err(error) => {
+            tracing::warn!(%error, "an object deleted while its watch was away does not unpack");
+            None
+        }
+    }
+}
+
 /// `event` with what the store `keep`s of its object.
 fn kept_event<K, S>(
     event: &watcher::Event<K>,
@@ -528,8 +533,9 @@ fn kept_event<K, S>(
 
 /// Each of `events`, once `writer`'s store has it packed: a watch
 /// that its follower reads whole (events, deletions, re-lists) while its store keeps objects
-/// packed.
-pub(crate) fn reflect_kept<K: Stored>(
+/// packed. A re-list's end is followed by a delete event of each object it did not bring
+/// back ([`Vanished`]), once the store no longer shows it.
+pub(crate) fn reflect_kept<K: Stored + DeserializeOwned>(
     events: impl Stream<Item = Result<watcher::Event<K>, watcher::Error>>,
     mut writer: reflector::store::Writer<Packed<K>>,
 ) -> impl Stream<Item = Result<watcher::Event<K>, watcher::Error>>
@@ -537,11 +543,19 @@ where
     K::DynamicType: Eq + Hash + Clone,
 {
     let mut packer = Packer::default();
-    events.map_ok(move |event| {
-        let kept = kept_event(&event, &mut |object: &K| packer.pack(object));
-        writer.apply_watcher_event(&kept);
-        event
-    })
+    let mut vanished = Vanished::new(writer.as_reader());
+    events
+        .map_ok(move |event| {
+            let kept = kept_event(&event, &mut |object: &K| packer.pack(object));
+            let gone = vanished.follow(&kept);
+            writer.apply_watcher_event(&kept);
+            let deleted = gone.iter().filter_map(|object| unpacked(object));
+            let events: Vec<_> = std::iter::once(event)
+                .chain(deleted.map(watcher::Event::Delete))
+                .collect();
+            futures::stream::iter(events.into_iter().map(Ok))
+        })
+        .try_flatten()
 }
 
 #[cfg(test)]

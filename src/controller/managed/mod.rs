@@ -5,7 +5,6 @@
 //! `ResourceWatch` objects are declared for other tools (Δ§2.2; docs/design.md,
 //! "controller::managed").
 
-use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -505,59 +504,9 @@ struct Listing {
     first_list: FirstList,
 }
 
-/// The objects of one watch that route to a handle, by (namespace, name: the watch is of one
-/// kind), with the handle. Not `ObjectRef`s: each carries a copy of the kind's `ApiResource`,
-/// five strings per object at 100,000 objects. Holds the live objects only.
-#[derive(Default)]
-struct KnownObjects {
-    handles: HashMap<(Option<String>, String), String>,
-    /// The objects a relist in progress has shown so far.
-    relisted: HashSet<(Option<String>, String)>,
-}
-
-impl KnownObjects {
-    fn key_of(object: &DynamicObject) -> (Option<String>, String) {
-        (object.metadata.namespace.clone(), object.name_any())
-    }
-
-    /// `object` was applied, or shown by a relist (`relisting`); it routes to `handle`.
-    fn applied(&mut self, object: &DynamicObject, handle: Option<String>, relisting: bool) {
-        let key = Self::key_of(object);
-        if relisting {
-            self.relisted.insert(key.clone());
-        }
-        match handle {
-            Some(handle) => self.handles.insert(key, handle),
-            None => self.handles.remove(&key),
-        };
-    }
-
-    fn deleted(&mut self, object: &DynamicObject) {
-        self.handles.remove(&Self::key_of(object));
-    }
-
-    fn relist_started(&mut self) {
-        self.relisted.clear();
-    }
-
-    /// Forgets the objects the relist did not show (deleted while the watch was down); their
-    /// handles.
-    fn relist_done(&mut self) -> Vec<String> {
-        let relisted = std::mem::take(&mut self.relisted);
-        let gone: Vec<_> = self
-            .handles
-            .keys()
-            .filter(|key| !relisted.contains(*key))
-            .cloned()
-            .collect();
-        gone.into_iter()
-            .filter_map(|key| self.handles.remove(&key))
-            .collect()
-    }
-}
-
 /// Follows one watch until the operator stops. Each applied or deleted object wakes its
-/// handle; after a re-list, the handles of objects that disappeared meanwhile are woken too.
+/// handle, those deleted while the watch was away too (`reflect_kept` tells them after a
+/// re-list).
 /// An object whose handle seems gone goes to `suspects`.
 async fn follow<S>(
     stream: S,
@@ -569,7 +518,6 @@ async fn follow<S>(
     S: futures::Stream<Item = Result<Event<DynamicObject>, watcher::Error>>,
 {
     let mut stream = std::pin::pin!(stream);
-    let mut known = KnownObjects::default();
     let mut listed_once = false;
     let watch_name = match &key.namespace {
         Some(namespace) => format!("{} {} in {namespace}", key.api_version, key.kind),
@@ -586,19 +534,18 @@ async fn follow<S>(
                 if let Some(suspect) = router.suspect(&object) {
                     suspects(suspect);
                 }
-                let routed = match (applied, listed_once) {
+                match (applied, listed_once) {
                     (true, _) => router.route_change(&object, &key),
                     (false, true) => router.route(&object, Claims::Wake),
                     (false, false) => router.route(&object, Claims::Spare),
                 };
-                known.applied(&object, routed, !applied);
             }
             Ok(Event::Delete(object)) => {
                 write::forget_replaced(&object);
-                known.deleted(&object);
                 router.route(&object, Claims::Wake);
             }
-            Ok(Event::Init) => known.relist_started(),
+            // The objects a re-list does not bring back come as delete events after it.
+            Ok(Event::Init) => {}
             Ok(Event::InitDone) => {
                 // A resource deleted between its handle creating it and this watch's first
                 // list never shows up here: its handle is told to look (a busy API server
@@ -610,9 +557,6 @@ async fn follow<S>(
                         false => Claims::Spare,
                     };
                     router.wake_handles_watching(&key, claims);
-                }
-                for handle in known.relist_done() {
-                    router.wake(&handle, Claims::Wake);
                 }
             }
             Err(error) => tracing::warn!(

@@ -304,6 +304,7 @@ fn a_relist_wakes_the_handles_of_objects_that_vanished_meanwhile() {
         Ok(Event::InitApply(a)),
         Ok(Event::InitDone),
     ];
+    let writer = reflector::store::Writer::new(SharedType::new(configmaps()));
     let key = WatchKey {
         api_version: "v1".into(),
         kind: "ConfigMap".into(),
@@ -314,7 +315,7 @@ fn a_relist_wakes_the_handles_of_objects_that_vanished_meanwhile() {
         SharedType::new(configmaps()),
     ));
     futures::executor::block_on(follow(
-        futures::stream::iter(events),
+        reflect_kept(futures::stream::iter(events), writer),
         f.router,
         |suspect| suspects.borrow_mut().push(suspect),
         key,
@@ -333,36 +334,6 @@ fn a_relist_wakes_the_handles_of_objects_that_vanished_meanwhile() {
         .map(|r| r.name)
         .collect();
     assert_eq!(woken, ["guid-a", "guid-b", "guid-a", "guid-b"]);
-}
-
-/// What a watch knows of its objects is what exists: a deleted object leaves nothing, and
-/// only a relist's objects are kept to compare with what it knew.
-#[test]
-fn the_known_objects_are_the_live_ones() {
-    let mut known = KnownObjects::default();
-    let a = named("a", &[("resource-handle-name", "guid-a")]);
-    let b = named("b", &[("resource-handle-name", "guid-b")]);
-    known.relist_started();
-    known.applied(&a, Some("guid-a".into()), true);
-    assert!(known.relist_done().is_empty());
-    known.applied(&b, Some("guid-b".into()), false);
-    known.applied(&b, Some("guid-b".into()), false);
-    assert!(known.relisted.is_empty(), "a watch event is no relist");
-    known.deleted(&b);
-    known.deleted(&a);
-    assert!(known.handles.is_empty() && known.relisted.is_empty());
-
-    known.applied(&a, Some("guid-a".into()), false);
-    known.applied(&b, Some("guid-b".into()), false);
-    known.relist_started();
-    known.applied(&a, Some("guid-a".into()), true);
-    assert_eq!(
-        known.relist_done(),
-        ["guid-b"],
-        "b went while the watch was down"
-    );
-    assert_eq!(known.handles.len(), 1);
-    assert!(known.relisted.is_empty());
 }
 
 /// A handle bound to claim `mine` whose status references the ConfigMap `cm`.

@@ -260,13 +260,15 @@ async fn a_relist_tells_of_the_objects_deleted_while_the_watch_was_away() {
 }
 
 /// A managed-resource watch: its follower gets every event as it came, once the store
-/// holds the object packed (and no longer holds a deleted one).
+/// holds the object packed (and no longer holds a deleted one), and after a re-list a delete
+/// event of each object it did not bring back.
 #[tokio::test]
 async fn a_watch_reflected_packed_hands_on_each_event_after_the_store_has_it() {
     use watcher::Event;
     let resource = kube::core::ApiResource::erase::<ConfigMap>(&());
     let object = |name: &str, value: &str| {
         let mut object = DynamicObject::new(name, &resource).within("ns");
+        object.metadata.uid = Some(format!("uid-{name}"));
         object.data = serde_json::json!({"data": {"k": value}});
         object
     };
@@ -286,6 +288,10 @@ async fn a_watch_reflected_packed_hands_on_each_event_after_the_store_has_it() {
             Event::InitDone,
             Event::Apply(object("a", "2")),
             Event::Delete(object("a", "2")),
+            Event::Apply(object("b", "1")),
+            // A re-list: "b" was deleted while the watch was away.
+            Event::Init,
+            Event::InitDone,
         ]
         .map(Ok),
     );
@@ -298,10 +304,12 @@ async fn a_watch_reflected_packed_hands_on_each_event_after_the_store_has_it() {
                     "apply {} {} stored={:?}",
                     o.name_any(),
                     o.data["data"]["k"],
-                    stored("a")
+                    stored(&o.name_any())
                 )
             }
-            Event::Delete(o) => format!("delete {} stored={:?}", o.name_any(), stored("a")),
+            Event::Delete(o) => {
+                format!("delete {} stored={:?}", o.name_any(), stored(&o.name_any()))
+            }
             Event::Init => "init".to_owned(),
             Event::InitDone => format!("init done stored={:?}", stored("a")),
         });
@@ -314,6 +322,10 @@ async fn a_watch_reflected_packed_hands_on_each_event_after_the_store_has_it() {
             r#"init done stored=Some(String("1"))"#,
             r#"apply a "2" stored=Some(String("2"))"#,
             "delete a stored=None",
+            r#"apply b "1" stored=Some(String("1"))"#,
+            "init",
+            "init done stored=None",
+            "delete b stored=None",
         ]
     );
 }
