@@ -481,7 +481,8 @@ where
     fn follow(&mut self, event: &watcher::Event<S>) -> Vec<Arc<S>> {
         use watcher::Event;
         match event {
-            Event::Init => self.relisted = Some(HashSet::new()),
+            // Nothing can vanish from an empty store: the first list is not followed.
+            Event::Init => self.relisted = (!self.store.is_empty()).then(HashSet::new),
             Event::InitApply(object) => {
                 if let (Some(relisted), Some(uid)) = (self.relisted.as_mut(), object.uid()) {
                     relisted.insert(uid.into_owned());
@@ -489,13 +490,11 @@ where
             }
             Event::InitDone => {
                 if let Some(relisted) = self.relisted.take() {
-                    let mut gone = self.store.state();
-                    gone.retain(|object| {
+                    return self.store.state_filter(|object| {
                         object
                             .uid()
                             .is_some_and(|uid| !relisted.contains(uid.as_ref()))
                     });
-                    return gone;
                 }
             }
             Event::Apply(_) | Event::Delete(_) => {}

@@ -259,6 +259,25 @@ async fn a_relist_tells_of_the_objects_deleted_while_the_watch_was_away() {
     assert_eq!(kept, ["uid-a-again", "uid-c"]);
 }
 
+/// A first list is not followed: nothing can vanish from an empty store, and a start over many
+/// objects keeps no uids aside for it.
+#[test]
+fn the_first_list_keeps_no_uids_aside() {
+    let mut writer = reflector::store::Writer::<ConfigMap>::default();
+    let mut vanished = Vanished::new(writer.as_reader());
+    for event in [
+        watcher::Event::Init,
+        watcher::Event::InitApply(configmap("a")),
+    ] {
+        assert!(vanished.follow(&event).is_empty());
+        assert!(vanished.relisted.is_none());
+        writer.apply_watcher_event(&event);
+    }
+    writer.apply_watcher_event(&watcher::Event::InitDone);
+    vanished.follow(&watcher::Event::Init);
+    assert!(vanished.relisted.is_some(), "a re-list is followed");
+}
+
 /// A managed-resource watch: its follower gets every event as it came, once the store
 /// holds the object packed (and no longer holds a deleted one), and after a re-list a delete
 /// event of each object it did not bring back.
