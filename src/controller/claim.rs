@@ -112,7 +112,7 @@ pub(crate) fn watch(
     };
     let config = crate::store::shared_watch::watch_config().any_semantic();
     let mut claims = SharedWatch::new(main, config, kinds.stored_claim.clone());
-    claims.follow(write::forget_deleted);
+    claims.follow_deletes(write::forget_replaced);
     claims
 }
 

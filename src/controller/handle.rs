@@ -110,7 +110,7 @@ pub(crate) fn watch(
         Api::<HandleObject>::namespaced_with(client.clone(), operator_namespace, &kinds.handle);
     let config = crate::store::shared_watch::watch_config().any_semantic();
     let mut handles = SharedWatch::new(api, config, kinds.stored_handle.clone());
-    handles.follow(write::forget_deleted);
+    handles.follow_deletes(write::forget_replaced);
     handles
 }
 

@@ -190,7 +190,8 @@ fn record_finalized(uid: &str) {
     replaced.finalized.insert(uid.to_owned(), now);
 }
 
-/// A watch follower that forgets each deleted object ([`forget_replaced`]).
+/// Forgets each deleted object of a watch's events ([`forget_replaced`]): for the watches
+/// kube-runtime's reflector keeps (a shared watch's followers use `follow_deletes`).
 pub(crate) fn forget_deleted<K: Identified>(event: &kube::runtime::watcher::Event<K>) {
     if let kube::runtime::watcher::Event::Delete(object) = event {
         forget_replaced(object);

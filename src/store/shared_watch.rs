@@ -546,13 +546,14 @@ where
     events
         .map_ok(move |event| {
             let kept = kept_event(&event, &mut |object: &K| packer.pack(object));
-            let gone = vanished.follow(&kept);
-            writer.apply_watcher_event(&kept);
-            let deleted = gone.iter().filter_map(|object| unpacked(object));
-            let events: Vec<_> = std::iter::once(event)
-                .chain(deleted.map(watcher::Event::Delete))
+            let gone: Vec<K> = vanished
+                .follow(&kept)
+                .iter()
+                .filter_map(|object| unpacked(object))
                 .collect();
-            futures::stream::iter(events.into_iter().map(Ok))
+            writer.apply_watcher_event(&kept);
+            let deleted = gone.into_iter().map(watcher::Event::Delete);
+            futures::stream::iter(std::iter::once(event).chain(deleted).map(Ok))
         })
         .try_flatten()
 }
