@@ -290,31 +290,40 @@ impl Controllers {
     }
 
     /// Runs every controller until `shutdown` stops them gracefully (in-flight reconciles
-    /// finish); the watches are dropped with them.
+    /// finish); the watches are dropped with them, and so are the controllers when this future
+    /// is. Each controller is a task of its own: a wake polls the controller it is for, not
+    /// every controller's streams.
     async fn run(self, ctx: Arc<Context>, concurrency: u16, shutdown: Shutdown) {
-        let claims = claim::run(
+        let mut running = tokio::task::JoinSet::new();
+        running.spawn(claim::run(
             self.claims,
             ctx.clone(),
             self.claim_triggers,
             concurrency,
             shutdown.clone(),
-        );
-        let handles = handle::run(
+        ));
+        running.spawn(handle::run(
             self.handles,
             ctx.clone(),
             self.handle_triggers,
             concurrency,
             shutdown.clone(),
-        );
-        let pools = pool::run(
+        ));
+        running.spawn(pool::run(
             self.pools,
             ctx.clone(),
             self.pool_triggers,
             concurrency,
             shutdown.clone(),
-        );
-        let scalings = scaling::run(self.scalings, ctx, concurrency, shutdown);
-        futures::future::join4(claims, handles, pools, scalings).await;
+        ));
+        running.spawn(scaling::run(self.scalings, ctx, concurrency, shutdown));
+        while let Some(ended) = running.join_next().await {
+            if let Err(error) = ended
+                && let Ok(panic) = error.try_into_panic()
+            {
+                std::panic::resume_unwind(panic);
+            }
+        }
     }
 }
 
