@@ -109,7 +109,8 @@ static REPLACED: LazyLock<Mutex<Replaced>> = LazyLock::new(Mutex::default);
 const REPLACED_AT_MOST: usize = 100_000;
 
 /// How long a finalized object is remembered when its delete event came before the finalize
-/// that caused it was recorded (nothing else would forget it).
+/// that caused it was recorded and no reconcile of it made the write (nothing else would
+/// forget it).
 const FINALIZED_FOR: Duration = Duration::from_secs(300);
 
 #[derive(Default)]
@@ -188,6 +189,21 @@ fn record_finalized(uid: &str) {
         .retain(|_, at| now.duration_since(*at) < FINALIZED_FOR);
     replaced.versions.remove(uid);
     replaced.finalized.insert(uid.to_owned(), now);
+}
+
+/// Remembers that a write of this process, guarded by `finalizing`, released the last
+/// finalizer of `object`, when that deleted it (`object` was deleting), unless its delete
+/// event came before the write's answer: nothing would forget it then.
+fn record_released<K: Resource, T>(object: &K, written: &Written<T>, finalizing: Option<&Writing>) {
+    let meta = object.meta();
+    if let (Written::Done(_), true, Some(uid)) = (
+        written,
+        meta.deletion_timestamp.is_some(),
+        meta.uid.as_deref(),
+    ) && !finalizing.is_some_and(Writing::deleted_meanwhile)
+    {
+        record_finalized(uid);
+    }
 }
 
 /// Forgets each deleted object of a watch's events ([`forget_replaced`]): for the watches
@@ -460,15 +476,12 @@ where
         path: pointer(&["metadata", "finalizers"]),
         value: json!(kept),
     });
+    // Held until the release is recorded: the object's delete event, which often comes
+    // before the write's answer, then says so.
+    let finalizing = echoes::writing(&object.name_any());
     let written = patch(api, object, Target::Object, vec![op]).await?;
-    // The last finalizer of a deleting object: the write deletes it.
-    if let (Written::Done(_), true, true, Some(uid)) = (
-        &written,
-        kept.is_empty(),
-        object.meta().deletion_timestamp.is_some(),
-        &object.meta().uid,
-    ) {
-        record_finalized(uid);
+    if kept.is_empty() {
+        record_released(object, &written, finalizing.as_ref());
     }
     Ok(written)
 }
@@ -661,6 +674,43 @@ mod tests {
         record_replaced(&claim, &Written::Done(()), Some(&writing));
         drop(writing);
         assert!(!replaced().versions.contains_key(uid));
+    }
+
+    /// The release of a deleting object's last finalizer is remembered until its delete
+    /// event; not when that event came before the release's answer, nor for an object that
+    /// was not deleting.
+    #[tokio::test]
+    async fn a_release_answered_after_the_delete_event_is_not_remembered() {
+        let uid = "6a7b8c9d-0e1f-4a2b-8c3d-4e5f6a7b8c9d";
+        let deleting: crate::api::kinds::ClaimObject = serde_json::from_value(json!({
+            "apiVersion": "poolboy.gpte.redhat.com/v1", "kind": "ResourceClaim",
+            "metadata": {"name": "c", "namespace": "user", "resourceVersion": "20", "uid": uid,
+                "deletionTimestamp": "2026-12-02T01:00:00Z"},
+            "spec": {},
+        }))
+        .expect("a claim");
+        let reconciled = || Some((uid.to_owned(), "c".to_owned()));
+        let finalizing = echoes::reconciling(reconciled(), async { echoes::writing("c") })
+            .await
+            .expect("a write of the reconciled claim");
+        forget_deleted(&kube::runtime::watcher::Event::Delete(deleting.clone()));
+        record_released(&deleting, &Written::Done(()), Some(&finalizing));
+        drop(finalizing);
+        assert!(!replaced().finalized.contains_key(uid), "deleted already");
+
+        let finalizing = echoes::reconciling(reconciled(), async { echoes::writing("c") })
+            .await
+            .expect("a write of the reconciled claim");
+        record_released(&claim(uid, "21"), &Written::Done(()), Some(&finalizing));
+        assert!(!replaced().finalized.contains_key(uid), "not deleting");
+        record_released(&deleting, &Written::Done(()), Some(&finalizing));
+        drop(finalizing);
+        assert!(
+            replaced().finalized.contains_key(uid),
+            "until its delete event"
+        );
+        forget_deleted(&kube::runtime::watcher::Event::Delete(deleting));
+        assert!(!replaced().finalized.contains_key(uid));
     }
 
     /// An object whose last finalizer this process released is gone in every copy the store
