@@ -323,10 +323,10 @@ fn run(args: RunArgs, domain: OperatorDomain) -> ExitCode {
             }
         },
     };
-    // One thread: a multi-threaded runtime hands every request and response between its
-    // threads (the HTTP connections run on the workers). Over `make soak` one thread spent 14 %
-    // less CPU per claim lifecycle and 1 MiB less memory (docs/operations.md, "Where the CPU
-    // goes").
+    // One thread: the controllers run joined in one future, so a multi-threaded runtime gives
+    // them no parallelism, only hands every request and response between its threads (the
+    // HTTP connections ran on the workers). Over `make soak` one thread spent 14 % less CPU per
+    // claim lifecycle and 1 MiB less memory (docs/operations.md, "Where the CPU goes").
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

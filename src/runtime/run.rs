@@ -290,40 +290,31 @@ impl Controllers {
     }
 
     /// Runs every controller until `shutdown` stops them gracefully (in-flight reconciles
-    /// finish); the watches are dropped with them, and so are the controllers when this future
-    /// is. Each controller is a task of its own: a wake polls the controller it is for, not
-    /// every controller's streams.
+    /// finish); the watches are dropped with them.
     async fn run(self, ctx: Arc<Context>, concurrency: u16, shutdown: Shutdown) {
-        let mut running = tokio::task::JoinSet::new();
-        running.spawn(claim::run(
+        let claims = claim::run(
             self.claims,
             ctx.clone(),
             self.claim_triggers,
             concurrency,
             shutdown.clone(),
-        ));
-        running.spawn(handle::run(
+        );
+        let handles = handle::run(
             self.handles,
             ctx.clone(),
             self.handle_triggers,
             concurrency,
             shutdown.clone(),
-        ));
-        running.spawn(pool::run(
+        );
+        let pools = pool::run(
             self.pools,
             ctx.clone(),
             self.pool_triggers,
             concurrency,
             shutdown.clone(),
-        ));
-        running.spawn(scaling::run(self.scalings, ctx, concurrency, shutdown));
-        while let Some(ended) = running.join_next().await {
-            if let Err(error) = ended
-                && let Ok(panic) = error.try_into_panic()
-            {
-                std::panic::resume_unwind(panic);
-            }
-        }
+        );
+        let scalings = scaling::run(self.scalings, ctx, concurrency, shutdown);
+        futures::future::join4(claims, handles, pools, scalings).await;
     }
 }
 
