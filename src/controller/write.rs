@@ -682,13 +682,11 @@ mod tests {
     #[tokio::test]
     async fn a_release_answered_after_the_delete_event_is_not_remembered() {
         let uid = "6a7b8c9d-0e1f-4a2b-8c3d-4e5f6a7b8c9d";
-        let deleting: crate::api::kinds::ClaimObject = serde_json::from_value(json!({
-            "apiVersion": "poolboy.gpte.redhat.com/v1", "kind": "ResourceClaim",
-            "metadata": {"name": "c", "namespace": "user", "resourceVersion": "20", "uid": uid,
-                "deletionTimestamp": "2026-12-02T01:00:00Z"},
-            "spec": {},
-        }))
-        .expect("a claim");
+        let mut deleting = claim(uid, "20");
+        deleting.metadata.deletion_timestamp =
+            Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                k8s_openapi::jiff::Timestamp::now(),
+            ));
         let reconciled = || Some((uid.to_owned(), "c".to_owned()));
         let finalizing = echoes::reconciling(reconciled(), async { echoes::writing("c") })
             .await
