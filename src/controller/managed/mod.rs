@@ -350,9 +350,7 @@ impl Router {
 
     /// The uid of handle `name`, as the store has it.
     fn handle_uid(&self, name: &str) -> Option<String> {
-        let handle_ref = ObjectRef::new_with(name, self.kinds.stored_handle.clone())
-            .within(&self.operator_namespace);
-        let stored = self.handles.get(&handle_ref)?;
+        let stored = self.handles.get(&self.handle_ref(name))?;
         Identified::uid(&*stored).map(std::borrow::Cow::into_owned)
     }
 
@@ -381,12 +379,13 @@ impl Router {
     /// deleted, or a namesake with another uid: it may have outlived its handle.
     fn suspect(&self, object: &DynamicObject) -> Option<Suspect> {
         let handle = self.handle_annotations(object)?;
-        let handle_ref = ObjectRef::new_with(handle.name, self.kinds.stored_handle.clone())
-            .within(&self.operator_namespace);
-        let owned = self.handles.get(&handle_ref).is_some_and(|h| {
-            h.meta().deletion_timestamp.is_none()
-                && handle.uid.is_none_or(|uid| h.uid().as_deref() == Some(uid))
-        });
+        let owned = self
+            .handles
+            .get(&self.handle_ref(handle.name))
+            .is_some_and(|h| {
+                h.meta().deletion_timestamp.is_none()
+                    && handle.uid.is_none_or(|uid| h.uid().as_deref() == Some(uid))
+            });
         if owned {
             return None;
         }
@@ -400,11 +399,11 @@ impl Router {
     }
 
     /// Wakes every handle whose status references a resource that the watch `key` covers,
-    /// and its claim as `claims` says. Every handle is decoded: this runs once per watch,
+    /// and its claim as `claims` says. Every handle is decoded, once: this runs once per watch,
     /// after its first list.
     fn wake_handles_watching(&self, key: &WatchKey, claims: Claims) {
         for stored in self.handles.state() {
-            let Ok(handle) = stored.unpack() else {
+            let Some(handle) = self.served(&stored) else {
                 continue;
             };
             let covered = status_references(&handle)
@@ -412,26 +411,39 @@ impl Router {
                 .flatten()
                 .any(|reference| WatchKey::of(reference) == *key);
             if covered && let Some(name) = handle.metadata.name.as_deref() {
-                self.wake(name, claims);
+                self.wake_served(name, &handle, claims);
             }
         }
     }
 
     fn wake(&self, handle_name: &str, claims: Claims) {
-        let handle_ref = ObjectRef::new_with(handle_name, self.kinds.stored_handle.clone())
-            .within(&self.operator_namespace);
-        let Some(stored) = self.handles.get(&handle_ref) else {
+        let Some(stored) = self.handles.get(&self.handle_ref(handle_name)) else {
             // Not in the store yet (just created): the controller finds it when it is.
-            let _ = self.triggers.handles.unbounded_send(handle_ref);
+            let _ = self
+                .triggers
+                .handles
+                .unbounded_send(self.handle_ref(handle_name));
             return;
         };
-        let Some(handle) = self.served(&stored) else {
-            return;
-        };
-        let _ = self.triggers.handles.unbounded_send(handle_ref);
-        if claims == Claims::Wake {
-            self.wake_claim(&handle);
+        if let Some(handle) = self.served(&stored) {
+            self.wake_served(handle_name, &handle, claims);
         }
+    }
+
+    /// Wakes `handle`, read from the store and served, and its claim as `claims` says.
+    fn wake_served(&self, handle_name: &str, handle: &HandleObject, claims: Claims) {
+        let _ = self
+            .triggers
+            .handles
+            .unbounded_send(self.handle_ref(handle_name));
+        if claims == Claims::Wake {
+            self.wake_claim(handle);
+        }
+    }
+
+    fn handle_ref(&self, handle_name: &str) -> ObjectRef<StoredHandle> {
+        ObjectRef::new_with(handle_name, self.kinds.stored_handle.clone())
+            .within(&self.operator_namespace)
     }
 
     /// Wakes the claim of handle `handle_name` alone, when the handle's status references
@@ -440,9 +452,8 @@ impl Router {
     /// its status does not reference yet (just created) reaches the claim with the handle's
     /// status write that records it.
     fn wake_claim_reading(&self, handle_name: &str, resource: Option<&ResourceReference>) {
-        let handle_ref = ObjectRef::new_with(handle_name, self.kinds.stored_handle.clone())
-            .within(&self.operator_namespace);
-        let Some(handle) = self.handles.get(&handle_ref).and_then(|s| self.served(&s)) else {
+        let stored = self.handles.get(&self.handle_ref(handle_name));
+        let Some(handle) = stored.and_then(|s| self.served(&s)) else {
             return;
         };
         let references = status_references(&handle);
