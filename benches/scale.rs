@@ -6,7 +6,9 @@
 //!    ConfigMap, cloned from one claim the broker bound itself, in exactly the shape the broker
 //!    leaves them, so that a broker starting on them finds nothing to do;
 //! 2. start: the time from spawning the broker to `/readyz` answering 200, and to a warm claim
-//!    created right after the spawn being bound (from a pool of [`POOL`] ready handles);
+//!    created right after the spawn being bound (from a pool of [`POOL`] ready handles); beside
+//!    it, the API server's part of any start: the broker's three lists (claims, handles,
+//!    ConfigMaps, [`LIST_PAGE`] a page, at once) made by a client that only counts the items;
 //! 3. memory: the broker's VmRSS and VmHWM once ready and after the warm binds;
 //! 4. one more warm bind: [`WARM_BINDS`] claims, one at a time, each once the pool is full
 //!    again: created → bound from a watch, and the API requests per bind by verb (the API
@@ -17,6 +19,10 @@
 //! The writes the broker makes to the clones while it starts are counted too: they must be 0,
 //! and the first one of each kind is saved (with the fields the broker's write touched) to see
 //! what differs.
+//!
+//! `POOLBOY_SCALE_KEEP=1` leaves the population in its namespace at the end (to start a broker
+//! on it by hand, under a profiler); the control plane stays up only when the benchmark runs
+//! against one of your own (`POOLBOY_TEST_KUBECONFIG`), not under `make bench-scale`.
 //!
 //! Each broker logs to `target/tmp/bench-scale/broker-<size>.log` at the `RUST_LOG` of
 //! `POOLBOY_SCALE_BROKER_LOG` (default `poolboy=info`; `poolboy=debug,kube_runtime=info`
@@ -75,12 +81,16 @@ const SAMPLE: &str = "scale-sample";
 /// The characters the broker draws handle names from (core::naming::NAME_ALPHABET).
 const NAME_ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
 const FIELD_MANAGER: &str = "poolboy-bench-scale";
+/// The page size of the lists a start makes (kube-runtime's watcher default, the broker's).
+const LIST_PAGE: u32 = 500;
 
 /// The figures of one size.
 #[derive(Default)]
 struct Row {
     size: usize,
     population_rate: f64,
+    /// The three lists of a start alone (claims, handles, ConfigMaps at once), seconds.
+    lists_alone: f64,
     ready: f64,
     first_bind: f64,
     settled: Option<f64>,
@@ -125,18 +135,19 @@ async fn main() {
     println!();
     println!("load before: {load_before}; after: {}", load_average());
     println!(
-        "| size | population (claims/s) | start→ready | start→first bind | start→settled | \
+        "| size | population (claims/s) | lists alone | start→ready | start→first bind | start→settled | \
          writes at start | RSS (MiB) | peak RSS (MiB) | warm bind p50 | p99 | requests per bind \
          | CPU ms per bind (broker / kube-apiserver / etcd) | passes per bind | idle writes \
          | idle CPU s |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     for row in &rows {
         println!(
-            "| {} | {:.0} | {:.2} s | {:.2} s | {} | {} | {} | {} | {:.0} ms | {:.0} ms | {:.1} | \
-             {:.1} / {:.1} / {:.1} | {} | {} | {:.2} |",
+            "| {} | {:.0} | {:.2} s | {:.2} s | {:.2} s | {} | {} | {} | {} | {:.0} ms | {:.0} ms | \
+             {:.1} | {:.1} / {:.1} / {:.1} | {} | {} | {:.2} |",
             row.size,
             row.population_rate,
+            row.lists_alone,
             row.ready,
             row.first_bind,
             row.settled
@@ -164,7 +175,15 @@ async fn main() {
             pair[1].size
         );
     }
-    env.cleanup().await;
+    if std::env::var_os("POOLBOY_SCALE_KEEP").is_some() {
+        let namespace = env.keep();
+        println!(
+            "kept namespace {namespace} and its population (POOLBOY_SCALE_KEEP); a broker on it: \
+             poolboy run --namespaced --operator-namespace {namespace}"
+        );
+    } else {
+        env.cleanup().await;
+    }
 }
 
 /// `POOLBOY_SCALE_SIZES`, ascending.
@@ -612,6 +631,7 @@ fn transient(error: &kube::Error) -> bool {
 
 async fn measure(env: &TestEnv, kinds: &Kinds, row: &mut Row) {
     let size = row.size;
+    row.lists_alone = lists_alone(env, kinds).await;
     let writes = Writes::start(env, kinds).await;
     let probes = Probes::start(env, kinds);
     let requests = Requests::read(&env.client).await;
@@ -727,6 +747,78 @@ async fn measure(env: &TestEnv, kinds: &Kinds, row: &mut Row) {
     broker.stop().await;
     probes.stop();
     writes.stop();
+}
+
+/// The API server's part of a start: the lists a broker's watches make (claims, handles and
+/// ConfigMaps of the namespace, [`LIST_PAGE`] a page, at once), by a client that decodes
+/// nothing but each page's `continue`. Returns the seconds until the last list ended.
+async fn lists_alone(env: &TestEnv, kinds: &Kinds) -> f64 {
+    let configmap = ApiResource::erase::<ConfigMap>(&());
+    let cpu_before = control_plane_cpu();
+    let started = Instant::now();
+    let lists =
+        [&kinds.claim, &kinds.handle, &configmap].map(|resource| list_counting(env, resource));
+    let listed = futures::future::join_all(lists).await;
+    let seconds = started.elapsed().as_secs_f64();
+    let cpu = control_plane_cpu();
+    let each: Vec<String> = listed
+        .iter()
+        .map(|(kind, count, megabytes, seconds)| {
+            format!("{count} {kind} ({megabytes:.0} MB) {seconds:.1} s")
+        })
+        .collect();
+    println!(
+        "lists alone, at once, {LIST_PAGE} a page: {seconds:.2} s ({}); CPU seconds \
+         kube-apiserver {:.1}, etcd {:.1}",
+        each.join(", "),
+        cpu[0] - cpu_before[0],
+        cpu[1] - cpu_before[1],
+    );
+    seconds
+}
+
+/// Lists every object of `resource` in the test namespace, page by page; returns its plural,
+/// the items, the megabytes of JSON and the seconds it took.
+async fn list_counting(env: &TestEnv, resource: &ApiResource) -> (String, usize, f64, f64) {
+    #[derive(serde::Deserialize)]
+    struct Page {
+        metadata: PageMeta,
+        items: Vec<serde::de::IgnoredAny>,
+    }
+    #[derive(serde::Deserialize)]
+    struct PageMeta {
+        #[serde(rename = "continue")]
+        next: Option<String>,
+    }
+    let started = Instant::now();
+    let path = <DynamicObject as kube::Resource>::url_path(resource, Some(&env.namespace));
+    let (mut items, mut bytes) = (0, 0);
+    let mut next: Option<String> = None;
+    loop {
+        let mut params = ListParams::default().limit(LIST_PAGE);
+        params.continue_token = next.take();
+        let request = kube::core::Request::new(&path)
+            .list(&params)
+            .expect("a list request");
+        let text = env
+            .client
+            .request_text(request)
+            .await
+            .unwrap_or_else(|e| panic!("listing {}: {e}", resource.plural));
+        let page: Page = serde_json::from_str(&text).expect("a list page");
+        items += page.items.len();
+        bytes += text.len();
+        match page.metadata.next.filter(|token| !token.is_empty()) {
+            Some(token) => next = Some(token),
+            None => break,
+        }
+    }
+    (
+        resource.plural.clone(),
+        items,
+        bytes as f64 / 1e6,
+        started.elapsed().as_secs_f64(),
+    )
 }
 
 /// The broker binary (release build) as its own process.

@@ -306,6 +306,13 @@ impl TestEnv {
         self.cleaned_up = true;
         delete_namespace(&self.client, &self.namespace).await;
     }
+
+    /// Leaves this test's namespace and everything in it in place (a benchmark's population,
+    /// kept to profile by hand); returns its name.
+    pub fn keep(mut self) -> String {
+        self.cleaned_up = true;
+        std::mem::take(&mut self.namespace)
+    }
 }
 
 impl Drop for TestEnv {
