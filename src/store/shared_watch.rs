@@ -12,6 +12,7 @@ use std::collections::HashSet;
 use std::fmt::Debug;
 use std::hash::Hash;
 use std::sync::Arc;
+use std::time::Instant;
 
 use futures::channel::mpsc;
 use futures::{Stream, StreamExt, TryStreamExt};
@@ -352,8 +353,10 @@ where
             followers,
             subscribers,
         } = self;
+        let mut first_list = FirstListLog::new(api.resource_url());
         let events = watcher(api, config)
             .default_backoff()
+            .inspect_ok(move |event| first_list.see(event))
             .modify(K::trim_for_store);
         let mut packer = Packer::default();
         let gate = RelistGate::new(writer.as_reader(), kept);
@@ -366,6 +369,41 @@ where
             listed,
             subscribers,
         )
+    }
+}
+
+/// Logs how many objects a watch's first list brought, and how long it took from the watch's
+/// start: at a start over many objects, what the broker waits for before it is ready.
+struct FirstListLog {
+    url: String,
+    started: Instant,
+    /// The objects of the list under way; `None` once the first list ended.
+    listed: Option<usize>,
+}
+
+impl FirstListLog {
+    fn new(url: &str) -> Self {
+        Self {
+            url: url.to_owned(),
+            started: Instant::now(),
+            listed: Some(0),
+        }
+    }
+
+    fn see<K>(&mut self, event: &watcher::Event<K>) {
+        let Some(listed) = &mut self.listed else {
+            return;
+        };
+        match event {
+            watcher::Event::Init => *listed = 0,
+            watcher::Event::InitApply(_) => *listed += 1,
+            watcher::Event::InitDone => {
+                let seconds = self.started.elapsed().as_secs_f64();
+                tracing::info!(url = %self.url, objects = *listed, seconds, "first list done");
+                self.listed = None;
+            }
+            watcher::Event::Apply(_) | watcher::Event::Delete(_) => {}
+        }
     }
 }
 
