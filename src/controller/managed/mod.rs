@@ -1,7 +1,6 @@
 //! The managed resources: one watch per (apiVersion, kind, namespace) in use, started the
-//! first time a handle or claim reads a resource of that kind (§14, Δ§4.5), or the handle
-//! watch brings a handle that references one ([`EarlyWatches`]), each feeding a reflector
-//! store. A change to a managed resource wakes its handle and the handle's claim;
+//! first time a handle or claim reads a resource of that kind (§14, Δ§4.5), each feeding a
+//! reflector store. A change to a managed resource wakes its handle and the handle's claim;
 //! a watch's first list, which every reader waits for, wakes only the handles. Poolboy's
 //! `ResourceWatch` objects are declared for other tools (Δ§2.2; docs/design.md,
 //! "controller::managed").
@@ -17,11 +16,9 @@ use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::watcher::{self, Event};
 use kube::{Resource, ResourceExt};
 
-mod early;
 mod orphans;
 pub(super) mod resources;
 
-pub(crate) use self::early::EarlyWatches;
 use self::orphans::{Suspect, Sweeper};
 pub(crate) use self::resources::WatchKey;
 use self::resources::{FirstList, ManagedKind, Watch};
