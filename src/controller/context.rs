@@ -30,6 +30,7 @@ use crate::store::claim_summaries::ClaimSummaries;
 use crate::store::packed::{StoredClaim, StoredHandle};
 use crate::store::pool_index::PoolIndex;
 use crate::store::render_clocks::RenderClocks;
+use crate::store::shared_watch::ListedStore;
 use crate::store::unrecorded::UnrecordedResources;
 
 /// How often a template whose result depends on the clock in a way no instant can be derived
@@ -94,8 +95,8 @@ pub(crate) struct Stores {
     /// What is read across all claims, without decoding them.
     pub(crate) claim_summaries: ClaimSummaries,
     /// Handles, packed: decode the one you read (the free ones are kept parsed too,
-    /// `store::free_handles`).
-    pub(crate) handles: Store<StoredHandle>,
+    /// `store::free_handles`); and whether their watch has listed them once.
+    pub(crate) handles: ListedStore<StoredHandle>,
     pub(crate) pools: Store<PoolObject>,
     /// Each pool's handles, counted, and their provisioning times.
     pub(crate) pool_handles: PoolIndex,

@@ -47,7 +47,7 @@ use crate::core::template::TemplateEngine;
 use crate::shutdown::Shutdown;
 use crate::store::packed::StoredHandle;
 use crate::store::render_clocks::RenderInputs;
-use crate::store::shared_watch::SharedWatch;
+use crate::store::shared_watch::{ListedStore, SharedWatch};
 
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum HandleError {
@@ -75,7 +75,8 @@ pub(crate) fn controller(
     handles: SharedWatch<HandleObject>,
     concurrency: u16,
 ) -> HandleController {
-    let store = handles.store().store().clone();
+    let listed = handles.store();
+    let store = listed.store().clone();
     let (backlog, released) = Backlog::new(concurrency);
     let own = backlog.objects(handles.into_stream(), kinds.stored_handle.clone());
     let controller =
@@ -83,6 +84,7 @@ pub(crate) fn controller(
     HandleController {
         controller,
         backlog,
+        listed,
     }
 }
 
@@ -90,12 +92,13 @@ pub(crate) fn controller(
 pub(crate) struct HandleController {
     controller: Controller<StoredHandle>,
     backlog: Backlog<StoredHandle>,
+    listed: ListedStore<StoredHandle>,
 }
 
 impl HandleController {
     /// The store of handles, the one every controller reads (`Context::stores`).
-    pub(crate) fn store(&self) -> kube::runtime::reflector::Store<StoredHandle> {
-        self.controller.store()
+    pub(crate) fn store(&self) -> ListedStore<StoredHandle> {
+        self.listed.clone()
     }
 }
 
@@ -119,6 +122,7 @@ pub(crate) async fn run(
     HandleController {
         controller,
         backlog,
+        listed: _,
     }: HandleController,
     ctx: Arc<Context>,
     triggers: UnboundedReceiver<ObjectRef<StoredHandle>>,

@@ -195,7 +195,7 @@ fn wake_users(ctx: &Context, name: &str) {
     }
     // Every handle is decoded: a provider change is rare, and an index of each handle's
     // providers would cost memory for every handle all the time.
-    for handle in ctx.stores.handles.state() {
+    for handle in ctx.stores.handles.store().state() {
         if let Ok(object) = handle.unpack()
             && users::concerns_handle(&object.spec, name)
         {

@@ -131,7 +131,7 @@ async fn bound_handle(
 ) -> Result<Option<HandleObject>, Unchecked> {
     let key = ObjectRef::new_with(&reference.name, ctx.kinds.stored_handle.clone())
         .within(&reference.namespace);
-    if let Some(handle) = Packed::read(&ctx.stores.handles, &key) {
+    if let Some(handle) = Packed::read(ctx.stores.handles.store(), &key) {
         return Ok(Some(handle));
     }
     let api = Api::<HandleObject>::namespaced_with(

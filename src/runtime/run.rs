@@ -20,6 +20,7 @@ use super::{http, lease, quarantine};
 use crate::api::kinds::{Kinds, PoolObject, ScalingObject};
 use crate::controller::context::{Config, Context, Stores, Triggers};
 use crate::controller::events::EventRecorders;
+use crate::controller::managed::EarlyWatches;
 use crate::controller::{claim, handle, pool, providers, scaling};
 use crate::metrics::Metrics;
 use crate::shutdown::Shutdown;
@@ -219,6 +220,7 @@ struct Controllers {
     claim_triggers: mpsc::UnboundedReceiver<ObjectRef<StoredClaim>>,
     handle_triggers: mpsc::UnboundedReceiver<ObjectRef<StoredHandle>>,
     pool_triggers: mpsc::UnboundedReceiver<ObjectRef<PoolObject>>,
+    early_watches: EarlyWatches,
 }
 
 impl Controllers {
@@ -244,6 +246,8 @@ impl Controllers {
         let render_clocks = RenderClocks::following(&mut handle_watch);
         let claim_readers = ClaimReaders::following(&mut handle_watch);
         let unrecorded = UnrecordedResources::following(&mut handle_watch);
+        let early_watches =
+            EarlyWatches::following(&mut handle_watch, options.config.domain.clone());
         let claims = claim::controller(
             claim_watch,
             kinds,
@@ -285,6 +289,7 @@ impl Controllers {
             claim_triggers,
             handle_triggers,
             pool_triggers,
+            early_watches,
         };
         (controllers, Arc::new(ctx))
     }
@@ -313,8 +318,9 @@ impl Controllers {
             concurrency,
             shutdown.clone(),
         );
+        let early_watches = self.early_watches.run(ctx.clone());
         let scalings = scaling::run(self.scalings, ctx, concurrency, shutdown);
-        futures::future::join4(claims, handles, pools, scalings).await;
+        futures::future::join5(claims, handles, pools, scalings, early_watches).await;
     }
 }
 

@@ -1,6 +1,7 @@
 //! The managed resources: one watch per (apiVersion, kind, namespace) in use, started the
-//! first time a handle or claim reads a resource of that kind (§14, Δ§4.5), each feeding a
-//! reflector store. A change to a managed resource wakes its handle and the handle's claim;
+//! first time a handle or claim reads a resource of that kind (§14, Δ§4.5), or the handle
+//! watch brings a handle that references one ([`EarlyWatches`]), each feeding a reflector
+//! store. A change to a managed resource wakes its handle and the handle's claim;
 //! a watch's first list, which every reader waits for, wakes only the handles. Poolboy's
 //! `ResourceWatch` objects are declared for other tools (Δ§2.2; docs/design.md,
 //! "controller::managed").
@@ -8,6 +9,7 @@
 use std::time::Duration;
 
 use futures::StreamExt;
+use futures::future::Either;
 use kube::api::{Api, DynamicObject, ObjectMeta};
 use kube::core::GroupVersionKind;
 use kube::discovery::Scope;
@@ -16,9 +18,11 @@ use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::watcher::{self, Event};
 use kube::{Resource, ResourceExt};
 
+mod early;
 mod orphans;
 pub(super) mod resources;
 
+pub(crate) use self::early::EarlyWatches;
 use self::orphans::{Suspect, Sweeper};
 pub(crate) use self::resources::WatchKey;
 use self::resources::{FirstList, ManagedKind, Watch};
@@ -299,7 +303,8 @@ struct HandleAnnotations<'a> {
 struct Router {
     triggers: Triggers,
     kinds: Kinds,
-    handles: Store<StoredHandle>,
+    /// Handles, and whether their watch has listed them once.
+    handles: ListedStore<StoredHandle>,
     claims: Store<StoredClaim>,
     domain: OperatorDomain,
     operator_namespace: String,
@@ -350,7 +355,7 @@ impl Router {
 
     /// The uid of handle `name`, as the store has it.
     fn handle_uid(&self, name: &str) -> Option<String> {
-        let stored = self.handles.get(&self.handle_ref(name))?;
+        let stored = self.handles.store().get(&self.handle_ref(name))?;
         Identified::uid(&*stored).map(std::borrow::Cow::into_owned)
     }
 
@@ -376,11 +381,17 @@ impl Router {
     }
 
     /// `object`, when the handle its annotations name is missing from the store, being
-    /// deleted, or a namesake with another uid: it may have outlived its handle.
+    /// deleted, or a namesake with another uid: it may have outlived its handle. Nothing
+    /// before the handles have listed once: every handle would look missing (`follow` judges
+    /// what its first list brought once they have).
     fn suspect(&self, object: &DynamicObject) -> Option<Suspect> {
+        if !self.handles.is_listed() {
+            return None;
+        }
         let handle = self.handle_annotations(object)?;
         let owned = self
             .handles
+            .store()
             .get(&self.handle_ref(handle.name))
             .is_some_and(|h| {
                 h.meta().deletion_timestamp.is_none()
@@ -398,11 +409,23 @@ impl Router {
         })
     }
 
+    /// Judges every object of `store` as [`Router::suspect`] does.
+    fn judge_stored(&self, store: &Store<Packed<DynamicObject>>, suspects: &impl Fn(Suspect)) {
+        for stored in store.state() {
+            let Ok(object) = stored.unpack() else {
+                continue;
+            };
+            if let Some(suspect) = self.suspect(&object) {
+                suspects(suspect);
+            }
+        }
+    }
+
     /// Wakes every handle whose status references a resource that the watch `key` covers,
     /// and its claim as `claims` says. Every handle is decoded, once: this runs once per watch,
     /// after its first list.
     fn wake_handles_watching(&self, key: &WatchKey, claims: Claims) {
-        for stored in self.handles.state() {
+        for stored in self.handles.store().state() {
             let Some(handle) = self.served(&stored) else {
                 continue;
             };
@@ -417,12 +440,16 @@ impl Router {
     }
 
     fn wake(&self, handle_name: &str, claims: Claims) {
-        let Some(stored) = self.handles.get(&self.handle_ref(handle_name)) else {
-            // Not in the store yet (just created): the controller finds it when it is.
-            let _ = self
-                .triggers
-                .handles
-                .unbounded_send(self.handle_ref(handle_name));
+        let Some(stored) = self.handles.store().get(&self.handle_ref(handle_name)) else {
+            // Not in the store yet. Just created, the controller finds it when it is. Before
+            // the handles' first list, that list brings it and the controller reconciles it
+            // then, as every listed handle.
+            if self.handles.is_listed() {
+                let _ = self
+                    .triggers
+                    .handles
+                    .unbounded_send(self.handle_ref(handle_name));
+            }
             return;
         };
         if let Some(handle) = self.served(&stored) {
@@ -452,7 +479,7 @@ impl Router {
     /// its status does not reference yet (just created) reaches the claim with the handle's
     /// status write that records it.
     fn wake_claim_reading(&self, handle_name: &str, resource: Option<&ResourceReference>) {
-        let stored = self.handles.get(&self.handle_ref(handle_name));
+        let stored = self.handles.store().get(&self.handle_ref(handle_name));
         let Some(handle) = stored.and_then(|s| self.served(&s)) else {
             return;
         };
@@ -518,7 +545,8 @@ struct Listing {
 /// Follows one watch until the operator stops. Each applied or deleted object wakes its
 /// handle, those deleted while the watch was away too (`reflect_kept` tells them after a
 /// re-list).
-/// An object whose handle seems gone goes to `suspects`.
+/// An object whose handle seems gone goes to `suspects`; those that came before the handles
+/// had listed once are judged from the store when both lists are done.
 async fn follow<S>(
     stream: S,
     router: Router,
@@ -534,7 +562,25 @@ async fn follow<S>(
         Some(namespace) => format!("{} {} in {namespace}", key.api_version, key.kind),
         None => format!("{} {}", key.api_version, key.kind),
     };
-    while let Some(event) = stream.next().await {
+    let mut unjudged = false;
+    loop {
+        let event = match unjudged && listed_once {
+            true => {
+                let handles_listed = std::pin::pin!(router.handles.wait_until_listed());
+                match futures::future::select(stream.next(), handles_listed).await {
+                    Either::Left((event, _)) => event,
+                    Either::Right(((), _)) => {
+                        unjudged = false;
+                        router.judge_stored(listing.store.store(), &suspects);
+                        continue;
+                    }
+                }
+            }
+            false => stream.next().await,
+        };
+        let Some(event) = event else {
+            break;
+        };
         router.health.observe(&watch_name, &event);
         match event {
             Ok(event @ (Event::Apply(_) | Event::InitApply(_))) => {
@@ -542,7 +588,9 @@ async fn follow<S>(
                 let (Event::Apply(object) | Event::InitApply(object)) = event else {
                     continue;
                 };
-                if let Some(suspect) = router.suspect(&object) {
+                if !router.handles.is_listed() {
+                    unjudged = true;
+                } else if let Some(suspect) = router.suspect(&object) {
                     suspects(suspect);
                 }
                 match (applied, listed_once) {

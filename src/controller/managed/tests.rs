@@ -37,7 +37,7 @@ fn fixture(handles: Vec<Value>, claims: Vec<Value>) -> Fixture {
                 pools: pools_tx,
             },
             kinds,
-            handles: handle_writer.as_reader(),
+            handles: ListedStore::listed(handle_writer.as_reader()),
             claims: claim_writer.as_reader(),
             domain,
             operator_namespace: "poolboy".into(),
@@ -334,6 +334,53 @@ fn a_relist_wakes_the_handles_of_objects_that_vanished_meanwhile() {
         .map(|r| r.name)
         .collect();
     assert_eq!(woken, ["guid-a", "guid-b", "guid-a", "guid-b"]);
+}
+
+#[test]
+fn resources_listed_before_the_handles_are_judged_once_the_handles_have_listed() {
+    let mut f = fixture(vec![], vec![]);
+    let handles = ListedStore::of(&reflector::store::Writer::new(
+        f.router.kinds.stored_handle.clone(),
+    ));
+    f.router.handles = handles.clone();
+    let a = named("a", &[("resource-handle-name", "guid-a")]);
+    let events: Vec<Result<Event<DynamicObject>, watcher::Error>> = vec![
+        Ok(Event::Init),
+        Ok(Event::InitApply(a)),
+        Ok(Event::InitDone),
+    ];
+    let writer = reflector::store::Writer::new(SharedType::new(configmaps()));
+    let listed = ListedStore::of(&writer);
+    // A watch's stream never ends.
+    let stream =
+        reflect_kept(futures::stream::iter(events), writer).chain(futures::stream::pending());
+    let suspects = std::cell::RefCell::new(Vec::new());
+    let mut following = std::pin::pin!(follow(
+        stream,
+        f.router,
+        |suspect: Suspect| suspects.borrow_mut().push(suspect.name),
+        key("v1", "ConfigMap", Some("managed")),
+        Listing {
+            store: listed,
+            first_list: FirstList::default(),
+        },
+    ));
+    assert!(following.as_mut().now_or_never().is_none());
+    assert!(
+        suspects.borrow().is_empty(),
+        "every handle would look missing"
+    );
+    assert!(
+        drain(&mut f.handle_wakes).is_empty(),
+        "the handles' list brings guid-a to its controller"
+    );
+    handles.mark_listed();
+    assert!(following.as_mut().now_or_never().is_none());
+    assert_eq!(
+        *suspects.borrow(),
+        ["a"],
+        "guid-a is not among the listed handles"
+    );
 }
 
 /// A handle bound to claim `mine` whose status references the ConfigMap `cm`.
