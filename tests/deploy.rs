@@ -415,6 +415,20 @@ async fn the_chart_runs_the_broker_in_a_pod_through_upgrade_restart_and_uninstal
         "my-config",
     ));
     apply(&example("pool-configmap.yaml", &domain, &ns, "my-config"));
+    // A claim created before the pool has made its handles gets a handle of its own.
+    eventually("the pool's two unbound handles", WAIT, || async {
+        let listed = handles.list(&ListParams::default()).await.expect("handles");
+        let spare = listed
+            .items
+            .iter()
+            .filter(|h| {
+                h.data["spec"]["resourcePool"]["name"] == "configmaps"
+                    && h.data["spec"]["resourceClaim"].is_null()
+            })
+            .count();
+        (spare >= 2).then_some(())
+    })
+    .await;
     apply(&example("claim-configmap.yaml", &domain, &ns, "claim-1"));
     let mut expected = BTreeMap::new();
     let handle_1 = bound(&claims, "claim-1").await;
