@@ -156,7 +156,7 @@ pub(crate) fn controller(
     let waiting = index.clone();
     let unrecorded = Arc::new(UnrecordedBinds::default());
     let awaiting = unrecorded.clone();
-    let (backlog, released) = Backlog::new(concurrency);
+    let (backlog, released) = Backlog::new(kinds.stored_claim.clone(), concurrency);
     // A wake from a parked bind's resources is what its record waits for.
     let backlog = backlog.hearing_news(move |claim| {
         awaiting.is_parked(claim.namespace.as_deref().unwrap_or_default(), &claim.name)
@@ -191,7 +191,7 @@ pub(crate) fn controller(
             .collect()
     };
     let store = claims.store().store().clone();
-    let own = backlog.objects(claims.into_stream(), kinds.stored_claim.clone());
+    let own = backlog.objects(claims.into_stream());
     let controller = Controller::for_stream_with(own, store, kinds.stored_claim.clone())
         .watches_stream_with(handle_events, wakes, kinds.handle.clone())
         .reconcile_on(released);

@@ -77,8 +77,8 @@ pub(crate) fn controller(
 ) -> HandleController {
     let listed = handles.store();
     let store = listed.store().clone();
-    let (backlog, released) = Backlog::new(concurrency);
-    let own = backlog.objects(handles.into_stream(), kinds.stored_handle.clone());
+    let (backlog, released) = Backlog::new(kinds.stored_handle.clone(), concurrency);
+    let own = backlog.objects(handles.into_stream());
     let controller =
         Controller::for_stream_with(own, store, kinds.stored_handle.clone()).reconcile_on(released);
     HandleController {
