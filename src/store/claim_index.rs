@@ -603,6 +603,8 @@ mod tests {
     #[test]
     fn a_relist_replaces_the_bindings_when_it_ends() {
         let index = index();
+        index.apply_handle_event(&Event::Init);
+        index.apply_handle_event(&Event::InitDone);
         index.apply_handle_event(&Event::Apply(handle("guid-a", Some("c"))));
         index.apply_handle_event(&Event::Init);
         index.apply_handle_event(&Event::InitApply(handle("guid-b", Some("c"))));
@@ -616,6 +618,8 @@ mod tests {
     #[test]
     fn the_free_handles_follow_the_handle_watch_and_a_relist_replaces_them() {
         let index = index();
+        index.apply_handle_event(&Event::Init);
+        index.apply_handle_event(&Event::InitDone);
         index.apply_handle_event(&Event::Apply(handle("guid-a", None)));
         index.apply_handle_event(&Event::Apply(handle("guid-b", None)));
         index.apply_handle_event(&Event::Apply(handle("guid-c", Some("c"))));

@@ -163,6 +163,8 @@ mod tests {
     #[test]
     fn only_handles_that_name_no_claim_are_kept() {
         let mut free = Free::default();
+        free.apply(&Event::Init);
+        free.apply(&Event::InitDone);
         free.apply(&Event::Apply(handle("a", None)));
         free.apply(&Event::Apply(handle("b", None)));
         free.apply(&Event::Apply(handle("c", Some("claim"))));
@@ -179,6 +181,25 @@ mod tests {
         assert_eq!(names(&free), ["d"], "a re-list counts once it is done");
         free.apply(&Event::InitDone);
         assert_eq!(names(&free), ["e"]);
+    }
+
+    /// The first list fills the index as it comes, and one begun again starts from empty.
+    #[test]
+    fn the_first_list_is_kept_as_it_comes() {
+        let mut free = Free::default();
+        free.apply(&Event::Init);
+        free.apply(&Event::InitApply(handle("a", None)));
+        free.apply(&Event::InitApply(handle("b", Some("claim"))));
+        assert_eq!(names(&free), ["a"], "kept before the list is done");
+        // The list failed half way: the watch lists again, without `a` (deleted meanwhile).
+        free.apply(&Event::Init);
+        free.apply(&Event::InitApply(handle("c", None)));
+        assert_eq!(names(&free), ["c"]);
+        free.apply(&Event::InitDone);
+        assert_eq!(names(&free), ["c"]);
+        free.apply(&Event::Init);
+        free.apply(&Event::InitApply(handle("d", None)));
+        assert_eq!(names(&free), ["c"], "a re-list counts once it is done");
     }
 
     /// A bind or a pool pass reads the view kept of a free handle's current version; any

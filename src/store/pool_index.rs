@@ -495,6 +495,8 @@ mod tests {
     #[test]
     fn a_relist_replaces_every_pool_once_it_is_done() {
         let mut members = Members::default();
+        members.apply(&Event::Init);
+        members.apply(&Event::InitDone);
         members.apply(&Event::Apply(handle("guid-gone", "p", Some("c1"), true)));
         members.apply(&Event::Init);
         members.apply(&Event::InitApply(handle("guid-new", "p", None, false)));
