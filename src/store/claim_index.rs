@@ -153,7 +153,11 @@ impl FollowedIndex<HandleObject> for Bindings {
             self.free.insert(handle);
             return;
         };
-        let handles = self.by_claim.entry(binding.claim.clone()).or_default();
+        // Room for the one handle nearly every claim has (a first push makes room for four).
+        let handles = self
+            .by_claim
+            .entry(binding.claim.clone())
+            .or_insert_with(|| Vec::with_capacity(1));
         if let Err(at) = handles.binary_search(&handle) {
             handles.insert(at, handle.clone());
         }
