@@ -220,14 +220,7 @@ pub(crate) trait FollowedIndex<K: Resource> {
 
     fn apply(&mut self, event: &watcher::Event<K>) {
         match event {
-            watcher::Event::Apply(object) => {
-                if let Some(key) = Self::key(object) {
-                    self.forget(&key);
-                    if let Some(entry) = Self::entry(object) {
-                        self.record(key, entry);
-                    }
-                }
-            }
+            watcher::Event::Apply(object) => self.replace(object),
             watcher::Event::Delete(object) => {
                 if let Some(key) = Self::key(object) {
                     self.forget(&key);
@@ -246,18 +239,14 @@ pub(crate) trait FollowedIndex<K: Resource> {
                     self.clear();
                 }
             }
-            watcher::Event::InitApply(object) => {
-                let (Some(key), Some(entry)) = (Self::key(object), Self::entry(object)) else {
-                    return;
-                };
-                match self.relisting().entries.as_mut() {
-                    Some(relisted) => relisted.push((key, entry)),
-                    None => {
-                        self.forget(&key);
-                        self.record(key, entry);
+            watcher::Event::InitApply(object) => match self.relisting().entries.as_mut() {
+                Some(relisted) => {
+                    if let (Some(key), Some(entry)) = (Self::key(object), Self::entry(object)) {
+                        relisted.push((key, entry));
                     }
                 }
-            }
+                None => self.replace(object),
+            },
             watcher::Event::InitDone => {
                 let relisting = self.relisting();
                 relisting.listed_once = true;
@@ -267,6 +256,16 @@ pub(crate) trait FollowedIndex<K: Resource> {
                         self.record(key, entry);
                     }
                 }
+            }
+        }
+    }
+
+    /// What the index had of `object` gives way to what it keeps of it now.
+    fn replace(&mut self, object: &K) {
+        if let Some(key) = Self::key(object) {
+            self.forget(&key);
+            if let Some(entry) = Self::entry(object) {
+                self.record(key, entry);
             }
         }
     }
