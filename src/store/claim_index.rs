@@ -6,6 +6,7 @@
 //! Taken notes and reservations stop concurrent reconciles of this process from racing for the
 //! same handle (docs/design.md, "store::claim_index").
 
+use std::collections::hash_map::Entry;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -64,7 +65,8 @@ impl Inner {
             watcher::Event::InitDone => {
                 let bindings = &self.bindings;
                 self.taken.retain(|name, _| {
-                    bindings.claim_of.contains_key(name) || bindings.free.contains(name)
+                    bindings.claim_of.contains_key(name.as_str())
+                        || bindings.free.contains(name.as_str())
                 });
             }
             _ => {}
@@ -100,38 +102,54 @@ impl Inner {
 /// changes or goes), which handles name none (what a bind ranks, without copying and filtering
 /// 100,000 bound handles for each bind), and how many handles of each pool the claims of each
 /// namespace hold (a pool's fair line, `claim::line`).
+///
+/// One entry per bound handle in each of two tables: a handle's name, its claim's key and its
+/// pool's name are each one shared string (`Arc<str>`), not a copy per table.
 #[derive(Debug, Default)]
 struct Bindings {
     /// The handles naming each claim, by name, sorted: nearly always one (a `BTreeSet` of one
     /// took a 280-byte node per claim).
-    by_claim: HashMap<ClaimKey, Vec<String>>,
-    claim_of: HashMap<String, Binding>,
-    free: HashSet<String>,
+    by_claim: HashMap<ClaimKey, Vec<Arc<str>>>,
+    claim_of: HashMap<Arc<str>, Binding>,
+    free: HashSet<Arc<str>>,
     /// Pool name → claim namespace → how many of the pool's handles, not being deleted, the
     /// claims of that namespace hold.
-    held: HashMap<String, BTreeMap<String, usize>>,
-    relisting: Relisting<String, Option<Binding>>,
+    held: HashMap<Arc<str>, BTreeMap<String, usize>>,
+    relisting: Relisting<Arc<str>, Option<Binding>>,
 }
 
-/// A claim's (namespace, name).
-type ClaimKey = (String, String);
+/// A claim's namespace and name, as one `namespace/name` string (a namespace has no `/`).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct ClaimKey(Arc<str>);
+
+impl ClaimKey {
+    fn new(namespace: &str, name: &str) -> Self {
+        Self(format!("{namespace}/{name}").into())
+    }
+
+    fn namespace(&self) -> &str {
+        self.0
+            .split_once('/')
+            .map_or("", |(namespace, _)| namespace)
+    }
+}
 
 /// The claim a handle names, and the pool it counts for in [`Bindings::held`].
 #[derive(Debug)]
 struct Binding {
     claim: ClaimKey,
     /// The handle's pool, when it is not being deleted.
-    held_in: Option<String>,
+    held_in: Option<Arc<str>>,
 }
 
 impl FollowedIndex<HandleObject> for Bindings {
     /// The handle's name.
-    type Key = String;
+    type Key = Arc<str>;
     /// The claim the handle names, if any.
     type Entry = Option<Binding>;
 
-    fn key(handle: &HandleObject) -> Option<String> {
-        handle.metadata.name.clone()
+    fn key(handle: &HandleObject) -> Option<Arc<str>> {
+        handle.metadata.name.as_deref().map(Arc::from)
     }
 
     fn entry(handle: &HandleObject) -> Option<Option<Binding>> {
@@ -141,29 +159,42 @@ impl FollowedIndex<HandleObject> for Bindings {
             .resource_pool
             .as_ref()
             .filter(|_| handle.metadata.deletion_timestamp.is_none())
-            .map(|pool| pool.name.clone());
+            .map(|pool| Arc::from(pool.name.as_str()));
         Some(claim.map(|claim| Binding {
-            claim: (claim.namespace.clone(), claim.name.clone()),
+            claim: ClaimKey::new(&claim.namespace, &claim.name),
             held_in,
         }))
     }
 
-    fn record(&mut self, handle: String, binding: Option<Binding>) {
-        let Some(binding) = binding else {
+    fn record(&mut self, handle: Arc<str>, binding: Option<Binding>) {
+        let Some(mut binding) = binding else {
             self.free.insert(handle);
             return;
         };
-        // Room for the one handle nearly every claim has (a first push makes room for four).
-        let handles = self
-            .by_claim
-            .entry(binding.claim.clone())
-            .or_insert_with(|| Vec::with_capacity(1));
+        let handles = match self.by_claim.entry(binding.claim.clone()) {
+            Entry::Occupied(entry) => {
+                binding.claim = entry.key().clone();
+                entry.into_mut()
+            }
+            // Room for the one handle nearly every claim has (a first push makes room for four).
+            Entry::Vacant(entry) => entry.insert(Vec::with_capacity(1)),
+        };
         if let Err(at) = handles.binary_search(&handle) {
             handles.insert(at, handle.clone());
         }
-        if let Some(pool) = &binding.held_in {
+        if let Some(pool) = &mut binding.held_in {
+            // The pool's name as `held` has it already, rather than one more copy.
+            if let Some((known, _)) = self.held.get_key_value(pool) {
+                *pool = known.clone();
+            }
             let held = self.held.entry(pool.clone()).or_default();
-            *held.entry(binding.claim.0.clone()).or_insert(0) += 1;
+            let namespace = binding.claim.namespace();
+            match held.get_mut(namespace) {
+                Some(count) => *count += 1,
+                None => {
+                    held.insert(namespace.to_owned(), 1);
+                }
+            }
         }
         self.claim_of.insert(handle, binding);
     }
@@ -175,11 +206,11 @@ impl FollowedIndex<HandleObject> for Bindings {
         self.held.clear();
     }
 
-    fn relisting(&mut self) -> &mut Relisting<String, Option<Binding>> {
+    fn relisting(&mut self) -> &mut Relisting<Arc<str>, Option<Binding>> {
         &mut self.relisting
     }
 
-    fn forget(&mut self, handle: &String) {
+    fn forget(&mut self, handle: &Arc<str>) {
         self.free.remove(handle);
         let Some(Binding { claim, held_in }) = self.claim_of.remove(handle) else {
             return;
@@ -193,10 +224,10 @@ impl FollowedIndex<HandleObject> for Bindings {
         if let Some(pool) = held_in
             && let Some(held) = self.held.get_mut(&pool)
         {
-            if let Some(count) = held.get_mut(&claim.0) {
+            if let Some(count) = held.get_mut(claim.namespace()) {
                 *count -= 1;
                 if *count == 0 {
-                    held.remove(&claim.0);
+                    held.remove(claim.namespace());
                 }
             }
             if held.is_empty() {
@@ -283,8 +314,8 @@ impl ClaimIndex {
         self.lock()
             .bindings
             .by_claim
-            .get(&(namespace.to_owned(), name.to_owned()))
-            .cloned()
+            .get(&ClaimKey::new(namespace, name))
+            .map(|handles| handles.iter().map(|handle| handle.to_string()).collect())
             .unwrap_or_default()
     }
 
@@ -435,7 +466,13 @@ mod tests {
         }
 
         fn free_names(&self) -> Vec<String> {
-            let mut names: Vec<String> = self.lock().bindings.free.iter().cloned().collect();
+            let mut names: Vec<String> = self
+                .lock()
+                .bindings
+                .free
+                .iter()
+                .map(|n| n.to_string())
+                .collect();
             names.sort();
             names
         }
@@ -602,6 +639,39 @@ mod tests {
         assert!(held("lab").is_empty());
         assert!(held("db").is_empty());
         assert!(index.lock().bindings.held.is_empty(), "nothing left behind");
+    }
+
+    #[test]
+    fn a_bound_handle_keeps_one_copy_of_its_names_across_the_tables() {
+        let index = index();
+        for (name, claim) in [("guid-a", "c"), ("guid-b", "c"), ("guid-c", "d")] {
+            let mut handle = handle(name, Some(claim));
+            handle.spec.resource_pool = Some(crate::api::refs::ObjectRef {
+                api_version: "poolboy.gpte.redhat.com/v1".into(),
+                kind: "ResourcePool".into(),
+                name: "lab".into(),
+                namespace: "poolboy".into(),
+            });
+            index.apply_handle_event(&Event::Apply(handle));
+        }
+        let inner = index.lock();
+        let bindings = &inner.bindings;
+        let (pool, _) = bindings.held.get_key_value("lab").expect("held");
+        for (handle, binding) in &bindings.claim_of {
+            let (claim, handles) = bindings
+                .by_claim
+                .get_key_value(&binding.claim)
+                .expect("its claim");
+            assert!(
+                Arc::ptr_eq(&claim.0, &binding.claim.0),
+                "{handle}: one claim key"
+            );
+            let listed = handles.iter().find(|h| *h == handle).expect("listed");
+            assert!(Arc::ptr_eq(listed, handle), "{handle}: one name");
+            let held_in = binding.held_in.as_ref().expect("in a pool");
+            assert!(Arc::ptr_eq(held_in, pool), "{handle}: one pool name");
+        }
+        assert_eq!(bindings.claim_of.len(), 3);
     }
 
     #[test]
