@@ -19,7 +19,7 @@ use futures::{Stream, StreamExt, TryStreamExt};
 use kube::Resource;
 use kube::api::{Api, DynamicObject};
 use kube::runtime::WatchStreamExt;
-use kube::runtime::reflector::{self, Store};
+use kube::runtime::reflector::{self, Lookup, Store};
 use kube::runtime::watcher::{self, watcher};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -29,7 +29,7 @@ use tokio::sync::watch;
 use crate::api::kinds::SharedType;
 use crate::api::kinds::{ClaimObject, HandleObject};
 use crate::core::json::compact::{compact, compact_map};
-use crate::store::packed::{Identified, Packed, Packer};
+use crate::store::packed::{Identified, Names, Packed, Packer};
 use crate::store::relist::RelistGate;
 
 /// How long the API server keeps one watch request open (kube-runtime's default is 290 s).
@@ -47,7 +47,7 @@ pub(crate) fn watch_config() -> watcher::Config {
 
 /// A store and whether its watch has listed once. Cheap to clone.
 #[derive(Clone)]
-pub(crate) struct ListedStore<K: Resource + 'static>
+pub(crate) struct ListedStore<K: Lookup + 'static>
 where
     K::DynamicType: Eq + Hash + Clone,
 {
@@ -55,7 +55,7 @@ where
     listed: Arc<watch::Sender<bool>>,
 }
 
-impl<K: Resource + Clone + 'static> ListedStore<K>
+impl<K: Lookup + Clone + 'static> ListedStore<K>
 where
     K::DynamicType: Eq + Hash + Clone,
 {
@@ -517,7 +517,7 @@ where
 
 /// The objects a re-list does not bring back: deleted while the watch was away (its request
 /// ended and the API server no longer had its place), they have no delete event of their own.
-struct Vanished<S: Resource + 'static>
+struct Vanished<S: Lookup + 'static>
 where
     S::DynamicType: Eq + Hash + Clone,
 {
@@ -528,7 +528,7 @@ where
 
 impl<S> Vanished<S>
 where
-    S: Resource + Identified + Clone + 'static,
+    S: Lookup + Identified + Clone + 'static,
     S::DynamicType: Eq + Hash + Clone,
 {
     fn new(store: Store<S>) -> Self {
@@ -547,16 +547,15 @@ where
             // Nothing can vanish from an empty store: the first list is not followed.
             Event::Init => self.relisted = (!self.store.is_empty()).then(HashSet::new),
             Event::InitApply(object) => {
-                if let (Some(relisted), Some(uid)) = (self.relisted.as_mut(), object.uid()) {
+                let uid = Identified::uid(object);
+                if let (Some(relisted), Some(uid)) = (self.relisted.as_mut(), uid) {
                     relisted.insert(uid.into_owned());
                 }
             }
             Event::InitDone => {
                 if let Some(relisted) = self.relisted.take() {
                     return self.store.state_filter(|object| {
-                        object
-                            .uid()
-                            .is_some_and(|uid| !relisted.contains(uid.as_ref()))
+                        Identified::uid(object).is_some_and(|uid| !relisted.contains(uid.as_ref()))
                     });
                 }
             }
@@ -568,7 +567,7 @@ where
 
 /// An object the store kept packed, to tell it was deleted; `None` (logged) when it does not
 /// unpack: the broker packed it itself, so only a bug gets there.
-fn unpacked<K: DeserializeOwned>(packed: &Packed<K>) -> Option<K> {
+fn unpacked<K: DeserializeOwned, H>(packed: &Packed<K, H>) -> Option<K> {
     match packed.unpack() {
         Ok(object) => Some(object),
         Err(error) => {
@@ -593,13 +592,13 @@ fn kept_event<K, S>(
     }
 }
 
-/// Each of `events`, once `writer`'s store has it packed: a watch
+/// Each of `events`, once `writer`'s store has it packed with its [`Names`] alone: a watch
 /// that its follower reads whole (events, deletions, re-lists) while its store keeps objects
-/// packed. A re-list's end is followed by a delete event of each object it did not bring
+/// packed, and drives no controller. A re-list's end is followed by a delete event of each object it did not bring
 /// back ([`Vanished`]), once the store no longer shows it.
 pub(crate) fn reflect_kept<K: Stored + DeserializeOwned>(
     events: impl Stream<Item = Result<watcher::Event<K>, watcher::Error>>,
-    mut writer: reflector::store::Writer<Packed<K>>,
+    mut writer: reflector::store::Writer<Packed<K, Names>>,
 ) -> impl Stream<Item = Result<watcher::Event<K>, watcher::Error>>
 where
     K::DynamicType: Eq + Hash + Clone,

@@ -36,8 +36,7 @@ use crate::api::refs::ResourceReference;
 use crate::api::watch::ResourceWatchSpec;
 use crate::core::handle::definition::status_references;
 use crate::core::naming::resource_watch_name;
-use crate::store::packed::Packed;
-use crate::store::packed::{Identified, StoredClaim, StoredHandle};
+use crate::store::packed::{Identified, StoredClaim, StoredHandle, StoredResource};
 use crate::store::shared_watch::{ListedStore, Stored, reflect_kept, without_managed_fields};
 
 /// The kind `api_version`/`kind` as the API server serves it, discovered once per process.
@@ -410,7 +409,7 @@ impl Router {
     }
 
     /// Judges every object of `store` as [`Router::suspect`] does.
-    fn judge_stored(&self, store: &Store<Packed<DynamicObject>>, suspects: &impl Fn(Suspect)) {
+    fn judge_stored(&self, store: &Store<StoredResource>, suspects: &impl Fn(Suspect)) {
         for stored in store.state() {
             let Ok(object) = stored.unpack() else {
                 continue;
@@ -538,7 +537,7 @@ enum Claims {
 
 /// A watch's store, and the mark of its first list that readers share.
 struct Listing {
-    store: ListedStore<Packed<DynamicObject>>,
+    store: ListedStore<StoredResource>,
     first_list: FirstList,
 }
 

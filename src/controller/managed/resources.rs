@@ -6,14 +6,13 @@ use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
-use kube::api::DynamicObject;
 use kube::core::ApiResource;
 use kube::runtime::reflector::ObjectRef;
 use tokio::task::JoinHandle;
 
 use crate::api::kinds::SharedType;
 use crate::api::refs::ResourceReference;
-use crate::store::packed::Packed;
+use crate::store::packed::StoredResource;
 use crate::store::shared_watch::ListedStore;
 
 /// What one watch covers: a kind in one namespace, or cluster-wide for cluster-scoped kinds
@@ -40,7 +39,7 @@ impl WatchKey {
 pub(crate) struct Watch {
     /// Its kind, as its store's keys hold it.
     pub(crate) resource: SharedType<ApiResource>,
-    pub(crate) store: ListedStore<Packed<DynamicObject>>,
+    pub(crate) store: ListedStore<StoredResource>,
     /// Whether a reader went without the first list: once one gave up waiting, later
     /// readers do not wait.
     pub(crate) first_list: FirstList,
@@ -139,7 +138,7 @@ impl ManagedResources {
     pub(crate) fn state(&self, reference: &ResourceReference) -> Option<serde_json::Value> {
         let watch = self.watch(&WatchKey::of(reference))?;
         let mut object_ref =
-            ObjectRef::<Packed<DynamicObject>>::new_with(&reference.name, watch.resource.clone());
+            ObjectRef::<StoredResource>::new_with(&reference.name, watch.resource.clone());
         if let Some(namespace) = &reference.namespace {
             object_ref = object_ref.within(namespace);
         }
@@ -214,7 +213,7 @@ fn typed_state(mut state: serde_json::Value, resource: &ApiResource) -> serde_js
 
 #[cfg(test)]
 mod tests {
-    use kube::api::GroupVersionKind;
+    use kube::api::{DynamicObject, GroupVersionKind};
     use serde_json::json;
 
     use super::*;

@@ -1,4 +1,5 @@
 use super::*;
+use crate::store::packed::StoredResource;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::ResourceExt;
 use kube::api::ObjectMeta;
@@ -292,7 +293,7 @@ async fn a_watch_reflected_packed_hands_on_each_event_after_the_store_has_it() {
         object
     };
     let kept = SharedType::new(resource.clone());
-    let writer = reflector::store::Writer::<Packed<DynamicObject>>::new(kept.clone());
+    let writer = reflector::store::Writer::<StoredResource>::new(kept.clone());
     let store = writer.as_reader();
     let stored = |name: &str| {
         let key = reflector::ObjectRef::new_with(name, kept.clone()).within("ns");
