@@ -154,7 +154,10 @@ pub fn screen_list(body: &str, decode: Option<TypedDecode>, names: bool) -> Opti
         .and_then(|m| m.continue_)
         .is_some_and(|c| !c.is_empty());
     let mut seen = Vec::new();
-    let mut kept = Vec::with_capacity(items.len());
+    // The kept items are written as they are screened into the one array the body gets: a
+    // page is megabytes, and each copy of it held at once adds to a start's peak memory.
+    let mut kept = String::with_capacity(items.iter().map(|item| item.get().len() + 1).sum());
+    kept.push('[');
     let mut rewritten = false;
     for item in items {
         let item = match without_managed_fields(item.get()) {
@@ -169,7 +172,10 @@ pub fn screen_list(body: &str, decode: Option<TypedDecode>, names: bool) -> Opti
                 if names {
                     seen.push(Seen::Decodable(Head::of(&item).name()));
                 }
-                kept.push(item);
+                if kept.len() > 1 {
+                    kept.push(',');
+                }
+                kept.push_str(&item);
             }
             Some(problem) => {
                 rewritten = true;
@@ -178,7 +184,8 @@ pub fn screen_list(body: &str, decode: Option<TypedDecode>, names: bool) -> Opti
             }
         }
     }
-    let body = rewritten.then(|| members.write_with("items", &format!("[{}]", kept.join(","))));
+    kept.push(']');
+    let body = rewritten.then(|| members.write_with("items", &kept));
     Some(ListScreen { body, seen, paged })
 }
 
@@ -485,7 +492,15 @@ impl<'a> Members<'a> {
     where
         'a: 's,
     {
-        let mut out = String::from("{");
+        // Room for every member as it came (a list's items are megabytes: growing by doubling
+        // would copy them, both copies held at once).
+        let room: usize = self
+            .0
+            .iter()
+            .map(|(k, v)| k.len() + v.get().len() + 4)
+            .sum();
+        let mut out = String::with_capacity(room + 2);
+        out.push('{');
         for (key, value) in &self.0 {
             let Some(value) = member(key, value.get()) else {
                 continue;
