@@ -233,7 +233,8 @@ impl Head for ObjectMeta {
 
 /// An object's name and namespace alone: what a store no controller is driven by keys its
 /// objects with. An `ObjectMeta` is about 340 bytes of `Option`s however little is set, most
-/// of a packed object (a managed resource, one per handle: 33 MiB at 100,000 claims).
+/// of a packed object: in a heap profile over 20,000 claims, a managed resource (one per
+/// handle) took 440 bytes with one and 112 with its names alone.
 #[derive(Clone, Debug)]
 pub(crate) struct Names {
     name: Option<Box<str>>,
