@@ -171,23 +171,15 @@ impl FollowedIndex<HandleObject> for Bindings {
             self.free.insert(handle);
             return;
         };
-        let handles = match self.by_claim.entry(binding.claim.clone()) {
-            Entry::Occupied(entry) => {
-                binding.claim = entry.key().clone();
-                entry.into_mut()
-            }
-            // Room for the one handle nearly every claim has (a first push makes room for four).
-            Entry::Vacant(entry) => entry.insert(Vec::with_capacity(1)),
-        };
+        // Room for the one handle nearly every claim has (a first push makes room for four).
+        let handles = entry_sharing_key(&mut self.by_claim, &mut binding.claim, || {
+            Vec::with_capacity(1)
+        });
         if let Err(at) = handles.binary_search(&handle) {
             handles.insert(at, handle.clone());
         }
         if let Some(pool) = &mut binding.held_in {
-            // The pool's name as `held` has it already, rather than one more copy.
-            if let Some((known, _)) = self.held.get_key_value(pool) {
-                *pool = known.clone();
-            }
-            let held = self.held.entry(pool.clone()).or_default();
+            let held = entry_sharing_key(&mut self.held, pool, BTreeMap::new);
             let namespace = binding.claim.namespace();
             match held.get_mut(namespace) {
                 Some(count) => *count += 1,
@@ -234,6 +226,22 @@ impl FollowedIndex<HandleObject> for Bindings {
                 self.held.remove(&pool);
             }
         }
+    }
+}
+
+/// The value of `map` under `key`, made with `new` when there is none; `key` becomes the one
+/// the map holds, so both share one allocation.
+fn entry_sharing_key<'m, K: Clone + Eq + std::hash::Hash, V>(
+    map: &'m mut HashMap<K, V>,
+    key: &mut K,
+    new: impl FnOnce() -> V,
+) -> &'m mut V {
+    match map.entry(key.clone()) {
+        Entry::Occupied(entry) => {
+            *key = entry.key().clone();
+            entry.into_mut()
+        }
+        Entry::Vacant(entry) => entry.insert(new()),
     }
 }
 

@@ -594,8 +594,8 @@ fn kept_event<K, S>(
 
 /// Each of `events`, once `writer`'s store has it packed with its [`Names`] alone: a watch
 /// that its follower reads whole (events, deletions, re-lists) while its store keeps objects
-/// packed, and drives no controller. A re-list's end is followed by a delete event of each object it did not bring
-/// back ([`Vanished`]), once the store no longer shows it.
+/// packed, and drives no controller. A re-list's end is followed by a delete event of each
+/// object it did not bring back ([`Vanished`]), once the store no longer shows it.
 pub(crate) fn reflect_kept<K: Stored + DeserializeOwned>(
     events: impl Stream<Item = Result<watcher::Event<K>, watcher::Error>>,
     mut writer: reflector::store::Writer<Packed<K, Names>>,
