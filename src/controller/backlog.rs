@@ -3,9 +3,10 @@
 //! Every trigger of a controller passes through its [`Backlog`]: an object is let into the
 //! scheduler while fewer than a few per worker are there or running ([`Backlog::admit`]); the
 //! rest wait here, once each and in arrival order, and are let in as reconciles finish
-//! ([`Backlog::finished`]). Listed objects that look settled ([`Applied::routine`]) wait in a
-//! second line, one let in after every [`FIRST_PER_ROUTINE`] from the first. Why kube-runtime's
-//! scheduler needs this, and the two lines: docs/design.md, "controller::backlog".
+//! ([`Backlog::finished`]). Triggers from other watches, and the objects a list brought that
+//! look settled ([`Applied::Listed`]), wait in a second line, one let in after every
+//! [`FIRST_PER_ROUTINE`] from the first. Why kube-runtime's scheduler needs this, and the two
+//! lines: docs/design.md, "controller::backlog".
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -59,10 +60,7 @@ impl<K: Resource> Clone for Backlog<K> {
 
 /// An object as the backlog keeps it: its namespace and name (what the scheduler tells objects
 /// apart by) as `namespace/name`, or `name` when it has no namespace (neither holds a `/`), in
-/// one allocation that a line and the table of where it waits share. A start puts every
-/// listed claim and handle in a line at once: kept as an `ObjectRef` in its line and two
-/// strings in the table, a waiting object would take about 300 bytes, at 100,000 claims most
-/// of what a start holds above what the broker keeps.
+/// one allocation that a line and the table of where it waits share.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 struct Key(Arc<str>);
 
@@ -78,14 +76,111 @@ impl Key {
         Self::new(object.namespace.as_deref(), &object.name)
     }
 
+    /// The object's namespace and name.
+    fn names(&self) -> Names<'_> {
+        match self.0.split_once('/') {
+            Some((namespace, name)) => (Some(namespace), name),
+            None => (None, &self.0),
+        }
+    }
+
     /// The object again, as a reference of `kind`.
     fn object<K: Resource>(&self, kind: &K::DynamicType) -> ObjectRef<K>
     where
         K::DynamicType: Clone,
     {
-        match self.0.split_once('/') {
-            Some((namespace, name)) => ObjectRef::new_with(name, kind.clone()).within(namespace),
-            None => ObjectRef::new_with(&self.0, kind.clone()),
+        match self.names() {
+            (Some(namespace), name) => ObjectRef::new_with(name, kind.clone()).within(namespace),
+            (None, name) => ObjectRef::new_with(name, kind.clone()),
+        }
+    }
+}
+
+/// An object's namespace and name, in the order the listed line is sorted by.
+type Names<'a> = (Option<&'a str>, &'a str);
+
+fn names_of<K: Resource>(object: &K) -> Names<'_> {
+    let meta = object.meta();
+    (
+        meta.namespace.as_deref(),
+        meta.name.as_deref().unwrap_or_default(),
+    )
+}
+
+/// The objects a list brought that wait in the routine line ([`Applied::Listed`]): the
+/// store's own, sorted by namespace and name, which is also the order they are let in. Kept
+/// as a pointer each (not a [`Key`] in a line and a table, about 120 bytes): a start puts
+/// every listed claim and handle here, at 100,000 claims the largest part of what a start
+/// holds above what the broker keeps.
+struct ListedLine<K> {
+    objects: Vec<Arc<K>>,
+    /// Let in, moved to the first line, or waiting elsewhere already, by index in `objects`.
+    gone: Vec<bool>,
+    /// Where the next one to let in is looked for from.
+    next: usize,
+    /// How many still wait.
+    left: usize,
+}
+
+impl<K: Resource> ListedLine<K> {
+    fn new(mut objects: Vec<Arc<K>>) -> Self {
+        objects.sort_unstable_by(|a, b| names_of(&**a).cmp(&names_of(&**b)));
+        let left = objects.len();
+        Self {
+            gone: vec![false; left],
+            objects,
+            next: 0,
+            left,
+        }
+    }
+
+    fn empty() -> Self {
+        Self::new(Vec::new())
+    }
+
+    /// Where the object named `names` waits here, if it does.
+    fn position(&self, names: Names<'_>) -> Option<usize> {
+        if self.left == 0 {
+            return None;
+        }
+        let index = self
+            .objects
+            .binary_search_by(|object| names_of(&**object).cmp(&names))
+            .ok()?;
+        (!self.gone[index]).then_some(index)
+    }
+
+    /// Takes the object named `names` out of the line, if it waits here.
+    fn take(&mut self, names: Names<'_>) {
+        if let Some(index) = self.position(names) {
+            self.gone[index] = true;
+            self.left -= 1;
+            self.forget_if_drained();
+        }
+    }
+
+    /// The next object to let in, as a key.
+    fn pop(&mut self) -> Option<Key> {
+        while self.left > 0 {
+            let index = self.next;
+            self.next += 1;
+            if !self.gone[index] {
+                self.gone[index] = true;
+                let (namespace, name) = names_of(&*self.objects[index]);
+                let key = Key::new(namespace, name);
+                self.left -= 1;
+                self.forget_if_drained();
+                return Some(key);
+            }
+        }
+        None
+    }
+
+    /// Drops the objects once none waits: the store's own, they would keep the versions they
+    /// were alive.
+    fn forget_if_drained(&mut self) {
+        if self.left == 0 {
+            *self = Self::empty();
         }
     }
 }
@@ -110,6 +205,8 @@ struct State<K: Resource> {
     first: VecDeque<Key>,
     routine: VecDeque<Key>,
     waiting: HashMap<Key, Line>,
+    /// The last list's objects, in the routine line behind its triggers (`routine`).
+    listed: ListedLine<K>,
     /// Let in from the first line since the last one from the routine line.
     first_run: usize,
 }
@@ -158,22 +255,33 @@ where
         objects: impl Stream<Item = Result<Applied<K>, E>> + Send + 'static,
     ) -> impl Stream<Item = Result<K, E>> + Send + 'static
     where
-        K: Identified + Send + 'static,
+        K: Identified + Send + Sync + 'static,
         K::DynamicType: Send + Sync,
         E: Send + 'static,
     {
         let backlog = self.clone();
         let kind = self.lock().kind.clone();
-        let objects = echoes::without_echoes(objects, |applied| &applied.object);
+        let objects = echoes::without_echoes(objects, Applied::object);
         objects.try_filter_map(move |applied| {
-            let line = match applied.routine {
-                true => Line::Routine,
-                false => Line::First,
+            let admitted = match applied {
+                Applied::Object(object) => {
+                    let reference = ObjectRef::from_obj_with(&object, kind.clone());
+                    backlog.admit_in(&reference, Line::First).then_some(object)
+                }
+                Applied::Listed(objects) => {
+                    backlog.listed(objects);
+                    None
+                }
             };
-            let object = ObjectRef::from_obj_with(&applied.object, kind.clone());
-            let admitted = backlog.admit_in(&object, line);
-            future::ready(Ok(admitted.then_some(applied.object)))
+            future::ready(Ok(admitted))
         })
+    }
+
+    /// A list is done and its store holds `objects`: those not in the scheduler or waiting
+    /// already wait in the routine line.
+    fn listed(&self, objects: Vec<Arc<K>>) {
+        let released = self.lock().listed(objects, Instant::now());
+        self.send(released);
     }
 
     /// `triggers` (a controller's `reconcile_on`) without those that wait here.
@@ -182,7 +290,7 @@ where
         triggers: impl Stream<Item = ObjectRef<K>> + Send + 'static,
     ) -> impl Stream<Item = ObjectRef<K>> + Send + 'static
     where
-        K: Send + 'static,
+        K: Send + Sync + 'static,
         K::DynamicType: Send + Sync,
     {
         let backlog = self.clone();
@@ -265,6 +373,7 @@ where
             first: VecDeque::new(),
             routine: VecDeque::new(),
             waiting: HashMap::new(),
+            listed: ListedLine::empty(),
             first_run: 0,
         }
     }
@@ -290,18 +399,25 @@ where
         }
         let ahead = match line {
             Line::First => self.first.is_empty(),
-            Line::Routine => self.first.is_empty() && self.routine.is_empty(),
+            Line::Routine => {
+                self.first.is_empty() && self.routine.is_empty() && self.listed.left == 0
+            }
         };
-        if self.admitted.len() < self.limit && ahead && !self.waiting.contains_key(&key) {
+        let waits = self.waiting.get(&key).copied().or_else(|| {
+            let listed = self.listed.position(key.names()).is_some();
+            listed.then_some(Line::Routine)
+        });
+        if self.admitted.len() < self.limit && ahead && waits.is_none() {
             self.admitted.insert(key, now);
             return (true, released);
         }
-        match (self.waiting.get(&key).copied(), line) {
+        match (waits, line) {
             (None, _) => {
                 self.queue(line).push_back(key.clone());
                 self.waiting.insert(key, line);
             }
             (Some(Line::Routine), Line::First) => {
+                self.listed.take(key.names());
                 self.first.push_back(key.clone());
                 self.waiting.insert(key, Line::First);
             }
@@ -310,10 +426,36 @@ where
         (false, released)
     }
 
+    /// A list brought `objects`: those neither in the scheduler nor waiting already wait in
+    /// the routine line, in place of what waited there from an earlier list (each of which
+    /// is in this one, or deleted); what now fits is let in.
+    fn listed(&mut self, objects: Vec<Arc<K>>, now: Instant) -> Vec<ObjectRef<K>> {
+        let mut line = ListedLine::new(objects);
+        for key in self.admitted.keys().chain(self.waiting.keys()) {
+            line.take(key.names());
+        }
+        self.listed = line;
+        self.fill(now)
+    }
+
     fn queue(&mut self, line: Line) -> &mut VecDeque<Key> {
         match line {
             Line::First => &mut self.first,
             Line::Routine => &mut self.routine,
+        }
+    }
+
+    /// The next object waiting in `line`: in the routine line, its triggers before the
+    /// listed objects. One moved to the first line is let in from there, and skipped here.
+    fn pop(&mut self, line: Line) -> Option<(Key, Line)> {
+        while let Some(key) = self.queue(line).pop_front() {
+            if self.waiting.get(&key) == Some(&line) {
+                return Some((key, line));
+            }
+        }
+        match line {
+            Line::First => None,
+            Line::Routine => self.listed.pop().map(|key| (key, line)),
         }
     }
 
@@ -328,20 +470,13 @@ where
     fn fill(&mut self, now: Instant) -> Vec<ObjectRef<K>> {
         let mut released = Vec::new();
         while self.admitted.len() < self.limit {
-            let pop = |line: &mut VecDeque<Key>, which| line.pop_front().map(|key| (key, which));
             let next = match self.first_run >= FIRST_PER_ROUTINE {
-                true => pop(&mut self.routine, Line::Routine)
-                    .or_else(|| pop(&mut self.first, Line::First)),
-                false => pop(&mut self.first, Line::First)
-                    .or_else(|| pop(&mut self.routine, Line::Routine)),
+                true => self.pop(Line::Routine).or_else(|| self.pop(Line::First)),
+                false => self.pop(Line::First).or_else(|| self.pop(Line::Routine)),
             };
             let Some((key, line)) = next else {
                 break;
             };
-            // Moved to the first line: let in from there.
-            if self.waiting.get(&key) != Some(&line) {
-                continue;
-            }
             self.first_run = match line {
                 Line::First => self.first_run + 1,
                 Line::Routine => 0,
@@ -471,6 +606,72 @@ mod tests {
             "each once"
         );
         assert!(backlog.waiting.is_empty());
+    }
+
+    /// What the store of a list holds: `names`, in namespace `ns`.
+    fn store_of(names: &[&str]) -> Vec<Arc<ConfigMap>> {
+        let stored = |name: &str| {
+            let mut object = ConfigMap::default();
+            object.metadata.name = Some(name.to_owned());
+            object.metadata.namespace = Some("ns".to_owned());
+            Arc::new(object)
+        };
+        names.iter().map(|name| stored(name)).collect()
+    }
+
+    /// A list's settled objects wait in the routine line, once each, in name order and
+    /// behind the first line: not those let in or waiting already. One that changes moves
+    /// up; a routine trigger for one is the same wait.
+    #[test]
+    fn a_lists_objects_wait_in_the_routine_line_once_each() {
+        let now = Instant::now();
+        let mut backlog = State::new((), 1);
+        assert!(routine(&mut backlog, "running", now));
+        assert!(!backlog.admit(&object("unbound"), Line::First, now).0);
+        assert!(!routine(&mut backlog, "triggered", now));
+        let store = store_of(&["d", "b", "running", "a", "unbound", "triggered", "c"]);
+        assert!(backlog.listed(store, now).is_empty(), "no room");
+        assert_eq!(backlog.listed.left, 4, "a b c d");
+
+        assert!(!routine(&mut backlog, "b", now), "waits already");
+        assert!(!backlog.admit(&object("c"), Line::First, now).0, "changed");
+        assert_eq!(backlog.listed.left, 3);
+        assert_eq!(
+            drain(&mut backlog, "running", now),
+            ["unbound", "c", "triggered", "a", "b", "d"],
+            "the first line, then the routine triggers, then the list"
+        );
+        assert!(
+            backlog.listed.objects.is_empty(),
+            "drained, it holds nothing"
+        );
+    }
+
+    /// A re-list's line takes the place of what waited from the one before: each of those
+    /// objects is in it, or deleted.
+    #[test]
+    fn a_relist_replaces_the_listed_line() {
+        let now = Instant::now();
+        let mut backlog = State::new((), 1);
+        assert!(routine(&mut backlog, "running", now));
+        backlog.listed(store_of(&["a", "b", "gone"]), now);
+        backlog.listed(store_of(&["a", "b", "new"]), now);
+        assert_eq!(drain(&mut backlog, "running", now), ["a", "b", "new"]);
+    }
+
+    /// With room, a list's objects are let in at once.
+    #[test]
+    fn a_list_is_let_in_as_far_as_there_is_room() {
+        let now = Instant::now();
+        let mut backlog = State::new((), 2);
+        let released = backlog.listed(store_of(&["b", "a", "c", "d"]), now);
+        assert_eq!(names(&released), ["a", "b"]);
+        assert_eq!(names(&backlog.finish(Some("ns"), "a", now)), ["c"]);
+        // Let in and finished, it no longer waits: a trigger for it waits on its own, and
+        // goes before the list.
+        assert!(!routine(&mut backlog, "a", now));
+        assert_eq!(backlog.waiting.len(), 1);
+        assert_eq!(drain(&mut backlog, "b", now), ["a", "d"]);
     }
 
     /// New claims arriving without end still let the routine line (the status updates that

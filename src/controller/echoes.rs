@@ -144,13 +144,13 @@ impl Drop for Writing {
     }
 }
 
-/// `items` (a controller's own watch events, each with its `object`) without the echoes.
+/// `items` (a controller's own watch events, most with an `object`) without the echoes.
 /// An event of an object with a write in flight waits for that write's answer; the others
 /// go on meanwhile (an event only names the object to reconcile, which is read from the
 /// store: their order does not matter).
 pub(crate) fn without_echoes<T, E, O>(
     items: impl Stream<Item = Result<T, E>> + Send + 'static,
-    object: fn(&T) -> &O,
+    object: fn(&T) -> Option<&O>,
 ) -> impl Stream<Item = Result<T, E>> + Send + 'static
 where
     T: Send + 'static,
@@ -159,7 +159,7 @@ where
 {
     items
         .map(move |item| {
-            let id = item.as_ref().ok().and_then(|item| id_of(object(item)));
+            let id = item.as_ref().ok().and_then(object).and_then(id_of);
             async move {
                 let echo = match id {
                     Some((uid, version)) => is_echo(uid.clone(), version, uid).await,

@@ -242,7 +242,7 @@ where
     let events =
         reflector(writer, watcher(api, config).default_backoff()).inspect_ok(write::forget_deleted);
     let own = touched_once_stored(events, gate);
-    let own = echoes::without_echoes(own, |object| object);
+    let own = echoes::without_echoes(own, |object| Some(object));
     Controller::for_stream_with(own, store, kind)
 }
 

@@ -116,18 +116,32 @@ pub(crate) trait Stored: Resource + Serialize + Sized {
     fn trim_for_store(&mut self);
 
     /// Whether its status shows that the broker has dealt with it, as far as a list can tell:
-    /// a start or a re-list reconciles the others first ([`Applied::routine`]).
+    /// a start or a re-list reconciles the others first ([`Applied::Listed`]).
     fn settled(&self) -> bool {
         false
     }
 }
 
-/// An object a watch applied, as its store keeps it, for the controller that drives the watch.
-pub(crate) struct Applied<S> {
-    pub(crate) object: S,
-    /// It came with a list, not as a change, and looked [`Stored::settled`]: its reconcile
-    /// can wait behind those of objects that changed or need work.
-    pub(crate) routine: bool,
+/// What a watch hands the controller that drives it, once the store shows it.
+pub(crate) enum Applied<S> {
+    /// An object that changed, or that a list brought not [`Stored::settled`], as the store
+    /// keeps it: its reconcile goes before the routine ones.
+    Object(S),
+    /// A list is done: every object the store holds now, as it holds them. Those the list
+    /// brought settled come only here: their reconciles can wait behind the others', and
+    /// handed on as the store's own objects they cost the controller's backlog a pointer
+    /// each while they wait (`controller::backlog`).
+    Listed(Vec<Arc<S>>),
+}
+
+impl<S> Applied<S> {
+    /// The object, unless this is a list's end.
+    pub(crate) fn object(&self) -> Option<&S> {
+        match self {
+            Self::Object(object) => Some(object),
+            Self::Listed(_) => None,
+        }
+    }
 }
 
 /// Claims are kept packed: every claim of the cluster sits in the store, and each is read by
@@ -435,15 +449,15 @@ impl FirstListLog {
 /// What [`SharedWatch::into_stream`] does with each of the watch's `events`: the store gets
 /// what it `keep`s of it, then followers see it, subscribers get each touched object (after
 /// the first list: [`SharedWatch::subscribe`]), and the applied ones are yielded as the store
-/// keeps them, routine when a list brought them `settled`, once the store shows them
-/// ([`RelistGate`]). An object deleted while the watch was away has no delete event: a
+/// keeps them once the store shows them ([`RelistGate`]), but those a list brought `settled`,
+/// which go with the rest of the store at the list's end ([`Applied::Listed`]). An object deleted while the watch was away has no delete event: a
 /// re-list that does not bring it tells followers and subscribers it was deleted, as the
 /// store had it (`restore`d from what it kept; [`Vanished`]).
 fn fan_out<K, S>(
     events: impl Stream<Item = Result<watcher::Event<K>, watcher::Error>>,
     (mut keep, restore): (impl FnMut(&K) -> S, impl Fn(&S) -> Option<K>),
     settled: fn(&K) -> bool,
-    (mut writer, mut gate): (reflector::store::Writer<S>, RelistGate<S, bool>),
+    (mut writer, mut gate): (reflector::store::Writer<S>, RelistGate<S, ()>),
     followers: Vec<Follower<K>>,
     listed: ListedStore<S>,
     subscribers: Vec<mpsc::UnboundedSender<K>>,
@@ -460,8 +474,9 @@ where
             let _ = subscriber.unbounded_send(object.clone());
         }
     };
-    let applied = |(object, routine)| Applied { object, routine };
-    let mut vanished = Vanished::new(writer.as_reader());
+    let applied = |(object, ()): (S, ())| Applied::Object(object);
+    let store = writer.as_reader();
+    let mut vanished = Vanished::new(store.clone());
     events
         .map_ok(move |event| {
             let kept = kept_event(&event, &mut keep);
@@ -489,16 +504,16 @@ where
             let out: Vec<Applied<S>> = match (event, kept) {
                 (Event::Apply(object), Event::Apply(kept)) => {
                     send(&object);
-                    vec![applied((kept, false))]
+                    vec![Applied::Object(kept)]
                 }
                 (Event::InitApply(object), Event::InitApply(kept)) => {
                     if listed.is_listed() {
                         send(&object);
                     }
-                    gate.listed(kept, settled(&object))
-                        .into_iter()
-                        .map(applied)
-                        .collect()
+                    match settled(&object) {
+                        true => Vec::new(),
+                        false => gate.listed(kept, ()).into_iter().map(applied).collect(),
+                    }
                 }
                 (Event::Delete(object), _) => {
                     send(&object);
@@ -506,7 +521,8 @@ where
                 }
                 (Event::InitDone, _) => {
                     listed.mark_listed();
-                    gate.list_done().into_iter().map(applied).collect()
+                    let held = gate.list_done().into_iter().map(applied);
+                    held.chain([Applied::Listed(store.state())]).collect()
                 }
                 _ => Vec::new(),
             };
