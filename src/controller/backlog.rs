@@ -441,7 +441,7 @@ where
     /// has listed once, it is dropped: no reconcile runs before that list is done, and its
     /// end reconciles every object then (a later one comes as a change), so the trigger is
     /// no news to any. At a start, the claims' list wakes every handle: waiting here, those
-    /// triggers took 10 MiB at 100,000 claims.
+    /// triggers would take about 10 MiB at 100,000 claims.
     fn admit_trigger(
         &mut self,
         object: &ObjectRef<K>,
