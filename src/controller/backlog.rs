@@ -194,6 +194,9 @@ enum Line {
     Routine,
 }
 
+/// Whether an object goes on to the scheduler now, and the waiting objects let in meanwhile.
+type Admission<K> = (bool, Vec<ObjectRef<K>>);
+
 struct State<K: Resource> {
     limit: usize,
     /// The kind of every object of the controller.
@@ -327,7 +330,7 @@ where
     }
 
     /// Whether an object goes on now; sends those let in meanwhile.
-    fn admitted(&self, (now, released): (bool, Vec<ObjectRef<K>>)) -> bool {
+    fn admitted(&self, (now, released): Admission<K>) -> bool {
         self.send(released);
         now
     }
@@ -389,13 +392,8 @@ where
         }
     }
 
-    /// Whether `object` goes on now, and the waiting objects let in meanwhile.
-    fn admit(
-        &mut self,
-        object: &ObjectRef<K>,
-        line: Line,
-        now: Instant,
-    ) -> (bool, Vec<ObjectRef<K>>) {
+    /// Whether `object` goes on now ([`Admission`]).
+    fn admit(&mut self, object: &ObjectRef<K>, line: Line, now: Instant) -> Admission<K> {
         let key = Key::of(object);
         // Already in the scheduler: it merges the trigger, or runs the object again after
         // the reconcile under way.
@@ -442,12 +440,7 @@ where
     /// end reconciles every object then (a later one comes as a change), so the trigger is
     /// no news to any. At a start, the claims' list wakes every handle: waiting here, those
     /// triggers would take about 10 MiB at 100,000 claims.
-    fn admit_trigger(
-        &mut self,
-        object: &ObjectRef<K>,
-        line: Line,
-        now: Instant,
-    ) -> (bool, Vec<ObjectRef<K>>) {
+    fn admit_trigger(&mut self, object: &ObjectRef<K>, line: Line, now: Instant) -> Admission<K> {
         match self.listed_once {
             true => self.admit(object, line, now),
             false => (false, Vec::new()),

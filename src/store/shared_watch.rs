@@ -450,9 +450,10 @@ impl FirstListLog {
 /// what it `keep`s of it, then followers see it, subscribers get each touched object (after
 /// the first list: [`SharedWatch::subscribe`]), and the applied ones are yielded as the store
 /// keeps them once the store shows them ([`RelistGate`]), but those a list brought `settled`,
-/// which go with the rest of the store at the list's end ([`Applied::Listed`]). An object deleted while the watch was away has no delete event: a
-/// re-list that does not bring it tells followers and subscribers it was deleted, as the
-/// store had it (`restore`d from what it kept; [`Vanished`]).
+/// which go with the rest of the store at the list's end ([`Applied::Listed`]). An object
+/// deleted while the watch was away has no delete event: a re-list that does not bring it
+/// tells followers and subscribers it was deleted, as the store had it (`restore`d from what
+/// it kept; [`Vanished`]).
 fn fan_out<K, S>(
     events: impl Stream<Item = Result<watcher::Event<K>, watcher::Error>>,
     (mut keep, restore): (impl FnMut(&K) -> S, impl Fn(&S) -> Option<K>),
