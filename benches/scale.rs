@@ -15,6 +15,9 @@
 //!    server's own `apiserver_request_total`, the pool's refill included);
 //! 5. idle: a quiet minute once everything settled: the writes to claims, handles and
 //!    ConfigMaps, and the broker's CPU seconds.
+//! 6. the client floor: the same warm binds served by a minimal kube-rs client in a process of
+//!    its own, with the floor's requests and the broker's watches, no broker running
+//!    (`support/client_floor.rs`): the CPU per bind no broker on the same client goes below.
 //!
 //! The writes the broker makes to the clones while it starts are counted too: they must be 0,
 //! and the first one of each kind is saved (with the fields the broker's write touched) to see
@@ -28,6 +31,14 @@
 //! `POOLBOY_SCALE_BROKER_LOG` (default `poolboy=info`; `poolboy=debug,kube_runtime=info`
 //! names each reconcile and why kube-runtime ran it).
 
+#[path = "support/arrivals.rs"]
+mod arrivals;
+#[path = "support/client_floor.rs"]
+mod client_floor;
+// Only the warm binds the client floor serves are used here.
+#[allow(dead_code)]
+#[path = "support/floor.rs"]
+mod floor;
 #[path = "support/machine.rs"]
 mod machine;
 #[path = "support/objects.rs"]
@@ -71,6 +82,9 @@ const POPULATION_CLIENTS: usize = 32;
 const POOL: usize = 10;
 /// Warm claims bound one at a time at each size.
 const WARM_BINDS: usize = 20;
+/// The client floor's warm binds: more than the broker's, each costs a few milliseconds and
+/// the CPU clock ticks in tens of them.
+const FLOOR_BINDS: usize = 50;
 const IDLE_WINDOW: Duration = Duration::from_secs(60);
 /// How long the broker may take to start, settle or bind at 100,000 claims.
 const TIMEOUT: Duration = Duration::from_secs(3600);
@@ -102,6 +116,8 @@ struct Row {
     requests: f64,
     /// CPU milliseconds per warm bind, the refill included: the broker, kube-apiserver, etcd.
     cpu_per_bind: [f64; 3],
+    /// The same for the client floor (`support/client_floor.rs`), its process alone.
+    floor_cpu_per_bind: f64,
     /// Reconciles per warm bind, the refill included, by kind.
     passes: Passes,
     idle_writes: usize,
@@ -110,9 +126,10 @@ struct Row {
 
 #[tokio::main]
 async fn main() {
+    let kinds = Kinds::new(&OperatorDomain::default());
+    client_floor::serve_if_asked(&kinds).await;
     let sizes = sizes();
     let env = TestEnv::new().await;
-    let kinds = Kinds::new(&OperatorDomain::default());
     let load_before = load_average();
     println!("load before: {load_before}; sizes {sizes:?}");
 
@@ -137,14 +154,14 @@ async fn main() {
     println!(
         "| size | population (claims/s) | lists alone | start→ready | start→first bind | start→settled | \
          writes at start | RSS (MiB) | peak RSS (MiB) | warm bind p50 | p99 | requests per bind \
-         | CPU ms per bind (broker / kube-apiserver / etcd) | passes per bind | idle writes \
-         | idle CPU s |"
+         | CPU ms per bind (broker / kube-apiserver / etcd) | the client floor's CPU ms per bind \
+         | passes per bind | idle writes | idle CPU s |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     for row in &rows {
         println!(
             "| {} | {:.0} | {:.2} s | {:.2} s | {:.2} s | {} | {} | {} | {} | {:.0} ms | {:.0} ms | \
-             {:.1} | {:.1} / {:.1} / {:.1} | {} | {} | {:.2} |",
+             {:.1} | {:.1} / {:.1} / {:.1} | {:.1} | {} | {} | {:.2} |",
             row.size,
             row.population_rate,
             row.lists_alone,
@@ -161,6 +178,7 @@ async fn main() {
             row.cpu_per_bind[0],
             row.cpu_per_bind[1],
             row.cpu_per_bind[2],
+            row.floor_cpu_per_bind,
             row.passes,
             row.idle_writes,
             row.idle_cpu,
@@ -747,6 +765,15 @@ async fn measure(env: &TestEnv, kinds: &Kinds, row: &mut Row) {
     broker.stop().await;
     probes.stop();
     writes.stop();
+
+    // 6. The client floor: the same warm binds served by a minimal client, no broker running.
+    let floor = client_floor::measure(env, kinds, FLOOR_BINDS).await;
+    row.floor_cpu_per_bind = floor.cpu_per_bind;
+    println!(
+        "client floor: {FLOOR_BINDS} warm binds, bound p50 {:.0} ms; CPU ms each {:.1} (the \
+         broker's {:.1})",
+        floor.p50, floor.cpu_per_bind, row.cpu_per_bind[0]
+    );
 }
 
 /// The API server's part of a start: the lists a broker's watches make (claims, handles and

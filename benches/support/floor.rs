@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
+use kube::Client;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use poolboy::api::kinds::Kinds;
 use serde_json::{Value, json};
@@ -38,7 +39,7 @@ pub fn claim_name(scenario: &str, index: usize) -> String {
 
 /// Handle `index` of the floor's `scenario` (handles' names start with `guid-`: their CRD's
 /// pattern).
-fn handle_name(scenario: &str, index: usize) -> String {
+pub fn handle_name(scenario: &str, index: usize) -> String {
     format!("guid-floor-{scenario}-{index:05}")
 }
 
@@ -66,14 +67,18 @@ pub struct Staged {
 
 impl Floor {
     pub fn new(env: &TestEnv, kinds: &Kinds) -> Self {
-        let namespaced = |resource| {
-            Api::<DynamicObject>::namespaced_with(env.client.clone(), &env.namespace, resource)
-        };
+        Self::in_namespace(&env.client, &env.namespace, kinds)
+    }
+
+    /// The floor writing through `client` in `namespace`.
+    pub fn in_namespace(client: &Client, namespace: &str, kinds: &Kinds) -> Self {
+        let namespaced =
+            |resource| Api::<DynamicObject>::namespaced_with(client.clone(), namespace, resource);
         Self {
-            namespace: env.namespace.clone(),
+            namespace: namespace.to_owned(),
             claims: namespaced(&kinds.claim),
             handles: namespaced(&kinds.handle),
-            configmaps: Api::namespaced(env.client.clone(), &env.namespace),
+            configmaps: Api::namespaced(client.clone(), namespace),
             params: PatchParams {
                 field_manager: Some("poolboy".to_owned()),
                 ..PatchParams::default()
@@ -93,7 +98,7 @@ impl Floor {
     }
 
     /// One pool handle, made as a broker refills its pool: three requests.
-    async fn refill(&self, name: &str) -> Staged {
+    pub async fn refill(&self, name: &str) -> Staged {
         let configmap = format!("{name}-cm");
         let handle = self.create(&self.handles, self.pool_handle(name)).await;
         let uid = handle["metadata"]["uid"].as_str().unwrap_or_default();
@@ -190,27 +195,43 @@ impl Floor {
     /// The warm bind of `claim` to `staged`, timed from `created`.
     async fn bind_warm_from(&self, claim: Value, staged: Staged, created: Instant) -> f64 {
         let name = self.create_claim(&claim).await;
+        self.bind_initialised(&name, &claim, staged, created).await
+    }
+
+    /// The warm bind of claim `name` (its body `claim`), created by someone else, to `staged`:
+    /// the four requests after the create.
+    #[allow(dead_code)] // the client floor's (benches/scale.rs)
+    pub async fn serve_warm(&self, name: &str, claim: &Value, staged: Staged) {
+        self.initialise_claim(name, claim).await;
+        self.bind_initialised(name, claim, staged, Instant::now())
+            .await;
+    }
+
+    /// Binds the initialised claim `name` to `staged`: milliseconds from `created` to its
+    /// status naming the handle.
+    async fn bind_initialised(
+        &self,
+        name: &str,
+        claim: &Value,
+        staged: Staged,
+        created: Instant,
+    ) -> f64 {
         self.handles
             .patch(
                 &staged.handle,
                 &self.params,
                 &Patch::Merge(json!({
-                    "metadata": {"labels": claim_labels(&self.namespace, &name)},
+                    "metadata": {"labels": claim_labels(&self.namespace, name)},
                     "spec": {
-                        "resourceClaim": reference("ResourceClaim", &name, &self.namespace),
-                        "resources": claimed_resources(&claim),
+                        "resourceClaim": reference("ResourceClaim", name, &self.namespace),
+                        "resources": claimed_resources(claim),
                     },
                 })),
             )
             .await
             .expect("bind a handle");
-        self.write_claim_status(
-            &name,
-            &staged.handle,
-            &staged.configmap,
-            Some(&staged.state),
-        )
-        .await;
+        self.write_claim_status(name, &staged.handle, &staged.configmap, Some(&staged.state))
+            .await;
         let bound = created.elapsed().as_secs_f64() * 1000.0;
         self.configmaps
             .patch(
@@ -256,28 +277,39 @@ impl Floor {
 
     /// Creates `claim`, then gives it its finalizer, init timestamp and providers: its name.
     async fn create_claim(&self, claim: &Value) -> String {
+        let name = self.create_unserved(claim).await;
+        self.initialise_claim(&name, claim).await;
+        name
+    }
+
+    /// Creates `claim` as one of the floor's, for someone else to serve: its name.
+    #[allow(dead_code)] // the client floor's (benches/scale.rs)
+    pub async fn create_unserved(&self, claim: &Value) -> String {
         let mut claim = claim.clone();
         claim["metadata"]["labels"] = json!({LABEL: "yes"});
-        let created = self.create(&self.claims, claim.clone()).await;
-        let name = created["metadata"]["name"]
+        let created = self.create(&self.claims, claim).await;
+        created["metadata"]["name"]
             .as_str()
             .unwrap_or_default()
-            .to_owned();
+            .to_owned()
+    }
+
+    /// Gives claim `name` its finalizer, init timestamp and providers.
+    async fn initialise_claim(&self, name: &str, claim: &Value) {
         self.claims
             .patch(
-                &name,
+                name,
                 &self.params,
                 &Patch::Merge(json!({
                     "metadata": {
                         "finalizers": [DOMAIN],
                         "annotations": {format!("{DOMAIN}/resource-claim-init-timestamp"): now()},
                     },
-                    "spec": {"resources": claimed_resources(&claim)},
+                    "spec": {"resources": claimed_resources(claim)},
                 })),
             )
             .await
             .expect("initialise a claim");
-        name
     }
 
     /// The status a broker writes when it binds claim `name` to `handle`, as the claim

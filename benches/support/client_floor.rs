@@ -1,0 +1,162 @@
+//! The client floor: the CPU a minimal kube-rs client spends on a warm bind with its refill,
+//! what no broker built on the same client can go below. A process of its own (this bench's
+//! binary again, [`serve_if_asked`]) watches the claims, handles and ConfigMaps the floor makes,
+//! decoded as the broker decodes them, and serves each new claim with the floor's requests
+//! (`support/floor.rs`): the claim's initialisation, the handle's binding, the claim's status
+//! and the ConfigMap's annotations, then the refill (the handle, its ConfigMap, its status).
+//! Nothing else: no Events, no pool status, no screening, no stores, no rendering, no logs.
+//! Eight watch events come back per bind, as the broker gets them.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::runtime::watcher;
+use kube::{Api, Client, ResourceExt};
+use poolboy::api::kinds::{ClaimObject, HandleObject, Kinds};
+use serde_json::Value;
+
+use crate::floor::{Floor, handle_name};
+use crate::machine::{percentile, process_cpu_seconds};
+use crate::support::{TestEnv, admin_config};
+
+/// The environment variable that makes this bench's binary the client floor, serving the
+/// floor's claims of the namespace it names.
+const SERVE: &str = "POOLBOY_CLIENT_FLOOR_NAMESPACE";
+
+/// The label every object of the floor carries (`support/floor.rs`).
+const FLOOR_LABEL: &str = "bench/floor=yes";
+
+/// The names of the client floor's handles.
+const SCENARIO: &str = "client";
+
+/// How long a bind may take before the measurement gives up.
+const BIND_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// What the client floor measured: CPU milliseconds per bind, and bind p50 in milliseconds.
+pub struct Measured {
+    pub cpu_per_bind: f64,
+    pub p50: f64,
+}
+
+/// In the child (the environment names a namespace): serves the floor's claims there until
+/// killed, and never returns. Otherwise returns at once.
+pub async fn serve_if_asked(kinds: &Kinds) {
+    let Ok(namespace) = std::env::var(SERVE) else {
+        return;
+    };
+    let client = Client::try_from(admin_config().await).expect("a kube client");
+    serve(&client, &namespace, kinds).await;
+    std::process::exit(0);
+}
+
+async fn serve(client: &Client, namespace: &str, kinds: &Kinds) {
+    let floor = Floor::in_namespace(client, namespace, kinds);
+    let mut free = floor.stage(SCENARIO, 2, 2).await;
+    let config = || watcher::Config::default().labels(FLOOR_LABEL);
+    let handles = Api::<HandleObject>::namespaced_with(client.clone(), namespace, &kinds.handle);
+    let configmaps = Api::<ConfigMap>::namespaced(client.clone(), namespace);
+    let claims = Api::<ClaimObject>::namespaced_with(client.clone(), namespace, &kinds.claim);
+    // Decoded and dropped: what the broker's watches of them cost, without a store.
+    for watch in [
+        watcher(handles, config()).map(|e| e.map(drop)).boxed(),
+        watcher(configmaps, config()).map(|e| e.map(drop)).boxed(),
+    ] {
+        tokio::spawn(watch.for_each(|_| async {}));
+    }
+    let mut claims = watcher(claims, config()).boxed();
+    let mut listed = false;
+    let mut refills = 0;
+    while let Some(event) = claims.next().await {
+        let claim = match event {
+            Ok(watcher::Event::InitDone) if !listed => {
+                listed = true;
+                println!("ready");
+                continue;
+            }
+            Ok(watcher::Event::Apply(claim)) => claim,
+            _ => continue,
+        };
+        if !claim.finalizers().is_empty() {
+            continue;
+        }
+        let Some(staged) = free.pop() else {
+            eprintln!("client floor: no free handle for {}", claim.name_any());
+            continue;
+        };
+        let name = claim.name_any();
+        let body: Value = serde_json::to_value(&claim).expect("a claim as JSON");
+        floor.serve_warm(&name, &body, staged).await;
+        refills += 1;
+        free.push(floor.refill(&handle_name(SCENARIO, 100 + refills)).await);
+        println!("bound {name}");
+    }
+}
+
+/// `binds` warm binds, one at a time, served by the client floor in its own process, in
+/// `env`'s namespace: its CPU per bind, the refill included, and the bind p50.
+pub async fn measure(env: &TestEnv, kinds: &Kinds, binds: usize) -> Measured {
+    let mut child = Command::new(std::env::current_exe().expect("this bench's binary"))
+        .env(SERVE, &env.namespace)
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("spawn the client floor");
+    let lines = lines_of(&mut child);
+    let pid = child.id().to_string();
+    tokio::task::block_in_place(|| expect_line(&lines, "ready"));
+    let floor = Floor::in_namespace(&env.client, &env.namespace, kinds);
+    // Settles the start's CPU before the first claim.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let cpu_before = process_cpu_seconds(&pid);
+    let mut latencies = Vec::new();
+    for i in 0..binds {
+        let name = format!("client-floor-{i:02}");
+        let created = Instant::now();
+        floor
+            .create_unserved(&crate::objects::claim(&env.namespace, &name, "floor"))
+            .await;
+        tokio::task::block_in_place(|| expect_line(&lines, &format!("bound {name}")));
+        latencies.push(created.elapsed().as_secs_f64() * 1000.0);
+    }
+    // The last bind's watch events come after its requests.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let cpu = process_cpu_seconds(&pid) - cpu_before;
+    let _ = child.kill();
+    let _ = child.wait();
+    floor.clean().await;
+    latencies.sort_by(f64::total_cmp);
+    Measured {
+        cpu_per_bind: cpu * 1000.0 / binds as f64,
+        p50: percentile(&latencies, 0.50),
+    }
+}
+
+/// The lines `child` prints, as they come.
+fn lines_of(child: &mut Child) -> mpsc::Receiver<String> {
+    let stdout = child.stdout.take().expect("the client floor's stdout");
+    let (send, lines) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if send.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    lines
+}
+
+/// Waits for the child to print `wanted`.
+fn expect_line(lines: &mpsc::Receiver<String>, wanted: &str) {
+    let deadline = Instant::now() + BIND_TIMEOUT;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match lines.recv_timeout(left) {
+            Ok(line) if line == wanted => return,
+            Ok(_) => {}
+            Err(error) => panic!("the client floor did not print {wanted:?}: {error}"),
+        }
+    }
+}
