@@ -127,7 +127,7 @@ struct Row {
 #[tokio::main]
 async fn main() {
     let kinds = Kinds::new(&OperatorDomain::default());
-    client_floor::serve_if_asked(&kinds).await;
+    client_floor::serve_if_asked(&kinds);
     let sizes = sizes();
     let env = TestEnv::new().await;
     let load_before = load_average();

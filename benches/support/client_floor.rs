@@ -43,13 +43,25 @@ pub struct Measured {
 }
 
 /// In the child (the environment names a namespace): serves the floor's claims there until
-/// killed, and never returns. Otherwise returns at once.
-pub async fn serve_if_asked(kinds: &Kinds) {
+/// killed, and never returns. Otherwise returns at once. It serves on a runtime of one thread,
+/// as the broker's (`cli.rs`): on two, every response moved between threads.
+pub fn serve_if_asked(kinds: &Kinds) {
     let Ok(namespace) = std::env::var(SERVE) else {
         return;
     };
-    let client = Client::try_from(admin_config().await).expect("a kube client");
-    serve(&client, &namespace, kinds).await;
+    let kinds = kinds.clone();
+    // A thread of its own: this one may already run the bench's runtime.
+    let served = std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("a runtime");
+        runtime.block_on(async {
+            let client = Client::try_from(admin_config().await).expect("a kube client");
+            serve(&client, &namespace, &kinds).await;
+        });
+    });
+    let _ = served.join();
     std::process::exit(0);
 }
 
