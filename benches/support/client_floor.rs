@@ -19,7 +19,7 @@ use kube::{Api, Client, ResourceExt};
 use poolboy::api::kinds::{ClaimObject, HandleObject, Kinds};
 use serde_json::Value;
 
-use crate::floor::{Floor, handle_name};
+use crate::floor::{self, Floor, handle_name};
 use crate::machine::{percentile, process_cpu_seconds};
 use crate::support::{TestEnv, admin_config};
 
@@ -27,11 +27,11 @@ use crate::support::{TestEnv, admin_config};
 /// floor's claims of the namespace it names.
 const SERVE: &str = "POOLBOY_CLIENT_FLOOR_NAMESPACE";
 
-/// The label every object of the floor carries (`support/floor.rs`).
-const FLOOR_LABEL: &str = "bench/floor=yes";
-
 /// The names of the client floor's handles.
 const SCENARIO: &str = "client";
+
+/// The pool handles staged before the first claim; each bind's refill adds one.
+const STAGED: usize = 2;
 
 /// How long a bind may take before the measurement gives up.
 const BIND_TIMEOUT: Duration = Duration::from_secs(120);
@@ -67,8 +67,9 @@ pub fn serve_if_asked(kinds: &Kinds) {
 
 async fn serve(client: &Client, namespace: &str, kinds: &Kinds) {
     let floor = Floor::in_namespace(client, namespace, kinds);
-    let mut free = floor.stage(SCENARIO, 2, 2).await;
-    let config = || watcher::Config::default().labels(FLOOR_LABEL);
+    let mut free = floor.stage(SCENARIO, STAGED, STAGED).await;
+    let selector = floor::selector();
+    let config = || watcher::Config::default().labels(&selector);
     let handles = Api::<HandleObject>::namespaced_with(client.clone(), namespace, &kinds.handle);
     let configmaps = Api::<ConfigMap>::namespaced(client.clone(), namespace);
     let claims = Api::<ClaimObject>::namespaced_with(client.clone(), namespace, &kinds.claim);
@@ -102,8 +103,8 @@ async fn serve(client: &Client, namespace: &str, kinds: &Kinds) {
         let name = claim.name_any();
         let body: Value = serde_json::to_value(&claim).expect("a claim as JSON");
         floor.serve_warm(&name, &body, staged).await;
+        free.push(floor.refill(&handle_name(SCENARIO, STAGED + refills)).await);
         refills += 1;
-        free.push(floor.refill(&handle_name(SCENARIO, 100 + refills)).await);
         println!("bound {name}");
     }
 }

@@ -43,6 +43,11 @@ pub fn handle_name(scenario: &str, index: usize) -> String {
     format!("guid-floor-{scenario}-{index:05}")
 }
 
+/// The label selector of every object the floor makes.
+pub fn selector() -> String {
+    format!("{LABEL}=yes")
+}
+
 /// Whether claim `name` is one of the floor's, bound by this process rather than a broker.
 pub fn is_floor_claim(name: &str) -> bool {
     name.starts_with("floor-")
@@ -283,7 +288,6 @@ impl Floor {
     }
 
     /// Creates `claim` as one of the floor's, for someone else to serve: its name.
-    #[allow(dead_code)] // the client floor's (benches/scale.rs)
     pub async fn create_unserved(&self, claim: &Value) -> String {
         let mut claim = claim.clone();
         claim["metadata"]["labels"] = json!({LABEL: "yes"});
@@ -417,7 +421,7 @@ impl Floor {
 
     /// Deletes everything the floor made, its finalizers first (no broker removes them).
     pub async fn clean(&self) {
-        let labelled = ListParams::default().labels(&format!("{LABEL}=yes"));
+        let labelled = ListParams::default().labels(&selector());
         let unfinalize = Patch::Merge(json!({"metadata": {"finalizers": null}}));
         for api in [&self.claims, &self.handles] {
             let names: Vec<String> = api
