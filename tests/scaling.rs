@@ -382,12 +382,17 @@ async fn a_scaling_for_a_missing_pool_reports_it_and_goes_on_once_the_pool_exist
 
     create_configmap_pool(&env, "not-yet", json!({"minAvailable": 1})).await;
     await_scaled(&env, "not-yet", "early", 2, 2, 2, "done").await;
-    let status = scaling_status(&env, "early").await;
-    let valid = status["conditions"]
-        .as_array()
-        .and_then(|c| c.iter().find(|c| c["type"] == "Valid").cloned())
-        .expect("Valid condition");
-    assert_eq!(valid["status"], "True", "{status}");
+    // The pool writes the count and state, the scaling controller the condition: either
+    // may land first.
+    eventually("the Valid condition true", TIMEOUT, || async {
+        let status = scaling_status(&env, "early").await;
+        let conditions = status["conditions"].as_array()?.clone();
+        conditions
+            .iter()
+            .find(|c| c["type"] == "Valid" && c["status"] == "True")
+            .map(|_| ())
+    })
+    .await;
     env.teardown([operator]).await;
 }
 
