@@ -767,12 +767,12 @@ async fn measure(env: &TestEnv, kinds: &Kinds, row: &mut Row) {
     writes.stop();
 
     // 6. The client floor: the same warm binds served by a minimal client, no broker running.
-    let floor = client_floor::measure(env, kinds, FLOOR_BINDS).await;
-    row.floor_cpu_per_bind = floor.cpu_per_bind;
+    let floor = client_floor::measure(env, kinds, FLOOR_BINDS, None).await;
+    row.floor_cpu_per_bind = floor.cpu_per_claim;
     println!(
         "client floor: {FLOOR_BINDS} warm binds, bound p50 {:.0} ms; CPU ms each {:.1} (the \
          broker's {:.1})",
-        floor.p50, floor.cpu_per_bind, row.cpu_per_bind[0]
+        floor.p50, floor.cpu_per_claim, row.cpu_per_bind[0]
     );
 }
 

@@ -13,7 +13,10 @@
 //!    leftovers, the double binds (a handle seen bound to two claims), the broker's CPU per claim
 //!    lifecycle and its RSS once settled again, against the baseline;
 //! 4. the curves (RSS, CPU, bind latency by minute) as `soak.svg` and `soak.csv` in
-//!    `SOAK_OUT` (default target/soak).
+//!    `SOAK_OUT` (default target/soak);
+//! 5. the client floor: 200 claim lifecycles like the churn's, one at a time, served by a
+//!    minimal kube-rs client with the broker stopped (`support/client_floor.rs`): the CPU per
+//!    lifecycle no broker on the same client goes below.
 //!
 //! A broker built with `--features heap-profile` (`make soak PROFILE=1`) is stopped with
 //! SIGTERM at the end and writes its heap profile to `POOLBOY_HEAP_PROFILE`.
@@ -21,6 +24,14 @@
 #[allow(dead_code)] // the Lease holder and its kill serve benches/claims.rs
 #[path = "support/brokers.rs"]
 mod brokers;
+#[path = "support/client_floor.rs"]
+mod client_floor;
+// Only what the client floor serves claims with is used here.
+#[path = "support/arrivals.rs"]
+mod arrivals;
+#[allow(dead_code)]
+#[path = "support/floor.rs"]
+mod floor;
 #[path = "support/machine.rs"]
 mod machine;
 #[path = "support/objects.rs"]
@@ -38,14 +49,16 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::{WatchStreamExt, watcher};
 use machine::{control_plane_cpu, load_average, lock, percentile, process_memory_to_the_kib};
-use objects::{claim, pool, provider};
+use objects::{claim, claim_edit, pool, provider};
 use plotters::prelude::*;
 use poolboy::api::OperatorDomain;
 use poolboy::api::kinds::{ClaimObject, HandleObject, Kinds};
-use serde_json::{Value, json};
+use serde_json::Value;
 use support::TestEnv;
 
 const POOL_SIZE: usize = 20;
+/// The claim lifecycles the client floor serves (`support/client_floor.rs`).
+const FLOOR_CLAIMS: usize = 200;
 /// The provider and pool every claim binds from.
 const KIND: &str = "soak";
 /// How long the broker must be quiet (no CPU tick) to count as settled.
@@ -147,9 +160,10 @@ impl Minute {
 
 #[tokio::main]
 async fn main() {
+    let kinds = Kinds::new(&OperatorDomain::default());
+    client_floor::serve_if_asked(&kinds);
     let settings = Settings::from_env();
     let env = TestEnv::new().await;
-    let kinds = Kinds::new(&OperatorDomain::default());
     let load_before = load_average();
     println!(
         "soak: {} min at {}/s, {} live claims, pool of {POOL_SIZE}{}; load {load_before}",
@@ -205,6 +219,7 @@ async fn main() {
     .await;
     let drain_time = drain_start.elapsed().as_secs_f64();
     let cpu = broker.cpu_seconds() - cpu_start;
+    let broker_per_claim = cpu * 1000.0 / lock(&record).created.len().max(1) as f64;
     let [apiserver, etcd] = control_plane_cpu();
     let control_plane = [
         apiserver - control_plane_start[0],
@@ -278,6 +293,14 @@ async fn main() {
     if let Some(profile) = std::env::var_os("POOLBOY_HEAP_PROFILE") {
         println!("heap profile: {}", PathBuf::from(profile).display());
     }
+
+    let floor = client_floor::measure(&env, &kinds, FLOOR_CLAIMS, Some(5)).await;
+    println!(
+        "client floor: {FLOOR_CLAIMS} claim lifecycles one at a time (a warm bind with its \
+         refill, one in five edited, the deletion), no broker running: CPU {:.1} ms each (the \
+         broker's {broker_per_claim:.1} ms under the churn), bind p50 {:.0} ms",
+        floor.cpu_per_claim, floor.p50
+    );
     env.cleanup().await;
 }
 
@@ -389,16 +412,11 @@ impl Request {
                 claims.create(&PostParams::default(), &object).await?;
             }
             Self::Edit(n) => {
-                // A JSON patch: a merge patch would replace the whole resources list.
-                let patch: json_patch::Patch = serde_json::from_value(json!([
-                    {"op": "add", "path": "/spec/resources/0/template/data/edited", "value": "yes"}
-                ]))
-                .map_err(kube::Error::SerdeError)?;
                 claims
                     .patch(
                         &claim_name(n),
                         &PatchParams::default(),
-                        &Patch::<()>::Json(patch),
+                        &Patch::<()>::Json(claim_edit()),
                     )
                     .await?;
             }

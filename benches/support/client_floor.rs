@@ -1,12 +1,15 @@
-//! The client floor: the CPU a minimal kube-rs client spends on a warm bind with its refill,
-//! what no broker built on the same client can go below. A process of its own (this bench's
-//! binary again, [`serve_if_asked`]) watches the claims, handles and ConfigMaps the floor makes,
-//! decoded as the broker decodes them, and serves each new claim with the floor's requests
-//! (`support/floor.rs`): the claim's initialisation, the handle's binding, the claim's status
-//! and the ConfigMap's annotations, then the refill (the handle, its ConfigMap, its status).
-//! Nothing else: no Events, no pool status, no screening, no stores, no rendering, no logs.
-//! Eight watch events come back per bind, as the broker gets them.
+//! The client floor: the CPU a minimal kube-rs client spends on what the broker does for a
+//! claim, what no broker built on the same client can go below. A process of its own (this
+//! bench's binary again, [`serve_if_asked`]) watches the claims, handles and ConfigMaps the
+//! floor makes, decoded as the broker decodes them, and serves each claim with the floor's
+//! requests (`support/floor.rs`): a new claim with its initialisation, the handle's binding,
+//! the claim's status and the ConfigMap's annotations, then the refill (the handle, its
+//! ConfigMap, its status); an edit with the handle's and the ConfigMap's update; a deletion
+//! with the handle's and the ConfigMap's, then both finalizers. Nothing else: no Events, no pool
+//! status, no screening, no stores, no rendering, no logs. Eight watch events come back per
+//! bind, as the broker gets them.
 
+use std::collections::HashMap;
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
@@ -14,13 +17,15 @@ use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{DeleteParams, DynamicObject, Patch, PatchParams};
 use kube::runtime::watcher;
 use kube::{Api, Client, ResourceExt};
 use poolboy::api::kinds::{ClaimObject, HandleObject, Kinds};
 use serde_json::Value;
 
-use crate::floor::{self, Floor, handle_name};
+use crate::floor::{self, Floor, Staged, handle_name};
 use crate::machine::{percentile, process_cpu_seconds};
+use crate::objects::{claim, claim_edit};
 use crate::support::{TestEnv, admin_config};
 
 /// The environment variable that makes this bench's binary the client floor, serving the
@@ -36,9 +41,9 @@ const STAGED: usize = 2;
 /// How long a bind may take before the measurement gives up.
 const BIND_TIMEOUT: Duration = Duration::from_secs(120);
 
-/// What the client floor measured: CPU milliseconds per bind, and bind p50 in milliseconds.
+/// What the client floor measured: CPU milliseconds per claim, and bind p50 in milliseconds.
 pub struct Measured {
-    pub cpu_per_bind: f64,
+    pub cpu_per_claim: f64,
     pub p50: f64,
 }
 
@@ -83,6 +88,8 @@ async fn serve(client: &Client, namespace: &str, kinds: &Kinds) {
     let mut claims = watcher(claims, config()).boxed();
     let mut listed = false;
     let mut refills = 0;
+    // What each bound claim was served: its handle and ConfigMap, and its resources then.
+    let mut served: HashMap<String, (Staged, Value)> = HashMap::new();
     while let Some(event) = claims.next().await {
         let claim = match event {
             Ok(watcher::Event::InitDone) if !listed => {
@@ -93,25 +100,55 @@ async fn serve(client: &Client, namespace: &str, kinds: &Kinds) {
             Ok(watcher::Event::Apply(claim)) => claim,
             _ => continue,
         };
+        let name = claim.name_any();
+        if claim.metadata.deletion_timestamp.is_some() {
+            if let Some((staged, _)) = served.remove(&name) {
+                floor.serve_delete(&name, &staged).await;
+                println!("deleted {name}");
+            }
+            continue;
+        }
+        let body: Value = serde_json::to_value(&claim).expect("a claim as JSON");
+        let resources = body["spec"]["resources"].clone();
+        if let Some((staged, before)) = served.get_mut(&name) {
+            // The floor's own writes keep the template; the user's edit changes it.
+            if template_of(before) != template_of(&resources) {
+                floor.serve_edit(&body, staged).await;
+                *before = resources;
+                println!("edited {name}");
+            }
+            continue;
+        }
         if !claim.finalizers().is_empty() {
             continue;
         }
         let Some(staged) = free.pop() else {
-            eprintln!("client floor: no free handle for {}", claim.name_any());
+            eprintln!("client floor: no free handle for {name}");
             continue;
         };
-        let name = claim.name_any();
-        let body: Value = serde_json::to_value(&claim).expect("a claim as JSON");
-        floor.serve_warm(&name, &body, staged).await;
+        floor.serve_warm(&name, &body, &staged).await;
+        served.insert(name.clone(), (staged, resources));
         free.push(floor.refill(&handle_name(SCENARIO, STAGED + refills)).await);
         refills += 1;
         println!("bound {name}");
     }
 }
 
-/// `binds` warm binds, one at a time, served by the client floor in its own process, in
-/// `env`'s namespace: its CPU per bind, the refill included, and the bind p50.
-pub async fn measure(env: &TestEnv, kinds: &Kinds, binds: usize) -> Measured {
+/// The template of the first resource of `resources` (the floor's claims have one).
+fn template_of(resources: &Value) -> &Value {
+    &resources[0]["template"]
+}
+
+/// `claims` claims, one at a time, served by the client floor in its own process, in `env`'s
+/// namespace: a warm bind with its refill each, then, with `edit_every`, a whole lifecycle:
+/// one claim in `edit_every` edited (its ConfigMap's data, as `make soak` edits) and every
+/// claim deleted until it is gone. Its CPU per claim, and the bind p50.
+pub async fn measure(
+    env: &TestEnv,
+    kinds: &Kinds,
+    claims: usize,
+    edit_every: Option<usize>,
+) -> Measured {
     let mut child = Command::new(std::env::current_exe().expect("this bench's binary"))
         .env(SERVE, &env.namespace)
         .stdout(Stdio::piped())
@@ -119,22 +156,42 @@ pub async fn measure(env: &TestEnv, kinds: &Kinds, binds: usize) -> Measured {
         .expect("spawn the client floor");
     let lines = lines_of(&mut child);
     let pid = child.id().to_string();
-    tokio::task::block_in_place(|| expect_line(&lines, "ready"));
+    let expect = |line: &str| tokio::task::block_in_place(|| expect_line(&lines, line));
+    expect("ready");
     let floor = Floor::in_namespace(&env.client, &env.namespace, kinds);
+    let api =
+        Api::<DynamicObject>::namespaced_with(env.client.clone(), &env.namespace, &kinds.claim);
     // Settles the start's CPU before the first claim.
     tokio::time::sleep(Duration::from_secs(1)).await;
     let cpu_before = process_cpu_seconds(&pid);
     let mut latencies = Vec::new();
-    for i in 0..binds {
-        let name = format!("client-floor-{i:02}");
+    for i in 0..claims {
+        let name = format!("client-floor-{i:03}");
         let created = Instant::now();
         floor
-            .create_unserved(&crate::objects::claim(&env.namespace, &name, "floor"))
+            .create_unserved(&claim(&env.namespace, &name, "floor"))
             .await;
-        tokio::task::block_in_place(|| expect_line(&lines, &format!("bound {name}")));
+        expect(&format!("bound {name}"));
         latencies.push(created.elapsed().as_secs_f64() * 1000.0);
+        let Some(edit_every) = edit_every else {
+            continue;
+        };
+        if i % edit_every == 0 {
+            api.patch(
+                &name,
+                &PatchParams::default(),
+                &Patch::<()>::Json(claim_edit()),
+            )
+            .await
+            .expect("edit a claim");
+            expect(&format!("edited {name}"));
+        }
+        api.delete(&name, &DeleteParams::default())
+            .await
+            .expect("delete a claim");
+        expect(&format!("deleted {name}"));
     }
-    // The last bind's watch events come after its requests.
+    // The last claim's watch events come after its requests.
     tokio::time::sleep(Duration::from_millis(500)).await;
     let cpu = process_cpu_seconds(&pid) - cpu_before;
     let _ = child.kill();
@@ -142,7 +199,7 @@ pub async fn measure(env: &TestEnv, kinds: &Kinds, binds: usize) -> Measured {
     floor.clean().await;
     latencies.sort_by(f64::total_cmp);
     Measured {
-        cpu_per_bind: cpu * 1000.0 / binds as f64,
+        cpu_per_claim: cpu * 1000.0 / claims as f64,
         p50: percentile(&latencies, 0.50),
     }
 }

@@ -64,6 +64,7 @@ pub struct Floor {
 
 /// A pool handle made by [`Floor::stage`]: its name and its ConfigMap as a claim's status
 /// shows it.
+#[derive(Clone)]
 pub struct Staged {
     handle: String,
     configmap: String,
@@ -206,10 +207,56 @@ impl Floor {
     /// The warm bind of claim `name` (its body `claim`), created by someone else, to `staged`:
     /// the four requests after the create.
     #[allow(dead_code)] // the client floor's (benches/scale.rs)
-    pub async fn serve_warm(&self, name: &str, claim: &Value, staged: Staged) {
+    pub async fn serve_warm(&self, name: &str, claim: &Value, staged: &Staged) {
         self.initialise_claim(name, claim).await;
-        self.bind_initialised(name, claim, staged, Instant::now())
+        self.bind_initialised(name, claim, staged.clone(), Instant::now())
             .await;
+    }
+
+    /// Carries the edit of claim `claim` (bound to `staged`) to its handle and ConfigMap: two
+    /// requests.
+    #[allow(dead_code)] // the client floor's (benches/soak.rs)
+    pub async fn serve_edit(&self, claim: &Value, staged: &Staged) {
+        self.handles
+            .patch(
+                &staged.handle,
+                &self.params,
+                &Patch::Merge(json!({"spec": {"resources": claimed_resources(claim)}})),
+            )
+            .await
+            .expect("update a handle");
+        let data = &claim["spec"]["resources"][0]["template"]["data"];
+        self.configmaps
+            .patch(
+                &staged.configmap,
+                &self.params,
+                &Patch::Merge(json!({"data": data})),
+            )
+            .await
+            .expect("update a ConfigMap");
+    }
+
+    /// Deletes claim `name`'s handle and ConfigMap (`staged`), and lets the handle and then the
+    /// claim go: four requests.
+    #[allow(dead_code)] // the client floor's (benches/soak.rs)
+    pub async fn serve_delete(&self, name: &str, staged: &Staged) {
+        let unfinalize = Patch::Merge(json!({"metadata": {"finalizers": null}}));
+        self.handles
+            .delete(&staged.handle, &DeleteParams::default())
+            .await
+            .expect("delete a handle");
+        self.configmaps
+            .delete(&staged.configmap, &DeleteParams::default())
+            .await
+            .expect("delete a ConfigMap");
+        for (api, name) in [
+            (&self.handles, staged.handle.as_str()),
+            (&self.claims, name),
+        ] {
+            api.patch(name, &self.params, &unfinalize)
+                .await
+                .expect("remove a finalizer");
+        }
     }
 
     /// Binds the initialised claim `name` to `staged`: milliseconds from `created` to its

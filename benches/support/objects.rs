@@ -58,3 +58,13 @@ pub fn claim(namespace: &str, name: &str, kind: &str) -> Value {
         }]},
     })
 }
+
+/// The edit `make soak` makes to one claim in five: a key added to its ConfigMap's data. A
+/// JSON patch: a merge patch would replace the whole resources list.
+#[allow(dead_code)] // benches/claims.rs edits no claim
+pub fn claim_edit() -> json_patch::Patch {
+    let ops = json!([
+        {"op": "add", "path": "/spec/resources/0/template/data/edited", "value": "yes"}
+    ]);
+    serde_json::from_value(ops).expect("a JSON patch")
+}
