@@ -140,13 +140,12 @@ async fn a_scaling_adds_exactly_its_count_on_top_of_min_available() {
         .filter(|h| scaling_of(h) == Some("morning"))
         .collect();
     assert_eq!(labelled.len(), 3);
-    // The pool owns its scaling.
-    let owners = scaling(&env, "morning")
-        .await
-        .expect("scaling")
-        .metadata
-        .owner_references
-        .expect("owner references");
+    // The pool owns its scaling: written by the scaling controller, which the pool's
+    // consumption of the scaling does not wait for.
+    let owners = eventually("the scaling's owner references", TIMEOUT, || async {
+        scaling(&env, "morning").await?.metadata.owner_references
+    })
+    .await;
     assert_eq!(owners.len(), 1);
     assert_eq!(owners[0].kind, "ResourcePool");
     assert_eq!(owners[0].name, "burst");
