@@ -294,7 +294,11 @@ async fn main() {
         println!("heap profile: {}", PathBuf::from(profile).display());
     }
 
-    let floor = client_floor::measure(&env, &kinds, FLOOR_CLAIMS, Some(5)).await;
+    let whole = client_floor::Serving {
+        edit_every: Some(5),
+        ..client_floor::Serving::default()
+    };
+    let floor = client_floor::measure(&env, &kinds, FLOOR_CLAIMS, whole).await;
     println!(
         "client floor: {FLOOR_CLAIMS} claim lifecycles one at a time (a warm bind with its \
          refill, one in five edited, the deletion), no broker running: CPU {:.1} ms each (the \

@@ -7,7 +7,8 @@
 //! ConfigMap, its status); an edit with the handle's and the ConfigMap's update; a deletion
 //! with the handle's and the ConfigMap's, then both finalizers. Nothing else: no Events, no pool
 //! status, no screening, no stores, no rendering, no logs. Eight watch events come back per
-//! bind, as the broker gets them.
+//! bind, as the broker gets them. Asked to ([`Serving::broker_additions`]), it also makes the
+//! writes the broker adds to a bind beyond the contract's: what they cost a client on their own.
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader};
@@ -17,11 +18,12 @@ use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::{DeleteParams, DynamicObject, Patch, PatchParams};
+use kube::api::{DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::watcher;
-use kube::{Api, Client, ResourceExt};
-use poolboy::api::kinds::{ClaimObject, HandleObject, Kinds};
-use serde_json::Value;
+use kube::{Api, Client, Resource, ResourceExt};
+use poolboy::api::kinds::{ClaimObject, HandleObject, Kinds, PoolObject};
+use serde_json::{Value, json};
 
 use crate::floor::{self, Floor, Staged, handle_name};
 use crate::machine::{percentile, process_cpu_seconds};
@@ -32,6 +34,10 @@ use crate::support::{TestEnv, admin_config};
 /// floor's claims of the namespace it names.
 const SERVE: &str = "POOLBOY_CLIENT_FLOOR_NAMESPACE";
 
+/// The environment variable that makes the client floor add the broker's own writes to each
+/// bind ([`Serving::broker_additions`]).
+const ADDITIONS: &str = "POOLBOY_CLIENT_FLOOR_ADDITIONS";
+
 /// The names of the client floor's handles.
 const SCENARIO: &str = "client";
 
@@ -40,6 +46,19 @@ const STAGED: usize = 2;
 
 /// How long a bind may take before the measurement gives up.
 const BIND_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// What the client floor does for each claim.
+#[derive(Clone, Copy, Default)]
+pub struct Serving {
+    /// One claim in `edit_every` edited (its ConfigMap's data, as `make soak` edits), and every
+    /// claim deleted until it is gone: a whole lifecycle. `None`: warm binds only.
+    pub edit_every: Option<usize>,
+    /// The writes the broker adds to a bind beyond the contract's, with the watch events they
+    /// bring: a `Bound` Event on the claim, and the pool's status, written whole and guarded by
+    /// its resourceVersion, reserving the refill's name (one a bind, as the broker writes it
+    /// one bind at a time in `make bench-scale`).
+    pub broker_additions: bool,
+}
 
 /// What the client floor measured: CPU milliseconds per claim, and bind p50 in milliseconds.
 pub struct Measured {
@@ -78,11 +97,24 @@ async fn serve(client: &Client, namespace: &str, kinds: &Kinds) {
     let handles = Api::<HandleObject>::namespaced_with(client.clone(), namespace, &kinds.handle);
     let configmaps = Api::<ConfigMap>::namespaced(client.clone(), namespace);
     let claims = Api::<ClaimObject>::namespaced_with(client.clone(), namespace, &kinds.claim);
-    // Decoded and dropped: what the broker's watches of them cost, without a store.
-    for watch in [
+    let mut watches = vec![
         watcher(handles, config()).map(|e| e.map(drop)).boxed(),
         watcher(configmaps, config()).map(|e| e.map(drop)).boxed(),
-    ] {
+    ];
+    let mut additions = match std::env::var(ADDITIONS) {
+        Ok(_) => {
+            let additions = BrokerAdditions::new(client, namespace, kinds).await;
+            watches.push(
+                watcher(additions.pools.clone(), config())
+                    .map(|e| e.map(drop))
+                    .boxed(),
+            );
+            Some(additions)
+        }
+        Err(_) => None,
+    };
+    // Decoded and dropped: what the broker's watches of them cost, without a store.
+    for watch in watches {
         tokio::spawn(watch.for_each(|_| async {}));
     }
     let mut claims = watcher(claims, config()).boxed();
@@ -127,8 +159,13 @@ async fn serve(client: &Client, namespace: &str, kinds: &Kinds) {
             continue;
         };
         floor.serve_warm(&name, &body, &staged).await;
+        let refill = handle_name(SCENARIO, STAGED + refills);
+        if let Some(additions) = &mut additions {
+            additions.bound(&claim, kinds, staged.handle()).await;
+            additions.reserve(&free, &refill).await;
+        }
         served.insert(name.clone(), (staged, resources));
-        free.push(floor.refill(&handle_name(SCENARIO, STAGED + refills)).await);
+        free.push(floor.refill(&refill).await);
         refills += 1;
         println!("bound {name}");
     }
@@ -139,21 +176,107 @@ fn template_of(resources: &Value) -> &Value {
     &resources[0]["template"]
 }
 
+/// The broker's own writes of a bind beyond the contract's ([`Serving::broker_additions`]),
+/// to the pool the floor's handles name, made for them.
+struct BrokerAdditions {
+    pools: Api<PoolObject>,
+    /// The pool's resourceVersion, as the last write left it.
+    version: String,
+    recorder: Recorder,
+    params: PatchParams,
+}
+
+impl BrokerAdditions {
+    async fn new(client: &Client, namespace: &str, kinds: &Kinds) -> Self {
+        let pools = Api::<PoolObject>::namespaced_with(client.clone(), namespace, &kinds.pool);
+        let pool: DynamicObject = serde_json::from_value(json!({
+            "apiVersion": kinds.pool.api_version,
+            "kind": kinds.pool.kind,
+            "metadata": {"name": floor::SOURCE, "labels": floor::labels()},
+            "spec": {
+                "minAvailable": STAGED,
+                "resources": [{
+                    "provider": {"apiVersion": kinds.provider.api_version,
+                        "kind": kinds.provider.kind, "name": floor::SOURCE, "namespace": namespace},
+                    "template": {"apiVersion": "v1", "kind": "ConfigMap",
+                        "metadata": {"labels": {"bench/kind": floor::SOURCE}}},
+                }],
+            },
+        }))
+        .expect("a pool");
+        let created = Api::<DynamicObject>::namespaced_with(client.clone(), namespace, &kinds.pool)
+            .create(&PostParams::default(), &pool)
+            .await
+            .expect("create the floor's pool");
+        let reporter = Reporter {
+            controller: "poolboy".into(),
+            instance: None,
+        };
+        Self {
+            pools,
+            version: created.metadata.resource_version.unwrap_or_default(),
+            recorder: Recorder::new(client.clone(), reporter),
+            params: PatchParams {
+                field_manager: Some("poolboy".to_owned()),
+                ..PatchParams::default()
+            },
+        }
+    }
+
+    /// The `Bound` Event of `claim`, bound to `handle`.
+    async fn bound(&self, claim: &ClaimObject, kinds: &Kinds, handle: &str) {
+        let event = Event {
+            type_: EventType::Normal,
+            reason: "Bound".to_owned(),
+            note: Some(format!("bound to ResourceHandle {handle}, ready")),
+            action: "Bind".to_owned(),
+            secondary: None,
+        };
+        self.recorder
+            .publish(&event, &claim.object_ref(&kinds.claim))
+            .await
+            .expect("publish an Event");
+    }
+
+    /// The pool's status listing the `free` handles and reserving `new`.
+    async fn reserve(&mut self, free: &[Staged], new: &str) {
+        let mut entries: Vec<Value> = free.iter().map(|s| ready_entry(s.handle())).collect();
+        entries.push(json!({"name": new}));
+        self.write_status(entries).await;
+    }
+
+    async fn write_status(&mut self, entries: Vec<Value>) {
+        let ready = entries.iter().filter(|e| e["ready"] == json!(true)).count();
+        let patch = json!({
+            "metadata": {"resourceVersion": self.version},
+            "status": {
+                "resourceHandleCount": {"available": entries.len(), "ready": ready},
+                "resourceHandles": entries,
+            },
+        });
+        let written = self
+            .pools
+            .patch_status(floor::SOURCE, &self.params, &Patch::Merge(&patch))
+            .await
+            .expect("write the pool's status");
+        self.version = written.metadata.resource_version.unwrap_or_default();
+    }
+}
+
+/// A ready, healthy handle as the pool's status lists it.
+fn ready_entry(handle: &str) -> Value {
+    json!({"name": handle, "healthy": true, "ready": true})
+}
+
 /// `claims` claims, one at a time, served by the client floor in its own process, in `env`'s
-/// namespace: a warm bind with its refill each, then, with `edit_every`, a whole lifecycle:
-/// one claim in `edit_every` edited (its ConfigMap's data, as `make soak` edits) and every
-/// claim deleted until it is gone. Its CPU per claim, and the bind p50.
-pub async fn measure(
-    env: &TestEnv,
-    kinds: &Kinds,
-    claims: usize,
-    edit_every: Option<usize>,
-) -> Measured {
-    let mut child = Command::new(std::env::current_exe().expect("this bench's binary"))
-        .env(SERVE, &env.namespace)
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("spawn the client floor");
+/// namespace, as `serving` says: its CPU per claim, and the bind p50.
+pub async fn measure(env: &TestEnv, kinds: &Kinds, claims: usize, serving: Serving) -> Measured {
+    let mut command = Command::new(std::env::current_exe().expect("this bench's binary"));
+    command.env(SERVE, &env.namespace).stdout(Stdio::piped());
+    if serving.broker_additions {
+        command.env(ADDITIONS, "1");
+    }
+    let mut child = command.spawn().expect("spawn the client floor");
     let lines = lines_of(&mut child);
     let pid = child.id().to_string();
     let expect = |line: &str| tokio::task::block_in_place(|| expect_line(&lines, line));
@@ -173,7 +296,7 @@ pub async fn measure(
             .await;
         expect(&format!("bound {name}"));
         latencies.push(created.elapsed().as_secs_f64() * 1000.0);
-        let Some(edit_every) = edit_every else {
+        let Some(edit_every) = serving.edit_every else {
             continue;
         };
         if i % edit_every == 0 {
@@ -197,6 +320,14 @@ pub async fn measure(
     let _ = child.kill();
     let _ = child.wait();
     floor.clean().await;
+    if serving.broker_additions {
+        let pools =
+            Api::<DynamicObject>::namespaced_with(env.client.clone(), &env.namespace, &kinds.pool);
+        pools
+            .delete(floor::SOURCE, &DeleteParams::default())
+            .await
+            .expect("delete the floor's pool");
+    }
     latencies.sort_by(f64::total_cmp);
     Measured {
         cpu_per_claim: cpu * 1000.0 / claims as f64,

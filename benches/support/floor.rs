@@ -29,8 +29,9 @@ use crate::support::TestEnv;
 const DOMAIN: &str = "poolboy.gpte.redhat.com";
 /// Every object the floor makes carries it, for the clean-up.
 const LABEL: &str = "bench/floor";
-/// The provider and pool the floor's objects name (neither exists: no broker reads them).
-const SOURCE: &str = "floor";
+/// The provider and pool the floor's objects name (neither exists unless the client floor
+/// makes the pool: no broker reads them).
+pub const SOURCE: &str = "floor";
 
 /// Claim `index` of the floor's `scenario`.
 pub fn claim_name(scenario: &str, index: usize) -> String {
@@ -46,6 +47,11 @@ pub fn handle_name(scenario: &str, index: usize) -> String {
 /// The label selector of every object the floor makes.
 pub fn selector() -> String {
     format!("{LABEL}=yes")
+}
+
+/// The labels [`selector`] selects.
+pub fn labels() -> Value {
+    json!({LABEL: "yes"})
 }
 
 /// Whether claim `name` is one of the floor's, bound by this process rather than a broker.
@@ -69,6 +75,14 @@ pub struct Staged {
     handle: String,
     configmap: String,
     state: Value,
+}
+
+impl Staged {
+    /// The handle's name.
+    #[allow(dead_code)] // the client floor's (benches/scale.rs, benches/soak.rs)
+    pub fn handle(&self) -> &str {
+        &self.handle
+    }
 }
 
 impl Floor {
@@ -337,7 +351,7 @@ impl Floor {
     /// Creates `claim` as one of the floor's, for someone else to serve: its name.
     pub async fn create_unserved(&self, claim: &Value) -> String {
         let mut claim = claim.clone();
-        claim["metadata"]["labels"] = json!({LABEL: "yes"});
+        claim["metadata"]["labels"] = labels();
         let created = self.create(&self.claims, claim).await;
         created["metadata"]["name"]
             .as_str()
