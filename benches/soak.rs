@@ -21,14 +21,14 @@
 //! A broker built with `--features heap-profile` (`make soak PROFILE=1`) is stopped with
 //! SIGTERM at the end and writes its heap profile to `POOLBOY_HEAP_PROFILE`.
 
+#[path = "support/arrivals.rs"]
+mod arrivals;
 #[allow(dead_code)] // the Lease holder and its kill serve benches/claims.rs
 #[path = "support/brokers.rs"]
 mod brokers;
 #[path = "support/client_floor.rs"]
 mod client_floor;
 // Only what the client floor serves claims with is used here.
-#[path = "support/arrivals.rs"]
-mod arrivals;
 #[allow(dead_code)]
 #[path = "support/floor.rs"]
 mod floor;

@@ -56,6 +56,13 @@ async fn scaling(env: &TestEnv, name: &str) -> Option<ResourcePoolScaling> {
     env.api::<ResourcePoolScaling>().get_opt(name).await.ok()?
 }
 
+/// The `Valid` condition of scaling `name`, when it has one.
+async fn valid_condition(env: &TestEnv, name: &str) -> Option<Value> {
+    let status = scaling_status(env, name).await;
+    let conditions = status["conditions"].as_array()?;
+    conditions.iter().find(|c| c["type"] == "Valid").cloned()
+}
+
 /// `status` of scaling `name` as JSON (null when it has none or is gone).
 async fn scaling_status(env: &TestEnv, name: &str) -> Value {
     scaling(env, name)
@@ -364,16 +371,12 @@ async fn a_scaling_for_a_missing_pool_reports_it_and_goes_on_once_the_pool_exist
     let operator = TestOperator::start(env.kube_config(), &env.namespace);
     create_scaling(&env, "early", "not-yet", json!({"count": 2})).await;
     eventually("the Valid condition false", TIMEOUT, || async {
-        let status = scaling_status(&env, "early").await;
-        let conditions = status["conditions"].as_array()?.clone();
-        conditions
-            .iter()
-            .find(|c| {
-                c["type"] == "Valid"
-                    && c["status"] == "False"
-                    && c["message"].as_str().is_some_and(|m| m.contains("not-yet"))
-            })
-            .map(|_| ())
+        let valid = valid_condition(&env, "early").await?;
+        (valid["status"] == "False"
+            && valid["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("not-yet")))
+        .then_some(())
     })
     .await;
     env.event("early", "Warning", "InvalidResourcePoolScaling", TIMEOUT)
@@ -384,12 +387,7 @@ async fn a_scaling_for_a_missing_pool_reports_it_and_goes_on_once_the_pool_exist
     // The pool writes the count and state, the scaling controller the condition: either
     // may land first.
     eventually("the Valid condition true", TIMEOUT, || async {
-        let status = scaling_status(&env, "early").await;
-        let conditions = status["conditions"].as_array()?.clone();
-        conditions
-            .iter()
-            .find(|c| c["type"] == "Valid" && c["status"] == "True")
-            .map(|_| ())
+        (valid_condition(&env, "early").await?["status"] == "True").then_some(())
     })
     .await;
     env.teardown([operator]).await;

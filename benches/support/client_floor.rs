@@ -189,7 +189,7 @@ struct BrokerAdditions {
 impl BrokerAdditions {
     async fn new(client: &Client, namespace: &str, kinds: &Kinds) -> Self {
         let pools = Api::<PoolObject>::namespaced_with(client.clone(), namespace, &kinds.pool);
-        let pool: DynamicObject = serde_json::from_value(json!({
+        let pool: PoolObject = serde_json::from_value(json!({
             "apiVersion": kinds.pool.api_version,
             "kind": kinds.pool.kind,
             "metadata": {"name": floor::SOURCE, "labels": floor::labels()},
@@ -204,7 +204,7 @@ impl BrokerAdditions {
             },
         }))
         .expect("a pool");
-        let created = Api::<DynamicObject>::namespaced_with(client.clone(), namespace, &kinds.pool)
+        let created = pools
             .create(&PostParams::default(), &pool)
             .await
             .expect("create the floor's pool");
@@ -238,19 +238,17 @@ impl BrokerAdditions {
             .expect("publish an Event");
     }
 
-    /// The pool's status listing the `free` handles and reserving `new`.
+    /// The pool's status listing the `free` handles, ready, and reserving `new`.
     async fn reserve(&mut self, free: &[Staged], new: &str) {
-        let mut entries: Vec<Value> = free.iter().map(|s| ready_entry(s.handle())).collect();
+        let mut entries: Vec<Value> = free
+            .iter()
+            .map(|s| json!({"name": s.handle(), "healthy": true, "ready": true}))
+            .collect();
         entries.push(json!({"name": new}));
-        self.write_status(entries).await;
-    }
-
-    async fn write_status(&mut self, entries: Vec<Value>) {
-        let ready = entries.iter().filter(|e| e["ready"] == json!(true)).count();
         let patch = json!({
             "metadata": {"resourceVersion": self.version},
             "status": {
-                "resourceHandleCount": {"available": entries.len(), "ready": ready},
+                "resourceHandleCount": {"available": entries.len(), "ready": free.len()},
                 "resourceHandles": entries,
             },
         });
@@ -261,11 +259,6 @@ impl BrokerAdditions {
             .expect("write the pool's status");
         self.version = written.metadata.resource_version.unwrap_or_default();
     }
-}
-
-/// A ready, healthy handle as the pool's status lists it.
-fn ready_entry(handle: &str) -> Value {
-    json!({"name": handle, "healthy": true, "ready": true})
 }
 
 /// `claims` claims, one at a time, served by the client floor in its own process, in `env`'s

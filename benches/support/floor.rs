@@ -254,7 +254,6 @@ impl Floor {
     /// claim go: four requests.
     #[allow(dead_code)] // the client floor's (benches/soak.rs)
     pub async fn serve_delete(&self, name: &str, staged: &Staged) {
-        let unfinalize = Patch::Merge(json!({"metadata": {"finalizers": null}}));
         self.handles
             .delete(&staged.handle, &DeleteParams::default())
             .await
@@ -267,7 +266,7 @@ impl Floor {
             (&self.handles, staged.handle.as_str()),
             (&self.claims, name),
         ] {
-            api.patch(name, &self.params, &unfinalize)
+            api.patch(name, &self.params, &unfinalize())
                 .await
                 .expect("remove a finalizer");
         }
@@ -483,7 +482,7 @@ impl Floor {
     /// Deletes everything the floor made, its finalizers first (no broker removes them).
     pub async fn clean(&self) {
         let labelled = ListParams::default().labels(&selector());
-        let unfinalize = Patch::Merge(json!({"metadata": {"finalizers": null}}));
+        let unfinalize = unfinalize();
         for api in [&self.claims, &self.handles] {
             let names: Vec<String> = api
                 .list_metadata(&labelled)
@@ -530,6 +529,11 @@ where
             Err(error) => panic!("delete {what}: {error}"),
         }
     }
+}
+
+/// The patch that releases every finalizer of an object (no broker runs to release them).
+fn unfinalize() -> Patch<Value> {
+    Patch::Merge(json!({"metadata": {"finalizers": null}}))
 }
 
 /// The labels a bound handle carries.
