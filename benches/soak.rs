@@ -36,6 +36,8 @@ mod floor;
 mod machine;
 #[path = "support/objects.rs"]
 mod objects;
+#[path = "support/requests.rs"]
+mod requests;
 #[path = "../tests/support/mod.rs"]
 mod support;
 
@@ -53,6 +55,7 @@ use objects::{claim, claim_edit, pool, provider};
 use plotters::prelude::*;
 use poolboy::api::OperatorDomain;
 use poolboy::api::kinds::{ClaimObject, HandleObject, Kinds};
+use requests::Requests;
 use serde_json::Value;
 use support::TestEnv;
 
@@ -204,6 +207,7 @@ async fn main() {
     ));
     let cpu_start = broker.cpu_seconds();
     let control_plane_start = control_plane_cpu();
+    let requests_start = Requests::read(&env.client).await;
     let (minutes, failures) = churn(&env, &kinds, &settings, &mut broker, &record).await;
 
     println!();
@@ -219,6 +223,7 @@ async fn main() {
     .await;
     let drain_time = drain_start.elapsed().as_secs_f64();
     let cpu = broker.cpu_seconds() - cpu_start;
+    let requests = Requests::read(&env.client).await.since(&requests_start);
     let broker_per_claim = cpu * 1000.0 / lock(&record).created.len().max(1) as f64;
     let [apiserver, etcd] = control_plane_cpu();
     let control_plane = [
@@ -262,6 +267,12 @@ async fn main() {
             per_claim(control_plane[0]),
             per_claim(control_plane[1]),
         );
+        let per_lifecycle = created.max(1) as f64;
+        println!(
+            "API requests per claim lifecycle (the churn's own included): {:.1} ({})",
+            requests.total() / per_lifecycle,
+            requests.per(per_lifecycle)
+        );
         // The reference: minute 10, or the last of a shorter run.
         let reference = minutes.get(minutes.len().min(10).wrapping_sub(1));
         let (reference_minute, at_reference) =
@@ -298,12 +309,19 @@ async fn main() {
         edit_every: Some(5),
         ..client_floor::Serving::default()
     };
+    let requests_start = Requests::read(&env.client).await;
     let floor = client_floor::measure(&env, &kinds, FLOOR_CLAIMS, whole).await;
+    let floor_requests = Requests::read(&env.client).await.since(&requests_start);
     println!(
         "client floor: {FLOOR_CLAIMS} claim lifecycles one at a time (a warm bind with its \
          refill, one in five edited, the deletion), no broker running: CPU {:.1} ms each (the \
          broker's {broker_per_claim:.1} ms under the churn), bind p50 {:.0} ms",
         floor.cpu_per_claim, floor.p50
+    );
+    println!(
+        "client floor's API requests per claim lifecycle: {:.1} ({})",
+        floor_requests.total() / FLOOR_CLAIMS as f64,
+        floor_requests.per(FLOOR_CLAIMS as f64)
     );
     env.cleanup().await;
 }
