@@ -718,6 +718,60 @@ async fn b11_deleting_a_handle_whose_resource_is_already_gone_completes() {
     env.teardown([operator]).await;
 }
 
+/// B11's mark is for whoever sees a resource while it is being deleted. A ConfigMap with no
+/// finalizer goes at once, so none can: it is deleted with one request, never marked.
+#[tokio::test]
+async fn a_resource_that_goes_at_once_is_deleted_without_the_mark() {
+    let env = TestEnv::new().await;
+    create_plain_provider(&env, json!({})).await;
+    let operator = TestOperator::start(env.kube_config(), &env.namespace);
+    let handle = create_handle_of(&env, &[("cm", "config", json!({}))], json!({})).await;
+    let cm_name = resource_name(&handle.name_any(), 0);
+    let configmaps: Api<ConfigMap> = env.api();
+    eventually("the ConfigMap", TIMEOUT, || configmap(&env, &cm_name)).await;
+
+    let config = watcher::Config::default().fields(&format!("metadata.name={cm_name}"));
+    let mut events = watcher(configmaps.clone(), config).boxed();
+    let seen = tokio::spawn(async move {
+        let mut seen = Vec::new();
+        while let Some(Ok(event)) = events.next().await {
+            let (deleted, object) = match event {
+                watcher::Event::Apply(object) | watcher::Event::InitApply(object) => {
+                    (false, object)
+                }
+                watcher::Event::Delete(object) => (true, object),
+                watcher::Event::Init | watcher::Event::InitDone => continue,
+            };
+            seen.push(
+                object
+                    .annotations()
+                    .contains_key(&key("resource-handle-deleted")),
+            );
+            if deleted {
+                return seen;
+            }
+        }
+        seen
+    });
+    let handles: Api<ResourceHandle> = env.api();
+    handles
+        .delete(&handle.name_any(), &DeleteParams::default())
+        .await
+        .expect("deleting the handle");
+    gone(&handles, &handle.name_any(), TIMEOUT).await;
+    let marks = tokio::time::timeout(TIMEOUT, seen)
+        .await
+        .expect("the ConfigMap's deletion is seen")
+        .expect("the watch task");
+    assert!(!marks.is_empty(), "the ConfigMap's versions are seen");
+    assert!(
+        marks.iter().all(|marked| !marked),
+        "a version carried the mark: {marks:?}"
+    );
+
+    env.teardown([operator]).await;
+}
+
 /// A handle's finalizer deletes only resources of this very handle. Otherwise a process
 /// finalizing from a stale copy, after a namesake (the same claim-derived name) has made the
 /// resource again, would take the namesake's resource, and its deletion, marked as Poolboy's,

@@ -362,6 +362,9 @@ async fn finalize(
         let api = binding::handles_api(ctx, &handle.namespace);
         // Being deleted now (its finalizer runs): it says why.
         if let Written::Done(Some(deleted)) = write::delete_named(&api, &handle.name).await? {
+            if let Some(uid) = &deleted.metadata.uid {
+                ctx.stores.deleted_by_claims.record(uid);
+            }
             ctx.metrics.handle_deleted("claim_deleted");
             let note = format!(
                 "ResourceClaim {namespace}/{name} was deleted: deleting the handle and its resources"

@@ -27,6 +27,7 @@ use crate::core::template::TemplateEngine;
 use crate::metrics::Metrics;
 use crate::store::claim_readers::ClaimReaders;
 use crate::store::claim_summaries::ClaimSummaries;
+use crate::store::deleted_by_claims::HandlesDeletedByClaims;
 use crate::store::packed::{StoredClaim, StoredHandle};
 use crate::store::pool_index::PoolIndex;
 use crate::store::render_clocks::RenderClocks;
@@ -107,6 +108,8 @@ pub(crate) struct Stores {
     pub(crate) claim_readers: ClaimReaders,
     /// What each handle made and has not recorded in its status yet.
     pub(crate) unrecorded: UnrecordedResources,
+    /// The handles deleted for their claim's finalizer.
+    pub(crate) deleted_by_claims: HandlesDeletedByClaims,
 }
 
 pub(crate) struct Context {

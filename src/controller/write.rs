@@ -510,13 +510,52 @@ pub(crate) async fn delete_named<K>(
 where
     K: Resource + Clone + DeserializeOwned + Debug,
 {
-    Ok(
-        match sort(api.delete(name, &DeleteParams::default()).await)? {
-            Written::Done(deleted) => Written::Done(deleted.left()),
-            Written::Conflict => Written::Conflict,
-            Written::Gone => Written::Gone,
-        },
-    )
+    delete_with(api, name, &DeleteParams::default()).await
+}
+
+/// Deletes the object called `name` only while it is still the copy of `uid` at
+/// `resource_version` (preconditions): `Done(Some(object))` while it is being deleted (its
+/// finalizers run), `Done(None)` when it went at once, `Conflict` when it changed or was
+/// replaced since that copy, `Gone` when there is none.
+pub(crate) async fn delete_unchanged<K>(
+    api: &Api<K>,
+    name: &str,
+    uid: &str,
+    resource_version: &str,
+) -> Result<Written<Option<K>>, kube::Error>
+where
+    K: Resource + Clone + DeserializeOwned + Debug,
+{
+    let params = DeleteParams {
+        preconditions: Some(Preconditions {
+            uid: Some(uid.to_owned()),
+            resource_version: Some(resource_version.to_owned()),
+        }),
+        ..DeleteParams::default()
+    };
+    delete_with(api, name, &params).await
+}
+
+/// One delete, its answer sorted: the object while it is being deleted, `None` once gone
+/// (some kinds answer an object that went at once with its last copy, which has no
+/// deletionTimestamp, rather than a Status).
+async fn delete_with<K>(
+    api: &Api<K>,
+    name: &str,
+    params: &DeleteParams,
+) -> Result<Written<Option<K>>, kube::Error>
+where
+    K: Resource + Clone + DeserializeOwned + Debug,
+{
+    Ok(match sort(api.delete(name, params).await)? {
+        Written::Done(deleted) => Written::Done(
+            deleted
+                .left()
+                .filter(|object| object.meta().deletion_timestamp.is_some()),
+        ),
+        Written::Conflict => Written::Conflict,
+        Written::Gone => Written::Gone,
+    })
 }
 
 /// Deletes the object called `name` if it is still the one of `uid` (a uid precondition);

@@ -25,6 +25,7 @@ use crate::controller::{claim, handle, pool, providers, scaling};
 use crate::metrics::Metrics;
 use crate::shutdown::Shutdown;
 use crate::store::claim_readers::ClaimReaders;
+use crate::store::deleted_by_claims::HandlesDeletedByClaims;
 use crate::store::free_handles::FreeHandles;
 use crate::store::packed::{StoredClaim, StoredHandle};
 use crate::store::render_clocks::RenderClocks;
@@ -246,6 +247,7 @@ impl Controllers {
         let render_clocks = RenderClocks::following(&mut handle_watch);
         let claim_readers = ClaimReaders::following(&mut handle_watch);
         let unrecorded = UnrecordedResources::following(&mut handle_watch);
+        let deleted_by_claims = HandlesDeletedByClaims::following(&mut handle_watch);
         let early_watches =
             EarlyWatches::following(&mut handle_watch, options.config.domain.clone());
         let claims = claim::controller(
@@ -269,6 +271,7 @@ impl Controllers {
             render_clocks,
             claim_readers,
             unrecorded,
+            deleted_by_claims,
         };
         let (claim_trigger, claim_triggers) = mpsc::unbounded();
         let (pool_trigger, pool_triggers) = mpsc::unbounded();

@@ -5,6 +5,7 @@
 pub(crate) mod claim_index;
 pub(crate) mod claim_readers;
 pub(crate) mod claim_summaries;
+pub(crate) mod deleted_by_claims;
 pub(crate) mod free_handles;
 pub mod health;
 pub(crate) mod packed;

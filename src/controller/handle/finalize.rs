@@ -1,5 +1,5 @@
-//! A deleted handle's finalizer (Δ§3.2 Delete, B11): annotate and delete each resource it
-//! made, delete its claim unless detached or already being deleted, wake its pool, then
+//! A deleted handle's finalizer (Δ§3.2 Delete, B11): delete each resource it made (annotated
+//! first unless it goes at once), delete its claim unless detached or already being deleted, wake its pool, then
 //! release every Poolboy finalizer (Δ§4.7).
 
 use json_patch::{PatchOperation, TestOperation};
@@ -16,6 +16,7 @@ use crate::controller::context::{Context, EventKind};
 use crate::controller::managed;
 use crate::controller::write::{self, Halt, OrHalt, Target, Written};
 use crate::core::handle::definition::status_references;
+use crate::core::handle::deletion::{Deletion, deletion};
 use crate::core::json::pointer::{add, pointer};
 
 pub(super) async fn finalize(
@@ -50,8 +51,10 @@ pub(super) async fn finalize(
     ctx.stores.unrecorded.forget(uid);
 
     // A claim already being deleted needs no deletion, nor an Event saying that this handle's
-    // deletion deletes it: most often the claim's own finalizer is what deleted this handle.
+    // deletion deletes it: most often the claim's own finalizer is what deleted this handle,
+    // and then it is known without a look (`store::deleted_by_claims`).
     if let Some(reference) = &handle.spec.resource_claim
+        && !ctx.stores.deleted_by_claims.contains(uid)
         && let Some(claim) = get_claim(ctx, reference).await?
         && claim.metadata.deletion_timestamp.is_none()
     {
@@ -90,15 +93,17 @@ pub(super) async fn finalize(
     write::release_finalizers(&ctx.handles_api(), object, ours)
         .await
         .or_halt()?;
+    ctx.stores.deleted_by_claims.forget(uid);
     Ok(Action::await_change())
 }
 
-/// Marks the resource as being deleted by Poolboy (its watch events are then ignored, B12) and
-/// deletes it. A resource, or a kind, that no longer exists is done. So is one that another
-/// handle of the same name made (its `D/resource-handle-uid` is not `handle_uid`): a process
-/// finalizing from a stale copy, after the handle was gone and a namesake made for the same
-/// claim had created the resource again, must not take it away (its deletion would go unseen,
-/// B12). Both writes carry the resource's uid, so that they reach the object checked.
+/// Deletes the resource, marked as deleted by Poolboy (its watch events are then ignored, B12)
+/// unless it goes at once (`core::handle::deletion`). A resource, or a kind, that no longer
+/// exists is done. So is one that another handle of the same name made (its
+/// `D/resource-handle-uid` is not `handle_uid`): a process finalizing from a stale copy, after
+/// the handle was gone and a namesake made for the same claim had created the resource again,
+/// must not take it away (its deletion would go unseen, B12). Every write carries the
+/// resource's uid, so that it reaches the object checked.
 async fn delete_resource(
     ctx: &Context,
     reference: &ResourceReference,
@@ -124,10 +129,41 @@ async fn delete_resource(
             "not deleting a managed resource of another handle of the same name");
         return Ok(());
     }
+    let annotate = annotation(ctx, &live, stamp);
+    if let Deletion::AtOnce {
+        uid,
+        resource_version,
+    } = deletion(&live)
+    {
+        tracing::info!(kind = %reference.kind, name = %reference.name, "deleting managed resource");
+        match write::delete_unchanged(&api, &reference.name, uid, resource_version).await? {
+            Written::Done(None) | Written::Gone => return Ok(()),
+            // It stays after all (a finalizer the copy did not show): it is marked now.
+            Written::Done(Some(_)) => {
+                write::send(&api, &reference.name, Target::Object, &annotate).await?;
+                return Ok(());
+            }
+            // Changed since it was read: marked first, as any other.
+            Written::Conflict => {}
+        }
+    }
+    // Gone, or (the uid test failed) replaced since it was read: not the one to delete.
+    if let Written::Conflict | Written::Gone =
+        write::send(&api, &reference.name, Target::Object, &annotate).await?
+    {
+        return Ok(());
+    }
+    tracing::info!(kind = %reference.kind, name = %reference.name, "deleting managed resource");
     let resource_uid = live.pointer("/metadata/uid").and_then(Value::as_str);
+    write::delete_uid(&api, &reference.name, resource_uid).await?;
+    Ok(())
+}
+
+/// The patch that marks `live` as deleted by Poolboy at `stamp`, for `live` only (a uid test).
+fn annotation(ctx: &Context, live: &Value, stamp: &str) -> Patch<()> {
     let key = ctx.domain().resource_handle_deleted();
     let mut ops = Vec::new();
-    if let Some(uid) = resource_uid {
+    if let Some(uid) = live.pointer("/metadata/uid").and_then(Value::as_str) {
         ops.push(PatchOperation::Test(TestOperation {
             path: pointer(&["metadata", "uid"]),
             value: json!(uid),
@@ -143,14 +179,5 @@ async fn delete_resource(
             add(&["metadata", "annotations"], json!({ key: stamp }))
         },
     );
-    let patch = Patch::Json::<()>(json_patch::Patch(ops));
-    // Gone, or (the uid test failed) replaced since it was read: not the one to delete.
-    if let Written::Conflict | Written::Gone =
-        write::send(&api, &reference.name, Target::Object, &patch).await?
-    {
-        return Ok(());
-    }
-    tracing::info!(kind = %reference.kind, name = %reference.name, "deleting managed resource");
-    write::delete_uid(&api, &reference.name, resource_uid).await?;
-    Ok(())
+    Patch::Json(json_patch::Patch(ops))
 }

@@ -2,6 +2,7 @@
 //! provider generates, each resource's definition and plan, and the handle's status.
 
 pub(crate) mod definition;
+pub(crate) mod deletion;
 pub(crate) mod desired;
 pub(crate) mod generated;
 pub(crate) mod kstatus;

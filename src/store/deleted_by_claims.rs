@@ -1,0 +1,94 @@
+//! The handles this process deleted for their claim's finalizer (§7.3), by uid. The handle's
+//! own finalizer then knows that its claim is being deleted and needs no deletion (Δ§3.2
+//! Delete) without looking: the claim is usually gone from the store by then, released by the
+//! same finalizer, and asking the API server would only hear 404. A handle missing here (it
+//! was deleted by someone else, or by another process) is looked up as before. A deleted
+//! handle's entry goes with its watch's delete event, or with its finalizer.
+
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use crate::api::kinds::HandleObject;
+use crate::store::shared_watch::SharedWatch;
+
+/// Shared by the handle watch (which it follows), the claim reconciles that delete handles
+/// and the handle reconciles that finalize them. Cheap to clone.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct HandlesDeletedByClaims {
+    uids: Arc<Mutex<HashSet<String>>>,
+}
+
+impl HandlesDeletedByClaims {
+    /// Entries that follow `handles`: a deleted handle's goes.
+    pub(crate) fn following(handles: &mut SharedWatch<HandleObject>) -> Self {
+        let deleted_by_claims = Self::default();
+        let follower = deleted_by_claims.clone();
+        handles.follow_deletes(move |handle| follower.deleted(handle));
+        deleted_by_claims
+    }
+
+    fn deleted(&self, handle: &HandleObject) {
+        if let Some(uid) = &handle.metadata.uid {
+            self.forget(uid);
+        }
+    }
+
+    /// Handle `uid` is being deleted because its claim is.
+    pub(crate) fn record(&self, uid: &str) {
+        self.lock().insert(uid.to_owned());
+    }
+
+    /// Whether handle `uid` is being deleted because its claim is.
+    pub(crate) fn contains(&self, uid: &str) -> bool {
+        self.lock().contains(uid)
+    }
+
+    /// Handle `uid`'s finalizer is done, or the handle is gone.
+    pub(crate) fn forget(&self, uid: &str) {
+        self.lock().remove(uid);
+    }
+
+    fn lock(&self) -> MutexGuard<'_, HashSet<String>> {
+        self.uids.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn handle(uid: &str) -> HandleObject {
+        serde_json::from_value(json!({
+            "apiVersion": "poolboy.gpte.redhat.com/v1", "kind": "ResourceHandle",
+            "metadata": {"name": format!("guid-{uid}"), "namespace": "poolboy", "uid": uid},
+            "spec": {"resources": []},
+        }))
+        .expect("a handle")
+    }
+
+    #[test]
+    fn a_recorded_handle_is_known_until_forgotten() {
+        let deleted = HandlesDeletedByClaims::default();
+        deleted.record("h1");
+        deleted.record("h2");
+        assert!(deleted.contains("h1"));
+        deleted.forget("h1");
+        assert!(!deleted.contains("h1"));
+        assert!(deleted.contains("h2"));
+        assert!(!deleted.contains("h3"));
+    }
+
+    #[test]
+    fn a_delete_event_empties_the_handles_entry() {
+        let deleted = HandlesDeletedByClaims::default();
+        deleted.record("h1");
+        deleted.record("h2");
+        deleted.deleted(&handle("h1"));
+        assert!(!deleted.contains("h1"));
+        assert!(deleted.contains("h2"));
+        // The memory keeps no key for the deleted handle.
+        assert_eq!(deleted.lock().len(), 1);
+    }
+}
