@@ -11,12 +11,13 @@
 //!    is the host's) and the binds' p50 and p99;
 //! 3. every claim deleted: the time until only the pool's handles and ConfigMaps are left, the
 //!    leftovers, the double binds (a handle seen bound to two claims), the broker's CPU per claim
-//!    lifecycle and its RSS once settled again, against the baseline;
+//!    lifecycle, the API requests per lifecycle (the API server's count, the churn's own
+//!    included) and its RSS once settled again, against the baseline;
 //! 4. the curves (RSS, CPU, bind latency by minute) as `soak.svg` and `soak.csv` in
 //!    `SOAK_OUT` (default target/soak);
 //! 5. the client floor: 200 claim lifecycles like the churn's, one at a time, served by a
 //!    minimal kube-rs client with the broker stopped (`support/client_floor.rs`): the CPU per
-//!    lifecycle no broker on the same client goes below.
+//!    lifecycle no broker on the same client goes below, and the requests the contract needs.
 //!
 //! A broker built with `--features heap-profile` (`make soak PROFILE=1`) is stopped with
 //! SIGTERM at the end and writes its heap profile to `POOLBOY_HEAP_PROFILE`.

@@ -1,6 +1,6 @@
-//! A deleted handle's finalizer (Δ§3.2 Delete, B11): delete each resource it made (annotated
-//! first unless it goes at once), delete its claim unless detached or already being deleted, wake its pool, then
-//! release every Poolboy finalizer (Δ§4.7).
+//! A deleted handle's finalizer (Δ§3.2 Delete, B11): delete each resource it made (marked
+//! first unless it goes at once), delete its claim unless detached or already being deleted,
+//! wake its pool, then release every Poolboy finalizer (Δ§4.7).
 
 use json_patch::{PatchOperation, TestOperation};
 use kube::ResourceExt;
