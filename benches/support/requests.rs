@@ -67,11 +67,14 @@ impl Requests {
         self.0.values().sum()
     }
 
-    /// "VERB resource: n.n" per key, each divided by `per`, on one line.
+    /// "VERB resource: n.n" per key, each divided by `per`, on one line; keys that round to
+    /// 0.00 (the control plane's own watches, restarted meanwhile) are left out.
     pub fn per(&self, per: f64) -> String {
         self.0
             .iter()
-            .map(|(key, count)| format!("{key} {:.2}", count / per))
+            .map(|(key, count)| (key, count / per))
+            .filter(|(_, share)| *share >= 0.005)
+            .map(|(key, share)| format!("{key} {share:.2}"))
             .collect::<Vec<_>>()
             .join(", ")
     }
