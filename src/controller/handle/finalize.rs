@@ -129,13 +129,13 @@ async fn delete_resource(
             "not deleting a managed resource of another handle of the same name");
         return Ok(());
     }
+    tracing::info!(kind = %reference.kind, name = %reference.name, "deleting managed resource");
     let annotate = annotation(ctx, &live, stamp);
     if let Deletion::AtOnce {
         uid,
         resource_version,
     } = deletion(&live)
     {
-        tracing::info!(kind = %reference.kind, name = %reference.name, "deleting managed resource");
         match write::delete_unchanged(&api, &reference.name, uid, resource_version).await? {
             Written::Done(None) | Written::Gone => return Ok(()),
             // It stays after all (a finalizer the copy did not show): it is marked now.
@@ -153,7 +153,6 @@ async fn delete_resource(
     {
         return Ok(());
     }
-    tracing::info!(kind = %reference.kind, name = %reference.name, "deleting managed resource");
     let resource_uid = live.pointer("/metadata/uid").and_then(Value::as_str);
     write::delete_uid(&api, &reference.name, resource_uid).await?;
     Ok(())
