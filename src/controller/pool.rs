@@ -98,8 +98,8 @@ impl PoolController {
 /// event often comes before the pool watch shows that status write, so a name this process
 /// reserved counts as reserved from its own memory too. What would only wait for the pool's
 /// next status write wakes the pool when it may be written ([`LaterWakes`]): a change of only
-/// an unbound handle's readiness or health, and a bind whose refill may wait
-/// ([`PoolMemory::patience`]).
+/// what the pool counts (an unbound handle's readiness or health, a claimed handle's readiness
+/// or deletion), and a bind whose refill may wait ([`PoolMemory::patience`]).
 pub(crate) fn controller(
     client: &Client,
     kinds: &Kinds,
@@ -128,7 +128,7 @@ pub(crate) fn controller(
                     .and_then(|stored| patient.bind_may_wait(&stored.metadata)),
                 false => None,
             };
-            if concern.only_state {
+            if concern.counts_only {
                 later.wake_at(pool, Instant::now() + COUNTS_INTERVAL, &wake);
             } else if let Some(until) = waits {
                 later.wake_at(pool, until, &wake);
@@ -161,13 +161,15 @@ pub(crate) fn controller(
 type Woken = (ObjectRef<PoolObject>, Option<String>);
 
 /// Wakes a pool at an instant, once for all the changes that wait for it; the earliest
-/// instant asked for wins. What the pool does of a change of only its unbound handles'
-/// readiness or health is mostly its status's counts, written at most once a
-/// [`COUNTS_INTERVAL`] anyway: so a handle's getting ready after the bind that made the pool
-/// create it costs the pool one pass, not one now and one when the counts may be written (the
-/// caps it weighs, `maxUnready` and unhealthy deletion, act at most an interval later). A
-/// pass of the pool that begins meanwhile reads the changes, and whatever it must wait for it
-/// waits for itself: the wake is dropped then.
+/// instant asked for wins. What the pool does of a change of only what it counts (its unbound
+/// handles' readiness or health, its claimed handles' readiness or deletion) is mostly its
+/// status's counts, written at most once a [`COUNTS_INTERVAL`] anyway: so a handle's getting
+/// ready after the bind that made the pool create it costs the pool one pass, not one now and
+/// one when the counts may be written, and the deletions of many bound handles cost it one
+/// pass a second, not two each. The caps and the autoscale that weigh those counts
+/// (`maxUnready`, unhealthy deletion, `maxSize`, `maxConcurrent`) act at most an interval
+/// later. A pass of the pool that begins meanwhile reads the changes, and whatever it must
+/// wait for it waits for itself: the wake is dropped then.
 #[derive(Clone, Default)]
 struct LaterWakes(Arc<Mutex<HashMap<ObjectRef<PoolObject>, Instant>>>);
 

@@ -33,9 +33,8 @@ pub(crate) struct Concern<'a> {
     pub(crate) pool: &'a str,
     /// The handle, when the change is its creation ([`Told::creation`]).
     pub(crate) created: Option<&'a str>,
-    /// Whether the change moves only an unclaimed handle's readiness or health
-    /// ([`Told::only_state`]).
-    pub(crate) only_state: bool,
+    /// Whether the change moves only what the pool counts ([`Told::counts_only`]).
+    pub(crate) counts_only: bool,
     /// Whether the change is a claim's bind of one of the pool's unclaimed handles
     /// ([`Told::bind`]).
     pub(crate) bind: bool,
@@ -49,10 +48,12 @@ struct Told {
     /// Whether it is the handle's creation: it appears, unclaimed and without a status. A pool
     /// that reserved the handle's name before creating it counts it already.
     creation: bool,
-    /// Whether it moves only an unclaimed handle's readiness or health (and with readiness its
-    /// provisioning time): what the pool's status reports, and what its `maxUnready` and
-    /// unhealthy-deletion caps weigh, but no bind, creation or deletion of a handle.
-    only_state: bool,
+    /// Whether it moves only what the pool counts: an unclaimed handle's readiness or health
+    /// (and with readiness its provisioning time), which the pool's status reports and its
+    /// `maxUnready` and unhealthy-deletion caps weigh; or what a claimed handle adds (its
+    /// readiness, its deletion), which the `maxSize` and `maxConcurrent` caps and autoscale
+    /// weigh. No bind, no creation, no change of what the pool holds.
+    counts_only: bool,
     /// Whether it is a claim's bind of an unclaimed handle of the pool: the handle leaves
     /// what the pool holds, and nothing else of the pool changes.
     bind: bool,
@@ -89,12 +90,12 @@ impl PoolIndex {
                 _ => None,
             };
             for (namespace, pool) in &told.pools {
-                tracing::trace!(%pool, ?created, told.only_state, "a handle's change concerns its pool");
+                tracing::trace!(%pool, ?created, told.counts_only, "a handle's change concerns its pool");
                 wake(Concern {
                     namespace,
                     pool,
                     created,
-                    only_state: told.only_state,
+                    counts_only: told.counts_only,
                     bind: told.bind,
                 });
             }
@@ -253,14 +254,14 @@ impl Members {
                     (Some((was, old)), Some((is, new))) => was == is && !old.claimed && new.claimed,
                     _ => false,
                 };
-                let only_state = match (&before, &after) {
-                    (Some((was, old)), Some((is, new))) => {
+                let counts_only = match (&before, &after) {
+                    (Some((was, old)), Some((is, new))) if was == is && old != new => {
                         let same_but_state = Part {
                             state: new.state,
                             provisioning: new.provisioning,
                             ..*old
                         };
-                        was == is && old != new && same_but_state == *new
+                        (old.claimed && new.claimed) || same_but_state == *new
                     }
                     _ => false,
                 };
@@ -268,12 +269,14 @@ impl Members {
                     creation: before.is_none()
                         && handle.spec.resource_claim.is_none()
                         && handle.status.is_none(),
-                    only_state,
+                    counts_only,
                     bind,
                     pools: pools_concerned(before, after),
                 }
             }
+            // A claimed handle's deletion takes away only what it added to the counts.
             watcher::Event::Delete(_) => Told {
+                counts_only: before.as_ref().is_some_and(|(_, part)| part.claimed),
                 pools: pools_concerned(before, None),
                 ..Told::default()
             },
@@ -624,27 +627,56 @@ mod tests {
         );
     }
 
-    /// A change of an unbound handle's readiness or health alone is only its state; a bind,
-    /// a label or a deletion is more.
+    /// A change of an unbound handle's readiness or health alone, and of a claimed handle's
+    /// readiness or deletion, moves only the counts; a bind, a label or a deletion of an
+    /// unbound handle is more.
     #[test]
-    fn a_change_of_readiness_or_health_alone_is_only_state() {
+    fn a_change_of_readiness_health_or_a_claimed_handle_moves_only_the_counts() {
         let mut members = Members::default();
         let mut tell = |handle: HandleObject| members.apply_telling(&Event::Apply(handle));
-        assert!(!tell(handle("guid-a", "p", None, false)).only_state, "new");
+        assert!(!tell(handle("guid-a", "p", None, false)).counts_only, "new");
         let told = tell(handle("guid-a", "p", None, true));
-        assert!(told.only_state && told.pools.len() == 1, "ready");
+        assert!(told.counts_only && told.pools.len() == 1, "ready");
         let mut unhealthy = handle("guid-a", "p", None, true);
         unhealthy.status.get_or_insert_default().healthy = Some(false);
-        assert!(tell(unhealthy.clone()).only_state, "unhealthy");
+        assert!(tell(unhealthy.clone()).counts_only, "unhealthy");
         let mut labelled = unhealthy;
         labelled.metadata.labels = Some([("a".to_owned(), "b".to_owned())].into());
-        assert!(!tell(labelled).only_state, "labelled");
+        assert!(!tell(labelled).counts_only, "labelled");
         let bind = tell(handle("guid-a", "p", Some("c1"), true));
-        assert!(!bind.only_state && bind.bind, "the bind");
+        assert!(!bind.counts_only && bind.bind, "the bind");
         let unready = tell(handle("guid-a", "p", Some("c1"), false));
         assert!(
-            !unready.only_state && !unready.bind,
-            "a bound handle's readiness changes the bound counts"
+            unready.counts_only && !unready.bind && unready.pools.len() == 1,
+            "a bound handle's readiness"
+        );
+        let mut deleting = handle("guid-a", "p", Some("c1"), false);
+        deleting.metadata.deletion_timestamp =
+            Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
+            ));
+        let told = tell(deleting.clone());
+        assert!(
+            told.counts_only && told.pools.len() == 1,
+            "a bound handle deleting"
+        );
+        let told = members.apply_telling(&Event::Delete(deleting));
+        assert!(
+            told.counts_only && told.pools.len() == 1,
+            "a bound handle gone"
+        );
+
+        members.apply(&Event::Apply(handle("guid-b", "p", None, true)));
+        let told = members.apply_telling(&Event::Delete(handle("guid-b", "p", None, true)));
+        assert!(
+            !told.counts_only && told.pools.len() == 1,
+            "an unbound handle gone"
+        );
+        members.apply(&Event::Apply(handle("guid-c", "p", Some("c2"), true)));
+        let released = members.apply_telling(&Event::Apply(handle("guid-c", "p", None, true)));
+        assert!(
+            !released.counts_only && released.pools.len() == 1,
+            "a claimed handle released"
         );
     }
 }
