@@ -32,6 +32,9 @@ mod floor;
 mod machine;
 #[path = "support/objects.rs"]
 mod objects;
+#[allow(dead_code)] // this bench prints no passes (`since`)
+#[path = "support/passes.rs"]
+mod passes;
 #[path = "support/requests.rs"]
 mod requests;
 #[path = "support/search.rs"]
@@ -591,7 +594,10 @@ impl Bench<'_> {
         let (holder, expiry) = brokers::Brokers::holder(&self.env.client, &self.env.namespace)
             .await
             .expect("a replica holds the Lease");
-        assert!(brokers.kill(&holder), "{holder} is none of the replicas");
+        assert!(
+            brokers.kill(&holder).await,
+            "{holder} is none of the replicas"
+        );
         let killed = Instant::now();
         // The API server's clock is this machine's: the Lease's expiry, as an instant.
         let valid_for = expiry

@@ -44,6 +44,9 @@ mod floor;
 mod machine;
 #[path = "support/objects.rs"]
 mod objects;
+#[allow(dead_code)] // `plus` serves the replicas of support/brokers.rs
+#[path = "support/passes.rs"]
+mod passes;
 #[path = "support/requests.rs"]
 mod requests;
 #[path = "../tests/support/mod.rs"]
@@ -70,6 +73,7 @@ use machine::{
     process_memory,
 };
 use objects::{pool, provider};
+use passes::Passes;
 use poolboy::api::OperatorDomain;
 use poolboy::api::kinds::{ClaimObject, HandleObject, Kinds};
 use requests::Requests;
@@ -935,17 +939,7 @@ impl Broker {
     /// The broker's reconciles so far, by kind.
     async fn passes(&self) -> Passes {
         let (_, metrics) = self.get("/metrics").await;
-        let mut by_kind = BTreeMap::new();
-        for (labels, count) in metric_samples(&metrics, "poolboy_reconcile_duration_seconds_count")
-        {
-            let kind = labels
-                .split("controller=\"")
-                .nth(1)
-                .and_then(|rest| rest.split('"').next())
-                .unwrap_or("?");
-            *by_kind.entry(kind.to_owned()).or_insert(0.0) += count;
-        }
-        Passes(by_kind)
+        Passes::of(&metrics)
     }
 
     /// Waits until the sum of the broker's reconcile counters has not moved for
@@ -1283,57 +1277,15 @@ async fn create(env: &TestEnv, resource: &ApiResource, object: Value) {
 
 /// The sum of every sample of `metric` in a Prometheus text exposition.
 fn metric_sum(text: &str, metric: &str) -> f64 {
-    metric_samples(text, metric).map(|(_, v)| v).sum()
+    passes::samples(text, metric).map(|(_, v)| v).sum()
 }
 
 /// "labels value" of every sample of `metric`, on one line.
 fn metric_lines(text: &str, metric: &str) -> String {
-    metric_samples(text, metric)
+    passes::samples(text, metric)
         .map(|(labels, v)| format!("{labels} {v}"))
         .collect::<Vec<_>>()
         .join(", ")
-}
-
-fn metric_samples<'a>(text: &'a str, metric: &'a str) -> impl Iterator<Item = (&'a str, f64)> {
-    text.lines().filter_map(move |line| {
-        let rest = line.strip_prefix(metric)?;
-        let (labels, value) = rest.rsplit_once(' ')?;
-        if !(labels.is_empty() || labels.starts_with('{')) {
-            return None;
-        }
-        Some((labels, value.parse().ok()?))
-    })
-}
-
-/// Reconciles by kind (ResourceClaim, ResourceHandle, ResourcePool, ...).
-#[derive(Default)]
-struct Passes(BTreeMap<String, f64>);
-
-impl Passes {
-    /// What `self` counted since `earlier`, divided by `per`.
-    fn since(&self, earlier: &Self, per: f64) -> Self {
-        Self(
-            self.0
-                .iter()
-                .map(|(kind, now)| {
-                    let before = earlier.0.get(kind).copied().unwrap_or(0.0);
-                    (kind.clone(), (now - before) / per)
-                })
-                .filter(|(_, each)| *each > 0.0)
-                .collect(),
-        )
-    }
-}
-
-impl std::fmt::Display for Passes {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let kinds: Vec<_> = self
-            .0
-            .iter()
-            .map(|(kind, each)| format!("{} {each:.1}", kind.trim_start_matches("Resource")))
-            .collect();
-        write!(f, "{}", kinds.join(", "))
-    }
 }
 
 /// Claim `name` of provider `kind`; a probe (a warm claim whose binding is timed) carries the

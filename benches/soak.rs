@@ -12,7 +12,8 @@
 //! 3. every claim deleted: the time until only the pool's handles and ConfigMaps are left, the
 //!    leftovers, the double binds (a handle seen bound to two claims), the broker's CPU per claim
 //!    lifecycle, the API requests per lifecycle (the API server's count, the churn's own
-//!    included) and its RSS once settled again, against the baseline;
+//!    included), the broker's passes per lifecycle by kind (its reconcile counters) and its RSS
+//!    once settled again, against the baseline;
 //! 4. the curves (RSS, CPU, bind latency by minute) as `soak.svg` and `soak.csv` in
 //!    `SOAK_OUT` (default target/soak);
 //! 5. the client floor: 200 claim lifecycles like the churn's, one at a time, served by a
@@ -37,6 +38,8 @@ mod floor;
 mod machine;
 #[path = "support/objects.rs"]
 mod objects;
+#[path = "support/passes.rs"]
+mod passes;
 #[path = "support/requests.rs"]
 mod requests;
 #[path = "../tests/support/mod.rs"]
@@ -209,6 +212,7 @@ async fn main() {
     let cpu_start = broker.cpu_seconds();
     let control_plane_start = control_plane_cpu();
     let requests_start = Requests::read(&env.client).await;
+    let passes_start = broker.passes().await;
     let (minutes, failures) = churn(&env, &kinds, &settings, &mut broker, &record).await;
 
     println!();
@@ -225,7 +229,10 @@ async fn main() {
     let drain_time = drain_start.elapsed().as_secs_f64();
     let cpu = broker.cpu_seconds() - cpu_start;
     let requests = Requests::read(&env.client).await.since(&requests_start);
-    let broker_per_claim = cpu * 1000.0 / lock(&record).created.len().max(1) as f64;
+    let passes = broker.passes().await;
+    let lifecycles = lock(&record).created.len().max(1) as f64;
+    let per_lifecycle = |seconds: f64| seconds * 1000.0 / lifecycles;
+    let broker_per_claim = per_lifecycle(cpu);
     let [apiserver, etcd] = control_plane_cpu();
     let control_plane = [
         apiserver - control_plane_start[0],
@@ -260,19 +267,21 @@ async fn main() {
         for double in &record.double_binds {
             println!("  double bind: {double}");
         }
-        let per_claim = |seconds: f64| seconds * 1000.0 / created.max(1) as f64;
         println!(
             "CPU per claim lifecycle: broker {:.1} ms ({cpu:.1} s for {created} claims), \
              kube-apiserver {:.1} ms, etcd {:.1} ms",
-            per_claim(cpu),
-            per_claim(control_plane[0]),
-            per_claim(control_plane[1]),
+            broker_per_claim,
+            per_lifecycle(control_plane[0]),
+            per_lifecycle(control_plane[1]),
         );
-        let per_lifecycle = created.max(1) as f64;
         println!(
             "API requests per claim lifecycle (the churn's own included): {:.1} ({})",
-            requests.total() / per_lifecycle,
-            requests.per(per_lifecycle)
+            requests.total() / lifecycles,
+            requests.per(lifecycles)
+        );
+        println!(
+            "broker passes per claim lifecycle: {}",
+            passes.since(&passes_start, lifecycles)
         );
         // The reference: minute 10, or the last of a shorter run.
         let reference = minutes.get(minutes.len().min(10).wrapping_sub(1));
@@ -377,11 +386,13 @@ async fn churn(
                 "(minute {}: the broker killed with SIGKILL and started again)",
                 start.elapsed().as_secs() / 60
             );
-            broker.kill_and_restart(
-                &env.namespace,
-                &support::kubeconfig_path(),
-                &out_dir().join("logs"),
-            );
+            broker
+                .kill_and_restart(
+                    &env.namespace,
+                    &support::kubeconfig_path(),
+                    &out_dir().join("logs"),
+                )
+                .await;
         }
         let minute = start.elapsed().as_secs() / 60;
         if minute > minutes.len() as u64 || i + 1 == total {

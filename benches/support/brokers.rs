@@ -2,6 +2,7 @@
 //! it), taking turns through one Lease: the benchmark's replicas scenario kills the holder with
 //! SIGKILL, which an in-process operator cannot show.
 
+use std::net::SocketAddr;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
@@ -9,14 +10,48 @@ use std::time::Duration;
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::Api;
 
+use crate::passes::Passes;
+
 /// The Lease the replicas share.
 pub const LEASE: &str = "poolboy-bench";
 
 /// Running broker processes, killed when dropped.
 pub struct Brokers {
-    children: Vec<(String, Child)>,
+    children: Vec<Replica>,
     /// The CPU seconds of the replicas killed so far, read just before the kill.
     killed_cpu: f64,
+    /// The reconciles of the replicas killed so far, read just before the kill.
+    killed_passes: Passes,
+}
+
+/// One broker process: its Lease identity (without the process id), and where it serves
+/// `/metrics`.
+struct Replica {
+    identity: String,
+    child: Child,
+    metrics: SocketAddr,
+}
+
+impl Replica {
+    fn start(identity: String, namespace: &str, kubeconfig: &Path, logs: &Path) -> Self {
+        let metrics = crate::support::http::free_address();
+        let child = spawn(&identity, namespace, kubeconfig, logs, metrics);
+        Self {
+            identity,
+            child,
+            metrics,
+        }
+    }
+
+    fn cpu_seconds(&self) -> f64 {
+        crate::machine::process_cpu_seconds(&self.child.id().to_string())
+    }
+
+    /// Its reconciles so far (none when it does not answer).
+    async fn passes(&self) -> Passes {
+        let (_, metrics) = crate::support::http::get(self.metrics, "/metrics").await;
+        Passes::of(&metrics)
+    }
 }
 
 impl Brokers {
@@ -24,15 +59,12 @@ impl Brokers {
     pub fn start(count: usize, namespace: &str, kubeconfig: &Path, logs: &Path) -> Self {
         std::fs::create_dir_all(logs).expect("a log directory");
         let children = (0..count)
-            .map(|i| {
-                let identity = format!("bench-replica-{i}");
-                let child = spawn(&identity, namespace, kubeconfig, logs);
-                (identity, child)
-            })
+            .map(|i| Replica::start(format!("bench-replica-{i}"), namespace, kubeconfig, logs))
             .collect();
         Self {
             children,
             killed_cpu: 0.0,
+            killed_passes: Passes::default(),
         }
     }
 
@@ -54,36 +86,46 @@ impl Brokers {
 
     /// Kills the replica whose Lease identity is `holder` (its `HOSTNAME`, a dash and its
     /// process id) with SIGKILL: no release of the Lease, no graceful stop. Whether one was.
-    pub fn kill(&mut self, holder: &str) -> bool {
+    pub async fn kill(&mut self, holder: &str) -> bool {
         let found = self
             .children
-            .iter_mut()
-            .find(|(identity, child)| holder == format!("{identity}-{}", child.id()));
-        let Some((_, child)) = found else {
+            .iter()
+            .position(|replica| holder == format!("{}-{}", replica.identity, replica.child.id()));
+        let Some(index) = found else {
             return false;
         };
-        self.killed_cpu += crate::machine::process_cpu_seconds(&child.id().to_string());
-        let _ = child.kill();
-        let _ = child.wait();
+        let mut replica = self.children.remove(index);
+        self.killed(&mut replica).await;
         true
     }
 
     /// Kills every replica with SIGKILL and starts each again under the same identity (a new
     /// process id, so a new Lease identity): the new ones wait for the old Lease to expire.
     #[allow(dead_code)] // only benches/soak.rs restarts its broker
-    pub fn kill_and_restart(&mut self, namespace: &str, kubeconfig: &Path, logs: &Path) {
-        for (identity, child) in &mut self.children {
-            self.killed_cpu += crate::machine::process_cpu_seconds(&child.id().to_string());
-            let _ = child.kill();
-            let _ = child.wait();
-            *child = spawn(identity, namespace, kubeconfig, logs);
+    pub async fn kill_and_restart(&mut self, namespace: &str, kubeconfig: &Path, logs: &Path) {
+        for mut replica in std::mem::take(&mut self.children) {
+            self.killed(&mut replica).await;
+            let identity = replica.identity;
+            self.children
+                .push(Replica::start(identity, namespace, kubeconfig, logs));
         }
+    }
+
+    /// Kills `replica` with SIGKILL, keeping what it counted.
+    async fn killed(&mut self, replica: &mut Replica) {
+        self.killed_passes = self.killed_passes.plus(&replica.passes().await);
+        self.killed_cpu += replica.cpu_seconds();
+        let _ = replica.child.kill();
+        let _ = replica.child.wait();
     }
 
     /// The process ids of the running replicas.
     #[allow(dead_code)] // only benches/soak.rs reads its broker's memory
     pub fn pids(&self) -> Vec<u32> {
-        self.children.iter().map(|(_, child)| child.id()).collect()
+        self.children
+            .iter()
+            .map(|replica| replica.child.id())
+            .collect()
     }
 
     /// Stops every replica with SIGTERM, as Kubernetes stops a Pod, and waits up to `grace` for
@@ -91,45 +133,60 @@ impl Brokers {
     /// whatever still runs is killed.
     #[allow(dead_code)] // only benches/soak.rs stops its broker gracefully
     pub fn stop(mut self, grace: Duration) {
-        for (_, child) in &self.children {
+        for replica in &self.children {
             let _ = Command::new("kill")
-                .args(["-TERM", &child.id().to_string()])
+                .args(["-TERM", &replica.child.id().to_string()])
                 .status();
         }
         let deadline = std::time::Instant::now() + grace;
-        for (_, child) in &mut self.children {
-            while matches!(child.try_wait(), Ok(None)) && std::time::Instant::now() < deadline {
+        for replica in &mut self.children {
+            while matches!(replica.child.try_wait(), Ok(None))
+                && std::time::Instant::now() < deadline
+            {
                 std::thread::sleep(Duration::from_millis(100));
             }
         }
         // Drop kills what is left.
         self.children
-            .retain_mut(|(_, child)| matches!(child.try_wait(), Ok(None)));
+            .retain_mut(|replica| matches!(replica.child.try_wait(), Ok(None)));
     }
 
     /// User plus system CPU seconds of the replicas, those killed included.
     pub fn cpu_seconds(&self) -> f64 {
-        let running: f64 = self
-            .children
-            .iter()
-            .map(|(_, child)| crate::machine::process_cpu_seconds(&child.id().to_string()))
-            .sum();
+        let running: f64 = self.children.iter().map(Replica::cpu_seconds).sum();
         running + self.killed_cpu
+    }
+
+    /// The reconciles of the replicas by kind, those killed included.
+    #[allow(dead_code)] // only benches/soak.rs reads its broker's reconciles
+    pub async fn passes(&self) -> Passes {
+        let mut passes = self.killed_passes.clone();
+        for replica in &self.children {
+            passes = passes.plus(&replica.passes().await);
+        }
+        passes
     }
 }
 
 impl Drop for Brokers {
     fn drop(&mut self) {
-        for (_, child) in &mut self.children {
-            let _ = child.kill();
-            let _ = child.wait();
+        for replica in &mut self.children {
+            let _ = replica.child.kill();
+            let _ = replica.child.wait();
         }
     }
 }
 
-/// One broker process `identity`, logging to `logs`/<identity>.log (appended to, so that a
-/// restarted replica's log follows its predecessor's).
-fn spawn(identity: &str, namespace: &str, kubeconfig: &Path, logs: &Path) -> Child {
+/// One broker process `identity`, serving `/metrics` on `metrics` and logging to
+/// `logs`/<identity>.log (appended to, so that a restarted replica's log follows its
+/// predecessor's).
+fn spawn(
+    identity: &str,
+    namespace: &str,
+    kubeconfig: &Path,
+    logs: &Path,
+    metrics: SocketAddr,
+) -> Child {
     let log = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
@@ -138,7 +195,7 @@ fn spawn(identity: &str, namespace: &str, kubeconfig: &Path, logs: &Path) -> Chi
     let err = log.try_clone().expect("the log file again");
     Command::new(env!("CARGO_BIN_EXE_poolboy"))
         .args(["run", "--namespaced", "--operator-namespace", namespace])
-        .args(["--metrics-address", "127.0.0.1:0", "--lease", LEASE])
+        .args(["--metrics-address", &metrics.to_string(), "--lease", LEASE])
         .env("KUBECONFIG", kubeconfig)
         .env("HOSTNAME", identity)
         .env("RUST_LOG", "poolboy=warn")
