@@ -5,51 +5,38 @@
 //! was deleted by someone else, or by another process) is looked up as before. A deleted
 //! handle's entry goes with its watch's delete event, or with its finalizer.
 
-use std::collections::HashSet;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-
 use crate::api::kinds::HandleObject;
+use crate::store::by_handle_uid::ByHandleUid;
 use crate::store::shared_watch::SharedWatch;
 
 /// Shared by the handle watch (which it follows), the claim reconciles that delete handles
 /// and the handle reconciles that finalize them. Cheap to clone.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct HandlesDeletedByClaims {
-    uids: Arc<Mutex<HashSet<String>>>,
+    uids: ByHandleUid<()>,
 }
 
 impl HandlesDeletedByClaims {
     /// Entries that follow `handles`: a deleted handle's goes.
     pub(crate) fn following(handles: &mut SharedWatch<HandleObject>) -> Self {
-        let deleted_by_claims = Self::default();
-        let follower = deleted_by_claims.clone();
-        handles.follow_deletes(move |handle| follower.deleted(handle));
-        deleted_by_claims
-    }
-
-    fn deleted(&self, handle: &HandleObject) {
-        if let Some(uid) = &handle.metadata.uid {
-            self.forget(uid);
+        Self {
+            uids: ByHandleUid::following(handles),
         }
     }
 
     /// Handle `uid` is being deleted because its claim is.
     pub(crate) fn record(&self, uid: &str) {
-        self.lock().insert(uid.to_owned());
+        self.uids.lock().insert(uid.to_owned(), ());
     }
 
     /// Whether handle `uid` is being deleted because its claim is.
     pub(crate) fn contains(&self, uid: &str) -> bool {
-        self.lock().contains(uid)
+        self.uids.lock().contains_key(uid)
     }
 
     /// Handle `uid`'s finalizer is done, or the handle is gone.
     pub(crate) fn forget(&self, uid: &str) {
-        self.lock().remove(uid);
-    }
-
-    fn lock(&self) -> MutexGuard<'_, HashSet<String>> {
-        self.uids.lock().unwrap_or_else(PoisonError::into_inner)
+        self.uids.forget(uid);
     }
 }
 
@@ -85,10 +72,10 @@ mod tests {
         let deleted = HandlesDeletedByClaims::default();
         deleted.record("h1");
         deleted.record("h2");
-        deleted.deleted(&handle("h1"));
+        deleted.uids.deleted(&handle("h1"));
         assert!(!deleted.contains("h1"));
         assert!(deleted.contains("h2"));
         // The memory keeps no key for the deleted handle.
-        assert_eq!(deleted.lock().len(), 1);
+        assert_eq!(deleted.uids.lock().len(), 1);
     }
 }

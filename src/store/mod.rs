@@ -2,6 +2,7 @@
 //! they fill (objects packed), and the indexes and summaries kept from them event by event. The
 //! store reads the API server through its watches and writes nothing.
 
+pub(crate) mod by_handle_uid;
 pub(crate) mod claim_index;
 pub(crate) mod claim_readers;
 pub(crate) mod claim_summaries;

@@ -2,20 +2,18 @@
 //! its own writes cause render at it again until the re-render it asked for
 //! (`core::template::ClockPin`). A deleted handle's pin goes with its watch's delete event.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-
 use chrono::{DateTime, Utc};
 
 use crate::api::kinds::HandleObject;
 use crate::api::{OperatorDomain, ResourceClaim, ResourceHandle};
 use crate::core::template::ClockPin;
+use crate::store::by_handle_uid::ByHandleUid;
 use crate::store::shared_watch::SharedWatch;
 
 /// Shared by the handle watch (which it follows) and the handle reconciles. Cheap to clone.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct RenderClocks {
-    pins: Arc<Mutex<HashMap<String, ClockPin<RenderInputs>>>>,
+    pins: ByHandleUid<ClockPin<RenderInputs>>,
 }
 
 /// What a handle's templates render from, as far as taking the clock's time again goes: the
@@ -55,15 +53,8 @@ impl RenderInputs {
 impl RenderClocks {
     /// Pins that follow `handles`: a deleted handle's goes.
     pub(crate) fn following(handles: &mut SharedWatch<HandleObject>) -> Self {
-        let clocks = Self::default();
-        let follower = clocks.clone();
-        handles.follow_deletes(move |handle| follower.deleted(handle));
-        clocks
-    }
-
-    fn deleted(&self, handle: &HandleObject) {
-        if let Some(uid) = &handle.metadata.uid {
-            self.forget(uid);
+        Self {
+            pins: ByHandleUid::following(handles),
         }
     }
 
@@ -74,7 +65,7 @@ impl RenderClocks {
         inputs: &RenderInputs,
         now: DateTime<Utc>,
     ) -> DateTime<Utc> {
-        ClockPin::render_at(self.lock().get(uid), inputs, now)
+        ClockPin::render_at(self.pins.lock().get(uid), inputs, now)
     }
 
     /// The templates of handle `uid` rendered from `inputs` at `at` ask to be rendered again
@@ -86,7 +77,7 @@ impl RenderClocks {
         at: DateTime<Utc>,
         until: Option<DateTime<Utc>>,
     ) {
-        let mut pins = self.lock();
+        let mut pins = self.pins.lock();
         match until {
             Some(until) => {
                 pins.insert(uid.to_owned(), ClockPin::new(inputs, at, until));
@@ -99,11 +90,7 @@ impl RenderClocks {
 
     /// Handle `uid` is on its way out, or paused: its next pass takes the clock's time.
     pub(crate) fn forget(&self, uid: &str) {
-        self.lock().remove(uid);
-    }
-
-    fn lock(&self) -> MutexGuard<'_, HashMap<String, ClockPin<RenderInputs>>> {
-        self.pins.lock().unwrap_or_else(PoisonError::into_inner)
+        self.pins.forget(uid);
     }
 }
 
@@ -176,7 +163,7 @@ mod tests {
             "spec": {"resources": []},
         }))
         .expect("a handle");
-        clocks.deleted(&deleted);
-        assert_eq!(clocks.lock().keys().collect::<Vec<_>>(), ["uid-b"]);
+        clocks.pins.deleted(&deleted);
+        assert_eq!(clocks.pins.lock().keys().collect::<Vec<_>>(), ["uid-b"]);
     }
 }

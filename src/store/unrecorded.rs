@@ -4,37 +4,28 @@
 //! finalizer deletes these beside the ones its status references (B11). A deleted handle's
 //! entry goes with its watch's delete event.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-
 use crate::api::kinds::HandleObject;
 use crate::api::refs::ResourceReference;
+use crate::store::by_handle_uid::ByHandleUid;
 use crate::store::shared_watch::SharedWatch;
 
 /// Shared by the handle watch (which it follows) and the handle reconciles. Cheap to clone.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct UnrecordedResources {
-    by_handle: Arc<Mutex<HashMap<String, Vec<ResourceReference>>>>,
+    by_handle: ByHandleUid<Vec<ResourceReference>>,
 }
 
 impl UnrecordedResources {
     /// Entries that follow `handles`: a deleted handle's goes.
     pub(crate) fn following(handles: &mut SharedWatch<HandleObject>) -> Self {
-        let unrecorded = Self::default();
-        let follower = unrecorded.clone();
-        handles.follow_deletes(move |handle| follower.deleted(handle));
-        unrecorded
-    }
-
-    fn deleted(&self, handle: &HandleObject) {
-        if let Some(uid) = &handle.metadata.uid {
-            self.forget(uid);
+        Self {
+            by_handle: ByHandleUid::following(handles),
         }
     }
 
     /// Handle `uid` has made `reference`, which its status does not reference yet.
     pub(crate) fn made(&self, uid: &str, reference: &ResourceReference) {
-        let mut by_handle = self.lock();
+        let mut by_handle = self.by_handle.lock();
         let references = by_handle.entry(uid.to_owned()).or_default();
         if !references.contains(reference) {
             references.push(reference.clone());
@@ -43,19 +34,13 @@ impl UnrecordedResources {
 
     /// What handle `uid` made and has not recorded.
     pub(crate) fn of(&self, uid: &str) -> Vec<ResourceReference> {
-        self.lock().get(uid).cloned().unwrap_or_default()
+        self.by_handle.lock().get(uid).cloned().unwrap_or_default()
     }
 
     /// Handle `uid`'s status references everything its passes made, or its finalizer deleted
     /// it, or it is gone.
     pub(crate) fn forget(&self, uid: &str) {
-        self.lock().remove(uid);
-    }
-
-    fn lock(&self) -> MutexGuard<'_, HashMap<String, Vec<ResourceReference>>> {
-        self.by_handle
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
+        self.by_handle.forget(uid);
     }
 }
 
@@ -99,10 +84,10 @@ mod tests {
         let unrecorded = UnrecordedResources::default();
         unrecorded.made("h1", &reference("a"));
         unrecorded.made("h2", &reference("b"));
-        unrecorded.deleted(&handle("h1"));
+        unrecorded.by_handle.deleted(&handle("h1"));
         assert_eq!(unrecorded.of("h1"), Vec::new());
         assert_eq!(unrecorded.of("h2"), vec![reference("b")]);
         // The memory keeps no key for the deleted handle.
-        assert_eq!(unrecorded.lock().len(), 1);
+        assert_eq!(unrecorded.by_handle.lock().len(), 1);
     }
 }
