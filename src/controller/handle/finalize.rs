@@ -115,9 +115,12 @@ async fn delete_resource(
         Err(error) if write::is_not_found(&error) => return Ok(()),
         Err(error) => return Err(error.into()),
     };
-    let Some(live) = managed::live_state(ctx, reference).await? else {
+    // Once its store shows this process's last write of it: a copy that write replaced would
+    // fail the one-request delete's resourceVersion precondition, and cost three requests.
+    let Some(live) = managed::caught_up_state(ctx, reference).await? else {
         return Ok(());
     };
+    let resource_uid = live.pointer("/metadata/uid").and_then(Value::as_str);
     let owner = live
         .pointer("/metadata/annotations")
         .and_then(|a| a.get(ctx.domain().resource_handle_uid()))
@@ -130,7 +133,7 @@ async fn delete_resource(
         return Ok(());
     }
     tracing::info!(kind = %reference.kind, name = %reference.name, "deleting managed resource");
-    let annotate = annotation(ctx, &live, stamp);
+    let annotate = annotation(ctx, &live, resource_uid, stamp);
     if let Deletion::AtOnce {
         uid,
         resource_version,
@@ -153,16 +156,16 @@ async fn delete_resource(
     {
         return Ok(());
     }
-    let resource_uid = live.pointer("/metadata/uid").and_then(Value::as_str);
     write::delete_uid(&api, &reference.name, resource_uid).await?;
     Ok(())
 }
 
-/// The patch that marks `live` as deleted by Poolboy at `stamp`, for `live` only (a uid test).
-fn annotation(ctx: &Context, live: &Value, stamp: &str) -> Patch<()> {
+/// The patch that marks `live` as deleted by Poolboy at `stamp`, for `live` only (a test of
+/// its `uid`).
+fn annotation(ctx: &Context, live: &Value, uid: Option<&str>, stamp: &str) -> Patch<()> {
     let key = ctx.domain().resource_handle_deleted();
     let mut ops = Vec::new();
-    if let Some(uid) = live.pointer("/metadata/uid").and_then(Value::as_str) {
+    if let Some(uid) = uid {
         ops.push(PatchOperation::Test(TestOperation {
             path: pointer(&["metadata", "uid"]),
             value: json!(uid),
