@@ -68,20 +68,20 @@ impl<V> ByHandleUid<V> {
     }
 }
 
+/// A handle of uid `uid`, as the handle watch's delete event brings it.
+#[cfg(test)]
+pub(super) fn handle(uid: &str) -> HandleObject {
+    serde_json::from_value(serde_json::json!({
+        "apiVersion": "poolboy.gpte.redhat.com/v1", "kind": "ResourceHandle",
+        "metadata": {"name": format!("guid-{uid}"), "namespace": "poolboy", "uid": uid},
+        "spec": {"resources": []},
+    }))
+    .expect("a handle")
+}
+
 #[cfg(test)]
 mod tests {
-    use serde_json::json;
-
     use super::*;
-
-    fn handle(uid: &str) -> HandleObject {
-        serde_json::from_value(json!({
-            "apiVersion": "poolboy.gpte.redhat.com/v1", "kind": "ResourceHandle",
-            "metadata": {"name": format!("guid-{uid}"), "namespace": "poolboy", "uid": uid},
-            "spec": {"resources": []},
-        }))
-        .expect("a handle")
-    }
 
     #[test]
     fn a_delete_event_empties_the_handles_entry_and_no_other() {

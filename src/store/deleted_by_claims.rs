@@ -42,18 +42,8 @@ impl HandlesDeletedByClaims {
 
 #[cfg(test)]
 mod tests {
-    use serde_json::json;
-
     use super::*;
-
-    fn handle(uid: &str) -> HandleObject {
-        serde_json::from_value(json!({
-            "apiVersion": "poolboy.gpte.redhat.com/v1", "kind": "ResourceHandle",
-            "metadata": {"name": format!("guid-{uid}"), "namespace": "poolboy", "uid": uid},
-            "spec": {"resources": []},
-        }))
-        .expect("a handle")
-    }
+    use crate::store::by_handle_uid::handle;
 
     #[test]
     fn a_recorded_handle_is_known_until_forgotten() {

@@ -157,13 +157,9 @@ mod tests {
         let until = Some(at("2026-11-27T10:01:00Z"));
         clocks.record("uid-a", inputs.clone(), rendered, until);
         clocks.record("uid-b", inputs, rendered, until);
-        let deleted: HandleObject = serde_json::from_value(json!({
-            "apiVersion": "poolboy.gpte.redhat.com/v1", "kind": "ResourceHandle",
-            "metadata": {"name": "guid-a", "namespace": "poolboy", "uid": "uid-a"},
-            "spec": {"resources": []},
-        }))
-        .expect("a handle");
-        clocks.pins.deleted(&deleted);
+        clocks
+            .pins
+            .deleted(&crate::store::by_handle_uid::handle("uid-a"));
         assert_eq!(clocks.pins.lock().keys().collect::<Vec<_>>(), ["uid-b"]);
     }
 }

@@ -49,20 +49,12 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+    use crate::store::by_handle_uid::handle;
 
     fn reference(name: &str) -> ResourceReference {
         serde_json::from_value(json!({"apiVersion": "v1", "kind": "ConfigMap",
             "name": name, "namespace": "user"}))
         .expect("a reference")
-    }
-
-    fn handle(uid: &str) -> HandleObject {
-        serde_json::from_value(json!({
-            "apiVersion": "poolboy.gpte.redhat.com/v1", "kind": "ResourceHandle",
-            "metadata": {"name": "guid-a", "namespace": "poolboy", "uid": uid},
-            "spec": {"resources": []},
-        }))
-        .expect("a handle")
     }
 
     #[test]
