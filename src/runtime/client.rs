@@ -188,26 +188,30 @@ where
 const USER_AGENT: &str = concat!("poolboy/", env!("CARGO_PKG_VERSION"));
 
 /// What the screening of one client knows: the typed decode of each of the broker's kinds,
-/// by (group, plural), and where set-aside objects are reported.
+/// by group and then plural (so that each event's lookup copies neither), and where set-aside
+/// objects are reported.
 struct Screening {
-    typed: HashMap<(String, String), TypedDecode>,
+    typed: HashMap<String, HashMap<String, TypedDecode>>,
     quarantine: Quarantine,
 }
 
 impl Screening {
     fn new(domain: &OperatorDomain, quarantine: Quarantine) -> Self {
         let kinds = Kinds::new(domain);
-        let typed = [
+        let mut typed: HashMap<String, HashMap<String, TypedDecode>> = HashMap::new();
+        for (resource, decode) in [
             (&kinds.claim, TypedDecode::of::<ClaimObject>()),
             (&kinds.handle, TypedDecode::of::<HandleObject>()),
             (&kinds.pool, TypedDecode::of::<PoolObject>()),
             (&kinds.provider, TypedDecode::of::<ProviderObject>()),
             (&kinds.scaling, TypedDecode::of::<ScalingObject>()),
             (&kinds.watch, TypedDecode::of::<WatchObject>()),
-        ]
-        .into_iter()
-        .map(|(resource, decode)| ((resource.group.clone(), resource.plural.clone()), decode))
-        .collect();
+        ] {
+            typed
+                .entry(resource.group.clone())
+                .or_default()
+                .insert(resource.plural.clone(), decode);
+        }
         Self { typed, quarantine }
     }
 
@@ -215,9 +219,7 @@ impl Screening {
         if read.metadata_only {
             return None;
         }
-        self.typed
-            .get(&(read.group.clone(), read.plural.clone()))
-            .copied()
+        self.typed.get(&read.group)?.get(&read.plural).copied()
     }
 
     /// The LIST body `body`, without the items that do not decode.
