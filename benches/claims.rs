@@ -30,11 +30,11 @@ mod brokers;
 mod floor;
 #[path = "support/machine.rs"]
 mod machine;
+#[allow(dead_code)] // this bench prints no passes (`since`)
+#[path = "support/metrics.rs"]
+mod metrics;
 #[path = "support/objects.rs"]
 mod objects;
-#[allow(dead_code)] // this bench prints no passes (`since`)
-#[path = "support/passes.rs"]
-mod passes;
 #[path = "support/requests.rs"]
 mod requests;
 #[path = "support/search.rs"]

@@ -42,11 +42,11 @@ mod client_floor;
 mod floor;
 #[path = "support/machine.rs"]
 mod machine;
+#[allow(dead_code)] // `plus` serves the replicas of support/brokers.rs
+#[path = "support/metrics.rs"]
+mod metrics;
 #[path = "support/objects.rs"]
 mod objects;
-#[allow(dead_code)] // `plus` serves the replicas of support/brokers.rs
-#[path = "support/passes.rs"]
-mod passes;
 #[path = "support/requests.rs"]
 mod requests;
 #[path = "../tests/support/mod.rs"]
@@ -72,8 +72,8 @@ use machine::{
     control_plane_cpu, etcd_db_size, load_average, lock, percentile, pid_of, process_cpu_seconds,
     process_memory,
 };
+use metrics::Passes;
 use objects::{pool, provider};
-use passes::Passes;
 use poolboy::api::OperatorDomain;
 use poolboy::api::kinds::{ClaimObject, HandleObject, Kinds};
 use requests::Requests;
@@ -1277,12 +1277,12 @@ async fn create(env: &TestEnv, resource: &ApiResource, object: Value) {
 
 /// The sum of every sample of `metric` in a Prometheus text exposition.
 fn metric_sum(text: &str, metric: &str) -> f64 {
-    passes::samples(text, metric).map(|(_, v)| v).sum()
+    metrics::samples(text, metric).map(|(_, v)| v).sum()
 }
 
 /// "labels value" of every sample of `metric`, on one line.
 fn metric_lines(text: &str, metric: &str) -> String {
-    passes::samples(text, metric)
+    metrics::samples(text, metric)
         .map(|(labels, v)| format!("{labels} {v}"))
         .collect::<Vec<_>>()
         .join(", ")

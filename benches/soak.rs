@@ -36,10 +36,10 @@ mod client_floor;
 mod floor;
 #[path = "support/machine.rs"]
 mod machine;
+#[path = "support/metrics.rs"]
+mod metrics;
 #[path = "support/objects.rs"]
 mod objects;
-#[path = "support/passes.rs"]
-mod passes;
 #[path = "support/requests.rs"]
 mod requests;
 #[path = "../tests/support/mod.rs"]

@@ -10,7 +10,7 @@ use std::time::Duration;
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::Api;
 
-use crate::passes::Passes;
+use crate::metrics::Passes;
 
 /// The Lease the replicas share.
 pub const LEASE: &str = "poolboy-bench";

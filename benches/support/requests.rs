@@ -3,6 +3,8 @@
 
 use std::collections::BTreeMap;
 
+use crate::metrics::{label, samples};
+
 /// Requests served so far, by "VERB resource[/subresource]".
 #[derive(Clone, Debug, Default)]
 pub struct Requests(BTreeMap<String, f64>);
@@ -20,28 +22,16 @@ impl Requests {
         Self::parse(&text)
     }
 
-    fn parse(text: &str) -> Self {
+    /// The counters of `text`, the API server's `/metrics`.
+    pub fn parse(text: &str) -> Self {
         let mut counts = BTreeMap::new();
-        for line in text.lines() {
-            let Some(rest) = line.strip_prefix("apiserver_request_total{") else {
-                continue;
-            };
-            let Some((labels, value)) = rest.rsplit_once("} ") else {
-                continue;
-            };
-            let label = |name: &str| {
-                labels
-                    .split("\",")
-                    .find_map(|pair| pair.strip_prefix(&format!("{name}=\"")))
-                    .map(|v| v.trim_end_matches('"').to_owned())
-                    .unwrap_or_default()
-            };
-            let mut key = format!("{} {}", label("verb"), label("resource"));
-            let subresource = label("subresource");
+        for (labels, value) in samples(text, "apiserver_request_total") {
+            let mut key = format!("{} {}", label(labels, "verb"), label(labels, "resource"));
+            let subresource = label(labels, "subresource");
             if !subresource.is_empty() {
                 key = format!("{key}/{subresource}");
             }
-            *counts.entry(key).or_insert(0.0) += value.trim().parse::<f64>().unwrap_or(0.0);
+            *counts.entry(key).or_insert(0.0) += value;
         }
         Self(counts)
     }

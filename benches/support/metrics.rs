@@ -1,5 +1,5 @@
-//! What a broker counted of its own work: its reconciles by kind, and the samples of any metric,
-//! from the text of its `/metrics`.
+//! Prometheus text as `/metrics` serves it: the samples of a metric, their labels, and what a
+//! broker counted of its own work (its reconciles by kind).
 
 use std::collections::BTreeMap;
 
@@ -16,6 +16,15 @@ pub fn samples<'a>(text: &'a str, metric: &'a str) -> impl Iterator<Item = (&'a 
     })
 }
 
+/// The value of label `name` in `labels` (`{a="x",b="y"}`), empty when absent.
+pub fn label<'a>(labels: &'a str, name: &str) -> &'a str {
+    let labels = labels.trim_start_matches('{').trim_end_matches('}');
+    labels
+        .split("\",")
+        .find_map(|pair| pair.strip_prefix(name)?.strip_prefix("=\""))
+        .map_or("", |value| value.trim_end_matches('"'))
+}
+
 /// Reconciles by kind (ResourceClaim, ResourceHandle, ResourcePool, ...).
 #[derive(Clone, Debug, Default)]
 pub struct Passes(BTreeMap<String, f64>);
@@ -25,11 +34,10 @@ impl Passes {
     pub fn of(metrics: &str) -> Self {
         let mut by_kind = BTreeMap::new();
         for (labels, count) in samples(metrics, "poolboy_reconcile_duration_seconds_count") {
-            let kind = labels
-                .split("controller=\"")
-                .nth(1)
-                .and_then(|rest| rest.split('"').next())
-                .unwrap_or("?");
+            let kind = match label(labels, "controller") {
+                "" => "?",
+                kind => kind,
+            };
             *by_kind.entry(kind.to_owned()).or_insert(0.0) += count;
         }
         Self(by_kind)
