@@ -731,10 +731,22 @@ async fn a_resource_that_goes_at_once_is_deleted_without_the_mark() {
     eventually("the ConfigMap", TIMEOUT, || configmap(&env, &cm_name)).await;
 
     let config = watcher::Config::default().fields(&format!("metadata.name={cm_name}"));
-    let mut events = watcher(configmaps.clone(), config).boxed();
+    // A watch error (the API server busy) is retried; the handle is deleted only once the
+    // watch shows the ConfigMap, so that every version after that one is seen.
+    let mut events = watcher(configmaps.clone(), config)
+        .default_backoff()
+        .boxed();
+    let (listed, watching) = tokio::sync::oneshot::channel();
     let seen = tokio::spawn(async move {
         let mut seen = Vec::new();
-        while let Some(Ok(event)) = events.next().await {
+        let mut listed = Some(listed);
+        while let Some(event) = events.next().await {
+            let Ok(event) = event else { continue };
+            if let watcher::Event::InitDone = event
+                && let Some(listed) = listed.take()
+            {
+                let _ = listed.send(());
+            }
             let (deleted, object) = match event {
                 watcher::Event::Apply(object) | watcher::Event::InitApply(object) => {
                     (false, object)
@@ -753,6 +765,10 @@ async fn a_resource_that_goes_at_once_is_deleted_without_the_mark() {
         }
         seen
     });
+    tokio::time::timeout(TIMEOUT, watching)
+        .await
+        .expect("the watch lists the ConfigMap")
+        .expect("the watch task");
     let handles: Api<ResourceHandle> = env.api();
     handles
         .delete(&handle.name_any(), &DeleteParams::default())
