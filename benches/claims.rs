@@ -6,7 +6,9 @@
 //!    kind run 8 at once): the raw write rate every other figure is a ratio to;
 //! 2. floor: the warm and cold bursts and the sustained arrivals below, made of only the writes
 //!    a bind cannot do without, by this process with no broker (`support/floor.rs`): no
-//!    broker does better on this API server;
+//!    broker does better on this API server; then the bursts again with what any broker adds
+//!    on the API server beyond those writes (its own watches of claims, handles and ConfigMaps,
+//!    and a `Bound` Event a bind): the share of the gap that is the broker's writes and CPU;
 //! 3. pool fill: a pool of 1,000 from empty, until every handle is ready;
 //! 4. burst, warm: 1,000 claims created at once against those 1,000 ready handles;
 //! 5. burst, cold: 1,000 claims no pool serves (a handle and a ConfigMap made for each);
@@ -81,6 +83,15 @@ const SUSTAINED_WINDOW: Duration = Duration::from_secs(60);
 const SUSTAINED_POOL: usize = 200;
 /// A rate is held when its binds' p99 stays within this many milliseconds.
 const HELD_P99_MS: f64 = 1000.0;
+/// The scenarios' prefix of the floor's rows.
+const FLOOR: &str = "floor, no broker";
+/// The prefix of the floor's rows with a broker's watches and `Bound` Event added.
+const FLOOR_WATCHED: &str = "floor with a broker's watches and Event";
+/// The floor's names of the bursts with a broker's watches and Event.
+const WATCHED_WARM: &str = "watched-warm";
+const WATCHED_COLD: &str = "watched-cold";
+/// The share of the floor's burst rate the broker is held to.
+const BURST_SHARE_OF_FLOOR: f64 = 0.8;
 /// The floor's search for the highest rate held starts at this share of its warm burst's
 /// rate: a sustained bind with its refill takes 8 writes to the burst's 5.
 const FLOOR_FIRST_GUESS: f64 = 0.5;
@@ -236,7 +247,7 @@ async fn main() {
         true => {
             let warm = rows
                 .iter()
-                .find(|r| r.scenario == "floor, no broker: burst, warm");
+                .find(|r| r.scenario == format!("{FLOOR}: burst, warm"));
             let start = warm.map_or(SUSTAINED_RATE, |r| r.rate * FLOOR_FIRST_GUESS);
             Some(bench.floor_holds(start).await)
         }
@@ -366,14 +377,32 @@ fn print_targets(rows: &[Row], ceiling: f64) {
             "target: burst, {target}: at least {at_least:.2} of the ceiling; the broker {}, the \
              floor {}",
             ratio(&format!("burst, {target}")),
-            ratio(&format!("floor, no broker: burst, {target}")),
+            ratio(&format!("{FLOOR}: burst, {target}")),
+        );
+    }
+    let rate = |scenario: &str| find(scenario).map(|r| r.rate);
+    for target in ["warm", "cold"] {
+        let Some(broker) = rate(&format!("burst, {target}")) else {
+            continue;
+        };
+        let share = |floor: &str| {
+            rate(&format!("{floor}: burst, {target}")).map_or("not run".to_owned(), |floor| {
+                format!("{floor:.1}/s ({:.0} %)", broker / floor * 100.0)
+            })
+        };
+        println!(
+            "target: burst, {target}: at least {:.0} % of the floor's rate; the broker \
+             {broker:.1}/s, the floor {}, the floor with a broker's watches and Event {}",
+            BURST_SHARE_OF_FLOOR * 100.0,
+            share(FLOOR),
+            share(FLOOR_WATCHED),
         );
     }
     println!(
         "target: sustained {SUSTAINED_RATE}/s: bound p50 at most 30 ms, p99 at most 100 ms; the \
          broker {}, the floor {}",
         latency(&format!("sustained {SUSTAINED_RATE}/s: claims bound")),
-        latency(&format!("floor, no broker: sustained {SUSTAINED_RATE}/s")),
+        latency(&format!("{FLOOR}: sustained {SUSTAINED_RATE}/s")),
     );
 }
 
@@ -416,16 +445,14 @@ impl Bench<'_> {
                 .map(|i| claim(&env.namespace, &floor::claim_name(scenario, i), "floor"))
                 .collect()
         };
-        let row = |scenario: &str, rate: f64, spent: Spent, mut bound: Vec<f64>| {
-            bound.sort_by(f64::total_cmp);
-            Row::new(
-                format!("floor, no broker: {scenario}"),
-                bound.len(),
-                rate,
-                spent,
-            )
-            .latencies(&bound)
+        let row_of = |floor: &'static str| {
+            move |scenario: &str, rate: f64, spent: Spent, mut bound: Vec<f64>| {
+                bound.sort_by(f64::total_cmp);
+                Row::new(format!("{floor}: {scenario}"), bound.len(), rate, spent).latencies(&bound)
+            }
         };
+        let row = row_of(FLOOR);
+        let row_watched = row_of(FLOOR_WATCHED);
         let mut rows = Vec::new();
 
         let staged = floor.stage("warm", BURST, PARALLEL_CREATES).await;
@@ -445,6 +472,35 @@ impl Bench<'_> {
         let rate = BURST as f64 / phase.started.elapsed().as_secs_f64();
         let spent = phase.report(env, "floor: burst, cold", BURST, 0.0).await;
         rows.push(row("burst, cold", rate, spent, bound));
+
+        // The same bursts with what any broker adds to them on the API server beyond the
+        // writes: its own watches of the claims, handles and ConfigMaps (beside this bench's)
+        // and its `Bound` Event on each claim.
+        let watched = floor::Floor::new(env, self.kinds).with_bound_events(&env.client);
+        let broker_watches =
+            watches::watch_as_a_broker(env.client.clone(), &env.namespace, self.kinds);
+        let staged = watched.stage(WATCHED_WARM, BURST, PARALLEL_CREATES).await;
+        let phase = Phase::start(env).await;
+        let bound = watched
+            .warm(
+                claims(WATCHED_WARM).into_iter().zip(staged).collect(),
+                PARALLEL_CREATES,
+            )
+            .await;
+        let rate = BURST as f64 / phase.started.elapsed().as_secs_f64();
+        let spent = phase
+            .report(env, "floor, watched: burst, warm", BURST, 0.0)
+            .await;
+        rows.push(row_watched("burst, warm", rate, spent, bound));
+
+        let phase = Phase::start(env).await;
+        let bound = watched.cold(claims(WATCHED_COLD), PARALLEL_CREATES).await;
+        let rate = BURST as f64 / phase.started.elapsed().as_secs_f64();
+        let spent = phase
+            .report(env, "floor, watched: burst, cold", BURST, 0.0)
+            .await;
+        rows.push(row_watched("burst, cold", rate, spent, bound));
+        broker_watches.abort();
 
         let staged = floor
             .stage("steady", SUSTAINED_POOL, PARALLEL_CREATES)
@@ -669,7 +725,7 @@ impl Bench<'_> {
                 )
                 .await;
             bound.sort_by(f64::total_cmp);
-            let held = probe("floor, no broker", rate, &bound);
+            let held = probe(FLOOR, rate, &bound);
             floor.clean().await;
             held
         })

@@ -19,9 +19,8 @@ use std::time::{Duration, Instant};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
-use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::watcher;
-use kube::{Api, Client, Resource, ResourceExt};
+use kube::{Api, Client, ResourceExt};
 use poolboy::api::kinds::{ClaimObject, HandleObject, Kinds, PoolObject};
 use serde_json::{Value, json};
 
@@ -90,7 +89,11 @@ pub fn serve_if_asked(kinds: &Kinds) {
 }
 
 async fn serve(client: &Client, namespace: &str, kinds: &Kinds) {
-    let floor = Floor::in_namespace(client, namespace, kinds);
+    let additions_asked = std::env::var(ADDITIONS).is_ok();
+    let floor = match additions_asked {
+        true => Floor::in_namespace(client, namespace, kinds).with_bound_events(client),
+        false => Floor::in_namespace(client, namespace, kinds),
+    };
     let mut free = floor.stage(SCENARIO, STAGED, STAGED).await;
     let selector = floor::selector();
     let config = || watcher::Config::default().labels(&selector);
@@ -101,8 +104,8 @@ async fn serve(client: &Client, namespace: &str, kinds: &Kinds) {
         watcher(handles, config()).map(|e| e.map(drop)).boxed(),
         watcher(configmaps, config()).map(|e| e.map(drop)).boxed(),
     ];
-    let mut additions = match std::env::var(ADDITIONS) {
-        Ok(_) => {
+    let mut additions = match additions_asked {
+        true => {
             let additions = BrokerAdditions::new(client, namespace, kinds).await;
             watches.push(
                 watcher(additions.pools.clone(), config())
@@ -111,7 +114,7 @@ async fn serve(client: &Client, namespace: &str, kinds: &Kinds) {
             );
             Some(additions)
         }
-        Err(_) => None,
+        false => None,
     };
     // Decoded and dropped: what the broker's watches of them cost, without a store.
     for watch in watches {
@@ -158,10 +161,9 @@ async fn serve(client: &Client, namespace: &str, kinds: &Kinds) {
             eprintln!("client floor: no free handle for {name}");
             continue;
         };
-        floor.serve_warm(&name, &body, &staged).await;
+        floor.serve_warm(&body, &staged).await;
         let refill = handle_name(SCENARIO, STAGED + refills);
         if let Some(additions) = &mut additions {
-            additions.bound(&claim, kinds, staged.handle()).await;
             additions.reserve(&free, &refill).await;
         }
         served.insert(name.clone(), (staged, resources));
@@ -176,13 +178,12 @@ fn template_of(resources: &Value) -> &Value {
     &resources[0]["template"]
 }
 
-/// The broker's own writes of a bind beyond the contract's ([`Serving::broker_additions`]),
-/// to the pool the floor's handles name, made for them.
+/// The broker's pool status write of a bind ([`Serving::broker_additions`]), to the pool the
+/// floor's handles name, made for them; the floor publishes the other, its `Bound` Event.
 struct BrokerAdditions {
     pools: Api<PoolObject>,
     /// The pool's resourceVersion, as the last write left it.
     version: String,
-    recorder: Recorder,
     params: PatchParams,
 }
 
@@ -208,34 +209,14 @@ impl BrokerAdditions {
             .create(&PostParams::default(), &pool)
             .await
             .expect("create the floor's pool");
-        let reporter = Reporter {
-            controller: "poolboy".into(),
-            instance: None,
-        };
         Self {
             pools,
             version: created.metadata.resource_version.unwrap_or_default(),
-            recorder: Recorder::new(client.clone(), reporter),
             params: PatchParams {
                 field_manager: Some("poolboy".to_owned()),
                 ..PatchParams::default()
             },
         }
-    }
-
-    /// The `Bound` Event of `claim`, bound to `handle`.
-    async fn bound(&self, claim: &ClaimObject, kinds: &Kinds, handle: &str) {
-        let event = Event {
-            type_: EventType::Normal,
-            reason: "Bound".to_owned(),
-            note: Some(format!("bound to ResourceHandle {handle}, ready")),
-            action: "Bind".to_owned(),
-            secondary: None,
-        };
-        self.recorder
-            .publish(&event, &claim.object_ref(&kinds.claim))
-            .await
-            .expect("publish an Event");
     }
 
     /// The pool's status listing the `free` handles, ready, and reserving `new`.

@@ -9,16 +9,19 @@
 //! ConfigMap (one PATCH). A cold bind (§7.1) creates the handle and its ConfigMap instead of
 //! patching them. A pool's refill is the handle, its ConfigMap and the handle's ready status.
 //! Left out, so that the floor stays below any broker: events, the handle's own status after
-//! a bind, and the claim's second status write once its resource changed.
+//! a bind, and the claim's second status write once its resource changed. Asked to
+//! ([`Floor::with_bound_events`]), it publishes the broker's `Bound` Event on each claim it
+//! binds: what that Event costs the API server on its own.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::api::core::v1::{ConfigMap, ObjectReference};
 use kube::Client;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use poolboy::api::kinds::Kinds;
 use serde_json::{Value, json};
 
@@ -66,6 +69,8 @@ pub struct Floor {
     handles: Api<DynamicObject>,
     configmaps: Api<ConfigMap>,
     params: PatchParams,
+    /// Publishes the `Bound` Event of each bind, when asked to ([`Floor::with_bound_events`]).
+    bound_events: Option<Recorder>,
 }
 
 /// A pool handle made by [`Floor::stage`]: its name and its ConfigMap as a claim's status
@@ -103,7 +108,18 @@ impl Floor {
                 field_manager: Some("poolboy".to_owned()),
                 ..PatchParams::default()
             },
+            bound_events: None,
         }
+    }
+
+    /// The floor that publishes, as the broker does, a `Bound` Event on each claim it binds.
+    pub fn with_bound_events(mut self, client: &Client) -> Self {
+        let reporter = Reporter {
+            controller: "poolboy".into(),
+            instance: None,
+        };
+        self.bound_events = Some(Recorder::new(client.clone(), reporter));
+        self
     }
 
     /// `count` pool handles of `scenario`, `parallel` at once, each with its ConfigMap and
@@ -214,16 +230,16 @@ impl Floor {
 
     /// The warm bind of `claim` to `staged`, timed from `created`.
     async fn bind_warm_from(&self, claim: Value, staged: Staged, created: Instant) -> f64 {
-        let name = self.create_claim(&claim).await;
-        self.bind_initialised(&name, &claim, staged, created).await
+        let claim = self.create_claim(&claim).await;
+        self.bind_initialised(&claim, staged, created).await
     }
 
-    /// The warm bind of claim `name` (its body `claim`), created by someone else, to `staged`:
-    /// the four requests after the create.
+    /// The warm bind of `claim`, created by someone else, to `staged`: the four requests after
+    /// the create.
     #[allow(dead_code)] // the client floor's (benches/scale.rs)
-    pub async fn serve_warm(&self, name: &str, claim: &Value, staged: &Staged) {
-        self.initialise_claim(name, claim).await;
-        self.bind_initialised(name, claim, staged.clone(), Instant::now())
+    pub async fn serve_warm(&self, claim: &Value, staged: &Staged) {
+        self.initialise_claim(name_of(claim), claim).await;
+        self.bind_initialised(claim, staged.clone(), Instant::now())
             .await;
     }
 
@@ -272,15 +288,10 @@ impl Floor {
         }
     }
 
-    /// Binds the initialised claim `name` to `staged`: milliseconds from `created` to its
-    /// status naming the handle.
-    async fn bind_initialised(
-        &self,
-        name: &str,
-        claim: &Value,
-        staged: Staged,
-        created: Instant,
-    ) -> f64 {
+    /// Binds the initialised `claim` (as the API server has it) to `staged`: milliseconds from
+    /// `created` to its status naming the handle.
+    async fn bind_initialised(&self, claim: &Value, staged: Staged, created: Instant) -> f64 {
+        let name = name_of(claim);
         self.handles
             .patch(
                 &staged.handle,
@@ -298,6 +309,7 @@ impl Floor {
         self.write_claim_status(name, &staged.handle, &staged.configmap, Some(&staged.state))
             .await;
         let bound = created.elapsed().as_secs_f64() * 1000.0;
+        self.publish_bound(claim, &staged.handle, true).await;
         self.configmaps
             .patch(
                 &staged.configmap,
@@ -315,24 +327,26 @@ impl Floor {
     /// The cold bind of `claim`: a handle and a ConfigMap of its own.
     async fn bind_cold(&self, claim: Value) -> f64 {
         let created = Instant::now();
-        let name = self.create_claim(&claim).await;
+        let claim = self.create_claim(&claim).await;
+        let name = name_of(&claim);
         let handle_name = format!("guid-{name}");
         let configmap = format!("{name}-cm");
         let mut handle = self.pool_handle(&handle_name);
-        handle["metadata"]["labels"] = claim_labels(&self.namespace, &name);
+        handle["metadata"]["labels"] = claim_labels(&self.namespace, name);
         handle["spec"] = json!({
-            "resourceClaim": reference("ResourceClaim", &name, &self.namespace),
+            "resourceClaim": reference("ResourceClaim", name, &self.namespace),
             "resources": claimed_resources(&claim),
         });
         let handle = self.create(&self.handles, handle).await;
-        self.write_claim_status(&name, &handle_name, &configmap, None)
+        self.write_claim_status(name, &handle_name, &configmap, None)
             .await;
         let bound = created.elapsed().as_secs_f64() * 1000.0;
+        self.publish_bound(&claim, &handle_name, false).await;
         let uid = handle["metadata"]["uid"].as_str().unwrap_or_default();
         self.configmaps
             .create(
                 &PostParams::default(),
-                &serde_json::from_value(self.configmap(&configmap, &handle_name, uid, Some(&name)))
+                &serde_json::from_value(self.configmap(&configmap, &handle_name, uid, Some(name)))
                     .expect("a ConfigMap"),
             )
             .await
@@ -340,22 +354,60 @@ impl Floor {
         bound
     }
 
-    /// Creates `claim`, then gives it its finalizer, init timestamp and providers: its name.
-    async fn create_claim(&self, claim: &Value) -> String {
-        let name = self.create_unserved(claim).await;
-        self.initialise_claim(&name, claim).await;
-        name
+    /// Creates `claim`, then gives it its finalizer, init timestamp and providers: the claim
+    /// as its create answered.
+    async fn create_claim(&self, claim: &Value) -> Value {
+        let created = self.create_labelled(claim).await;
+        self.initialise_claim(name_of(&created), claim).await;
+        created
     }
 
     /// Creates `claim` as one of the floor's, for someone else to serve: its name.
+    #[allow(dead_code)] // the client floor's (benches/scale.rs, benches/soak.rs)
     pub async fn create_unserved(&self, claim: &Value) -> String {
+        name_of(&self.create_labelled(claim).await).to_owned()
+    }
+
+    /// Creates `claim` with the floor's labels: the claim as its create answered.
+    async fn create_labelled(&self, claim: &Value) -> Value {
         let mut claim = claim.clone();
         claim["metadata"]["labels"] = labels();
-        let created = self.create(&self.claims, claim).await;
-        created["metadata"]["name"]
-            .as_str()
-            .unwrap_or_default()
-            .to_owned()
+        self.create(&self.claims, claim).await
+    }
+
+    /// The broker's `Bound` Event on `claim` (as the API server has it), bound to `handle`
+    /// (of the pool when `warm`, else made for it), when this floor publishes them.
+    async fn publish_bound(&self, claim: &Value, handle: &str, warm: bool) {
+        let Some(recorder) = &self.bound_events else {
+            return;
+        };
+        let text = |key: &str| claim[key].as_str().map(str::to_owned);
+        let metadata = |key: &str| claim["metadata"][key].as_str().map(str::to_owned);
+        let regarding = ObjectReference {
+            api_version: text("apiVersion"),
+            kind: text("kind"),
+            name: metadata("name"),
+            namespace: metadata("namespace"),
+            uid: metadata("uid"),
+            ..ObjectReference::default()
+        };
+        let event = Event {
+            type_: EventType::Normal,
+            reason: "Bound".to_owned(),
+            note: Some(match warm {
+                true => format!(
+                    "bound to ResourceHandle {handle} of ResourcePool {SOURCE}; the resources \
+                     of ResourceHandle {handle} are ready"
+                ),
+                false => format!("bound to ResourceHandle {handle}, created for the claim"),
+            }),
+            action: "Bind".to_owned(),
+            secondary: None,
+        };
+        recorder
+            .publish(&event, &regarding)
+            .await
+            .expect("publish an Event");
     }
 
     /// Gives claim `name` its finalizer, init timestamp and providers.
@@ -591,6 +643,11 @@ fn state_of(configmap: &ConfigMap) -> Value {
     state["apiVersion"] = json!("v1");
     state["kind"] = json!("ConfigMap");
     state
+}
+
+/// The name of object `object`.
+fn name_of(object: &Value) -> &str {
+    object["metadata"]["name"].as_str().unwrap_or_default()
 }
 
 fn now() -> String {

@@ -5,9 +5,10 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use futures::StreamExt;
-use kube::Api;
+use k8s_openapi::api::core::v1::ConfigMap;
 use kube::runtime::{WatchStreamExt, watcher};
-use poolboy::api::kinds::{ClaimObject, HandleObject};
+use kube::{Api, Client};
+use poolboy::api::kinds::{ClaimObject, HandleObject, Kinds};
 
 use crate::machine::lock;
 
@@ -100,4 +101,33 @@ pub async fn follow_handles(
             async {}
         })
         .await;
+}
+
+/// Watches the claims, handles and ConfigMaps of `namespace` as a broker does, decoding each
+/// event as the broker's types and keeping nothing: what a broker's watches cost the API server
+/// beside every other watcher's, until the task is aborted.
+#[allow(dead_code)] // only benches/claims.rs weighs a broker's watches alone
+pub fn watch_as_a_broker(
+    client: Client,
+    namespace: &str,
+    kinds: &Kinds,
+) -> tokio::task::JoinHandle<()> {
+    let claims = Api::<ClaimObject>::namespaced_with(client.clone(), namespace, &kinds.claim);
+    let handles = Api::<HandleObject>::namespaced_with(client.clone(), namespace, &kinds.handle);
+    let configmaps = Api::<ConfigMap>::namespaced(client, namespace);
+    let config = watcher::Config::default;
+    tokio::spawn(async move {
+        futures::future::join3(
+            watcher(claims, config())
+                .default_backoff()
+                .for_each(|_| async {}),
+            watcher(handles, config())
+                .default_backoff()
+                .for_each(|_| async {}),
+            watcher(configmaps, config())
+                .default_backoff()
+                .for_each(|_| async {}),
+        )
+        .await;
+    })
 }
