@@ -125,8 +125,8 @@ pub(crate) fn watch(
 /// (`ClaimSummaries::following`: not what the claim's status copies from its handle) wakes,
 /// through `wake_handles`, the handle its status names and every handle bound to it (one a
 /// process bound and died before recording must hear that its claim went), once the store
-/// has the change; a change of only the claim's status, only those of them that read it
-/// (`ClaimReaders`). So a handle reads its claim from the store rather than with a GET, and
+/// has the change; a change of only the claim's status or deletion, only those of them that
+/// render it (`ClaimReaders`). So a handle reads its claim from the store rather than with a GET, and
 /// claims are watched once.
 pub(crate) fn controller(
     mut claims: SharedWatch<ClaimObject>,
@@ -142,9 +142,9 @@ pub(crate) fn controller(
     let handle_kind = kinds.stored_handle.clone();
     let handle_namespace = operator_namespace.to_owned();
     index.follow_claims(&mut claims);
-    let summaries = ClaimSummaries::following(&mut claims, move |claim, only_status| {
+    let summaries = ClaimSummaries::following(&mut claims, move |claim, only_rendered| {
         for name in handles_of_claim(claim, &bindings) {
-            if only_status && !readers.reads_claim_status(&name) {
+            if only_rendered && !readers.renders_claim(&name) {
                 continue;
             }
             let handle = ObjectRef::new_with(&name, handle_kind.clone()).within(&handle_namespace);

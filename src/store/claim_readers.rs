@@ -1,7 +1,8 @@
 //! Which handles read their claim's status, by handle name: a handle's pass reads it only
 //! through its templates (`resource_claim`) and a provider's parameter values, and most passes
 //! read neither. A change of only a claim's status (the bind it records, an approval, a
-//! lifespan) then has nothing for the handle to render again (`claim::controller`).
+//! lifespan) or of its deletion then has nothing for the handle to render again
+//! (`claim::controller`).
 //!
 //! What is kept is the handles whose last pass here read it, and those whose pass is running
 //! (so that a change that comes while a pass renders from what it read before is not missed).
@@ -55,8 +56,9 @@ impl ClaimReaders {
         }
     }
 
-    /// Whether a change of only its claim's status may change what `handle` renders.
-    pub(crate) fn reads_claim_status(&self, handle: &str) -> bool {
+    /// Whether a change of only its claim's status or deletion may change what `handle`
+    /// renders.
+    pub(crate) fn renders_claim(&self, handle: &str) -> bool {
         self.lock().contains(handle)
     }
 
@@ -82,19 +84,19 @@ mod tests {
     fn a_handle_reads_its_claim_while_its_pass_runs_and_after_one_that_read_it() {
         let readers = ClaimReaders::default();
         assert!(
-            !readers.reads_claim_status("h1"),
+            !readers.renders_claim("h1"),
             "its first pass is still to come"
         );
         readers.pass_begins("h1");
-        assert!(readers.reads_claim_status("h1"), "while its pass runs");
+        assert!(readers.renders_claim("h1"), "while its pass runs");
         readers.pass_ended("h1", true);
-        assert!(readers.reads_claim_status("h1"));
+        assert!(readers.renders_claim("h1"));
         readers.pass_begins("h1");
         readers.pass_ended("h1", false);
-        assert!(!readers.reads_claim_status("h1"));
+        assert!(!readers.renders_claim("h1"));
         readers.pass_begins("h2");
         assert!(
-            readers.reads_claim_status("h2"),
+            readers.renders_claim("h2"),
             "a pass that failed: until one ends"
         );
         assert_eq!(readers.lock().len(), 1, "only the handles that read it");

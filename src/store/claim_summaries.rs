@@ -58,7 +58,6 @@ struct Summaries {
 struct Summary {
     providers: ClaimProviders,
     state: ClaimState,
-    deleting: bool,
     /// The providers whose limits it counts against ([`held_through`]).
     held_through: Box<[String]>,
     /// What a handle's pass reads of it ([`looks_to_handles`]).
@@ -69,7 +68,7 @@ impl ClaimSummaries {
     /// The summaries of the claims `claims` watches; they follow the watch, and tell
     /// `concerns_handles` of each claim whose change its handles must hear of (created,
     /// deleted, re-listed, or changed in what a handle reads of it: [`looks_to_handles`]), and
-    /// whether only its status changed.
+    /// whether only what templates read of it changed (its status, its deletion).
     pub(crate) fn following(
         claims: &mut SharedWatch<ClaimObject>,
         concerns_handles: impl Fn(&ClaimObject, bool) + Send + Sync + 'static,
@@ -77,8 +76,8 @@ impl ClaimSummaries {
         let summaries = Self::default();
         let follower = summaries.inner.clone();
         claims.follow(move |event| {
-            if let Some((claim, only_status)) = lock(&follower).apply_telling(event) {
-                concerns_handles(claim, only_status);
+            if let Some((claim, only_rendered)) = lock(&follower).apply_telling(event) {
+                concerns_handles(claim, only_rendered);
             }
         });
         summaries
@@ -105,8 +104,9 @@ impl ClaimSummaries {
     ) -> (BTreeSet<String>, BTreeSet<String>) {
         let summaries = self.lock();
         let claims = summaries.namespaces.get(namespace).into_iter().flatten();
-        let alive: Vec<(&String, &Summary)> =
-            claims.filter(|(_, summary)| !summary.deleting).collect();
+        let alive: Vec<(&String, &Summary)> = claims
+            .filter(|(_, summary)| !summary.looks.deleting)
+            .collect();
         let holding = alive
             .iter()
             .filter(|(_, summary)| summary.held_through.iter().any(|p| p == provider))
@@ -136,8 +136,8 @@ impl ClaimSummaries {
 }
 
 impl Summaries {
-    /// Applies `event`; its claim when its handles must hear of it, and whether only the
-    /// claim's status changed in what they read.
+    /// Applies `event`; its claim when its handles must hear of it, and whether only what
+    /// their templates read of it changed.
     fn apply_telling<'e>(
         &mut self,
         event: &'e watcher::Event<ClaimObject>,
@@ -154,7 +154,7 @@ impl Summaries {
                 let looks = looks_to_handles(claim);
                 match looked {
                     Some(looked) if looked == looks => None,
-                    Some(looked) => Some((claim, looked.object == looks.object)),
+                    Some(looked) => Some((claim, looks.only_rendered_moved_since(&looked))),
                     None => Some((claim, false)),
                 }
             }
@@ -172,11 +172,27 @@ impl Summaries {
 /// of the handle's own status and is news to no handle.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Looks {
-    /// Its metadata (the generation stands for its spec), which every pass of its handles
-    /// reads.
+    /// Its uid, labels and annotations, which every pass of its handles reads.
     object: u64,
-    /// Its status, which only templates and a provider's parameter values read.
-    status: u64,
+    /// Its generation, which stands for its spec (every pass of its handles reads it), and
+    /// which the API server also moves when the claim's deletion begins.
+    generation: Option<i64>,
+    deleting: bool,
+    /// What only templates and a provider's parameter values read: its status, and its
+    /// deletion. A claim being deleted deletes the handles bound to it from its own finalizer
+    /// (§7.3), and its removal wakes them all; its `deletionTimestamp` asks nothing of a
+    /// handle that does not render it.
+    rendered: u64,
+}
+
+impl Looks {
+    /// Whether, since `before`, only what templates read of the claim moved: the generation
+    /// that moved with the beginning of its deletion stands for no edit of its spec.
+    fn only_rendered_moved_since(&self, before: &Looks) -> bool {
+        let deletion_began = self.deleting && !before.deleting;
+        let spec_edited = self.generation != before.generation && !deletion_began;
+        self.object == before.object && !spec_edited
+    }
 }
 
 fn looks_to_handles(claim: &ClaimObject) -> Looks {
@@ -188,17 +204,17 @@ fn looks_to_handles(claim: &ClaimObject) -> Looks {
             .map(|r| (&r.name, &r.provider, &r.reference, &r.validation_error))
             .collect()
     });
-    let object = (
-        (&meta.uid, meta.generation, &meta.labels, &meta.annotations),
-        (&meta.deletion_timestamp, &meta.finalizers),
-    );
-    let status = (
+    let object = (&meta.uid, &meta.labels, &meta.annotations);
+    let rendered = (
         status.map(|s| (&s.approval, &s.lifespan, &s.provider, &s.resource_handle)),
         resources,
+        (&meta.deletion_timestamp, &meta.finalizers),
     );
     Looks {
         object: super::digest(&object),
-        status: super::digest(&status),
+        generation: meta.generation,
+        deleting: meta.deletion_timestamp.is_some(),
+        rendered: super::digest(&rendered),
     }
 }
 
@@ -222,7 +238,6 @@ impl FollowedIndex<ClaimObject> for Summaries {
         Some(Summary {
             providers: ClaimProviders::of(&claim.spec, status),
             state: ClaimState::of(claim),
-            deleting: claim.metadata.deletion_timestamp.is_some(),
             held_through: held_through(&claim.metadata, status).into(),
             looks: looks_to_handles(claim),
         })
@@ -341,15 +356,16 @@ mod tests {
     }
 
     /// A claim's change reaches its handles unless it only moved what the claim's status
-    /// copies from the handle, and says when only the claim's status changed; a new, deleted
-    /// or re-listed claim always reaches them, as a change of more than its status.
+    /// copies from the handle, and says when only what templates read of it changed (its
+    /// status, its deletion); a new, removed or re-listed claim always reaches them, as a
+    /// change of more than that.
     #[test]
     fn handles_hear_of_what_they_read_of_their_claim() {
         let mut summaries = Summaries::default();
         let mut tell = |claim: &ClaimObject| {
             summaries
                 .apply_telling(&Event::Apply(claim.clone()))
-                .map(|(_, only_status)| only_status)
+                .map(|(_, only_rendered)| only_rendered)
         };
         let mut claim = claim("user", "a", "lab", true);
         let entry = serde_json::from_value(json!({"name": "lab"})).expect("a resource status");
@@ -383,11 +399,25 @@ mod tests {
             Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
                 "2026-11-27T10:00:00Z".parse().expect("a time"),
             ));
-        assert_eq!(tell(&claim), Some(false), "its deletion");
+        // The API server moves the generation as the deletion begins.
+        claim.metadata.generation = Some(3);
+        assert_eq!(
+            tell(&claim),
+            Some(true),
+            "its deletion: only what templates read"
+        );
+        claim.metadata.finalizers = Some(Vec::new());
+        assert_eq!(tell(&claim), Some(true), "its finalizers' removal");
+        claim.metadata.generation = Some(4);
+        assert_eq!(
+            tell(&claim),
+            Some(false),
+            "an edit of the spec while it is deleted"
+        );
         let mut told = |event| {
             summaries
                 .apply_telling(&event)
-                .map(|(_, only_status)| only_status)
+                .map(|(_, only_rendered)| only_rendered)
         };
         assert_eq!(told(Event::Delete(claim.clone())), Some(false));
         assert_eq!(told(Event::InitApply(claim)), Some(false));
