@@ -1,8 +1,8 @@
 //! Which handles read their claim's status, by handle name: a handle's pass reads it only
 //! through its templates (`resource_claim`) and a provider's parameter values, and most passes
-//! read neither. A change of only a claim's status (the bind it records, an approval, a
-//! lifespan) or of its deletion then has nothing for the handle to render again
-//! (`claim::controller`).
+//! read neither. A change of only a claim's spec (which the claim's pass writes into the
+//! handle), its status (the bind it records, an approval, a lifespan) or its deletion then has
+//! nothing for the handle to render again (`claim::controller`).
 //!
 //! What is kept is the handles whose last pass here read it, and those whose pass is running
 //! (so that a change that comes while a pass renders from what it read before is not missed).
@@ -56,8 +56,8 @@ impl ClaimReaders {
         }
     }
 
-    /// Whether a change of only its claim's status or deletion may change what `handle`
-    /// renders.
+    /// Whether a change of only its claim's spec, status or deletion may change what
+    /// `handle` renders.
     pub(crate) fn renders_claim(&self, handle: &str) -> bool {
         self.lock().contains(handle)
     }

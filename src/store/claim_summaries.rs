@@ -58,6 +58,7 @@ struct Summaries {
 struct Summary {
     providers: ClaimProviders,
     state: ClaimState,
+    deleting: bool,
     /// The providers whose limits it counts against ([`held_through`]).
     held_through: Box<[String]>,
     /// What a handle's pass reads of it ([`looks_to_handles`]).
@@ -68,7 +69,7 @@ impl ClaimSummaries {
     /// The summaries of the claims `claims` watches; they follow the watch, and tell
     /// `concerns_handles` of each claim whose change its handles must hear of (created,
     /// deleted, re-listed, or changed in what a handle reads of it: [`looks_to_handles`]), and
-    /// whether only what templates read of it changed (its status, its deletion).
+    /// whether only what templates read of it changed (its spec, status and deletion).
     pub(crate) fn following(
         claims: &mut SharedWatch<ClaimObject>,
         concerns_handles: impl Fn(&ClaimObject, bool) + Send + Sync + 'static,
@@ -104,9 +105,8 @@ impl ClaimSummaries {
     ) -> (BTreeSet<String>, BTreeSet<String>) {
         let summaries = self.lock();
         let claims = summaries.namespaces.get(namespace).into_iter().flatten();
-        let alive: Vec<(&String, &Summary)> = claims
-            .filter(|(_, summary)| !summary.looks.deleting)
-            .collect();
+        let alive: Vec<(&String, &Summary)> =
+            claims.filter(|(_, summary)| !summary.deleting).collect();
         let holding = alive
             .iter()
             .filter(|(_, summary)| summary.held_through.iter().any(|p| p == provider))
@@ -154,7 +154,7 @@ impl Summaries {
                 let looks = looks_to_handles(claim);
                 match looked {
                     Some(looked) if looked == looks => None,
-                    Some(looked) => Some((claim, looks.only_rendered_moved_since(&looked))),
+                    Some(looked) => Some((claim, looked.object == looks.object)),
                     None => Some((claim, false)),
                 }
             }
@@ -174,25 +174,12 @@ impl Summaries {
 struct Looks {
     /// Its uid, labels and annotations, which every pass of its handles reads.
     object: u64,
-    /// Its generation, which stands for its spec (every pass of its handles reads it), and
-    /// which the API server also moves when the claim's deletion begins.
-    generation: Option<i64>,
-    deleting: bool,
-    /// What only templates and a provider's parameter values read: its status, and its
-    /// deletion. A claim being deleted deletes the handles bound to it from its own finalizer
-    /// (§7.3), and its removal wakes them all; its `deletionTimestamp` asks nothing of a
-    /// handle that does not render it.
+    /// What only templates and a provider's parameter values read: its spec (the generation
+    /// stands for it), its status, and its deletion. An edit of the spec reaches a handle
+    /// through the claim's own pass, which writes it into the handle (a change of the handle);
+    /// a claim being deleted deletes the handles bound to it from its own finalizer (§7.3), and
+    /// its removal wakes them all.
     rendered: u64,
-}
-
-impl Looks {
-    /// Whether, since `before`, only what templates read of the claim moved: the generation
-    /// that moved with the beginning of its deletion stands for no edit of its spec.
-    fn only_rendered_moved_since(&self, before: &Looks) -> bool {
-        let deletion_began = self.deleting && !before.deleting;
-        let spec_edited = self.generation != before.generation && !deletion_began;
-        self.object == before.object && !spec_edited
-    }
 }
 
 fn looks_to_handles(claim: &ClaimObject) -> Looks {
@@ -208,12 +195,10 @@ fn looks_to_handles(claim: &ClaimObject) -> Looks {
     let rendered = (
         status.map(|s| (&s.approval, &s.lifespan, &s.provider, &s.resource_handle)),
         resources,
-        (&meta.deletion_timestamp, &meta.finalizers),
+        (meta.generation, &meta.deletion_timestamp, &meta.finalizers),
     );
     Looks {
         object: super::digest(&object),
-        generation: meta.generation,
-        deleting: meta.deletion_timestamp.is_some(),
         rendered: super::digest(&rendered),
     }
 }
@@ -238,6 +223,7 @@ impl FollowedIndex<ClaimObject> for Summaries {
         Some(Summary {
             providers: ClaimProviders::of(&claim.spec, status),
             state: ClaimState::of(claim),
+            deleting: claim.metadata.deletion_timestamp.is_some(),
             held_through: held_through(&claim.metadata, status).into(),
             looks: looks_to_handles(claim),
         })
@@ -357,7 +343,7 @@ mod tests {
 
     /// A claim's change reaches its handles unless it only moved what the claim's status
     /// copies from the handle, and says when only what templates read of it changed (its
-    /// status, its deletion); a new, removed or re-listed claim always reaches them, as a
+    /// spec, status, deletion); a new, removed or re-listed claim always reaches them, as a
     /// change of more than that.
     #[test]
     fn handles_hear_of_what_they_read_of_their_claim() {
@@ -388,7 +374,11 @@ mod tests {
         claim.metadata.labels = Some([("team".to_owned(), "a".to_owned())].into());
         assert_eq!(tell(&claim), Some(false), "a label");
         claim.metadata.generation = Some(2);
-        assert_eq!(tell(&claim), Some(false), "an edit of the spec");
+        assert_eq!(
+            tell(&claim),
+            Some(true),
+            "an edit of the spec: its pass writes it into the handle"
+        );
         claim.status.get_or_insert_default().resource_handle = None;
         assert_eq!(
             tell(&claim),
@@ -408,12 +398,6 @@ mod tests {
         );
         claim.metadata.finalizers = Some(Vec::new());
         assert_eq!(tell(&claim), Some(true), "its finalizers' removal");
-        claim.metadata.generation = Some(4);
-        assert_eq!(
-            tell(&claim),
-            Some(false),
-            "an edit of the spec while it is deleted"
-        );
         let mut told = |event| {
             summaries
                 .apply_telling(&event)
