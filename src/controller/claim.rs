@@ -126,8 +126,8 @@ pub(crate) fn watch(
 /// through `wake_handles`, the handle its status names and every handle bound to it (one a
 /// process bound and died before recording must hear that its claim went), once the store
 /// has the change; a change of only the claim's spec, status or deletion, only those of them
-/// that render it (`ClaimReaders`). So a handle reads its claim from the store rather than with a GET, and
-/// claims are watched once.
+/// that render it (`ClaimReaders`). So a handle reads its claim from the store rather than
+/// with a GET, and claims are watched once.
 pub(crate) fn controller(
     mut claims: SharedWatch<ClaimObject>,
     kinds: &Kinds,

@@ -1,4 +1,4 @@
-//! Which handles read their claim's status, by handle name: a handle's pass reads it only
+//! Which handles render their claim, by handle name: a handle's pass reads it whole only
 //! through its templates (`resource_claim`) and a provider's parameter values, and most passes
 //! read neither. A change of only a claim's spec (which the claim's pass writes into the
 //! handle), its status (the bind it records, an approval, a lifespan) or its deletion then has
@@ -21,7 +21,7 @@ use crate::store::shared_watch::SharedWatch;
 /// and the handle reconciles. Cheap to clone.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct ClaimReaders {
-    /// The handles whose last pass read their claim's status, or whose pass is running.
+    /// The handles whose last pass read their claim, or whose pass is running.
     reading: Arc<Mutex<HashSet<String>>>,
 }
 
@@ -40,7 +40,7 @@ impl ClaimReaders {
         }
     }
 
-    /// A pass of `handle` begins: until it ends, the handle reads its claim's status.
+    /// A pass of `handle` begins: until it ends, the handle reads its claim.
     pub(crate) fn pass_begins(&self, handle: &str) {
         let mut reading = self.lock();
         if !reading.contains(handle) {
@@ -48,7 +48,7 @@ impl ClaimReaders {
         }
     }
 
-    /// A pass of `handle` ended, having read its claim's status or not. (One that fails
+    /// A pass of `handle` ended, having read its claim or not. (One that fails
     /// ends without this: the handle reads its claim until a pass ends.)
     pub(crate) fn pass_ended(&self, handle: &str, read: bool) {
         if !read {
