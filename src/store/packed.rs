@@ -264,38 +264,43 @@ const UUID_GROUPS: [usize; 5] = [8, 4, 4, 4, 12];
 /// The 16 bytes of `text`, when it is a UUID written as [`uuid_text`] writes it back
 /// (lowercase, hyphenated).
 fn uuid_bytes(text: &str) -> Option<[u8; 16]> {
-    let groups: Vec<&str> = text.split('-').collect();
-    let well_formed = groups.len() == UUID_GROUPS.len()
-        && groups.iter().zip(UUID_GROUPS).all(|(group, len)| {
-            group.len() == len
-                && group
-                    .bytes()
-                    .all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
-        });
-    if !well_formed {
-        return None;
+    // Every watch event packs one: read in place, no allocation.
+    let mut groups = text.split('-');
+    let mut number: u128 = 0;
+    for len in UUID_GROUPS {
+        let group = groups.next().filter(|group| group.len() == len)?;
+        for digit in group.bytes() {
+            let value = match digit {
+                b'0'..=b'9' => digit - b'0',
+                b'a'..=b'f' => digit - b'a' + 10,
+                _ => return None,
+            };
+            number = number << 4 | u128::from(value);
+        }
     }
-    let number = u128::from_str_radix(&groups.concat(), 16).ok()?;
-    Some(number.to_be_bytes())
+    groups.next().is_none().then(|| number.to_be_bytes())
 }
 
 fn uuid_text(bytes: &[u8; 16]) -> String {
-    let hex = format!("{:032x}", u128::from_be_bytes(*bytes));
+    const HEX: &[u8; 16] = b"0123456789abcdef";
     let mut text = String::with_capacity(36);
-    let mut at = 0;
+    let mut nibbles = bytes.iter().flat_map(|byte| [byte >> 4, byte & 0xf]);
     for (i, len) in UUID_GROUPS.into_iter().enumerate() {
         if i > 0 {
             text.push('-');
         }
-        text.push_str(&hex[at..at + len]);
-        at += len;
+        for nibble in nibbles.by_ref().take(len) {
+            text.push(char::from(HEX[usize::from(nibble)]));
+        }
     }
     text
 }
 
 /// `text` as a number, when it is one written as `u64::to_string` writes it back.
 fn decimal(text: &str) -> Option<u64> {
-    text.parse().ok().filter(|n: &u64| n.to_string() == text)
+    let canonical =
+        text.bytes().all(|b| b.is_ascii_digit()) && (text.len() == 1 || !text.starts_with('0'));
+    canonical.then(|| text.parse().ok()).flatten()
 }
 
 thread_local! {
@@ -810,6 +815,25 @@ mod tests {
         }
         let compact = Packed::pack(&claim("0b9e4a6c-5f1d-4c2e-9a7b-3d8f6e1c2b0a", "42"));
         assert!(matches!(compact.identity, Identity::Compact { .. }));
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn a_uuid_and_a_version_read_back_as_they_came(
+            bytes: [u8; 16],
+            text in "[0-9a-fA-F-]{0,40}",
+            version: u64,
+            digits in "[+0-9]{0,21}",
+        ) {
+            proptest::prop_assert_eq!(uuid_bytes(&uuid_text(&bytes)), Some(bytes));
+            if let Some(parsed) = uuid_bytes(&text) {
+                proptest::prop_assert_eq!(uuid_text(&parsed), text);
+            }
+            proptest::prop_assert_eq!(decimal(&version.to_string()), Some(version));
+            if let Some(parsed) = decimal(&digits) {
+                proptest::prop_assert_eq!(parsed.to_string(), digits);
+            }
+        }
     }
 
     #[test]
