@@ -45,22 +45,27 @@ pub fn broker_client(
     config: kube::Config,
     domain: &OperatorDomain,
 ) -> Result<(kube::Client, Quarantine), kube::Error> {
-    build(config, domain, None)
+    build(config, domain, None, IDLE_CONNECTIONS)
 }
 
-/// [`broker_client`], every request of which is counted in `metrics` by verb.
+/// [`broker_client`], every request of which is counted in `metrics` by verb, keeping up to
+/// `idle_connections` connections for a next request: as many as the requests the broker may
+/// have in flight at once, or each burst past them opens (and the next one closes) connections
+/// with a TLS handshake each, on both sides.
 pub(crate) fn counted_broker_client(
     config: kube::Config,
     domain: &OperatorDomain,
     metrics: Arc<Metrics>,
+    idle_connections: usize,
 ) -> Result<(kube::Client, Quarantine), kube::Error> {
-    build(config, domain, Some(metrics))
+    build(config, domain, Some(metrics), idle_connections)
 }
 
 fn build(
     mut config: kube::Config,
     domain: &OperatorDomain,
     metrics: Option<Arc<Metrics>>,
+    idle_connections: usize,
 ) -> Result<(kube::Client, Quarantine), kube::Error> {
     // The API server names the field manager of a write without `fieldManager` after the
     // client's User-Agent up to its first `/`: `poolboy` in every object's managedFields,
@@ -81,7 +86,7 @@ fn build(
         Some(_) => ClientBuilder::try_from(config)?,
         None => {
             let namespace = config.default_namespace.clone();
-            ClientBuilder::new(http_service(&config)?, namespace)
+            ClientBuilder::new(http_service(&config, idle_connections)?, namespace)
         }
     };
     let client = builder
@@ -93,11 +98,15 @@ fn build(
 
 /// How long a connection to the API server is kept idle for a next request (hyper-util's
 /// default: 90 s). Each keeps its buffers and TLS state: after a busy minute the broker held 21
-/// idle connections against 6 to 8 at rest.
-const IDLE_CONNECTION_TIMEOUT: Duration = Duration::from_secs(20);
+/// idle connections against 6 to 8 at rest. A steady load reuses its connections well within
+/// it; a burst's are closed 10 to 20 s after it (the pool looks once per timeout).
+const IDLE_CONNECTION_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// The idle connections kept at most (hyper-util's default: no bound).
-const IDLE_CONNECTIONS: usize = 4;
+/// The idle connections a client keeps at most when its caller does not say (hyper-util's
+/// default: no bound). The broker says: its controllers' concurrency, since at 4 it opened 99
+/// connections a minute under `make soak` (a TLS handshake each, on both sides) as its passes
+/// and Events went past 4 at once, and 3 at 24 (docs/operations.md, "Where the CPU goes").
+const IDLE_CONNECTIONS: usize = 8;
 
 /// The size of each connection's read buffer. hyper's default (adaptive) buffer doubles
 /// whenever a read fills it, up to 400 KiB, and keeps that size for the connection's life: a
@@ -112,7 +121,10 @@ type HttpService = BoxService<Request<kube::client::Body>, Response<Box<DynBody>
 /// kube's default HTTP stack (`ClientBuilder::try_from`: TLS, timeouts, base URI, retries of
 /// 429/503/504, authentication, extra headers, request spans), with hyper-util's client built
 /// here: kube's leaves its connection pool and read buffer at their defaults.
-fn http_service(config: &kube::Config) -> Result<HttpService, kube::Error> {
+fn http_service(
+    config: &kube::Config,
+    idle_connections: usize,
+) -> Result<HttpService, kube::Error> {
     let mut http = HttpConnector::new();
     http.enforce_http(false);
     let mut connector = TimeoutConnector::new(config.rustls_https_connector_with_connector(http)?);
@@ -122,7 +134,7 @@ fn http_service(config: &kube::Config) -> Result<HttpService, kube::Error> {
     connector.set_reset_reader_on_write(config.reset_reader_on_write);
     let client: HttpClient<_, kube::client::Body> = HttpClient::builder(TokioExecutor::new())
         .pool_idle_timeout(IDLE_CONNECTION_TIMEOUT)
-        .pool_max_idle_per_host(IDLE_CONNECTIONS)
+        .pool_max_idle_per_host(idle_connections)
         .http1_read_buf_exact_size(READ_BUFFER_BYTES)
         .build(connector);
     let retry = config

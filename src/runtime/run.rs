@@ -91,8 +91,11 @@ pub async fn run(
         .transpose()?;
     let metrics = Arc::new(Metrics::new(&options.cluster_domain));
     let domain = &options.config.domain;
+    // Each reconcile of the claim, handle and pool controllers has one request in flight at most.
+    let idle_connections = 3 * usize::from(options.concurrency);
     let (client, quarantined) =
-        counted_broker_client(kube_config, domain, metrics.clone()).map_err(RunError::Client)?;
+        counted_broker_client(kube_config, domain, metrics.clone(), idle_connections)
+            .map_err(RunError::Client)?;
     let kinds = Kinds::new(domain);
     let (controllers, ctx) = Controllers::build(&client, &kinds, &options, metrics.clone());
     let ready = Arc::new(AtomicBool::new(false));
