@@ -297,13 +297,7 @@ impl Context {
         // Published beside the reconcile, not in its way: an Event is a write of its own, and
         // waiting for it makes every bind two round trips longer.
         let uid = object.meta().uid.as_deref().unwrap_or_default();
-        let recorder = self.recorders.recorder(uid, std::time::Instant::now());
-        let reason = reason.to_owned();
-        tokio::spawn(async move {
-            if let Err(error) = recorder.publish(&event, &reference).await {
-                tracing::warn!(%error, reason, "cannot publish Event");
-            }
-        });
+        self.recorders.publish(uid, event, reference);
     }
 
     /// The delay before retrying `key` after a transient failure: 1 s, doubling up to five

@@ -3,6 +3,10 @@
 //! all objects held a burst's Events, and their table, for good. Events of one object only
 //! ever join that object's series, so a `Recorder` each publishes the same Events; the one of a
 //! deleted object goes with its watch's delete event, an idle one once its Events expired.
+//!
+//! Events are published beside the reconciles, [`PUBLISHED_AT_ONCE`] at a time: each is a
+//! request of its own, and a burst of binds otherwise had all its Events in flight at once, each
+//! on a connection of the client's pool, opened for it (a TLS handshake) when none was idle.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -11,9 +15,11 @@ use std::time::{Duration, Instant};
 use std::fmt::Debug;
 use std::hash::Hash;
 
-use kube::runtime::events::{Recorder, Reporter};
+use k8s_openapi::api::core::v1::ObjectReference;
+use kube::runtime::events::{Event, Recorder, Reporter};
 use kube::{Client, Resource};
 use serde::de::DeserializeOwned;
+use tokio::sync::Semaphore;
 
 use crate::store::shared_watch::{SharedWatch, Stored};
 
@@ -21,12 +27,16 @@ use crate::store::shared_watch::{SharedWatch, Stored};
 /// that long holds nothing a later Event could join.
 const KEPT_FOR: Duration = Duration::from_secs(6 * 60);
 
+/// The Events published at once; the others wait their turn, in the order they were posted.
+pub(crate) const PUBLISHED_AT_ONCE: usize = 4;
+
 /// Shared by the watches (which it follows) and the controllers. Cheap to clone.
 #[derive(Clone)]
 pub(crate) struct EventRecorders {
     client: Client,
     reporter: Reporter,
     inner: Arc<Mutex<Inner>>,
+    publishing: Arc<Semaphore>,
 }
 
 struct Inner {
@@ -45,7 +55,24 @@ impl EventRecorders {
             client,
             reporter,
             inner: Arc::new(Mutex::new(inner)),
+            publishing: Arc::new(Semaphore::new(PUBLISHED_AT_ONCE)),
         }
+    }
+
+    /// Publishes `event` about `reference`, the object `uid` ("" for one without), in the
+    /// background (it returns at once); failures are logged, never fatal.
+    pub(crate) fn publish(&self, uid: &str, event: Event, reference: ObjectReference) {
+        let recorder = self.recorder(uid, Instant::now());
+        let publishing = self.publishing.clone();
+        tokio::spawn(async move {
+            // Never closed: the semaphore is dropped with its last task.
+            let Ok(_turn) = publishing.acquire_owned().await else {
+                return;
+            };
+            if let Err(error) = recorder.publish(&event, &reference).await {
+                tracing::warn!(%error, reason = event.reason, "cannot publish Event");
+            }
+        });
     }
 
     /// Lets the objects `watch` watches take their `Recorder` with them when deleted.
@@ -70,7 +97,7 @@ impl EventRecorders {
     }
 
     /// The `Recorder` of object `uid` ("" for one without), as of `now`.
-    pub(crate) fn recorder(&self, uid: &str, now: Instant) -> Recorder {
+    fn recorder(&self, uid: &str, now: Instant) -> Recorder {
         let mut inner = self.lock();
         if now.duration_since(inner.last_sweep) >= KEPT_FOR {
             inner.last_sweep = now;
@@ -126,6 +153,72 @@ mod tests {
         .expect("a claim");
         recorders.deleted(&claim);
         assert_eq!(kept(&recorders), ["uid-b"]);
+    }
+
+    /// A burst of Events is published a few at a time: a client whose API server holds each
+    /// request until told counts how many it holds at once.
+    #[tokio::test]
+    async fn a_burst_of_events_is_published_a_few_at_a_time() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+
+        const BURST: usize = 3 * PUBLISHED_AT_ONCE;
+        let held = Arc::new(AtomicUsize::new(0));
+        let most_held = Arc::new(AtomicUsize::new(0));
+        let answered = Arc::new(AtomicUsize::new(0));
+        let release = Arc::new(tokio::sync::Notify::new());
+        let service = {
+            let (held, most_held, answered, release) = (
+                held.clone(),
+                most_held.clone(),
+                answered.clone(),
+                release.clone(),
+            );
+            tower::service_fn(move |_: http::Request<kube::client::Body>| {
+                let (held, most_held, answered, release) = (
+                    held.clone(),
+                    most_held.clone(),
+                    answered.clone(),
+                    release.clone(),
+                );
+                async move {
+                    let now = held.fetch_add(1, Ordering::SeqCst) + 1;
+                    most_held.fetch_max(now, Ordering::SeqCst);
+                    release.notified().await;
+                    held.fetch_sub(1, Ordering::SeqCst);
+                    answered.fetch_add(1, Ordering::SeqCst);
+                    http::Response::builder()
+                        .status(500)
+                        .body(http_body_util::Full::new(bytes::Bytes::from_static(b"{}")))
+                }
+            })
+        };
+        let recorders = EventRecorders::new(
+            Client::new(service, "default"),
+            Reporter {
+                controller: "poolboy".into(),
+                instance: None,
+            },
+        );
+        for i in 0..BURST {
+            let reference = ObjectReference {
+                name: Some(format!("claim-{i}")),
+                namespace: Some("user".into()),
+                ..ObjectReference::default()
+            };
+            let event = Event {
+                type_: kube::runtime::events::EventType::Normal,
+                reason: "Bound".into(),
+                note: None,
+                action: "Bound".into(),
+                secondary: None,
+            };
+            recorders.publish(&format!("uid-{i}"), event, reference);
+        }
+        while answered.load(Ordering::SeqCst) < BURST {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+            release.notify_waiters();
+        }
+        assert_eq!(most_held.load(Ordering::SeqCst), PUBLISHED_AT_ONCE);
     }
 
     #[tokio::test]

@@ -104,9 +104,10 @@ fn build(
 const IDLE_CONNECTION_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The idle connections a client keeps at most when its caller does not say (hyper-util's
-/// default: no bound). The broker says: its controllers' concurrency, since at 4 it opened 99
-/// connections a minute under `make soak` (a TLS handshake each, on both sides) as its passes
-/// and Events went past 4 at once, and 3 at 24 (docs/operations.md, "Where the CPU goes").
+/// default: no bound). The broker says: the requests it may have in flight, since at 4 it
+/// opened 99 connections a minute under `make soak` (a TLS handshake each, on both sides) as
+/// its passes and Events went past 4 at once, and 3 at 24 (docs/operations.md, "Where the CPU
+/// goes").
 const IDLE_CONNECTIONS: usize = 8;
 
 /// The size of each connection's read buffer. hyper's default (adaptive) buffer doubles

@@ -19,7 +19,7 @@ use super::webhook::{WebhookError, WebhookOptions, WebhookServer};
 use super::{http, lease, quarantine};
 use crate::api::kinds::{Kinds, PoolObject, ScalingObject};
 use crate::controller::context::{Config, Context, Stores, Triggers};
-use crate::controller::events::EventRecorders;
+use crate::controller::events::{EventRecorders, PUBLISHED_AT_ONCE};
 use crate::controller::managed::EarlyWatches;
 use crate::controller::{claim, handle, pool, providers, scaling};
 use crate::metrics::Metrics;
@@ -91,8 +91,9 @@ pub async fn run(
         .transpose()?;
     let metrics = Arc::new(Metrics::new(&options.cluster_domain));
     let domain = &options.config.domain;
-    // Each reconcile of the claim, handle and pool controllers has one request in flight at most.
-    let idle_connections = 3 * usize::from(options.concurrency);
+    // Each reconcile of the claim, handle and pool controllers has one request in flight at
+    // most, and so has each Event being published.
+    let idle_connections = 3 * usize::from(options.concurrency) + PUBLISHED_AT_ONCE;
     let (client, quarantined) =
         counted_broker_client(kube_config, domain, metrics.clone(), idle_connections)
             .map_err(RunError::Client)?;
