@@ -27,7 +27,8 @@ use crate::store::shared_watch::{SharedWatch, Stored};
 /// that long holds nothing a later Event could join.
 const KEPT_FOR: Duration = Duration::from_secs(6 * 60);
 
-/// The Events published at once; the others wait their turn, in the order they were posted.
+/// The Events published at once; the others wait their turn (a fair semaphore: first come, first
+/// served).
 pub(crate) const PUBLISHED_AT_ONCE: usize = 4;
 
 /// Shared by the watches (which it follows) and the controllers. Cheap to clone.

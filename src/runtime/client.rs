@@ -50,8 +50,8 @@ pub fn broker_client(
 
 /// [`broker_client`], every request of which is counted in `metrics` by verb, keeping up to
 /// `idle_connections` connections for a next request: as many as the requests the broker may
-/// have in flight at once, or each burst past them opens (and the next one closes) connections
-/// with a TLS handshake each, on both sides.
+/// have in flight at once, or each burst past them opens connections (a TLS handshake each, on
+/// both sides) that a pool already full closes as soon as they are done.
 pub(crate) fn counted_broker_client(
     config: kube::Config,
     domain: &OperatorDomain,
@@ -106,8 +106,8 @@ const IDLE_CONNECTION_TIMEOUT: Duration = Duration::from_secs(5);
 /// The idle connections a client keeps at most when its caller does not say (hyper-util's
 /// default: no bound). The broker says: the requests it may have in flight, since at 4 it
 /// opened 99 connections a minute under `make soak` (a TLS handshake each, on both sides) as
-/// its passes and Events went past 4 at once, and 3 at 24 (docs/operations.md, "Where the CPU
-/// goes").
+/// its passes and Events went past 4 at once, and 3 at 24, its controllers' share
+/// (docs/operations.md, "Where the CPU goes").
 const IDLE_CONNECTIONS: usize = 8;
 
 /// The size of each connection's read buffer. hyper's default (adaptive) buffer doubles
