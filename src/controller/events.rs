@@ -162,31 +162,27 @@ mod tests {
     async fn a_burst_of_events_is_published_a_few_at_a_time() {
         use std::sync::atomic::{AtomicUsize, Ordering};
 
+        /// What the API server holds, held most, and answered; told to answer by `release`.
+        #[derive(Default)]
+        struct Server {
+            held: AtomicUsize,
+            most_held: AtomicUsize,
+            answered: AtomicUsize,
+            release: tokio::sync::Notify,
+        }
+
         const BURST: usize = 3 * PUBLISHED_AT_ONCE;
-        let held = Arc::new(AtomicUsize::new(0));
-        let most_held = Arc::new(AtomicUsize::new(0));
-        let answered = Arc::new(AtomicUsize::new(0));
-        let release = Arc::new(tokio::sync::Notify::new());
+        let server = Arc::new(Server::default());
         let service = {
-            let (held, most_held, answered, release) = (
-                held.clone(),
-                most_held.clone(),
-                answered.clone(),
-                release.clone(),
-            );
+            let server = server.clone();
             tower::service_fn(move |_: http::Request<kube::client::Body>| {
-                let (held, most_held, answered, release) = (
-                    held.clone(),
-                    most_held.clone(),
-                    answered.clone(),
-                    release.clone(),
-                );
+                let server = server.clone();
                 async move {
-                    let now = held.fetch_add(1, Ordering::SeqCst) + 1;
-                    most_held.fetch_max(now, Ordering::SeqCst);
-                    release.notified().await;
-                    held.fetch_sub(1, Ordering::SeqCst);
-                    answered.fetch_add(1, Ordering::SeqCst);
+                    let now = server.held.fetch_add(1, Ordering::SeqCst) + 1;
+                    server.most_held.fetch_max(now, Ordering::SeqCst);
+                    server.release.notified().await;
+                    server.held.fetch_sub(1, Ordering::SeqCst);
+                    server.answered.fetch_add(1, Ordering::SeqCst);
                     http::Response::builder()
                         .status(500)
                         .body(http_body_util::Full::new(bytes::Bytes::from_static(b"{}")))
@@ -215,11 +211,11 @@ mod tests {
             };
             recorders.publish(&format!("uid-{i}"), event, reference);
         }
-        while answered.load(Ordering::SeqCst) < BURST {
+        while server.answered.load(Ordering::SeqCst) < BURST {
             tokio::time::sleep(Duration::from_millis(5)).await;
-            release.notify_waiters();
+            server.release.notify_waiters();
         }
-        assert_eq!(most_held.load(Ordering::SeqCst), PUBLISHED_AT_ONCE);
+        assert_eq!(server.most_held.load(Ordering::SeqCst), PUBLISHED_AT_ONCE);
     }
 
     #[tokio::test]

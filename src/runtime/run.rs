@@ -92,7 +92,8 @@ pub async fn run(
     let metrics = Arc::new(Metrics::new(&options.cluster_domain));
     let domain = &options.config.domain;
     // Each reconcile of the claim, handle and pool controllers has one request in flight at
-    // most, and so has each Event being published.
+    // most, and so has each Event being published (a scaling's reconciles come with its own
+    // edits, schedule and its pool's appearance, never with binds, and are left out).
     let idle_connections = 3 * usize::from(options.concurrency) + PUBLISHED_AT_ONCE;
     let (client, quarantined) =
         counted_broker_client(kube_config, domain, metrics.clone(), idle_connections)
