@@ -177,6 +177,12 @@ impl Drop for Brokers {
     }
 }
 
+/// The brokers' `RUST_LOG`: `POOLBOY_BENCH_BROKER_LOG` (`poolboy=debug,kube_runtime=info` names
+/// each reconcile and why kube-runtime ran it), warnings otherwise.
+fn log_filter() -> String {
+    std::env::var("POOLBOY_BENCH_BROKER_LOG").unwrap_or_else(|_| "poolboy=warn".to_owned())
+}
+
 /// One broker process `identity`, serving `/metrics` on `metrics` and logging to
 /// `logs`/<identity>.log (appended to, so that a restarted replica's log follows its
 /// predecessor's).
@@ -198,7 +204,7 @@ fn spawn(
         .args(["--metrics-address", &metrics.to_string(), "--lease", LEASE])
         .env("KUBECONFIG", kubeconfig)
         .env("HOSTNAME", identity)
-        .env("RUST_LOG", "poolboy=warn")
+        .env("RUST_LOG", log_filter())
         .stdin(Stdio::null())
         .stdout(log)
         .stderr(err)

@@ -146,7 +146,9 @@ async fn reconcile<L: Lifecycle>(
     let started = Instant::now();
     let in_flight = ctx.metrics.reconcile_started(L::KIND);
     let object = Identified::uid(&*stored).map(|uid| (uid.into_owned(), stored.name_any()));
-    let result = echoes::reconciling(object, converge(&*lifecycle, &stored)).await;
+    // Boxed, like each pass (`converge`): what kube-runtime and tokio move is a pointer.
+    let converging = Box::pin(converge(&*lifecycle, &stored));
+    let result = echoes::reconciling(object, converging).await;
     drop(in_flight);
     let seconds = started.elapsed().as_secs_f64();
     ctx.metrics
@@ -175,8 +177,11 @@ async fn converge<L: Lifecycle>(
                 lifecycle.ignored(&object);
                 return Ok(Action::await_change());
             }
-            Step::Finalize => lifecycle.finalize(&object, &mut carry).await,
-            Step::Manage => lifecycle.pass(object, &mut carry).await,
+            // Boxed: a pass's future holds every step it may take (tens of KiB for a claim);
+            // inline, it would make the reconcile's future as large, and kube-runtime's
+            // wrappers and tokio's spawn copy that whole on every reconcile.
+            Step::Finalize => Box::pin(lifecycle.finalize(&object, &mut carry)).await,
+            Step::Manage => Box::pin(lifecycle.pass(object, &mut carry)).await,
         };
         match after(outcome, passes) {
             After::Finish(action) => return Ok(action),
@@ -343,5 +348,24 @@ mod tests {
         );
         let requeue = Action::requeue(std::time::Duration::from_secs(3));
         assert_eq!(after::<()>(Ok(requeue.clone()), 5), After::Finish(requeue));
+    }
+
+    /// The size of the future `reconcile` returns, without making one.
+    fn future_size<A, B, F>(_: fn(A, B) -> F) -> usize {
+        std::mem::size_of::<F>()
+    }
+
+    /// kube-runtime and tokio move a reconcile's future several times before it runs: it
+    /// must not hold its passes inline (a claim's would take 78 KiB, copied whole at each move).
+    #[test]
+    fn a_reconcile_future_holds_its_passes_boxed() {
+        use crate::controller::claim::ClaimContext;
+        use crate::controller::handle::HandleContext;
+        for size in [
+            future_size(reconcile::<ClaimContext>),
+            future_size(reconcile::<HandleContext>),
+        ] {
+            assert!(size <= 1024, "a reconcile's future takes {size} bytes");
+        }
     }
 }
