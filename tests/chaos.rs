@@ -10,6 +10,11 @@
 //! killed: the running ones must converge without a restart of their own, and a change to a
 //! ConfigMap made after the restart must still reach its claim's status), three times with
 //! different seeds. `CHAOS_SEED` replays a run; the seed is printed either way.
+//!
+//! The same processes, taking turns through a Lease, show what a paused holder does: stopped
+//! (SIGSTOP) for longer than its Lease lasts while the other takes over, then let go again
+//! with its stores, timers and requests of before the pause, it stops without undoing any of
+//! the new holder's work.
 
 mod support;
 
@@ -20,6 +25,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams};
 use kube::{Api, ResourceExt};
@@ -80,20 +86,184 @@ async fn claims_settle_while_broker_processes_are_killed_and_the_api_server_rest
     shake(plan).await;
 }
 
+/// The Lease of the paused-holder test.
+const LEASE: &str = "poolboy-chaos";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paused_holder_woken_after_losing_the_lease_undoes_nothing() {
+    let plan = Plan::new(6, 1, 3, false);
+    let env = TestEnv::new().await;
+    let namespace = env.namespace.clone();
+    create_config_provider(&env, false).await;
+    env.create(&pool(&namespace, plan.pool_size)).await;
+    let brokers = Brokers::start(&namespace, 2, Some(LEASE));
+    let claims = env.api::<ResourceClaim>();
+    for i in 0..4 {
+        create_claim(&claims, &format!("claim-{i}")).await;
+    }
+    settle(&env, &plan, "the first claims bound", || {
+        check_bound(&env, 4, plan.pool_size)
+    })
+    .await;
+    let first_holder = holder(&env).await.expect("a holder of the Lease");
+    let paused = (0..2)
+        .find(|&slot| brokers.identity(slot).as_deref() == Some(first_holder.as_str()))
+        .expect("the holder is one of the processes");
+    let standby = 1 - paused;
+
+    brokers.signal(paused, "STOP");
+    let taken_over = Instant::now();
+    let new_holder = brokers.identity(standby).expect("the standby runs");
+    support::eventually(
+        "the standby holds the Lease",
+        Duration::from_secs(60),
+        || async { holder(&env).await.filter(|h| *h == new_holder) },
+    )
+    .await;
+    let taken_over = taken_over.elapsed();
+    // The new holder's work while the old one sleeps: two claims go (their handles and
+    // ConfigMaps with them), four come, the pool is refilled.
+    for name in ["claim-0", "claim-1"] {
+        delete_with_retries(&claims, name).await;
+    }
+    for i in 4..8 {
+        create_claim(&claims, &format!("claim-{i}")).await;
+    }
+    settle(&env, &plan, "the new holder's claims bound", || {
+        check_bound(&env, 6, plan.pool_size)
+    })
+    .await;
+    let before = quiet_layout(&env).await;
+
+    brokers.signal(paused, "CONT");
+    let exit = brokers
+        .exit_of(paused, Duration::from_secs(60))
+        .await
+        .expect("the woken holder stops once it finds the Lease lost");
+    assert!(!exit.success(), "it stops as having lost the Lease: {exit}");
+    // Its stale passes ran for the moment before it found out: every write they tried was
+    // refused, or the new holder would have set the object back, which takes a write too.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert_eq!(
+        layout(&env).await,
+        before,
+        "no claim, handle or ConfigMap written, deleted or made again"
+    );
+    check_bound(&env, 6, plan.pool_size)
+        .await
+        .expect("every claim bound once, one ConfigMap per handle, the pool full");
+    let standby_exit = brokers.exit_of(standby, Duration::ZERO).await;
+    assert!(
+        standby_exit.is_none(),
+        "the new holder runs on: {standby_exit:?}"
+    );
+
+    for i in 2..8 {
+        delete_with_retries(&claims, &format!("claim-{i}")).await;
+    }
+    delete_with_retries(&env.api::<ResourcePool>(), "chaos").await;
+    settle(
+        &env,
+        &plan,
+        "no handle and no managed ConfigMap left",
+        || check_empty(&env),
+    )
+    .await;
+    brokers.kill_all();
+    println!(
+        "chaos: the standby held the Lease {:.1} s after the holder was paused; the woken \
+         holder exited with {exit}",
+        taken_over.as_secs_f64()
+    );
+    env.cleanup().await;
+}
+
+/// Who holds the Lease of the paused-holder test.
+async fn holder(env: &TestEnv) -> Option<String> {
+    let lease = env.api::<Lease>().get_opt(LEASE).await.ok()??;
+    lease.spec?.holder_identity.filter(|h| !h.is_empty())
+}
+
+/// Every claim, handle and managed ConfigMap by kind and name, with its uid and
+/// resourceVersion: any write to one of them, or one deleted or made again, changes it.
+async fn layout(env: &TestEnv) -> BTreeMap<(&'static str, String), (String, String)> {
+    fn versions<K: kube::Resource>(
+        kind: &'static str,
+        objects: &[K],
+    ) -> impl Iterator<Item = ((&'static str, String), (String, String))> {
+        objects.iter().map(move |object| {
+            let meta = object.meta();
+            let uid = meta.uid.clone().unwrap_or_default();
+            let version = meta.resource_version.clone().unwrap_or_default();
+            (
+                (kind, meta.name.clone().unwrap_or_default()),
+                (uid, version),
+            )
+        })
+    }
+    let claims = list(&env.api::<ResourceClaim>())
+        .await
+        .expect("listing claims");
+    let handles = list(&env.api::<ResourceHandle>())
+        .await
+        .expect("listing handles");
+    let configmaps = list(&env.api::<ConfigMap>())
+        .await
+        .expect("listing ConfigMaps");
+    let managed: Vec<ConfigMap> = managed_by_handle(&configmaps)
+        .into_values()
+        .flatten()
+        .cloned()
+        .collect();
+    versions("ResourceClaim", &claims)
+        .chain(versions("ResourceHandle", &handles))
+        .chain(versions("ConfigMap", &managed))
+        .collect()
+}
+
+/// The layout once it has stayed the same for three seconds.
+async fn quiet_layout(env: &TestEnv) -> BTreeMap<(&'static str, String), (String, String)> {
+    let mut last = layout(env).await;
+    for _ in 0..20 {
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        let now = layout(env).await;
+        if now == last {
+            return now;
+        }
+        last = now;
+    }
+    panic!("the new holder kept writing for a minute: {last:?}");
+}
+
+/// The pool every claim of these tests binds from: `size` spare `config` handles.
+fn pool(namespace: &str, size: usize) -> ResourcePool {
+    from_json(json!({
+        "apiVersion": format!("{D}/v1"), "kind": "ResourcePool",
+        "metadata": {"name": "chaos"},
+        "spec": {
+            "minAvailable": size,
+            "resources": objects::resources(namespace, &[("config", "config", template(json!({})))]),
+        },
+    }))
+}
+
 /// The broker processes; a killed one is started again by [`Brokers::restart`].
 struct Brokers {
     namespace: String,
+    /// The Lease they take turns through; without one, every process works at once.
+    lease: Option<String>,
     logs: PathBuf,
     children: Mutex<Vec<Option<Child>>>,
     starts: AtomicUsize,
 }
 
 impl Brokers {
-    fn start(namespace: &str, count: usize) -> Arc<Self> {
+    fn start(namespace: &str, count: usize, lease: Option<&str>) -> Arc<Self> {
         let logs = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("chaos");
         std::fs::create_dir_all(&logs).expect("a log directory");
         let brokers = Arc::new(Self {
             namespace: namespace.to_owned(),
+            lease: lease.map(str::to_owned),
             logs,
             children: Mutex::new((0..count).map(|_| None).collect()),
             starts: AtomicUsize::new(0),
@@ -111,6 +281,7 @@ impl Brokers {
             .join(format!("{}-{slot}-{start}.log", self.namespace));
         let log = std::fs::File::create(&log).expect("a log file");
         let err = log.try_clone().expect("the log file again");
+        let lease = self.lease.iter().flat_map(|lease| ["--lease", lease]);
         Command::new(env!("CARGO_BIN_EXE_poolboy"))
             .args([
                 "run",
@@ -119,6 +290,7 @@ impl Brokers {
                 &self.namespace,
             ])
             .args(["--metrics-address", "127.0.0.1:0"])
+            .args(lease)
             .env("KUBECONFIG", kubeconfig_path())
             .env("HOSTNAME", format!("chaos-{slot}"))
             // CHAOS_LOG (a RUST_LOG filter) for a closer look at a failed run.
@@ -159,6 +331,43 @@ impl Brokers {
         }
     }
 
+    /// The Lease identity of process `slot` (its `HOSTNAME`, a dash, its process id), if it runs.
+    fn identity(&self, slot: usize) -> Option<String> {
+        let children = self.children.lock().unwrap_or_else(|e| e.into_inner());
+        let pid = children[slot].as_ref()?.id();
+        Some(format!("chaos-{slot}-{pid}"))
+    }
+
+    /// Sends process `slot` the signal `signal` (`STOP`, `CONT`).
+    fn signal(&self, slot: usize, signal: &str) {
+        let children = self.children.lock().unwrap_or_else(|e| e.into_inner());
+        let pid = children[slot].as_ref().expect("a running process").id();
+        let status = Command::new("kill")
+            .args([format!("-{signal}"), pid.to_string()])
+            .status()
+            .expect("running kill");
+        assert!(status.success(), "kill -{signal} {pid}: {status}");
+    }
+
+    /// How process `slot` exited, once it has, within `timeout`; `None` if it still runs.
+    async fn exit_of(&self, slot: usize, timeout: Duration) -> Option<std::process::ExitStatus> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            {
+                let mut children = self.children.lock().unwrap_or_else(|e| e.into_inner());
+                let child = children[slot].as_mut()?;
+                if let Ok(Some(status)) = child.try_wait() {
+                    children[slot] = None;
+                    return Some(status);
+                }
+            }
+            if Instant::now() >= deadline {
+                return None;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
     fn kill_all(&self) {
         let mut children = self.children.lock().unwrap_or_else(|e| e.into_inner());
         for child in children.iter_mut().filter_map(Option::take) {
@@ -184,16 +393,8 @@ async fn shake(plan: Plan) {
     let env = TestEnv::new().await;
     let namespace = env.namespace.clone();
     create_config_provider(&env, false).await;
-    let pool: ResourcePool = from_json(json!({
-        "apiVersion": format!("{D}/v1"), "kind": "ResourcePool",
-        "metadata": {"name": "chaos"},
-        "spec": {
-            "minAvailable": plan.pool_size,
-            "resources": objects::resources(&namespace, &[("config", "config", template(json!({})))]),
-        },
-    }));
-    env.create(&pool).await;
-    let brokers = Brokers::start(&namespace, 2);
+    env.create(&pool(&namespace, plan.pool_size)).await;
+    let brokers = Brokers::start(&namespace, 2, None);
 
     // The killer: one process or the other, at random moments, until the bursts are over.
     let bursting = Arc::new(AtomicBool::new(true));

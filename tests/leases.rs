@@ -26,7 +26,6 @@ async fn a_standby_replica_takes_over_when_the_holder_stops() {
     let env = TestEnv::new().await;
     let apis = Apis::new(&env);
     create_config_provider(&env, false).await;
-    // The first serves metrics and probes, as the chart's replicas do.
     // The first serves metrics, as the chart's replicas do: its HTTP endpoint stops with it,
     // which must not cut its graceful stop (and the Lease's release) short.
     let first = TestOperator::start_leased(

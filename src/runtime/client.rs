@@ -31,6 +31,7 @@ use tower::{BoxError, Layer, Service, ServiceBuilder};
 use tower_http::ServiceExt as _;
 use tower_http::trace::TraceLayer;
 
+use super::fence::{FenceLayer, WriteFence};
 use super::quarantine::Quarantine;
 use crate::api::OperatorDomain;
 use crate::api::kinds::{
@@ -45,20 +46,22 @@ pub fn broker_client(
     config: kube::Config,
     domain: &OperatorDomain,
 ) -> Result<(kube::Client, Quarantine), kube::Error> {
-    build(config, domain, None, IDLE_CONNECTIONS)
+    build(config, domain, None, IDLE_CONNECTIONS, None)
 }
 
 /// [`broker_client`], every request of which is counted in `metrics` by verb, keeping up to
 /// `idle_connections` connections for a next request: as many as the requests the broker may
 /// have in flight at once, or each burst past them opens connections (a TLS handshake each, on
-/// both sides) that a pool already full closes as soon as they are done.
+/// both sides) that a pool already full closes as soon as they are done. With `fence`, its
+/// writes go only while the replica's Lease holds.
 pub(crate) fn counted_broker_client(
     config: kube::Config,
     domain: &OperatorDomain,
     metrics: Arc<Metrics>,
     idle_connections: usize,
+    fence: Option<WriteFence>,
 ) -> Result<(kube::Client, Quarantine), kube::Error> {
-    build(config, domain, Some(metrics), idle_connections)
+    build(config, domain, Some(metrics), idle_connections, fence)
 }
 
 fn build(
@@ -66,6 +69,7 @@ fn build(
     domain: &OperatorDomain,
     metrics: Option<Arc<Metrics>>,
     idle_connections: usize,
+    fence: Option<WriteFence>,
 ) -> Result<(kube::Client, Quarantine), kube::Error> {
     // The API server names the field manager of a write without `fieldManager` after the
     // client's User-Agent up to its first `/`: `poolboy` in every object's managedFields,
@@ -92,6 +96,7 @@ fn build(
     let client = builder
         .with_layer(&layer)
         .with_layer(&CountingLayer { metrics })
+        .with_layer(&FenceLayer { fence })
         .build();
     Ok((client, quarantine))
 }

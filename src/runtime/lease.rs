@@ -2,7 +2,7 @@
 //! Only the holder of Lease `NAME` in the operator namespace watches and reconciles; the others
 //! wait for it. A holder that stops renewing (killed, partitioned) loses the Lease when it
 //! expires, and a waiting replica takes over; a holder that finds it has lost the Lease stops at
-//! once, and its guarded writes keep a late write of it from undoing the new holder's. On
+//! once, and one paused past the expiry writes nothing when it wakes (`runtime::fence`). On
 //! shutdown the holder releases the Lease, so a rolling update hands over without waiting for the
 //! expiry. The Lease is kube-lease-manager's (server-side apply of `coordination.k8s.io/v1` Lease).
 
@@ -19,8 +19,9 @@ use tokio::task::JoinHandle;
 /// How long a Lease holds without renewal: a replica takes over at most this long after the
 /// holder stopped renewing.
 pub const LEASE_SECONDS: u64 = 15;
-/// How long before its expiry the holder renews the Lease.
-const RENEW_BEFORE_SECONDS: u64 = 5;
+/// How long before its expiry the holder renews the Lease: its writes stop 2 s before the
+/// expiry unless a renewal was answered (`runtime::fence`), so a renewal has 5 s to be.
+const RENEW_BEFORE_SECONDS: u64 = 7;
 /// How long a release on shutdown may take.
 const RELEASE_TIMEOUT: Duration = Duration::from_secs(5);
 

@@ -4,6 +4,7 @@
 
 pub(crate) mod admission;
 pub mod client;
+pub mod fence;
 pub mod http;
 pub mod lease;
 pub mod quarantine;

@@ -14,6 +14,7 @@ use kube::runtime::events::Reporter;
 use kube::runtime::reflector::ObjectRef;
 
 use super::client::counted_broker_client;
+use super::fence::WriteFence;
 use super::quarantine::WithConditions;
 use super::webhook::{WebhookError, WebhookOptions, WebhookServer};
 use super::{http, lease, quarantine};
@@ -95,9 +96,19 @@ pub async fn run(
     // most, and so has each Event being published (a scaling's reconciles come with its own
     // edits, schedule and its pool's appearance, never with binds, and are left out).
     let idle_connections = 3 * usize::from(options.concurrency) + PUBLISHED_AT_ONCE;
-    let (client, quarantined) =
-        counted_broker_client(kube_config, domain, metrics.clone(), idle_connections)
-            .map_err(RunError::Client)?;
+    let fence = options.lease.as_ref().map(|lease| {
+        let namespace = &options.config.operator_namespace;
+        let duration = std::time::Duration::from_secs(lease::LEASE_SECONDS);
+        WriteFence::new(namespace, lease, &lease_identity(&options.config), duration)
+    });
+    let (client, quarantined) = counted_broker_client(
+        kube_config,
+        domain,
+        metrics.clone(),
+        idle_connections,
+        fence,
+    )
+    .map_err(RunError::Client)?;
     let kinds = Kinds::new(domain);
     let (controllers, ctx) = Controllers::build(&client, &kinds, &options, metrics.clone());
     let ready = Arc::new(AtomicBool::new(false));
@@ -148,7 +159,8 @@ pub async fn run(
             grace = ?SHUTDOWN_GRACE,
             "controllers did not stop within the grace period; stopping anyway"
         ),
-        // Another replica holds it now: stop at once (the guarded writes protect its work).
+        // Another replica holds it now: stop at once (the write fence and the guarded writes keep
+        // what is still in flight from undoing its work).
         () = lost => {
             metrics.set_leader(false);
             return Err(RunError::LeaseLost);
@@ -168,6 +180,12 @@ async fn lost(leadership: &mut Option<lease::Leadership>) {
         Some(leadership) => leadership.lost().await,
         None => futures::future::pending().await,
     }
+}
+
+/// Who this process is in the Lease: its instance (the Pod's name) and process id, so that a
+/// restarted process does not take itself for the holder it replaced.
+fn lease_identity(config: &Config) -> String {
+    format!("{}-{}", config.instance, std::process::id())
 }
 
 /// The servers a replica standing by for the Lease keeps serving.
@@ -191,7 +209,7 @@ async fn hold_lease(
     shutdown: &Shutdown,
 ) -> Result<Option<lease::Leadership>, RunError> {
     ready.store(true, Ordering::Relaxed);
-    let identity = format!("{}-{}", options.config.instance, std::process::id());
+    let identity = lease_identity(&options.config);
     let following = async {
         if serving.webhook_enabled {
             providers::follow(ctx.clone()).await;
