@@ -14,7 +14,7 @@
 //! The same processes, taking turns through a Lease, show what a paused holder does: stopped
 //! (SIGSTOP) for longer than its Lease lasts while the other takes over, then let go again
 //! with its stores, timers and requests of before the pause, it stops without undoing any of
-//! the new holder's work.
+//! the new holder's work; paused for less than its Lease lasts, it renews it and serves on.
 
 mod support;
 
@@ -89,26 +89,72 @@ async fn claims_settle_while_broker_processes_are_killed_and_the_api_server_rest
 /// The Lease of the paused-holder test.
 const LEASE: &str = "poolboy-chaos";
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_paused_holder_woken_after_losing_the_lease_undoes_nothing() {
-    let plan = Plan::new(6, 1, 3, false);
-    let env = TestEnv::new().await;
-    let namespace = env.namespace.clone();
-    create_config_provider(&env, false).await;
-    env.create(&pool(&namespace, plan.pool_size)).await;
-    let brokers = Brokers::start(&namespace, 2, Some(LEASE));
+/// Two processes taking turns through [`LEASE`], a pool of `plan.pool_size` and claims
+/// `claim-0` to `claim-3` bound: the processes and the slot of the one holding the Lease.
+async fn leased_pair(env: &TestEnv, plan: &Plan) -> (Arc<Brokers>, usize) {
+    create_config_provider(env, false).await;
+    env.create(&pool(&env.namespace, plan.pool_size)).await;
+    let brokers = Brokers::start(&env.namespace, 2, Some(LEASE));
     let claims = env.api::<ResourceClaim>();
     for i in 0..4 {
         create_claim(&claims, &format!("claim-{i}")).await;
     }
-    settle(&env, &plan, "the first claims bound", || {
-        check_bound(&env, 4, plan.pool_size)
+    settle(env, plan, "the first claims bound", || {
+        check_bound(env, 4, plan.pool_size)
     })
     .await;
-    let first_holder = holder(&env).await.expect("a holder of the Lease");
-    let paused = (0..2)
+    let (first_holder, _) = holder(env).await.expect("a holder of the Lease");
+    let slot = (0..2)
         .find(|&slot| brokers.identity(slot).as_deref() == Some(first_holder.as_str()))
         .expect("the holder is one of the processes");
+    (brokers, slot)
+}
+
+/// A holder paused for less than its Lease lasts, but past the 13 s its writes may go after a
+/// renewal: woken, it renews first thing and serves on; the standby stays standing by.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_holder_paused_within_its_lease_renews_it_and_serves_on() {
+    let plan = Plan::new(6, 1, 3, false);
+    let env = TestEnv::new().await;
+    let (brokers, paused) = leased_pair(&env, &plan).await;
+    let identity = brokers.identity(paused).expect("the holder runs");
+    // From 6.1 s after a renewal to 13.1 s: its writes are shut from 13 s, its Lease holds
+    // 1.9 s more.
+    let wait = support::eventually(
+        "a renewal less than 6.1 s old (the holder renews every 8 s)",
+        Duration::from_secs(30),
+        || async {
+            let (_, renewed) = holder(&env).await?;
+            let pause_at = renewed + Duration::from_millis(6_100);
+            pause_at.duration_since(std::time::SystemTime::now()).ok()
+        },
+    )
+    .await;
+    tokio::time::sleep(wait).await;
+    brokers.signal(paused, "STOP");
+    tokio::time::sleep(Duration::from_secs(7)).await;
+    brokers.signal(paused, "CONT");
+    let claims = env.api::<ResourceClaim>();
+    for i in 4..6 {
+        create_claim(&claims, &format!("claim-{i}")).await;
+    }
+    settle(&env, &plan, "the claims made after the pause bound", || {
+        check_bound(&env, 6, plan.pool_size)
+    })
+    .await;
+    let (holder_now, _) = holder(&env).await.expect("a holder of the Lease");
+    assert_eq!(holder_now, identity, "the paused holder kept the Lease");
+    brokers.check_alive();
+    brokers.kill_all();
+    env.cleanup().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paused_holder_woken_after_losing_the_lease_undoes_nothing() {
+    let plan = Plan::new(6, 1, 3, false);
+    let env = TestEnv::new().await;
+    let (brokers, paused) = leased_pair(&env, &plan).await;
+    let claims = env.api::<ResourceClaim>();
     let standby = 1 - paused;
 
     brokers.signal(paused, "STOP");
@@ -117,7 +163,7 @@ async fn a_paused_holder_woken_after_losing_the_lease_undoes_nothing() {
     support::eventually(
         "the standby holds the Lease",
         Duration::from_secs(60),
-        || async { holder(&env).await.filter(|h| *h == new_holder) },
+        || async { holder(&env).await.filter(|(h, _)| *h == new_holder) },
     )
     .await;
     let taken_over = taken_over.elapsed();
@@ -178,10 +224,13 @@ async fn a_paused_holder_woken_after_losing_the_lease_undoes_nothing() {
     env.cleanup().await;
 }
 
-/// Who holds the Lease of the paused-holder test.
-async fn holder(env: &TestEnv) -> Option<String> {
+/// Who holds the Lease of the paused-holder tests, and when it last renewed it.
+async fn holder(env: &TestEnv) -> Option<(String, std::time::SystemTime)> {
     let lease = env.api::<Lease>().get_opt(LEASE).await.ok()??;
-    lease.spec?.holder_identity.filter(|h| !h.is_empty())
+    let spec = lease.spec?;
+    let renewed = spec.renew_time.or(spec.acquire_time)?.0;
+    let holder = spec.holder_identity.filter(|h| !h.is_empty())?;
+    Some((holder, std::time::SystemTime::from(renewed)))
 }
 
 /// Every claim, handle and managed ConfigMap by kind and name, with its uid and
