@@ -145,6 +145,7 @@ async fn a_holder_paused_within_its_lease_renews_it_and_serves_on() {
     let (holder_now, _) = holder(&env).await.expect("a holder of the Lease");
     assert_eq!(holder_now, identity, "the paused holder kept the Lease");
     brokers.check_alive();
+    delete_everything(&env, &plan).await;
     brokers.kill_all();
     env.cleanup().await;
 }
@@ -204,17 +205,7 @@ async fn a_paused_holder_woken_after_losing_the_lease_undoes_nothing() {
         "the new holder runs on: {standby_exit:?}"
     );
 
-    for i in 2..8 {
-        delete_with_retries(&claims, &format!("claim-{i}")).await;
-    }
-    delete_with_retries(&env.api::<ResourcePool>(), "chaos").await;
-    settle(
-        &env,
-        &plan,
-        "no handle and no managed ConfigMap left",
-        || check_empty(&env),
-    )
-    .await;
+    delete_everything(&env, &plan).await;
     brokers.kill_all();
     println!(
         "chaos: the standby held the Lease {:.1} s after the holder was paused; the woken \
@@ -509,25 +500,7 @@ async fn shake(plan: Plan) {
 
     // Every claim, then the pool, deleted: nothing may be left.
     let cleaned = Instant::now();
-    let names: Vec<String> = claims
-        .list(&ListParams::default())
-        .await
-        .expect("listing claims")
-        .items
-        .iter()
-        .map(ResourceExt::name_any)
-        .collect();
-    for name in &names {
-        delete_with_retries(&claims, name).await;
-    }
-    delete_with_retries(&env.api::<ResourcePool>(), "chaos").await;
-    settle(
-        &env,
-        &plan,
-        "no handle and no managed ConfigMap left",
-        || check_empty(&env),
-    )
-    .await;
+    delete_everything(&env, &plan).await;
     let cleanup_took = cleaned.elapsed();
     brokers.check_alive();
     brokers.kill_all();
@@ -582,6 +555,28 @@ async fn create_claim(claims: &Api<ResourceClaim>, name: &str) {
             Err(kube::Error::Api(status)) if status.code == 409 => Ok(()),
             Err(error) => Err(error),
         }
+    })
+    .await;
+}
+
+/// Deletes every claim, then the pool, and waits until no handle and no managed ConfigMap is
+/// left.
+async fn delete_everything(env: &TestEnv, plan: &Plan) {
+    let claims = env.api::<ResourceClaim>();
+    let names: Vec<String> = claims
+        .list(&ListParams::default())
+        .await
+        .expect("listing claims")
+        .items
+        .iter()
+        .map(ResourceExt::name_any)
+        .collect();
+    for name in &names {
+        delete_with_retries(&claims, name).await;
+    }
+    delete_with_retries(&env.api::<ResourcePool>(), "chaos").await;
+    settle(env, plan, "no handle and no managed ConfigMap left", || {
+        check_empty(env)
     })
     .await;
 }
