@@ -2,7 +2,7 @@
 //! Only the holder of Lease `NAME` in the operator namespace watches and reconciles; the others
 //! wait for it. A holder that stops renewing (killed, partitioned) loses the Lease when it
 //! expires, and a waiting replica takes over; a holder that finds it has lost the Lease stops at
-//! once, and one paused past the expiry writes nothing when it wakes (`runtime::fence`). On
+//! once, and one paused past the expiry starts no write when it wakes (`runtime::fence`). On
 //! shutdown the holder releases the Lease, so a rolling update hands over without waiting for the
 //! expiry. The Lease is kube-lease-manager's (server-side apply of `coordination.k8s.io/v1` Lease).
 
@@ -15,6 +15,8 @@ use kube::{Api, Client};
 use kube_lease_manager::{LeaseManager, LeaseManagerBuilder, LeaseManagerError};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
+
+use super::fence::WriteFence;
 
 /// How long a Lease holds without renewal: a replica takes over at most this long after the
 /// holder stopped renewing.
@@ -41,19 +43,49 @@ pub struct Leadership {
     manager: JoinHandle<Result<LeaseManager, LeaseManagerError>>,
 }
 
-/// Waits until this process holds Lease `name` of `namespace` as `identity`; `None` when
-/// `shutdown` comes first.
+/// This process as a candidate for Lease `name` of `namespace`.
+pub struct Candidate {
+    namespace: String,
+    name: String,
+    /// Who it is in the Lease: its instance (the Pod's name) and process id, so that a
+    /// restarted process does not take itself for the holder it replaced.
+    identity: String,
+}
+
+impl Candidate {
+    /// This process, `instance`, as a candidate for Lease `name` of `namespace`.
+    pub fn new(namespace: &str, name: &str, instance: &str) -> Self {
+        Self {
+            namespace: namespace.to_owned(),
+            name: name.to_owned(),
+            identity: format!("{instance}-{}", std::process::id()),
+        }
+    }
+
+    /// The fence its client's writes pass: open while its last renewal of the Lease lasts.
+    pub fn fence(&self) -> WriteFence {
+        let duration = Duration::from_secs(LEASE_SECONDS);
+        WriteFence::new(&self.namespace, &self.name, &self.identity, duration)
+    }
+}
+
+/// Waits until this process holds the Lease it is a `candidate` for; `None` when `shutdown`
+/// comes first.
 ///
 /// kube-lease-manager's standby sleeps until the holder's Lease would expire, so a holder that
 /// released it on a graceful stop would still be waited for. The Lease is watched as well: once
 /// a holder gives it up, a fresh manager is started, which takes it at once.
 pub async fn acquire(
     client: Client,
-    namespace: &str,
-    name: &str,
-    identity: &str,
+    candidate: &Candidate,
     shutdown: impl std::future::Future<Output = ()>,
 ) -> Result<Option<Leadership>, LeaseError> {
+    let Candidate {
+        namespace,
+        name,
+        identity,
+    } = candidate;
+    let (namespace, name) = (namespace.as_str(), name.as_str());
     let manager_error = |source| LeaseError::Manager {
         name: name.to_owned(),
         source,

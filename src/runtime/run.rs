@@ -14,7 +14,6 @@ use kube::runtime::events::Reporter;
 use kube::runtime::reflector::ObjectRef;
 
 use super::client::counted_broker_client;
-use super::fence::WriteFence;
 use super::quarantine::WithConditions;
 use super::webhook::{WebhookError, WebhookOptions, WebhookServer};
 use super::{http, lease, quarantine};
@@ -96,11 +95,11 @@ pub async fn run(
     // most, and so has each Event being published (a scaling's reconciles come with its own
     // edits, schedule and its pool's appearance, never with binds, and are left out).
     let idle_connections = 3 * usize::from(options.concurrency) + PUBLISHED_AT_ONCE;
-    let fence = options.lease.as_ref().map(|lease| {
-        let namespace = &options.config.operator_namespace;
-        let duration = std::time::Duration::from_secs(lease::LEASE_SECONDS);
-        WriteFence::new(namespace, lease, &lease_identity(&options.config), duration)
+    let candidate = options.lease.as_ref().map(|lease| {
+        let config = &options.config;
+        lease::Candidate::new(&config.operator_namespace, lease, &config.instance)
     });
+    let fence = candidate.as_ref().map(lease::Candidate::fence);
     let (client, quarantined) = counted_broker_client(
         kube_config,
         domain,
@@ -121,9 +120,9 @@ pub async fn run(
         webhook_failed: webhook_failed.clone(),
         webhook_enabled,
     };
-    let mut leadership = match &options.lease {
-        Some(lease) => {
-            match hold_lease(lease, &options, &client, &ctx, &ready, serving, &shutdown).await? {
+    let mut leadership = match &candidate {
+        Some(candidate) => {
+            match hold_lease(candidate, &client, &ctx, &ready, serving, &shutdown).await? {
                 Some(held) => Some(held),
                 None => return Ok(()),
             }
@@ -182,12 +181,6 @@ async fn lost(leadership: &mut Option<lease::Leadership>) {
     }
 }
 
-/// Who this process is in the Lease: its instance (the Pod's name) and process id, so that a
-/// restarted process does not take itself for the holder it replaced.
-fn lease_identity(config: &Config) -> String {
-    format!("{}-{}", config.instance, std::process::id())
-}
-
 /// The servers a replica standing by for the Lease keeps serving.
 struct Serving {
     server: Shared<BoxFuture<'static, Option<Arc<std::io::Error>>>>,
@@ -195,13 +188,12 @@ struct Serving {
     webhook_enabled: bool,
 }
 
-/// Waits until this process holds `lease`: nothing is watched or reconciled before. A replica
+/// Waits until this process holds the Lease it is a `candidate` for: nothing is watched or reconciled before. A replica
 /// standing by is ready: it serves nothing but admission reviews (for which it follows the
 /// providers), and a rolling update must be able to start it while the holder still runs.
 /// `None` when the operator stops first.
 async fn hold_lease(
-    lease: &str,
-    options: &RunOptions,
+    candidate: &lease::Candidate,
     client: &kube::Client,
     ctx: &Arc<Context>,
     ready: &AtomicBool,
@@ -209,21 +201,13 @@ async fn hold_lease(
     shutdown: &Shutdown,
 ) -> Result<Option<lease::Leadership>, RunError> {
     ready.store(true, Ordering::Relaxed);
-    let identity = lease_identity(&options.config);
     let following = async {
         if serving.webhook_enabled {
             providers::follow(ctx.clone()).await;
         }
         futures::future::pending::<std::convert::Infallible>().await
     };
-    let namespace = &options.config.operator_namespace;
-    let acquire = lease::acquire(
-        client.clone(),
-        namespace,
-        lease,
-        &identity,
-        shutdown.clone(),
-    );
+    let acquire = lease::acquire(client.clone(), candidate, shutdown.clone());
     let acquired = tokio::select! {
         acquired = acquire => acquired?,
         error = serving.server => return server_ended(error).map(|()| None),
