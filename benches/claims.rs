@@ -647,9 +647,12 @@ impl Bench<'_> {
                 >= names.len() / 3
         })
         .await;
-        let (holder, expiry) = brokers::Brokers::holder(&self.env.client, &self.env.namespace)
-            .await
-            .expect("a replica holds the Lease");
+        let holding =
+            support::lease::holding(&self.env.client, &self.env.namespace, brokers::LEASE)
+                .await
+                .expect("a replica holds the Lease");
+        let expiry = holding.expiry();
+        let holder = holding.holder;
         assert!(
             brokers.kill(&holder).await,
             "{holder} is none of the replicas"

@@ -25,7 +25,6 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams};
 use kube::{Api, ResourceExt};
@@ -217,11 +216,8 @@ async fn a_paused_holder_woken_after_losing_the_lease_undoes_nothing() {
 
 /// Who holds the Lease of the paused-holder tests, and when it last renewed it.
 async fn holder(env: &TestEnv) -> Option<(String, std::time::SystemTime)> {
-    let lease = env.api::<Lease>().get_opt(LEASE).await.ok()??;
-    let spec = lease.spec?;
-    let renewed = spec.renew_time.or(spec.acquire_time)?.0;
-    let holder = spec.holder_identity.filter(|h| !h.is_empty())?;
-    Some((holder, std::time::SystemTime::from(renewed)))
+    let holding = support::lease::holding(&env.client, &env.namespace, LEASE).await?;
+    Some((holding.holder, holding.renewed))
 }
 
 /// Every claim, handle and managed ConfigMap by kind and name, with its uid and

@@ -6,7 +6,6 @@ mod support;
 
 use std::time::Duration;
 
-use k8s_openapi::api::coordination::v1::Lease;
 use serde_json::json;
 use support::apis::Apis;
 use support::config::{create_config_claim, create_config_provider};
@@ -17,8 +16,8 @@ const LEASE: &str = "poolboy";
 
 /// The holder the Lease names now.
 async fn holder(env: &TestEnv) -> Option<String> {
-    let lease = env.api::<Lease>().get_opt(LEASE).await.ok()??;
-    lease.spec?.holder_identity
+    let holding = support::lease::holding(&env.client, &env.namespace, LEASE).await?;
+    Some(holding.holder)
 }
 
 #[tokio::test]

@@ -7,9 +7,6 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use k8s_openapi::api::coordination::v1::Lease;
-use kube::Api;
-
 use crate::metrics::Passes;
 
 /// The Lease the replicas share.
@@ -66,22 +63,6 @@ impl Brokers {
             killed_cpu: 0.0,
             killed_passes: Passes::default(),
         }
-    }
-
-    /// Who holds the Lease now, if anyone, and until when it holds without another renewal
-    /// (its renew time plus its duration).
-    pub async fn holder(
-        client: &kube::Client,
-        namespace: &str,
-    ) -> Option<(String, std::time::SystemTime)> {
-        let lease = Api::<Lease>::namespaced(client.clone(), namespace)
-            .get_opt(LEASE)
-            .await
-            .ok()??;
-        let spec = lease.spec?;
-        let renewed = std::time::SystemTime::from(spec.renew_time.or(spec.acquire_time)?.0);
-        let duration = Duration::from_secs(u64::try_from(spec.lease_duration_seconds?).ok()?);
-        Some((spec.holder_identity?, renewed + duration))
     }
 
     /// Kills the replica whose Lease identity is `holder` (its `HOSTNAME`, a dash and its

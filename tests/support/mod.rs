@@ -18,6 +18,7 @@ pub mod apis;
 pub mod config;
 pub mod fixtures;
 pub mod http;
+pub mod lease;
 pub mod objects;
 pub mod operator;
 pub mod tools;
