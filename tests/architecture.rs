@@ -109,12 +109,14 @@ fn use_paths(tree: &str) -> Vec<String> {
 fn paths(code: &str) -> Vec<String> {
     let mut found = Vec::new();
     let mut rest = code;
-    // `use` trees, whole.
+    // `use` trees, whole: a `use` that begins its line, after a visibility if any (not one
+    // inside a string, such as an error's "cannot use …").
     while let Some(at) = rest.find("use ") {
-        let boundary = rest[..at]
-            .chars()
-            .last()
-            .is_none_or(|c| !c.is_alphanumeric() && c != '_');
+        let line_start = rest[..at].rfind('\n').map_or(0, |newline| newline + 1);
+        let before = rest[line_start..at].trim();
+        let boundary = before.is_empty()
+            || before == "pub"
+            || (before.starts_with("pub(") && before.ends_with(')'));
         let after = &rest[at + 4..];
         let Some(end) = after.find(';') else { break };
         if boundary {
