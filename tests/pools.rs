@@ -608,6 +608,57 @@ async fn two_operator_processes_fill_a_pool_exactly() {
     env.teardown([first, second]).await;
 }
 
+/// Two processes without leader election: one of them runs the deleted pool's finalizer, the
+/// other finds the pool gone. Neither goes on exporting the pool's gauges, which would show a
+/// pool that no longer exists (to `PoolboyPoolExhausted`, for one).
+#[tokio::test]
+async fn a_pool_deleted_leaves_no_gauge_in_either_process() {
+    let env = TestEnv::new().await;
+    create_provider_with_lifespan(&env).await;
+    let addresses = [support::http::free_address(), support::http::free_address()];
+    let operators = ["first", "second"].map(|instance| {
+        let address = Some(addresses[usize::from(instance == "second")]);
+        TestOperator::start_with(env.kube_config(), &env.namespace, address, instance)
+    });
+    create_pool(
+        &env,
+        "counted",
+        json!({"minAvailable": 1, "provider": {"name": "configmap"}}),
+    )
+    .await;
+    let series = format!(
+        "poolboy_resource_pool_min_available{{name=\"counted\",namespace=\"{}\"}}",
+        env.namespace
+    );
+    let exported = |address| {
+        let series = series.clone();
+        async move {
+            let (_, text) = support::http::get(address, "/metrics").await;
+            text.lines().any(|line| line.starts_with(&series))
+        }
+    };
+    for address in addresses {
+        eventually("the pool's gauges in each process", TIMEOUT, || async {
+            exported(address).await.then_some(())
+        })
+        .await;
+    }
+    env.api::<ResourcePool>()
+        .delete("counted", &DeleteParams::default())
+        .await
+        .expect("delete pool");
+    gone(&env.api::<ResourcePool>(), "counted", TIMEOUT).await;
+    for address in addresses {
+        eventually(
+            "the pool's gauges gone from each process",
+            TIMEOUT,
+            || async { (!exported(address).await).then_some(()) },
+        )
+        .await;
+    }
+    env.teardown(operators).await;
+}
+
 /// Acceptance (c), Δ§2.4–2.5: a pool's `resourceLabels` and `resourceAnnotations` go to its
 /// handles and from there onto every resource they make, and stay there once a claim binds.
 /// (Providers have no such fields, Δ§2.6: pools and handles carry them.)

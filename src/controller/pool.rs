@@ -4,7 +4,7 @@
 //! create follows a guarded pool status write that reserves its name, and a scaling's count is
 //! raised (guarded) before its handles are made (docs/design.md, "controller::pool").
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -218,7 +218,7 @@ struct PoolContext {
 
 /// What this process remembers of each pool between its reconciles, by uid (so that a pool
 /// deleted and created again under the same name starts afresh); a pool's goes when its
-/// finalizer has run. Shared by the reconciles and the filter of the pool's wakes.
+/// finalizer has run, or when it is found gone ([`Lifecycle::gone`]). Shared by the reconciles and the filter of the pool's wakes.
 #[derive(Clone, Default)]
 struct Memories(Arc<Mutex<HashMap<String, PoolMemory>>>);
 
@@ -246,6 +246,16 @@ impl Memories {
         }
         patience.binds -= 1;
         Some(patience.until)
+    }
+
+    /// Forgets every pool but `pools` (memory is by uid: a pool gone and one created again
+    /// under its name are two).
+    fn keep_only(&self, pools: &[Arc<PoolObject>]) {
+        let live: HashSet<String> = pools
+            .iter()
+            .map(|pool| memory_key(&pool.metadata))
+            .collect();
+        self.lock().retain(|uid, _| live.contains(uid));
     }
 
     /// A pass of the pool of `meta` begins: what it ends with is the pool's patience then.
@@ -366,6 +376,17 @@ impl Lifecycle for PoolContext {
 
     fn unpack(stored: &PoolObject) -> Result<PoolObject, PoolError> {
         Ok(stored.clone())
+    }
+
+    /// A pool whose finalizer this process did not run (another process released it, or the
+    /// pool was deleted while the watch was away): what this process remembers of it goes, and
+    /// so do its gauges, which would go on showing a pool that is no more.
+    fn gone(&self, namespace: Option<&str>, name: &str) {
+        self.memory.keep_only(&self.ctx.stores.pools.state());
+        self.ctx.metrics.forget_pool(&PoolLabels {
+            name: name.to_owned(),
+            namespace: namespace.unwrap_or_default().to_owned(),
+        });
     }
 
     /// Counting from a store that has not listed yet would overfill the pool.
@@ -1198,6 +1219,32 @@ mod tests {
             memory.pending.observe(|name| name == "guid-a", [], now);
         }
         assert!(!memories.is_pending(&meta, "guid-a"), "shown");
+    }
+
+    /// A pool found gone takes its memory with it; the pools still stored keep theirs, and
+    /// a pool created again under a gone one's name is another.
+    #[test]
+    fn a_pool_found_gone_is_forgotten() {
+        let pool = |uid: &str| {
+            let pool = json!({
+                "apiVersion": "poolboy.gpte.redhat.com/v1", "kind": "ResourcePool",
+                "metadata": {"name": "p", "namespace": "poolboy", "uid": uid},
+                "spec": {"resources": []},
+            });
+            Arc::new(serde_json::from_value::<PoolObject>(pool).expect("a pool"))
+        };
+        let memories = Memories::default();
+        for uid in ["gone", "kept"] {
+            memories
+                .lock()
+                .entry(uid.to_owned())
+                .or_default()
+                .status_written = Some(Instant::now());
+        }
+        memories.keep_only(&[pool("kept"), pool("new")]);
+        let mut remembered: Vec<String> = memories.lock().keys().cloned().collect();
+        remembered.sort();
+        assert_eq!(remembered, ["kept"]);
     }
 
     #[test]

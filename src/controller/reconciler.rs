@@ -15,7 +15,7 @@ use futures::channel::mpsc::UnboundedReceiver;
 use futures::{StreamExt, TryStreamExt};
 use kube::api::{Api, ApiResource, ObjectMeta};
 use kube::runtime::controller::{self, Action, Controller};
-use kube::runtime::reflector::{self, ObjectRef, reflector};
+use kube::runtime::reflector::{self, ObjectRef};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Resource, ResourceExt};
 use serde::de::DeserializeOwned;
@@ -28,6 +28,7 @@ use crate::api::OperatorDomain;
 use crate::shutdown::Shutdown;
 use crate::store::packed::Identified;
 use crate::store::relist::{RelistGate, touched_once_stored};
+use crate::store::shared_watch::reflect_whole;
 
 /// How many passes one reconcile makes when each ends in a conflicting write (Poolboy: 12
 /// attempts, Δ§3.1.3) before the object's backoff takes over.
@@ -231,7 +232,9 @@ pub(crate) struct Drive<K: Resource> {
 
 /// A controller of the objects `api` watches, as `Controller::new_with` builds one, whose
 /// watch also tells the write layer which objects are deleted (`write::forget_deleted`): for
-/// the kinds whose watch no other part of the broker shares.
+/// the kinds whose watch no other part of the broker shares. An object deleted while the
+/// watch was away is told deleted at the re-list that misses it (`reflect_whole`), and
+/// reconciled: found gone, its [`Lifecycle::gone`] forgets it.
 pub(crate) fn forgetting_controller<K>(
     api: Api<K>,
     config: watcher::Config,
@@ -244,8 +247,8 @@ where
     let writer = reflector::store::Writer::new(kind.clone());
     let store = writer.as_reader();
     let gate = RelistGate::new(store.clone(), kind.clone());
-    let events =
-        reflector(writer, watcher(api, config).default_backoff()).inspect_ok(write::forget_deleted);
+    let events = reflect_whole(watcher(api, config).default_backoff(), writer)
+        .inspect_ok(write::forget_deleted);
     let own = touched_once_stored(events, gate);
     let own = echoes::without_echoes(own, |object| Some(object));
     Controller::for_stream_with(own, store, kind)

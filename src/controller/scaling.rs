@@ -6,11 +6,10 @@
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
-use futures::TryStreamExt;
 use kube::api::{Api, Patch};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::controller::{Action, Controller};
-use kube::runtime::reflector::{self, ObjectRef, reflector};
+use kube::runtime::reflector::ObjectRef;
 use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
 
@@ -26,7 +25,6 @@ use crate::core::pool::scaling::{
     desired_state, is_active, next_deadline, owner_references, state_patch, validity_conditions,
 };
 use crate::shutdown::Shutdown;
-use crate::store::relist::{RelistGate, touched_once_stored};
 
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum ScalingControllerError {
@@ -48,16 +46,8 @@ pub(crate) fn controller(
     let pools = Api::<PoolObject>::namespaced_with(client.clone(), operator_namespace, &kinds.pool);
     let config = crate::store::shared_watch::watch_config().any_semantic();
     // A scaling holds no finalizer: its watch's delete event is where it is last seen.
-    let writer = reflector::store::Writer::new(kinds.scaling.clone());
-    let scalings = writer.as_reader();
-    let gate = RelistGate::new(scalings.clone(), kinds.scaling.clone());
-    let events = reflector(
-        writer,
-        kube::runtime::watcher(main, config.clone()).default_backoff(),
-    )
-    .inspect_ok(write::forget_deleted);
-    let own = touched_once_stored(events, gate);
-    let controller = Controller::for_stream_with(own, scalings.clone(), kinds.scaling.clone());
+    let controller = reconciler::forgetting_controller(main, config.clone(), kinds.scaling.clone());
+    let scalings = controller.store();
     let scaling_kind = kinds.scaling.clone();
     // Only a pool's appearance matters here (the predicate cache is keyed by uid): its spec
     // and status changes would wake every scaling for nothing.

@@ -615,20 +615,51 @@ fn kept_event<K, S>(
 /// object it did not bring back ([`Vanished`]), once the store no longer shows it.
 pub(crate) fn reflect_kept<K: Stored + DeserializeOwned>(
     events: impl Stream<Item = Result<watcher::Event<K>, watcher::Error>>,
-    mut writer: reflector::store::Writer<Packed<K, Names>>,
+    writer: reflector::store::Writer<Packed<K, Names>>,
 ) -> impl Stream<Item = Result<watcher::Event<K>, watcher::Error>>
 where
     K::DynamicType: Eq + Hash + Clone,
 {
     let mut packer = Packer::default();
+    reflect_telling_vanished(events, writer, move |object| packer.pack(object), unpacked)
+}
+
+/// Each of `events`, once `writer`'s store has it whole, as kube-runtime's `reflector` does;
+/// but a re-list's end is followed by a delete event of each object it did not bring back
+/// ([`Vanished`]), once the store no longer shows it: what a process remembers of an object
+/// deleted while the watch was away goes as it would with the object's own delete event.
+pub(crate) fn reflect_whole<K>(
+    events: impl Stream<Item = Result<watcher::Event<K>, watcher::Error>>,
+    writer: reflector::store::Writer<K>,
+) -> impl Stream<Item = Result<watcher::Event<K>, watcher::Error>>
+where
+    K: Resource + Identified + Clone + 'static,
+    K::DynamicType: Eq + Hash + Clone,
+{
+    reflect_telling_vanished(events, writer, K::clone, |stored| Some(stored.clone()))
+}
+
+/// Each of `events`, once `writer`'s store has what it `keep`s of it, followed at a re-list's
+/// end by a delete event of each object the re-list did not bring back, as the store had it
+/// (`restore`d from what it kept).
+fn reflect_telling_vanished<K, S>(
+    events: impl Stream<Item = Result<watcher::Event<K>, watcher::Error>>,
+    mut writer: reflector::store::Writer<S>,
+    mut keep: impl FnMut(&K) -> S,
+    restore: impl Fn(&S) -> Option<K>,
+) -> impl Stream<Item = Result<watcher::Event<K>, watcher::Error>>
+where
+    S: Lookup + Identified + Clone + 'static,
+    S::DynamicType: Eq + Hash + Clone,
+{
     let mut vanished = Vanished::new(writer.as_reader());
     events
         .map_ok(move |event| {
-            let kept = kept_event(&event, &mut |object: &K| packer.pack(object));
+            let kept = kept_event(&event, &mut keep);
             let gone: Vec<K> = vanished
                 .follow(&kept)
                 .iter()
-                .filter_map(|object| unpacked(object))
+                .filter_map(|object| restore(object))
                 .collect();
             writer.apply_watcher_event(&kept);
             let deleted = gone.into_iter().map(watcher::Event::Delete);

@@ -282,6 +282,67 @@ fn the_first_list_keeps_no_uids_aside() {
     assert!(vanished.relisted.is_some(), "a re-list is followed");
 }
 
+/// A controller's own watch of a kind it alone follows: each event once the store has it, and
+/// at a re-list's end a delete event of each object the re-list did not bring back (the same
+/// name created again while the watch was away is another object), once the store no longer
+/// shows it.
+#[tokio::test]
+async fn a_watch_reflected_whole_tells_of_the_objects_deleted_while_it_was_away() {
+    use watcher::Event;
+    let writer = reflector::store::Writer::<ConfigMap>::default();
+    let store = writer.as_reader();
+    let created_again = ConfigMap {
+        metadata: ObjectMeta {
+            uid: Some("uid-a-again".to_owned()),
+            ..configmap("a").metadata
+        },
+        ..ConfigMap::default()
+    };
+    let events = futures::stream::iter(
+        [
+            Event::Init,
+            Event::InitApply(configmap("a")),
+            Event::InitApply(configmap("b")),
+            Event::InitDone,
+            Event::Init,
+            Event::InitApply(created_again),
+            Event::InitDone,
+        ]
+        .map(Ok),
+    );
+    let stored = || {
+        let mut uids: Vec<String> = store
+            .state()
+            .iter()
+            .filter_map(|o| ResourceExt::uid(o.as_ref()))
+            .collect();
+        uids.sort();
+        uids
+    };
+    let mut seen = Vec::new();
+    let mut reflected = std::pin::pin!(reflect_whole(events, writer));
+    while let Some(event) = reflected.next().await {
+        seen.push(match event.expect("no watch error") {
+            Event::Delete(o) => format!(
+                "delete {} stored={:?}",
+                ResourceExt::uid(&o).unwrap_or_default(),
+                stored()
+            ),
+            Event::InitDone => format!("init done stored={:?}", stored()),
+            _ => continue,
+        });
+    }
+    assert_eq!(
+        seen,
+        [
+            r#"init done stored=["uid-a", "uid-b"]"#,
+            r#"init done stored=["uid-a-again"]"#,
+            r#"delete uid-a stored=["uid-a-again"]"#,
+            r#"delete uid-b stored=["uid-a-again"]"#,
+        ]
+    );
+}
+
 /// A managed-resource watch: its follower gets every event as it came, once the store
 /// holds the object packed (and no longer holds a deleted one), and after a re-list a delete
 /// event of each object it did not bring back.
