@@ -483,11 +483,7 @@ where
             let kept = kept_event(&event, &mut keep);
             // Told before the re-list reaches the store and the indices following it, which
             // rebuild themselves from it then.
-            let gone: Vec<K> = vanished
-                .follow(&kept)
-                .iter()
-                .filter_map(|object| restore(object))
-                .collect();
+            let gone = vanished.follow_restored(&kept, &restore);
             for object in gone.iter().cloned() {
                 let deleted = Event::Delete(object);
                 for follower in &followers {
@@ -580,6 +576,18 @@ where
         }
         Vec::new()
     }
+
+    /// [`follow`](Self::follow), each object `restore`d from what the store kept of it.
+    fn follow_restored<K>(
+        &mut self,
+        event: &watcher::Event<S>,
+        restore: impl Fn(&S) -> Option<K>,
+    ) -> Vec<K> {
+        self.follow(event)
+            .iter()
+            .filter_map(|object| restore(object))
+            .collect()
+    }
 }
 
 /// An object the store kept packed, to tell it was deleted; `None` (logged) when it does not
@@ -656,11 +664,7 @@ where
     events
         .map_ok(move |event| {
             let kept = kept_event(&event, &mut keep);
-            let gone: Vec<K> = vanished
-                .follow(&kept)
-                .iter()
-                .filter_map(|object| restore(object))
-                .collect();
+            let gone = vanished.follow_restored(&kept, &restore);
             writer.apply_watcher_event(&kept);
             let deleted = gone.into_iter().map(watcher::Event::Delete);
             futures::stream::iter(std::iter::once(event).chain(deleted).map(Ok))
