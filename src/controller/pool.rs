@@ -4,50 +4,50 @@
 //! create follows a guarded pool status write that reserves its name, and a scaling's count is
 //! raised (guarded) before its handles are made (docs/design.md, "controller::pool").
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+mod finalize;
+mod memory;
+mod scalings;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
 
 use futures::StreamExt;
-use futures::channel::mpsc::{UnboundedReceiver, UnboundedSender};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::api::{Api, Patch};
+use futures::channel::mpsc::UnboundedReceiver;
+use kube::api::Api;
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Client, ResourceExt};
 use serde_json::json;
 
+use self::finalize::{delete_unbound, finalize};
+use self::memory::{LaterWakes, Memories, Patience, PoolMemory, memory_key};
+use self::scalings::{consumed_scaling, release_scaling_handles, reserve_for_scaling};
 use super::context::{Context, EventKind};
 use super::reconciler::{self, Drive, Lifecycle};
 use super::write::{self, Halt, OrHalt, PassError, Target, Written};
 use crate::api::kinds::{HandleObject, Kinds, PoolObject};
 use crate::api::pool::ResourcePoolStatus;
-use crate::api::{OperatorDomain, ResourceHandle, ResourcePool, ResourcePoolScaling};
+use crate::api::{ResourceHandle, ResourcePool, ResourcePoolScaling};
 use crate::core::conditions::{Change, became_true, find};
 use crate::core::handle::new::handle_for_pool;
 use crate::core::lifespan::delay_until;
 use crate::core::pool::autoscale::{self, AutoscaleDecision, AutoscaleError, BindHistory};
 use crate::core::pool::plan::{
-    BoundCounts, PendingHandles, PoolInput, PoolPlan, is_unbound_handle_of_pool, new_handle_names,
-    plan_pool, set_pool_validity,
+    BoundCounts, PendingHandles, PoolInput, PoolPlan, new_handle_names, plan_pool,
+    set_pool_validity,
 };
 use crate::core::pool::refresh::{
     HANDLES_UP_TO_DATE, handle_version, pool_version, provider_specs, set_refresh_condition, stamp,
 };
-use crate::core::pool::scaling::{
-    active_scalings_of_pool, attributed, count_patch, created, decremented, is_active,
-    is_scaling_of_pool, remaining,
-};
+use crate::core::pool::scaling::remaining;
 use crate::metrics::{PoolCounts, PoolLabels};
 use crate::shutdown::Shutdown;
 use crate::store::free_handles::FreeHandles;
 use crate::store::pool_index::PoolIndex;
 use crate::store::shared_watch::SharedWatch;
-
-/// A scaling's count is lowered from a fresh read this many times before giving up (Δ B16).
-const SCALING_COUNT_ATTEMPTS: usize = 12;
 
 /// The shortest time between two writes of a pool's status that only update its counts.
 const COUNTS_INTERVAL: Duration = Duration::from_secs(1);
@@ -160,131 +160,12 @@ pub(crate) fn controller(
 /// A pool, and the handle whose creation woke it.
 type Woken = (ObjectRef<PoolObject>, Option<String>);
 
-/// Wakes a pool at an instant, once for all the changes that wait for it; the earliest
-/// instant asked for wins. What the pool does of a change of only what it counts (its unbound
-/// handles' readiness or health, its claimed handles' readiness or deletion) is mostly its
-/// status's counts, written at most once a [`COUNTS_INTERVAL`] anyway: so a handle's getting
-/// ready after the bind that made the pool create it costs the pool one pass, not one now and
-/// one when the counts may be written, and the deletions of many bound handles cost it one
-/// pass a second, not two each. The caps and the autoscale that weigh those counts
-/// (`maxUnready`, unhealthy deletion, `maxSize`, `maxConcurrent`) act at most an interval
-/// later. A pass of the pool that begins meanwhile reads the changes, and whatever it must
-/// wait for it waits for itself: the wake is dropped then.
-#[derive(Clone, Default)]
-struct LaterWakes(Arc<Mutex<HashMap<ObjectRef<PoolObject>, Instant>>>);
-
-impl LaterWakes {
-    fn wake_at(&self, pool: ObjectRef<PoolObject>, at: Instant, wake: &UnboundedSender<Woken>) {
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            let _ = wake.unbounded_send((pool, None));
-            return;
-        };
-        let mut due = self.due();
-        if due.get(&pool).is_some_and(|due| *due <= at) {
-            return;
-        }
-        due.insert(pool.clone(), at);
-        let (later, wake) = (self.clone(), wake.clone());
-        runtime.spawn(async move {
-            tokio::time::sleep_until(at.into()).await;
-            let mut due = later.due();
-            if due.get(&pool) == Some(&at) {
-                due.remove(&pool);
-                drop(due);
-                // Closed only when the operator stops.
-                let _ = wake.unbounded_send((pool, None));
-            }
-        });
-    }
-
-    /// A pass of `pool` begins: it reads every change a wake to come is for.
-    fn served(&self, pool: &ObjectRef<PoolObject>) {
-        self.due().remove(pool);
-    }
-
-    /// The pools with a wake to come, and when.
-    fn due(&self) -> MutexGuard<'_, HashMap<ObjectRef<PoolObject>, Instant>> {
-        self.0.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-}
-
 /// What pool reconciles share: the operator context (whose stores hold the index of each
 /// pool's handles), and what this process remembers of each pool.
 struct PoolContext {
     ctx: Arc<Context>,
     memory: Memories,
     later_wakes: LaterWakes,
-}
-
-/// What this process remembers of each pool between its reconciles, by uid (so that a pool
-/// deleted and created again under the same name starts afresh); a pool's goes when its
-/// finalizer has run, or when it is found gone ([`Lifecycle::gone`]). Shared by the reconciles and the filter of the pool's wakes.
-#[derive(Clone, Default)]
-struct Memories(Arc<Mutex<HashMap<String, PoolMemory>>>);
-
-impl Memories {
-    fn lock(&self) -> MutexGuard<'_, HashMap<String, PoolMemory>> {
-        self.0.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// Whether this process reserved handle `name` for the pool of `meta` and its store does
-    /// not show it yet.
-    fn is_pending(&self, meta: &ObjectMeta, name: &str) -> bool {
-        self.lock()
-            .get(&memory_key(meta))
-            .is_some_and(|memory| memory.pending.is_pending(name))
-    }
-
-    /// When a pass woken by a bind of one of the pool's handles would do what it does: its
-    /// refill waits for the status write then; `None` when it would do more now, or the pool
-    /// is in a pass. Counts the bind against the pool's [`Patience`].
-    fn bind_may_wait(&self, meta: &ObjectMeta) -> Option<Instant> {
-        let mut all = self.lock();
-        let patience = all.get_mut(&memory_key(meta))?.patience.as_mut()?;
-        if patience.binds == 0 || patience.until <= Instant::now() {
-            return None;
-        }
-        patience.binds -= 1;
-        Some(patience.until)
-    }
-
-    /// Forgets every pool but `pools` (memory is by uid: a pool gone and one created again
-    /// under its name are two).
-    fn keep_only(&self, pools: &[Arc<PoolObject>]) {
-        let live: HashSet<String> = pools
-            .iter()
-            .map(|pool| memory_key(&pool.metadata))
-            .collect();
-        self.lock().retain(|uid, _| live.contains(uid));
-    }
-
-    /// A pass of the pool of `meta` begins: what it ends with is the pool's patience then.
-    fn pass_begins(&self, meta: &ObjectMeta) {
-        if let Some(memory) = self.lock().get_mut(&memory_key(meta)) {
-            memory.patience = None;
-        }
-    }
-}
-
-/// What this process remembers of a pool between its reconciles.
-#[derive(Default)]
-struct PoolMemory {
-    pending: PendingHandles,
-    /// The binds of the pool's handles it saw, for `spec.autoscale`.
-    binds: BindHistory,
-    /// When this process last wrote the pool's status.
-    status_written: Option<Instant>,
-    /// Set by a pass that left the pool at its target, until its next status write may be
-    /// made: so many binds would wake a pass whose refill only waits for that write.
-    patience: Option<Patience>,
-}
-
-/// Until when, and for how many more binds, a bind's refill waits for the pool's next status
-/// write ([`PoolPlan::binds_may_wait`](crate::core::pool::plan::PoolPlan)).
-#[derive(Clone, Copy, Debug)]
-struct Patience {
-    until: Instant,
-    binds: usize,
 }
 
 impl PoolContext {
@@ -332,13 +213,6 @@ fn reserves(pool: &PoolObject, name: &str) -> bool {
         .as_ref()
         .and_then(|status| status.resource_handles.as_deref())
         .is_some_and(|entries| entries.iter().any(|entry| entry.name == name))
-}
-
-fn memory_key(meta: &ObjectMeta) -> String {
-    meta.uid
-        .clone()
-        .or_else(|| meta.name.clone())
-        .unwrap_or_default()
 }
 
 /// Runs `controller` until `shutdown`; `triggers` wake it from outside its watches.
@@ -683,37 +557,6 @@ async fn reserve(
     Ok(counts_wait.filter(|_| current != Some(&desired)))
 }
 
-/// The first new handles are the scaling's: its count is raised before they are created,
-/// guarded, so that no other pass (here or in another process) creates them again. The
-/// scaling and how many of `new_names` are its; a conflict when another writer moved the
-/// count (these names will then not be created).
-async fn reserve_for_scaling<'a>(
-    pctx: &PoolContext,
-    pool: &ResourcePool,
-    seen: &'a Observed,
-    new_names: &[String],
-    now: DateTime<Utc>,
-) -> Result<Option<(&'a ResourcePoolScaling, usize)>, Halt<PoolError>> {
-    let for_scaling = match &seen.scaling {
-        Some(scaling) if !new_names.is_empty() => {
-            let count = attributed(new_names.len(), remaining(scaling));
-            (count > 0).then_some((scaling, count))
-        }
-        _ => None,
-    };
-    if let Some((scaling, count)) = for_scaling
-        && !reserve_scaling_handles(&pctx.ctx, scaling, count, now).await?
-    {
-        pctx.with_pending(pool, |memory| {
-            for new in new_names {
-                memory.settle(new, now);
-            }
-        });
-        return Err(Halt::Conflict);
-    }
-    Ok(for_scaling)
-}
-
 fn set_metrics(ctx: &Context, pool: &ResourcePool, seen: &Observed, plan: &PoolPlan) {
     let labels = PoolLabels {
         name: pool.name_any(),
@@ -938,139 +781,6 @@ async fn create_handles(
     failure.map_or(Ok(()), Err)
 }
 
-/// The scaling this pass consumes (Δ§3.3 step 4): the first of the pool's active scalings,
-/// per the store, that a fresh read confirms active. The store can lag behind the count this
-/// process just wrote; the fresh read keeps a scaling from being filled twice. A scaling the
-/// store shows done while it is active again comes with a watch event that wakes the pool.
-async fn consumed_scaling(
-    ctx: &Context,
-    pool: &ResourcePool,
-    now: chrono::DateTime<chrono::Utc>,
-) -> Result<Option<ResourcePoolScaling>, PoolError> {
-    let cached: Vec<ResourcePoolScaling> = ctx
-        .stores
-        .scalings
-        .state()
-        .iter()
-        .map(|s| Kinds::scaling_of(s))
-        .collect();
-    let api = ctx.scalings_api();
-    for candidate in active_scalings_of_pool(&cached, pool, ctx.domain(), now) {
-        if let Some(fresh) = api.get_opt(&candidate.name_any()).await? {
-            let fresh = Kinds::scaling_of(&fresh);
-            if is_scaling_of_pool(&fresh, pool) && is_active(&fresh, ctx.domain(), now) == Ok(true)
-            {
-                return Ok(Some(fresh));
-            }
-        }
-    }
-    Ok(None)
-}
-
-/// Raises `scaling`'s count by `count` if it is still what this pass read (Δ B16 `test`);
-/// `false` when another writer moved it (or the scaling is gone): the pass is recomputed.
-async fn reserve_scaling_handles(
-    ctx: &Context,
-    scaling: &ResourcePoolScaling,
-    count: usize,
-    now: chrono::DateTime<chrono::Utc>,
-) -> Result<bool, PoolError> {
-    let raised = created(scaling).saturating_add(i64::try_from(count).unwrap_or(i64::MAX));
-    let patch = Patch::Json::<()>(count_patch(scaling, raised, now));
-    let api = ctx.scalings_api();
-    let written = write::send(&api, &scaling.name_any(), Target::Status, &patch).await?;
-    Ok(matches!(written, Written::Done(_)))
-}
-
-/// Lowers the count of scaling `name` by `count`, not below 0, from a fresh read each time
-/// another writer got in first (Δ B16: up to 12 attempts); a scaling that is gone is ignored.
-/// The lower count re-activates the scaling, whose watch event wakes the pool for the
-/// replacement.
-async fn release_scaling_handles(ctx: &Context, name: &str, count: i64) -> Result<(), PoolError> {
-    let api = ctx.scalings_api();
-    for _ in 0..SCALING_COUNT_ATTEMPTS {
-        let Some(object) = api.get_opt(name).await? else {
-            return Ok(());
-        };
-        let scaling = Kinds::scaling_of(&object);
-        let lowered = decremented(created(&scaling), count);
-        if lowered == created(&scaling) {
-            return Ok(());
-        }
-        let patch = Patch::Json::<()>(count_patch(&scaling, lowered, ctx.now()));
-        match write::send(&api, name, Target::Status, &patch).await? {
-            Written::Done(_) => {
-                tracing::info!(scaling = %name, count = lowered, "lowered ResourcePoolScaling count");
-                return Ok(());
-            }
-            Written::Gone => return Ok(()),
-            Written::Conflict => {}
-        }
-    }
-    Err(PoolError::ScalingContended(name.to_owned()))
-}
-
-/// Pool deletion (§11 step 9, Δ§3.3): deletes every unbound handle of the pool (bound ones
-/// stay, with their pool reference and labels), then removes every Poolboy finalizer.
-async fn finalize(pool_object: &PoolObject, pctx: &PoolContext) -> Result<Action, Halt<PoolError>> {
-    let ctx = &pctx.ctx;
-    let pool = Kinds::pool_of(pool_object);
-    let name = pool.name_any();
-    let handles_api = ctx.handles_api();
-    for handle in &pctx.handles().unclaimed(&pool) {
-        if is_unbound_handle_of_pool(&**handle, &pool, ctx.domain())
-            && delete_unbound(&handles_api, handle, &pool, ctx.domain()).await?
-        {
-            ctx.metrics.handle_deleted("pool_deleted");
-        }
-    }
-    // Handles created but not shown by the store yet: look them up.
-    let pending = pctx.with_pending(&pool, |memory| memory.names());
-    for pending_name in pending {
-        if pctx.handles().shows(&pool, &pending_name) {
-            continue;
-        }
-        if let Some(handle) = handles_api.get_opt(&pending_name).await?
-            && delete_unbound(&handles_api, &handle, &pool, ctx.domain()).await?
-        {
-            ctx.metrics.handle_deleted("pool_deleted");
-        }
-    }
-    tracing::info!(pool = %name, "deleted the unbound ResourceHandles of a deleted pool");
-
-    let domain = ctx.domain();
-    let ours = |f: &str| domain.is_poolboy_finalizer(f);
-    write::release_finalizers(&ctx.pools_api(), pool_object, ours)
-        .await
-        .or_halt()?;
-    // Deleted now: nothing of it is worth remembering (the write layer forgets it with the
-    // watch's delete event).
-    pctx.forget(&pool);
-    let labels = PoolLabels {
-        name,
-        namespace: pool.namespace().unwrap_or_default(),
-    };
-    ctx.metrics.forget_pool(&labels);
-    Ok(Action::await_change())
-}
-
-/// Deletes `handle` if it is still an unbound handle of `pool`; `true` when this call
-/// deleted it. A handle bound in the meantime is never deleted (`write::delete_while`); one
-/// that keeps changing halts the pass, recomputed from a fresh read.
-async fn delete_unbound(
-    api: &Api<HandleObject>,
-    handle: &HandleObject,
-    pool: &ResourcePool,
-    domain: &OperatorDomain,
-) -> Result<bool, Halt<PoolError>> {
-    let still_spare = |h: &HandleObject| is_unbound_handle_of_pool(h, pool, domain);
-    match write::delete_while(api, handle, 2, still_spare).await? {
-        Written::Done(()) => Ok(true),
-        Written::Gone => Ok(false),
-        Written::Conflict => Err(Halt::Conflict),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use serde_json::json;
@@ -1086,165 +796,6 @@ mod tests {
             .into_iter()
             .collect();
         serde_json::from_value(json!({"conditions": conditions})).expect("a pool status")
-    }
-
-    /// A short while, for the wakes' tests.
-    const TICK: Duration = Duration::from_millis(200);
-
-    fn pool_ref() -> ObjectRef<PoolObject> {
-        let kind = kube::core::ApiResource::erase::<ResourcePool>(&());
-        ObjectRef::<PoolObject>::new_with("p", kind).within("poolboy")
-    }
-
-    /// Wakes asked for within an interval wake the pool once, at the earliest instant asked
-    /// for; then the next one waits its own.
-    #[tokio::test]
-    async fn later_wakes_wake_the_pool_once_at_the_earliest_instant() {
-        let pool = pool_ref();
-        let (wake, mut woken) = futures::channel::mpsc::unbounded();
-        let wakes = LaterWakes::default();
-        let started = Instant::now();
-        // The first instant asked for is far enough away that a slow machine cannot reach it
-        // before the earliest one: the wake that comes is the earliest's.
-        let first_asked = started + TICK * 300;
-        wakes.wake_at(pool.clone(), first_asked, &wake);
-        wakes.wake_at(pool.clone(), started + TICK, &wake);
-        wakes.wake_at(pool.clone(), started + TICK * 2, &wake);
-        assert_eq!(wakes.due().len(), 1);
-        assert!(woken.try_recv().is_err(), "nothing yet");
-        let (first, created) = woken.next().await.expect("a wake");
-        assert!(first == pool && created.is_none());
-        let elapsed = started.elapsed();
-        assert!(
-            elapsed >= TICK && started + elapsed < first_asked,
-            "{elapsed:?}"
-        );
-        tokio::time::sleep(TICK * 2).await;
-        assert!(wakes.due().is_empty() && woken.try_recv().is_err(), "once");
-        wakes.wake_at(pool.clone(), Instant::now() + TICK, &wake);
-        assert_eq!(wakes.due().len(), 1, "the next change waits again");
-    }
-
-    /// A pass that begins before the instant reads the changes: no wake follows.
-    #[tokio::test]
-    async fn a_pass_that_begins_meanwhile_serves_the_wake() {
-        let pool = pool_ref();
-        let (wake, mut woken) = futures::channel::mpsc::unbounded();
-        let wakes = LaterWakes::default();
-        wakes.wake_at(pool.clone(), Instant::now() + TICK, &wake);
-        wakes.served(&pool);
-        tokio::time::sleep(TICK * 2).await;
-        assert!(woken.try_recv().is_err(), "no wake");
-        // A change after the pass began has its own wake.
-        wakes.wake_at(pool.clone(), Instant::now() + TICK, &wake);
-        let (again, _) = woken.next().await.expect("a wake");
-        assert!(again == pool);
-    }
-
-    /// A pool's patience lets so many binds wait until its status may be written, and no more;
-    /// a pass that begins ends it, and so does the instant.
-    #[test]
-    fn a_bind_waits_while_the_pool_is_patient() {
-        let meta = ObjectMeta {
-            name: Some("p".into()),
-            uid: Some("u1".into()),
-            ..ObjectMeta::default()
-        };
-        let memories = Memories::default();
-        assert_eq!(memories.bind_may_wait(&meta), None, "no pass yet");
-        let until = Instant::now() + COUNTS_INTERVAL;
-        let patient = |binds| {
-            memories
-                .lock()
-                .entry(memory_key(&meta))
-                .or_default()
-                .patience = Some(Patience { until, binds });
-        };
-        patient(2);
-        assert_eq!(memories.bind_may_wait(&meta), Some(until));
-        assert_eq!(memories.bind_may_wait(&meta), Some(until));
-        assert_eq!(
-            memories.bind_may_wait(&meta),
-            None,
-            "the third bind refills now"
-        );
-        patient(2);
-        memories.pass_begins(&meta);
-        assert_eq!(memories.bind_may_wait(&meta), None, "in a pass");
-        let past = Instant::now() - Duration::from_millis(1);
-        memories
-            .lock()
-            .entry(memory_key(&meta))
-            .or_default()
-            .patience = Some(Patience {
-            until: past,
-            binds: 2,
-        });
-        assert_eq!(
-            memories.bind_may_wait(&meta),
-            None,
-            "the status may be written now"
-        );
-    }
-
-    /// A name this process reserved counts as reserved until the store shows the handle,
-    /// whatever the pool store's copy of the status says.
-    #[test]
-    fn a_name_reserved_here_is_pending_until_the_store_shows_it() {
-        let meta = ObjectMeta {
-            name: Some("p".into()),
-            uid: Some("u1".into()),
-            ..ObjectMeta::default()
-        };
-        let memories = Memories::default();
-        assert!(!memories.is_pending(&meta, "guid-a"));
-        let now = Utc::now();
-        memories
-            .lock()
-            .entry(memory_key(&meta))
-            .or_default()
-            .pending
-            .expect("guid-a", now);
-        assert!(memories.is_pending(&meta, "guid-a"));
-        assert!(!memories.is_pending(&meta, "guid-b"));
-        let recreated = ObjectMeta {
-            uid: Some("u2".into()),
-            ..meta.clone()
-        };
-        assert!(
-            !memories.is_pending(&recreated, "guid-a"),
-            "another pool of that name"
-        );
-        if let Some(memory) = memories.lock().get_mut(&memory_key(&meta)) {
-            memory.pending.observe(|name| name == "guid-a", [], now);
-        }
-        assert!(!memories.is_pending(&meta, "guid-a"), "shown");
-    }
-
-    /// A pool found gone takes its memory with it; the pools still stored keep theirs, and
-    /// a pool created again under a gone one's name is another.
-    #[test]
-    fn a_pool_found_gone_is_forgotten() {
-        let pool = |uid: &str| {
-            let pool = json!({
-                "apiVersion": "poolboy.gpte.redhat.com/v1", "kind": "ResourcePool",
-                "metadata": {"name": "p", "namespace": "poolboy", "uid": uid},
-                "spec": {"resources": []},
-            });
-            Arc::new(serde_json::from_value::<PoolObject>(pool).expect("a pool"))
-        };
-        let memories = Memories::default();
-        for uid in ["gone", "kept"] {
-            memories
-                .lock()
-                .entry(uid.to_owned())
-                .or_default()
-                .status_written = Some(Instant::now());
-        }
-        memories.keep_only(&[pool("kept"), pool("new")]);
-        let mut remembered: Vec<String> = memories.lock().keys().cloned().collect();
-        remembered.sort();
-        assert_eq!(remembered, ["kept"]);
     }
 
     #[test]
