@@ -351,6 +351,7 @@ fn run(args: RunArgs, domain: OperatorDomain) -> ExitCode {
                 instance: std::env::var("HOSTNAME").unwrap_or_else(|_| "poolboy".to_owned()),
                 time_template_interval: args.time_template_interval,
                 lifespan_warnings: args.lifespan_warnings.0,
+                managed_watch_idle: crate::controller::context::DEFAULT_MANAGED_WATCH_IDLE,
             },
             metrics_address: Some(args.metrics_address),
             concurrency: args.concurrency.max(1),

@@ -5,7 +5,7 @@
 
 mod support;
 
-use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::api::core::v1::{Namespace, Secret};
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
@@ -187,5 +187,69 @@ async fn an_anarchy_subject_status_change_flips_health_readiness_and_summary() {
     set_status("failed").await;
     expect(json!(false), json!(false), "started", "failed").await;
 
+    env.teardown([operator]).await;
+}
+
+/// A handle's resources in a namespace that is then deleted: once its watch holds no object
+/// and no reader has looked it up for its idle time, the watch stops (the
+/// `poolboy_managed_watches` gauge falls back); a handle that makes a resource in a namespace
+/// of that name again starts it again.
+#[tokio::test]
+async fn the_watch_of_a_deleted_namespace_stops_and_starts_again_when_needed() {
+    let env = TestEnv::new().await;
+    let elsewhere = format!("{}-gone", env.namespace);
+    let override_namespace = json!({"override": {
+        "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"namespace": elsewhere},
+    }});
+    create_kind_provider(&env, "elsewhere", "v1", "ConfigMap", override_namespace).await;
+    let address = support::http::free_address();
+    let operator = TestOperator::start_configured(
+        env.kube_config(),
+        &env.namespace,
+        Some(address),
+        "idle-watches",
+        |config| config.managed_watch_idle = std::time::Duration::from_secs(2),
+    );
+    let watches = || async move {
+        let (_, text) = support::http::get(address, "/metrics").await;
+        text.lines()
+            .find_map(|line| line.strip_prefix("poolboy_managed_watches "))
+            .and_then(|value| value.trim().parse::<u32>().ok())
+    };
+    let namespaces = Api::<Namespace>::all(env.client.clone());
+    let spec =
+        json!({"resources": objects::resources(&env.namespace, &[("cm", "elsewhere", json!({}))])});
+    for round in ["first", "again"] {
+        let namespace: Namespace =
+            serde_json::from_value(json!({"metadata": {"name": elsewhere}})).expect("a namespace");
+        namespaces
+            .create(&PostParams::default(), &namespace)
+            .await
+            .expect("create the namespace");
+        let handle = create_handle(&env, json!({}), spec.clone()).await;
+        managed_through(&env, &handle.name_any()).await;
+        eventually(
+            &format!("the namespace's watch running ({round})"),
+            TIMEOUT,
+            || async { (watches().await == Some(1)).then_some(()) },
+        )
+        .await;
+        env.api::<ResourceHandle>()
+            .delete(&handle.name_any(), &DeleteParams::default())
+            .await
+            .expect("delete handle");
+        gone(&env.api::<ResourceHandle>(), &handle.name_any(), TIMEOUT).await;
+        namespaces
+            .delete(&elsewhere, &DeleteParams::default())
+            .await
+            .expect("delete the namespace");
+        gone(&namespaces, &elsewhere, TIMEOUT).await;
+        eventually(
+            &format!("the namespace's watch stopped ({round})"),
+            TIMEOUT,
+            || async { (watches().await == Some(0)).then_some(()) },
+        )
+        .await;
+    }
     env.teardown([operator]).await;
 }

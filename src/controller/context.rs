@@ -38,6 +38,9 @@ use crate::store::unrecorded::UnrecordedResources;
 /// from (it prints the current time) is rendered again: Poolboy's `MANAGE_HANDLES_INTERVAL`.
 pub const DEFAULT_TIME_TEMPLATE_INTERVAL: Duration = Duration::from_secs(60);
 
+/// How long a managed-resource watch whose store is empty may go unread before it stops.
+pub const DEFAULT_MANAGED_WATCH_IDLE: Duration = Duration::from_secs(600);
+
 /// How long after the instant a template's result changes it is rendered again: the clock
 /// read on waking must be past that instant.
 const TEMPLATE_FLIP_MARGIN: Duration = Duration::from_millis(50);
@@ -54,6 +57,9 @@ pub struct Config {
     pub time_template_interval: Duration,
     /// How long before its lifespan ends a claim is warned; empty: never.
     pub lifespan_warnings: Vec<chrono::TimeDelta>,
+    /// How long a managed-resource watch that holds no object (its namespace deleted, say) may
+    /// go without a reader before it stops (`managed::stop_idle_watches`).
+    pub managed_watch_idle: Duration,
 }
 
 /// Wakes a controller for one object from outside its own watches (a provider changed, a

@@ -20,7 +20,7 @@ use super::{http, lease, quarantine};
 use crate::api::kinds::{Kinds, PoolObject, ScalingObject};
 use crate::controller::context::{Config, Context, Stores, Triggers};
 use crate::controller::events::{EventRecorders, PUBLISHED_AT_ONCE};
-use crate::controller::managed::EarlyWatches;
+use crate::controller::managed::{self, EarlyWatches};
 use crate::controller::{claim, handle, pool, providers, scaling};
 use crate::metrics::Metrics;
 use crate::shutdown::Shutdown;
@@ -329,8 +329,10 @@ impl Controllers {
             shutdown.clone(),
         );
         let early_watches = self.early_watches.run(ctx.clone());
+        let idle_watches = managed::stop_idle_watches(ctx.clone(), shutdown.clone());
         let scalings = scaling::run(self.scalings, ctx, concurrency, shutdown);
-        futures::future::join5(claims, handles, pools, scalings, early_watches).await;
+        let controllers = futures::future::join4(claims, handles, pools, scalings);
+        futures::future::join3(controllers, early_watches, idle_watches).await;
     }
 }
 

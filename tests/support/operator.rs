@@ -6,7 +6,9 @@
 use std::net::SocketAddr;
 
 use poolboy::api::OperatorDomain;
-use poolboy::controller::context::{Config, DEFAULT_TIME_TEMPLATE_INTERVAL};
+use poolboy::controller::context::{
+    Config, DEFAULT_MANAGED_WATCH_IDLE, DEFAULT_TIME_TEMPLATE_INTERVAL,
+};
 use poolboy::runtime::run::{RunOptions, run};
 use poolboy::runtime::webhook::WebhookOptions;
 use tokio::sync::oneshot;
@@ -119,6 +121,7 @@ impl TestOperator {
             instance: instance.to_owned(),
             time_template_interval: DEFAULT_TIME_TEMPLATE_INTERVAL,
             lifespan_warnings: vec![chrono::TimeDelta::hours(24), chrono::TimeDelta::hours(1)],
+            managed_watch_idle: DEFAULT_MANAGED_WATCH_IDLE,
         };
         configure(&mut config);
         let options = RunOptions {

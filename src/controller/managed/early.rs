@@ -37,13 +37,16 @@ impl EarlyWatches {
         let (sender, references) = mpsc::unbounded();
         let seen = Mutex::new(NewKeys::default());
         handles.follow(move |event| {
+            let mut seen = seen.lock().unwrap_or_else(PoisonError::into_inner);
             let (watcher::Event::Apply(handle) | watcher::Event::InitApply(handle)) = event else {
+                if matches!(event, watcher::Event::InitDone) {
+                    seen.listed();
+                }
                 return;
             };
             if domain.ignores(&handle.metadata) {
                 return;
             }
-            let mut seen = seen.lock().unwrap_or_else(PoisonError::into_inner);
             for reference in seen.of(handle) {
                 // Closed only when the broker stops.
                 let _ = sender.unbounded_send(reference);
@@ -63,19 +66,32 @@ impl EarlyWatches {
     }
 }
 
-/// The watch keys handles referenced so far: as many as the (apiVersion, kind, namespace)
-/// in use, each kept as long as its watch, which runs until the broker stops.
+/// The watch keys handles referenced so far, until the handles have listed once: after that,
+/// a handle's own reconcile starts the watches it reads (and starts again one that stopped
+/// idle), and the keys are forgotten, so that they do not follow every namespace ever used.
 #[derive(Default)]
-struct NewKeys(HashSet<WatchKey>);
+struct NewKeys {
+    keys: HashSet<WatchKey>,
+    listed: bool,
+}
 
 impl NewKeys {
-    /// The references of `handle`'s status whose watch key is new.
+    /// The references of `handle`'s status whose watch key is new, while the handles list.
     fn of(&mut self, handle: &HandleObject) -> Vec<ResourceReference> {
+        if self.listed {
+            return Vec::new();
+        }
         status_references(handle)
             .into_iter()
             .flatten()
-            .filter(|reference| self.0.insert(WatchKey::of(reference)))
+            .filter(|reference| self.keys.insert(WatchKey::of(reference)))
             .collect()
+    }
+
+    /// The handles have listed once.
+    fn listed(&mut self) {
+        self.listed = true;
+        self.keys = HashSet::new();
     }
 }
 
@@ -131,6 +147,22 @@ mod tests {
         let names: Vec<_> = second.iter().map(|r| r.name.as_str()).collect();
         assert_eq!(names, ["d", "e"]);
         assert!(keys.of(&handle(&[("Namespace", "f", None)])).is_empty());
+    }
+
+    /// Once the handles have listed, the reconciles start what they read: the keys go.
+    #[test]
+    fn the_keys_go_once_the_handles_have_listed() {
+        let mut keys = NewKeys::default();
+        assert_eq!(
+            keys.of(&handle(&[("ConfigMap", "a", Some("one"))])).len(),
+            1
+        );
+        keys.listed();
+        assert!(keys.keys.is_empty());
+        assert!(
+            keys.of(&handle(&[("ConfigMap", "b", Some("two"))]))
+                .is_empty()
+        );
     }
 
     #[test]

@@ -19,13 +19,15 @@ use kube::runtime::watcher::{self, Event};
 use kube::{Resource, ResourceExt};
 
 mod early;
+mod idle;
 mod orphans;
 pub(super) mod resources;
 
 pub(crate) use self::early::EarlyWatches;
+pub(crate) use self::idle::stop_idle_watches;
 use self::orphans::{Suspect, Sweeper};
 pub(crate) use self::resources::WatchKey;
-use self::resources::{FirstList, ManagedKind, Watch};
+use self::resources::{FirstList, LastRead, ManagedKind, Watch};
 use super::context::{Context, Triggers};
 use super::echoes::{self, Heard};
 use super::write::{self, Written};
@@ -98,6 +100,7 @@ pub(crate) async fn ensure_watch(
         resource,
         store: listed.clone(),
         first_list: first_list.clone(),
+        last_read: LastRead::default(),
     };
     // Two reconciles may race to start the same watch: the first to register wins.
     if !ctx.managed.insert(key.clone(), watch) {
@@ -123,7 +126,7 @@ pub(crate) async fn ensure_watch(
         first_list,
     };
     let task = tokio::spawn(follow(stream, router, suspects, key.clone(), listing));
-    ctx.managed.keep_task(task);
+    ctx.managed.keep_task(key.clone(), task);
     ctx.metrics.managed_watches.set(ctx.managed.len() as i64);
     tracing::info!(
         api_version = %key.api_version,

@@ -5,6 +5,7 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
+use std::time::{Duration, Instant};
 
 use kube::core::ApiResource;
 use kube::runtime::reflector::ObjectRef;
@@ -43,6 +44,33 @@ pub(crate) struct Watch {
     /// Whether a reader went without the first list: once one gave up waiting, later
     /// readers do not wait.
     pub(crate) first_list: FirstList,
+    /// When a reader last looked it up ([`ManagedResources::watch`]).
+    pub(crate) last_read: LastRead,
+}
+
+/// When a watch was last looked up by a reader. Cheap to clone.
+#[derive(Clone)]
+pub(crate) struct LastRead(Arc<Mutex<Instant>>);
+
+impl Default for LastRead {
+    fn default() -> Self {
+        Self(Arc::new(Mutex::new(Instant::now())))
+    }
+}
+
+impl LastRead {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Instant> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn touch(&self) {
+        *self.lock() = Instant::now();
+    }
+
+    /// Whether no reader looked the watch up in the `idle` before `now`.
+    fn idle_at(&self, now: Instant, idle: Duration) -> bool {
+        now.saturating_duration_since(*self.lock()) >= idle
+    }
 }
 
 /// Whether a watch's first list came after a reader went without it. Both sides mark the one
@@ -87,7 +115,7 @@ pub(crate) struct ManagedResources {
     kinds: RwLock<HashMap<(String, String), ManagedKind>>,
     /// The keys whose ResourceWatch object is known to exist, or being made sure of (Δ§2.2, Q4).
     declared: Mutex<HashSet<WatchKey>>,
-    tasks: Mutex<Vec<JoinHandle<()>>>,
+    tasks: Mutex<HashMap<WatchKey, JoinHandle<()>>>,
 }
 
 impl Drop for ManagedResources {
@@ -96,19 +124,51 @@ impl Drop for ManagedResources {
             Ok(tasks) => tasks,
             Err(poisoned) => poisoned.into_inner(),
         };
-        for task in tasks.drain(..) {
+        for (_, task) in tasks.drain() {
             task.abort();
         }
     }
 }
 
 impl ManagedResources {
-    /// The watch for `key`, if one is running.
+    /// The watch for `key`, if one is running; a reader's look keeps it from stopping
+    /// ([`stop_idle`](Self::stop_idle)).
     pub(crate) fn watch(&self, key: &WatchKey) -> Option<Watch> {
-        match self.watches.read() {
-            Ok(watches) => watches.get(key).cloned(),
-            Err(poisoned) => poisoned.into_inner().get(key).cloned(),
+        // Touched under the read lock, so that a look and a stop never cross.
+        let watches = match self.watches.read() {
+            Ok(watches) => watches,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        let watch = watches.get(key)?;
+        watch.last_read.touch();
+        Some(watch.clone())
+    }
+
+    /// Stops the watches whose store holds no object and which no reader looked up in the
+    /// `idle` before `now`, and returns their keys. Such a watch serves no handle: a handle
+    /// whose resource it would show looks it up whenever it reads or makes that resource, and
+    /// starts it again if it stopped. A watch of a namespace that was deleted would otherwise
+    /// run (and ask the API server again every minute) for as long as the broker does.
+    pub(crate) fn stop_idle(&self, now: Instant, idle: Duration) -> Vec<WatchKey> {
+        let mut watches = match self.watches.write() {
+            Ok(watches) => watches,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        let stopped: Vec<WatchKey> = watches
+            .iter()
+            .filter(|(_, watch)| {
+                watch.store.store().is_empty() && watch.last_read.idle_at(now, idle)
+            })
+            .map(|(key, _)| key.clone())
+            .collect();
+        let mut tasks = self.tasks.lock().unwrap_or_else(PoisonError::into_inner);
+        for key in &stopped {
+            watches.remove(key);
+            if let Some(task) = tasks.remove(key) {
+                task.abort();
+            }
         }
+        stopped
     }
 
     /// Records a started watch; `false` (and nothing recorded) when one runs for `key` already.
@@ -183,11 +243,10 @@ impl ManagedResources {
         };
     }
 
-    pub(super) fn keep_task(&self, task: JoinHandle<()>) {
-        match self.tasks.lock() {
-            Ok(mut tasks) => tasks.push(task),
-            Err(poisoned) => poisoned.into_inner().push(task),
-        }
+    /// Keeps the task of `key`'s watch, to stop it with the watch.
+    pub(super) fn keep_task(&self, key: WatchKey, task: JoinHandle<()>) {
+        let mut tasks = self.tasks.lock().unwrap_or_else(PoisonError::into_inner);
+        tasks.insert(key, task);
     }
 }
 

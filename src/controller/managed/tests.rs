@@ -168,6 +168,51 @@ fn a_resource_watch_object_is_declared_once_per_key() {
     assert!(!managed.start_declaring(&configmaps));
 }
 
+/// A watch stops once its store is empty and no reader has looked it up for the idle time;
+/// one that holds an object, or that a reader looked up meanwhile, goes on; a stopped watch's
+/// task is stopped with it.
+#[tokio::test]
+async fn an_empty_watch_no_reader_looks_up_stops() {
+    let managed = ManagedResources::default();
+    let mut writers = Vec::new();
+    for namespace in ["deleted", "holding", "read"] {
+        let writer = reflector::store::Writer::new(SharedType::new(configmaps()));
+        let watch = Watch {
+            resource: SharedType::new(configmaps()),
+            store: ListedStore::of(&writer),
+            first_list: FirstList::default(),
+            last_read: LastRead::default(),
+        };
+        let key = key("v1", "ConfigMap", Some(namespace));
+        assert!(managed.insert(key.clone(), watch));
+        managed.keep_task(key, tokio::spawn(futures::future::pending()));
+        writers.push(writer);
+    }
+    let mut packer = crate::store::packed::Packer::default();
+    let held = serde_json::from_value::<DynamicObject>(json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "kept", "namespace": "holding", "uid": "u1"},
+    }))
+    .expect("a ConfigMap");
+    writers[1].apply_watcher_event(&watcher::Event::Apply(packer.pack(&held)));
+    let idle = Duration::from_secs(600);
+    let later = std::time::Instant::now() + idle;
+    assert!(
+        managed
+            .stop_idle(later - Duration::from_secs(1), idle)
+            .is_empty(),
+        "not idle yet"
+    );
+    let read = key("v1", "ConfigMap", Some("read"));
+    assert!(managed.watch(&read).is_some());
+    let stopped = managed.stop_idle(later, idle);
+    assert_eq!(stopped, [key("v1", "ConfigMap", Some("deleted"))]);
+    assert_eq!(managed.len(), 2);
+    assert!(managed.watch(&stopped[0]).is_none());
+    let stopped_again = managed.stop_idle(later + idle, idle);
+    assert_eq!(stopped_again, [read], "empty, and no look since");
+}
+
 #[test]
 fn an_event_wakes_the_handle_and_its_claim() {
     let mut f = fixture(
