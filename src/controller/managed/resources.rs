@@ -162,11 +162,14 @@ impl ManagedResources {
             .map(|(key, _)| key.clone())
             .collect();
         let mut tasks = self.tasks.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut declared = self.declared.lock().unwrap_or_else(PoisonError::into_inner);
         for key in &stopped {
             watches.remove(key);
             if let Some(task) = tasks.remove(key) {
                 task.abort();
             }
+            // Made sure of again when the watch starts again (a create that finds it: 409).
+            declared.remove(key);
         }
         stopped
     }

@@ -184,6 +184,7 @@ async fn an_empty_watch_no_reader_looks_up_stops() {
             last_read: LastRead::default(),
         };
         let key = key("v1", "ConfigMap", Some(namespace));
+        assert!(managed.start_declaring(&key));
         assert!(managed.insert(key.clone(), watch));
         managed.keep_task(key, tokio::spawn(futures::future::pending()));
         writers.push(writer);
@@ -209,6 +210,11 @@ async fn an_empty_watch_no_reader_looks_up_stops() {
     assert_eq!(stopped, [key("v1", "ConfigMap", Some("deleted"))]);
     assert_eq!(managed.len(), 2);
     assert!(managed.watch(&stopped[0]).is_none());
+    assert!(
+        managed.start_declaring(&stopped[0]),
+        "its ResourceWatch is made sure of again when it starts again"
+    );
+    assert!(!managed.start_declaring(&read));
     let stopped_again = managed.stop_idle(later + idle, idle);
     assert_eq!(stopped_again, [read], "empty, and no look since");
 }
