@@ -35,10 +35,10 @@ pub(crate) async fn stop_idle_watches(ctx: Arc<Context>, shutdown: Shutdown) {
             continue;
         }
         for key in &stopped {
+            // A watch that was failing when it stopped fails no more.
+            ctx.health.recovered(&key.to_string());
             tracing::info!(
-                api_version = %key.api_version,
-                kind = %key.kind,
-                namespace = key.namespace.as_deref().unwrap_or_default(),
+                watch = %key,
                 idle_seconds = idle.as_secs(),
                 "stopped a managed-resource watch that holds no object and had no reader"
             );

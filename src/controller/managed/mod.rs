@@ -560,10 +560,7 @@ async fn follow<S>(
 {
     let mut stream = std::pin::pin!(stream);
     let mut listed_once = false;
-    let watch_name = match &key.namespace {
-        Some(namespace) => format!("{} {} in {namespace}", key.api_version, key.kind),
-        None => format!("{} {}", key.api_version, key.kind),
-    };
+    let watch_name = key.to_string();
     let mut unjudged = false;
     loop {
         let event = match unjudged && listed_once {

@@ -35,6 +35,17 @@ impl WatchKey {
     }
 }
 
+/// The watch as `/readyz` and the logs name it: "v1 ConfigMap in user-a".
+impl std::fmt::Display for WatchKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} {}", self.api_version, self.kind)?;
+        match &self.namespace {
+            Some(namespace) => write!(f, " in {namespace}"),
+            None => Ok(()),
+        }
+    }
+}
+
 /// A running watch: its store (and whether it has listed once), and the kind it serves.
 #[derive(Clone)]
 pub(crate) struct Watch {

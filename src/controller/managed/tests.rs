@@ -152,6 +152,16 @@ fn the_resource_watch_object_has_poolboys_name_and_spec() {
     }
 }
 
+/// How `/readyz` and the logs name a watch.
+#[test]
+fn a_watch_is_named_by_kind_and_namespace() {
+    assert_eq!(
+        key("v1", "ConfigMap", Some("a")).to_string(),
+        "v1 ConfigMap in a"
+    );
+    assert_eq!(key("v1", "Namespace", None).to_string(), "v1 Namespace");
+}
+
 #[test]
 fn a_resource_watch_object_is_declared_once_per_key() {
     let managed = ManagedResources::default();
