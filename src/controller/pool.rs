@@ -188,10 +188,6 @@ impl PoolContext {
         self.with_memory(pool, |memory| f(&mut memory.pending))
     }
 
-    fn forget(&self, pool: &ResourcePool) {
-        self.memory.lock().remove(&memory_key(&pool.metadata));
-    }
-
     /// How long a status write of `pool` that only updates its counts waits, if it must: at
     /// most one a [`COUNTS_INTERVAL`] per pool.
     fn counts_wait(&self, pool: &ResourcePool) -> Option<Duration> {
@@ -252,8 +248,8 @@ impl Lifecycle for PoolContext {
         Ok(stored.clone())
     }
 
-    /// A pool whose finalizer this process did not run (another process released it, or the
-    /// pool was deleted while the watch was away): what this process remembers of it goes, and
+    /// A deleted pool (its delete event, or the re-list that no longer brings it, wakes it
+    /// here whichever process ran its finalizer): what this process remembers of it goes, and
     /// so do its gauges, which would go on showing a pool that is no more.
     fn gone(&self, namespace: Option<&str>, name: &str) {
         self.memory.keep_only(&self.ctx.stores.pools.state());

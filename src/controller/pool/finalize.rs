@@ -9,7 +9,6 @@ use crate::api::kinds::{HandleObject, Kinds, PoolObject};
 use crate::api::{OperatorDomain, ResourcePool};
 use crate::controller::write::{self, Halt, OrHalt, Written};
 use crate::core::pool::plan::is_unbound_handle_of_pool;
-use crate::metrics::PoolLabels;
 
 /// Pool deletion (§11 step 9, Δ§3.3): deletes every unbound handle of the pool (bound ones
 /// stay, with their pool reference and labels), then removes every Poolboy finalizer.
@@ -47,14 +46,8 @@ pub(super) async fn finalize(
     write::release_finalizers(&ctx.pools_api(), pool_object, ours)
         .await
         .or_halt()?;
-    // Deleted now: nothing of it is worth remembering (the write layer forgets it with the
-    // watch's delete event).
-    pctx.forget(&pool);
-    let labels = PoolLabels {
-        name,
-        namespace: pool.namespace().unwrap_or_default(),
-    };
-    ctx.metrics.forget_pool(&labels);
+    // Deleted now: its delete event finds it gone, and what this process remembers of it
+    // goes then (`Lifecycle::gone`), as it does when another process ran this.
     Ok(Action::await_change())
 }
 

@@ -68,8 +68,9 @@ impl LaterWakes {
 }
 
 /// What this process remembers of each pool between its reconciles, by uid (so that a pool
-/// deleted and created again under the same name starts afresh); a pool's goes when its
-/// finalizer has run, or when it is found gone ([`Lifecycle::gone`]). Shared by the reconciles and the filter of the pool's wakes.
+/// deleted and created again under the same name starts afresh); a pool's goes once the pool
+/// is found gone (the pool controller's `Lifecycle::gone`). Shared by the reconciles and the
+/// filter of the pool's wakes.
 #[derive(Clone, Default)]
 pub(super) struct Memories(Arc<Mutex<HashMap<String, PoolMemory>>>);
 
