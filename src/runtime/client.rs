@@ -25,13 +25,14 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use kube::client::retry::RetryPolicy;
 use kube::client::{ClientBuilder, ConfigExt, DynBody};
+use tower::layer::layer_fn;
 use tower::retry::RetryLayer;
 use tower::util::BoxService;
-use tower::{BoxError, Layer, Service, ServiceBuilder};
+use tower::{BoxError, Service, ServiceBuilder};
 use tower_http::ServiceExt as _;
 use tower_http::trace::TraceLayer;
 
-use super::fence::{FenceLayer, WriteFence};
+use super::fence::{Fenced, WriteFence};
 use super::quarantine::Quarantine;
 use crate::api::OperatorDomain;
 use crate::api::kinds::{
@@ -82,9 +83,7 @@ fn build(
         http::HeaderValue::from_static(USER_AGENT),
     ));
     let quarantine = Quarantine::default();
-    let layer = ScreeningLayer {
-        screening: Arc::new(Screening::new(domain, quarantine.clone())),
-    };
+    let screening = Arc::new(Screening::new(domain, quarantine.clone()));
     let builder = match config.proxy_url {
         // kube's own stack knows the proxies a kubeconfig may name.
         Some(_) => ClientBuilder::try_from(config)?,
@@ -94,9 +93,15 @@ fn build(
         }
     };
     let client = builder
-        .with_layer(&layer)
-        .with_layer(&CountingLayer { metrics })
-        .with_layer(&FenceLayer { fence })
+        .with_layer(&layer_fn(|inner| ScreenedService {
+            inner,
+            screening: screening.clone(),
+        }))
+        .with_layer(&layer_fn(|inner| Counted {
+            inner,
+            metrics: metrics.clone(),
+        }))
+        .with_layer(&layer_fn(|inner| Fenced::new(inner, fence.clone())))
         .build();
     Ok((client, quarantine))
 }
@@ -160,22 +165,6 @@ fn http_service(
 }
 
 /// Counts the requests the broker makes, by verb (`poolboy_api_requests_total`).
-#[derive(Clone)]
-struct CountingLayer {
-    metrics: Option<Arc<Metrics>>,
-}
-
-impl<S> Layer<S> for CountingLayer {
-    type Service = Counted<S>;
-
-    fn layer(&self, inner: S) -> Counted<S> {
-        Counted {
-            inner,
-            metrics: self.metrics.clone(),
-        }
-    }
-}
-
 #[derive(Clone)]
 struct Counted<S> {
     inner: S,
@@ -275,22 +264,6 @@ impl Screening {
 }
 
 /// Screens the responses of collection reads.
-#[derive(Clone)]
-pub struct ScreeningLayer {
-    screening: Arc<Screening>,
-}
-
-impl<S> Layer<S> for ScreeningLayer {
-    type Service = ScreenedService<S>;
-
-    fn layer(&self, inner: S) -> Self::Service {
-        ScreenedService {
-            inner,
-            screening: self.screening.clone(),
-        }
-    }
-}
-
 #[derive(Clone)]
 pub struct ScreenedService<S> {
     inner: S,

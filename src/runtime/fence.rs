@@ -25,7 +25,7 @@ use http::{Method, Request, Response};
 use http_body::Body;
 use http_body_util::{BodyExt, Either, Full};
 use serde::Deserialize;
-use tower::{BoxError, Layer, Service};
+use tower::{BoxError, Service};
 
 /// Taken off the Lease's duration: how much sooner than the others this replica stops
 /// writing, for their clocks and its own to disagree by (another replica takes the Lease when
@@ -141,27 +141,17 @@ impl WriteFence {
     }
 }
 
-/// Puts `fence`, if there is one, before every request.
-#[derive(Clone)]
-pub struct FenceLayer {
-    pub fence: Option<WriteFence>,
-}
-
-impl<S> Layer<S> for FenceLayer {
-    type Service = Fenced<S>;
-
-    fn layer(&self, inner: S) -> Fenced<S> {
-        Fenced {
-            inner,
-            fence: self.fence.clone(),
-        }
-    }
-}
-
+/// `fence`, if there is one, before every request of `inner`.
 #[derive(Clone)]
 pub struct Fenced<S> {
     inner: S,
     fence: Option<WriteFence>,
+}
+
+impl<S> Fenced<S> {
+    pub fn new(inner: S, fence: Option<WriteFence>) -> Self {
+        Self { inner, fence }
+    }
 }
 
 type FencedFuture<B> =
