@@ -29,8 +29,9 @@
 //! against one of your own (`POOLBOY_TEST_KUBECONFIG`), not under `make bench-scale`.
 //!
 //! Each broker logs to `target/tmp/bench-scale/broker-<size>.log` at the `RUST_LOG` of
-//! `POOLBOY_SCALE_BROKER_LOG` (default `poolboy=info`; `poolboy=debug,kube_runtime=info`
-//! names each reconcile and why kube-runtime ran it).
+//! `POOLBOY_BENCH_BROKER_LOG`, as for the other benchmarks (here `poolboy=info` by default, which
+//! logs each watch's first list; `poolboy=debug,kube_runtime=info` names each reconcile and why
+//! kube-runtime ran it).
 
 #[path = "support/arrivals.rs"]
 mod arrivals;
@@ -896,7 +897,7 @@ impl Broker {
             .env("HOSTNAME", format!("bench-scale-{label}"))
             .env(
                 "RUST_LOG",
-                std::env::var("POOLBOY_SCALE_BROKER_LOG").unwrap_or_else(|_| "poolboy=info".into()),
+                std::env::var("POOLBOY_BENCH_BROKER_LOG").unwrap_or_else(|_| "poolboy=info".into()),
             )
             .stdin(Stdio::null())
             .stdout(file)
