@@ -263,6 +263,22 @@ fn assert_no_forbidden(namespace: &str, pod: &str) -> String {
     log
 }
 
+/// The Events of object `name` in `namespace`, one a line (they say why a claim's handle was
+/// made for it rather than taken from a pool).
+fn events_of(namespace: &str, name: &str) -> String {
+    let selector = format!("involvedObject.name={name}");
+    let args = [
+        "get",
+        "events",
+        "-n",
+        namespace,
+        "--field-selector",
+        &selector,
+    ];
+    let listed = run("kubectl", &args, None, WAIT);
+    format!("{}{}", listed.stdout, listed.stderr)
+}
+
 /// Waits until claim `name` is bound, and returns its handle's name.
 async fn bound(claims: &Api<DynamicObject>, name: &str) -> String {
     eventually(&format!("claim {name} bound"), WAIT, || async {
@@ -415,8 +431,9 @@ async fn the_chart_runs_the_broker_in_a_pod_through_upgrade_restart_and_uninstal
         "my-config",
     ));
     apply(&example("pool-configmap.yaml", &domain, &ns, "my-config"));
-    // A claim created before the pool has made its handles gets a handle of its own.
-    eventually("the pool's two unbound handles", WAIT, || async {
+    // A claim created before the broker has seen the pool's handles gets a handle of its own:
+    // ready ones are seen (the broker wrote their status).
+    eventually("the pool's two unbound handles, ready", WAIT, || async {
         let listed = handles.list(&ListParams::default()).await.expect("handles");
         let spare = listed
             .items
@@ -424,6 +441,7 @@ async fn the_chart_runs_the_broker_in_a_pod_through_upgrade_restart_and_uninstal
             .filter(|h| {
                 h.data["spec"]["resourcePool"]["name"] == "configmaps"
                     && h.data["spec"]["resourceClaim"].is_null()
+                    && h.data["status"]["ready"] == true
             })
             .count();
         (spare >= 2).then_some(())
@@ -435,8 +453,9 @@ async fn the_chart_runs_the_broker_in_a_pod_through_upgrade_restart_and_uninstal
     let pooled = handles.get(&handle_1).await.expect("the bound handle");
     assert!(
         pooled.data["spec"]["resourcePool"]["name"] == "configmaps",
-        "claim-1 binds a handle of the pool: {:?}",
-        pooled.data["spec"]
+        "claim-1 binds a handle of the pool: {:?}\nits Events: {}",
+        pooled.data["spec"],
+        events_of(&ns.user, "claim-1")
     );
     expected.insert("claim-1".to_owned(), handle_1.clone());
     assert_refused_at_admission(&claims, &domain, &ns).await;
