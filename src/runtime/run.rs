@@ -82,7 +82,7 @@ pub async fn run(
     options: RunOptions,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<(), RunError> {
-    let shutdown: Shutdown = shutdown.boxed().shared();
+    let shutdown = crate::shutdown::raised_by(shutdown);
     // A webhook without a usable certificate is a configuration error: said at once.
     let webhook = options
         .webhook
