@@ -265,7 +265,7 @@ impl Screening {
 
 /// Screens the responses of collection reads.
 #[derive(Clone)]
-pub struct ScreenedService<S> {
+pub(crate) struct ScreenedService<S> {
     inner: S,
     screening: Arc<Screening>,
 }
@@ -327,7 +327,7 @@ where
 }
 
 /// A response body: untouched, or screened as a LIST or a WATCH.
-pub struct ScreenedBody<B> {
+pub(crate) struct ScreenedBody<B> {
     inner: B,
     mode: Mode,
 }
