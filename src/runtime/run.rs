@@ -23,7 +23,7 @@ use crate::controller::events::{EventRecorders, PUBLISHED_AT_ONCE};
 use crate::controller::managed::{self, EarlyWatches};
 use crate::controller::{claim, handle, pool, providers, scaling};
 use crate::metrics::Metrics;
-use crate::shutdown::Shutdown;
+use crate::shutdown::{Shutdown, raised_by};
 use crate::store::claim_readers::ClaimReaders;
 use crate::store::deleted_by_claims::HandlesDeletedByClaims;
 use crate::store::free_handles::FreeHandles;
@@ -82,7 +82,7 @@ pub async fn run(
     options: RunOptions,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<(), RunError> {
-    let shutdown = crate::shutdown::raised_by(shutdown);
+    let shutdown = raised_by(shutdown);
     // A webhook without a usable certificate is a configuration error: said at once.
     let webhook = options
         .webhook
