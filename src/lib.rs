@@ -4,6 +4,10 @@
 //! client, no clock), `controller` the I/O shell, `runtime` the wiring, and `cli` the
 //! command-line entry points.
 
+// `pub` is what the binary, the tests and the benches reach; all else is `pub(crate)` or
+// narrower, so the dead-code lint sees every item no caller uses (docs/design.md).
+#![warn(unreachable_pub)]
+
 pub mod api;
 pub mod cli;
 pub mod controller;
@@ -15,4 +19,4 @@ pub(crate) mod render;
 pub mod runtime;
 pub mod screening;
 pub(crate) mod shutdown;
-pub mod store;
+pub(crate) mod store;

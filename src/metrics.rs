@@ -11,7 +11,7 @@ use prometheus_client::registry::Registry;
 /// Poolboy's labels: `app` is the kind (ResourceClaim, ResourceHandle, …, K8s, Template),
 /// `method` the step, `status` success or error (Δ§6).
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct ProcessLabels {
+pub(crate) struct ProcessLabels {
     pub app: String,
     pub method: String,
     pub status: String,
@@ -19,25 +19,25 @@ pub struct ProcessLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct PoolLabels {
+pub(crate) struct PoolLabels {
     pub name: String,
     pub namespace: String,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct KindLabels {
+pub(crate) struct KindLabels {
     pub kind: String,
 }
 
 /// One controller's reconciles: `controller` is the kind it reconciles.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct ControllerLabels {
+pub(crate) struct ControllerLabels {
     pub controller: String,
 }
 
 /// A reconcile's outcome.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct ReconcileLabels {
+pub(crate) struct ReconcileLabels {
     pub controller: String,
     /// `success` or `error`.
     pub result: String,
@@ -46,13 +46,13 @@ pub struct ReconcileLabels {
 /// Why a handle was created (`pool`, `claim`) or deleted (`unhealthy`, `pool_deleted`,
 /// `lifespan_ended`, `claim_deleted`, `released`, `detached`).
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct ReasonLabels {
+pub(crate) struct ReasonLabels {
     pub reason: String,
 }
 
 /// Where a claim's handle came from: `warm` (a pool's), `cold` (made for it or by hand).
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct SourceLabels {
+pub(crate) struct SourceLabels {
     pub source: String,
 }
 
@@ -60,7 +60,7 @@ pub struct SourceLabels {
 /// `warned` (allowed with warnings), `denied`, or `unchecked` (allowed without a check: the
 /// providers were not listed yet, the claim could not be read, or its handle could not be).
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct AdmissionLabels {
+pub(crate) struct AdmissionLabels {
     pub operation: String,
     pub result: String,
 }
@@ -68,32 +68,32 @@ pub struct AdmissionLabels {
 /// A request the broker made to the API server: `verb` as the API server names it (`get`,
 /// `list`, `watch`, `create`, `update`, `patch`, `delete`).
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct VerbLabels {
+pub(crate) struct VerbLabels {
     pub verb: String,
 }
 
 /// Claims by `state`: `bound`, `waiting` (valid, no handle yet), `invalid`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct StateLabels {
+pub(crate) struct StateLabels {
     pub state: String,
 }
 
 /// How many claims the broker's claim watch shows in each state.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct ClaimCounts {
+pub(crate) struct ClaimCounts {
     pub bound: i64,
     pub waiting: i64,
     pub invalid: i64,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct BuildLabels {
+pub(crate) struct BuildLabels {
     pub version: String,
 }
 
 /// A pool's handles as one reconcile counted them.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct PoolCounts {
+pub(crate) struct PoolCounts {
     pub min_available: i64,
     /// Unbound handles (and reserved names): what claims can bind.
     pub available: i64,
@@ -142,7 +142,7 @@ where
     drop(family.get_or_create(labels));
 }
 
-pub struct Metrics {
+pub(crate) struct Metrics {
     registry: Registry,
     cluster_domain: String,
     pub process_time: Family<ProcessLabels, Histogram>,
@@ -190,7 +190,7 @@ struct ProcessGauges {
 }
 
 impl Metrics {
-    pub fn new(cluster_domain: &str) -> Self {
+    pub(crate) fn new(cluster_domain: &str) -> Self {
         let mut registry = Registry::default();
         let process_time = Family::<ProcessLabels, Histogram>::new_with_constructor(|| {
             Histogram::new([
@@ -479,7 +479,7 @@ impl Metrics {
     }
 
     /// Records one timed step.
-    pub fn observe(&self, app: &str, method: &str, success: bool, seconds: f64) {
+    pub(crate) fn observe(&self, app: &str, method: &str, success: bool, seconds: f64) {
         self.process_time
             .get_or_create(&ProcessLabels {
                 app: app.to_owned(),
@@ -492,7 +492,7 @@ impl Metrics {
 
     /// One reconcile of `controller` is starting; the returned guard counts it as in flight
     /// until dropped.
-    pub fn reconcile_started(&self, controller: &str) -> InFlight {
+    pub(crate) fn reconcile_started(&self, controller: &str) -> InFlight {
         let gauge = self
             .reconciles_in_flight
             .get_or_create(&ControllerLabels {
@@ -504,7 +504,7 @@ impl Metrics {
     }
 
     /// One reconcile of `controller` ended after `seconds`.
-    pub fn reconciled(&self, controller: &str, success: bool, seconds: f64) {
+    pub(crate) fn reconciled(&self, controller: &str, success: bool, seconds: f64) {
         self.reconciles
             .get_or_create(&ReconcileLabels {
                 controller: controller.to_owned(),
@@ -521,7 +521,7 @@ impl Metrics {
     }
 
     /// A pool's counts, as its reconcile found them.
-    pub fn set_pool(&self, pool: &PoolLabels, counts: PoolCounts) {
+    pub(crate) fn set_pool(&self, pool: &PoolLabels, counts: PoolCounts) {
         self.pool_min_available
             .get_or_create(pool)
             .set(counts.min_available);
@@ -536,7 +536,7 @@ impl Metrics {
     }
 
     /// A deleted pool's gauges go.
-    pub fn forget_pool(&self, pool: &PoolLabels) {
+    pub(crate) fn forget_pool(&self, pool: &PoolLabels) {
         for family in [
             &self.pool_min_available,
             &self.pool_available,
@@ -549,7 +549,7 @@ impl Metrics {
     }
 
     /// A handle this process created, and why.
-    pub fn handle_created(&self, reason: &str) {
+    pub(crate) fn handle_created(&self, reason: &str) {
         self.handles_created
             .get_or_create(&ReasonLabels {
                 reason: reason.to_owned(),
@@ -558,7 +558,7 @@ impl Metrics {
     }
 
     /// A handle this process deleted, and why.
-    pub fn handle_deleted(&self, reason: &str) {
+    pub(crate) fn handle_deleted(&self, reason: &str) {
         self.handles_deleted
             .get_or_create(&ReasonLabels {
                 reason: reason.to_owned(),
@@ -567,21 +567,21 @@ impl Metrics {
     }
 
     /// A claim bound `seconds` after its creation, from a pool (`warm`) or not.
-    pub fn claim_bound(&self, warm: bool, seconds: f64) {
+    pub(crate) fn claim_bound(&self, warm: bool, seconds: f64) {
         self.claim_bound
             .get_or_create(&source(warm))
             .observe(seconds);
     }
 
     /// A claim ready `seconds` after its creation.
-    pub fn claim_ready(&self, warm: bool, seconds: f64) {
+    pub(crate) fn claim_ready(&self, warm: bool, seconds: f64) {
         self.claim_ready
             .get_or_create(&source(warm))
             .observe(seconds);
     }
 
     /// An admission review answered.
-    pub fn admission_review(&self, operation: &str, result: &str) {
+    pub(crate) fn admission_review(&self, operation: &str, result: &str) {
         self.admission_reviews
             .get_or_create(&AdmissionLabels {
                 operation: operation.to_owned(),
@@ -591,7 +591,7 @@ impl Metrics {
     }
 
     /// A status (or other guarded) write of `kind` that conflicted and was recomputed.
-    pub fn conflict(&self, kind: &str) {
+    pub(crate) fn conflict(&self, kind: &str) {
         self.status_conflicts
             .get_or_create(&KindLabels {
                 kind: kind.to_owned(),
@@ -600,7 +600,7 @@ impl Metrics {
     }
 
     /// An object of `kind` newly found invalid (reported in its status).
-    pub fn invalid(&self, kind: &str) {
+    pub(crate) fn invalid(&self, kind: &str) {
         self.invalid_resources
             .get_or_create(&KindLabels {
                 kind: kind.to_owned(),
@@ -609,7 +609,7 @@ impl Metrics {
     }
 
     /// How many objects of `kind` are set aside now.
-    pub fn set_quarantined(&self, kind: &str, count: usize) {
+    pub(crate) fn set_quarantined(&self, kind: &str, count: usize) {
         self.quarantined_objects
             .get_or_create(&KindLabels {
                 kind: kind.to_owned(),
@@ -618,7 +618,7 @@ impl Metrics {
     }
 
     /// An object version of `kind` newly set aside (and reported).
-    pub fn quarantine(&self, kind: &str) {
+    pub(crate) fn quarantine(&self, kind: &str) {
         self.quarantined
             .get_or_create(&KindLabels {
                 kind: kind.to_owned(),
@@ -627,7 +627,7 @@ impl Metrics {
     }
 
     /// One request to the API server, of `verb`.
-    pub fn api_request(&self, verb: &str) {
+    pub(crate) fn api_request(&self, verb: &str) {
         self.api_requests
             .get_or_create(&VerbLabels {
                 verb: verb.to_owned(),
@@ -636,18 +636,21 @@ impl Metrics {
     }
 
     /// Whether this process runs the controllers now.
-    pub fn set_leader(&self, leading: bool) {
+    pub(crate) fn set_leader(&self, leading: bool) {
         self.leader.set(i64::from(leading));
     }
 
     /// Counts the claims with `count` at each scrape (`poolboy_claims`); the first one given
     /// serves.
-    pub fn count_claims_with(&self, count: impl Fn() -> ClaimCounts + Send + Sync + 'static) {
+    pub(crate) fn count_claims_with(
+        &self,
+        count: impl Fn() -> ClaimCounts + Send + Sync + 'static,
+    ) {
         let _ = self.claim_counter.set(Box::new(count));
     }
 
     /// The OpenMetrics text exposition.
-    pub fn encode(&self) -> Result<String, std::fmt::Error> {
+    pub(crate) fn encode(&self) -> Result<String, std::fmt::Error> {
         if let Some(count) = self.claim_counter.get() {
             let counts = count();
             for (state, value) in [
@@ -682,7 +685,7 @@ impl Metrics {
 }
 
 /// Counts a reconcile as in flight until dropped (also when the reconcile future is dropped).
-pub struct InFlight {
+pub(crate) struct InFlight {
     gauge: Gauge,
 }
 

@@ -5,7 +5,7 @@
 use schemars::{Schema, SchemaGenerator, json_schema};
 
 /// Any object, kept as written (templates, states, vars, parameter values).
-pub fn free_object(_: &mut SchemaGenerator) -> Schema {
+pub(super) fn free_object(_: &mut SchemaGenerator) -> Schema {
     json_schema!({
         "type": "object",
         "x-kubernetes-preserve-unknown-fields": true,
@@ -13,14 +13,14 @@ pub fn free_object(_: &mut SchemaGenerator) -> Schema {
 }
 
 /// Any JSON value (a parameter default, a schema default).
-pub fn free_value(_: &mut SchemaGenerator) -> Schema {
+pub(super) fn free_value(_: &mut SchemaGenerator) -> Schema {
     json_schema!({
         "x-kubernetes-preserve-unknown-fields": true,
     })
 }
 
 /// A lifespan interval in the single-unit form the CRD accepts (`30m`, `2d`).
-pub fn simple_interval(_: &mut SchemaGenerator) -> Schema {
+pub(super) fn simple_interval(_: &mut SchemaGenerator) -> Schema {
     json_schema!({
         "type": "string",
         "pattern": "^[0-9]+[smhd]$",
@@ -28,7 +28,7 @@ pub fn simple_interval(_: &mut SchemaGenerator) -> Schema {
 }
 
 /// An RFC 3339 timestamp.
-pub fn date_time(_: &mut SchemaGenerator) -> Schema {
+pub(super) fn date_time(_: &mut SchemaGenerator) -> Schema {
     json_schema!({
         "type": "string",
         "format": "date-time",
@@ -36,7 +36,7 @@ pub fn date_time(_: &mut SchemaGenerator) -> Schema {
 }
 
 /// A label value (Δ§2.4).
-pub fn label_map(_: &mut SchemaGenerator) -> Schema {
+pub(super) fn label_map(_: &mut SchemaGenerator) -> Schema {
     json_schema!({
         "type": "object",
         "additionalProperties": {

@@ -24,7 +24,7 @@ use crate::core::provider::users;
 use crate::core::provider::{ProviderError, ProviderProblem};
 
 #[derive(Debug, thiserror::Error)]
-pub enum ProviderWatchError {
+pub(crate) enum ProviderWatchError {
     #[error("cannot list ResourceProviders: {0}")]
     List(#[source] kube::Error),
 }

@@ -6,7 +6,7 @@ use serde_json::Value;
 use crate::api::{ResourceClaim, ResourcePool, ResourceProvider};
 
 #[derive(Debug, thiserror::Error)]
-pub enum RenderInputError {
+pub(crate) enum RenderInputError {
     #[error("{source_name}: not valid YAML: {message}")]
     Yaml {
         source_name: String,
@@ -38,7 +38,7 @@ pub enum RenderInputError {
 
 /// The objects `poolboy render` works on.
 #[derive(Debug, Default)]
-pub struct RenderInput {
+pub(crate) struct RenderInput {
     pub providers: Vec<ResourceProvider>,
     pub pool: Option<ResourcePool>,
     pub claim: Option<ResourceClaim>,
@@ -46,7 +46,11 @@ pub struct RenderInput {
 
 impl RenderInput {
     /// Adds the documents of one YAML stream; `source_name` names it in messages.
-    pub fn add_yaml(&mut self, source_name: &str, text: &str) -> Result<(), RenderInputError> {
+    pub(crate) fn add_yaml(
+        &mut self,
+        source_name: &str,
+        text: &str,
+    ) -> Result<(), RenderInputError> {
         let documents: Vec<Value> =
             serde_saphyr::from_multiple(text).map_err(|e| RenderInputError::Yaml {
                 source_name: source_name.to_owned(),
@@ -102,7 +106,7 @@ impl RenderInput {
     }
 
     /// Checks that there is something to render.
-    pub fn check_complete(&self) -> Result<(), RenderInputError> {
+    pub(crate) fn check_complete(&self) -> Result<(), RenderInputError> {
         if self.providers.is_empty() {
             return Err(RenderInputError::NoProviders);
         }

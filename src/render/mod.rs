@@ -2,7 +2,7 @@
 //! calls the function the controllers call, so what this prints is what the broker would do
 //! at `now`, for the first reconcile (no managed resource exists yet).
 
-pub mod input;
+pub(crate) mod input;
 
 use chrono::{DateTime, Utc};
 
@@ -27,7 +27,7 @@ use crate::core::template::{ClockReading, TemplateEngine};
 use crate::render::input::RenderInput;
 
 /// How to render.
-pub struct RenderOptions {
+pub(crate) struct RenderOptions {
     pub domain: OperatorDomain,
     pub operator_namespace: String,
     /// The name the created handle gets (the API server would generate `guid-xxxxx`).
@@ -37,7 +37,7 @@ pub struct RenderOptions {
 
 /// What the broker would do.
 #[derive(Debug)]
-pub struct Rendered {
+pub(crate) struct Rendered {
     /// The handle created (or, when a pooled handle fits the claim, that handle once bound).
     pub handle: ResourceHandle,
     /// What happened, in words ("binds to a handle of pool …").
@@ -47,7 +47,7 @@ pub struct Rendered {
 }
 
 #[derive(Debug)]
-pub struct RenderedResource {
+pub(crate) struct RenderedResource {
     pub index: usize,
     /// The entry's name, or its provider's.
     pub name: String,
@@ -57,7 +57,7 @@ pub struct RenderedResource {
 }
 
 #[derive(Debug)]
-pub enum RenderedOutcome {
+pub(crate) enum RenderedOutcome {
     /// The definition the broker would create.
     Definition(Value),
     /// Not created yet, and why.
@@ -66,7 +66,7 @@ pub enum RenderedOutcome {
 
 /// When the clock alone would change a resource's rendering.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum NextChange {
+pub(crate) enum NextChange {
     /// Its templates do not read the clock, or nothing they compare with it is still to come.
     Never,
     /// A comparison with the current time flips at this instant.
@@ -94,7 +94,7 @@ impl From<ClockReading> for NextChange {
 
 /// Why nothing can be rendered: each message as the broker would report it.
 #[derive(Debug, thiserror::Error)]
-pub enum RenderError {
+pub(crate) enum RenderError {
     #[error("invalid ResourceProviders:\n{}", format_problems(.0))]
     Providers(Vec<(String, ProviderProblem)>),
     #[error("the ResourceClaim is invalid:\n{}", bullet(.0))]
@@ -125,7 +125,7 @@ fn failed(e: impl std::fmt::Display) -> RenderError {
 
 /// Renders `input`: checks every provider first (all problems at once), then the claim, then
 /// produces the handle and its resources.
-pub fn render(input: RenderInput, options: &RenderOptions) -> Result<Rendered, RenderError> {
+pub(crate) fn render(input: RenderInput, options: &RenderOptions) -> Result<Rendered, RenderError> {
     let templates = TemplateEngine::new();
     let schemas = SchemaCache::default();
     let compiler = ProviderCompiler {

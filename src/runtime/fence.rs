@@ -38,7 +38,7 @@ const CLOCK_MARGIN: Duration = Duration::from_secs(2);
     "not written: Lease {lease} was not renewed by this replica within the last {seconds} s, \
      so another replica may hold it"
 )]
-pub struct LeaseNotHeld {
+pub(crate) struct LeaseNotHeld {
     lease: String,
     seconds: u64,
 }
@@ -46,7 +46,7 @@ pub struct LeaseNotHeld {
 /// When the writes of one replica may go, from what the API server answered to its Lease's
 /// requests.
 #[derive(Clone)]
-pub struct WriteFence {
+pub(crate) struct WriteFence {
     state: Arc<FenceState>,
 }
 
@@ -65,7 +65,7 @@ struct FenceState {
 impl WriteFence {
     /// The fence of the replica `identity` holding Lease `lease` of `namespace`, which lasts
     /// `duration` from each renewal; shut until a renewal opens it.
-    pub fn new(namespace: &str, lease: &str, identity: &str, duration: Duration) -> Self {
+    pub(crate) fn new(namespace: &str, lease: &str, identity: &str, duration: Duration) -> Self {
         Self {
             state: Arc::new(FenceState {
                 lease: lease.to_owned(),
@@ -143,13 +143,13 @@ impl WriteFence {
 
 /// `fence`, if there is one, before every request of `inner`.
 #[derive(Clone)]
-pub struct Fenced<S> {
+pub(crate) struct Fenced<S> {
     inner: S,
     fence: Option<WriteFence>,
 }
 
 impl<S> Fenced<S> {
-    pub fn new(inner: S, fence: Option<WriteFence>) -> Self {
+    pub(crate) fn new(inner: S, fence: Option<WriteFence>) -> Self {
         Self { inner, fence }
     }
 }

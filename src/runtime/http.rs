@@ -22,7 +22,7 @@ struct Shared {
 }
 
 /// Serves until `shutdown` completes.
-pub async fn serve(
+pub(crate) async fn serve(
     address: SocketAddr,
     metrics: Arc<Metrics>,
     ready: Arc<AtomicBool>,

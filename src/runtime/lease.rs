@@ -38,13 +38,13 @@ pub enum LeaseError {
 }
 
 /// The Lease this process holds, from [`acquire`] until dropped or [`Leadership::release`]d.
-pub struct Leadership {
+pub(crate) struct Leadership {
     holding: watch::Receiver<bool>,
     manager: JoinHandle<Result<LeaseManager, LeaseManagerError>>,
 }
 
 /// This process as a candidate for Lease `name` of `namespace`.
-pub struct Candidate {
+pub(crate) struct Candidate {
     namespace: String,
     name: String,
     /// Who it is in the Lease: its instance (the Pod's name) and process id, so that a
@@ -54,7 +54,7 @@ pub struct Candidate {
 
 impl Candidate {
     /// This process, `instance`, as a candidate for Lease `name` of `namespace`.
-    pub fn new(namespace: &str, name: &str, instance: &str) -> Self {
+    pub(crate) fn new(namespace: &str, name: &str, instance: &str) -> Self {
         Self {
             namespace: namespace.to_owned(),
             name: name.to_owned(),
@@ -63,7 +63,7 @@ impl Candidate {
     }
 
     /// The fence its client's writes pass: open while its last renewal of the Lease lasts.
-    pub fn fence(&self) -> WriteFence {
+    pub(crate) fn fence(&self) -> WriteFence {
         let duration = Duration::from_secs(LEASE_SECONDS);
         WriteFence::new(&self.namespace, &self.name, &self.identity, duration)
     }
@@ -75,7 +75,7 @@ impl Candidate {
 /// kube-lease-manager's standby sleeps until the holder's Lease would expire, so a holder that
 /// released it on a graceful stop would still be waited for. The Lease is watched as well: once
 /// a holder gives it up, a fresh manager is started, which takes it at once.
-pub async fn acquire(
+pub(crate) async fn acquire(
     client: Client,
     candidate: &Candidate,
     shutdown: impl std::future::Future<Output = ()>,
@@ -153,13 +153,13 @@ async fn released(client: Client, namespace: &str, name: &str, identity: &str) {
 
 impl Leadership {
     /// Completes when this process no longer holds the Lease.
-    pub async fn lost(&mut self) {
+    pub(crate) async fn lost(&mut self) {
         // An error means the manager ended: the Lease is not being renewed either.
         self.holding.wait_for(|holding| !*holding).map(|_| ()).await;
     }
 
     /// Gives the Lease up, so that another replica takes over at once.
-    pub async fn release(self) {
+    pub(crate) async fn release(self) {
         drop(self.holding);
         // The manager releases the Lease when its channel closes.
         let _ = tokio::time::timeout(RELEASE_TIMEOUT, self.manager).await;

@@ -4,8 +4,8 @@
 
 pub(crate) mod admission;
 pub mod client;
-pub mod fence;
-pub mod http;
+pub(crate) mod fence;
+pub(crate) mod http;
 pub mod lease;
 pub mod quarantine;
 pub mod run;

@@ -135,14 +135,14 @@ fn server_config(dir: &Path, cert: &[u8], key: &[u8]) -> Result<ServerConfig, We
 }
 
 /// The webhook server, its certificate read and checked, ready to [`WebhookServer::serve`].
-pub struct WebhookServer {
+pub(crate) struct WebhookServer {
     options: WebhookOptions,
     loaded: Loaded,
 }
 
 impl WebhookServer {
     /// Reads the certificate of `options.cert_dir`.
-    pub fn new(options: WebhookOptions) -> Result<Self, WebhookError> {
+    pub(crate) fn new(options: WebhookOptions) -> Result<Self, WebhookError> {
         let loaded = load(&options.cert_dir)?;
         Ok(Self { options, loaded })
     }

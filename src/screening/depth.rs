@@ -8,7 +8,7 @@
 
 /// Whether `json` nests containers (`{}`, `[]`) more than `limit` levels deep. A scalar has
 /// depth 0, `{}` depth 1, `{"a":[1]}` depth 2. Stops at the first container past `limit`.
-pub fn exceeds(json: &[u8], limit: usize) -> bool {
+pub(crate) fn exceeds(json: &[u8], limit: usize) -> bool {
     let mut depth = 0usize;
     let mut i = 0;
     while i < json.len() {
@@ -44,7 +44,7 @@ fn string_end(json: &[u8], open: usize) -> usize {
 
 /// One step of a path: a member name or an array index.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Segment {
+pub(crate) enum Segment {
     Key(String),
     Index(usize),
 }
@@ -134,7 +134,7 @@ fn path_of(frames: &[Frame]) -> Vec<Segment> {
 /// Where `json` first nests more than `limit` levels: the path of the first container past
 /// `limit`, preferring one outside `/metadata/managedFields` (the API server's field
 /// ownership mirrors the object's own nesting there, which would hide what the user wrote).
-pub fn too_deep_at(json: &[u8], limit: usize) -> Option<Vec<Segment>> {
+pub(crate) fn too_deep_at(json: &[u8], limit: usize) -> Option<Vec<Segment>> {
     let key_is = |frame: &Frame, name: &str| frame.key.as_deref() == Some(name);
     let mut first = None;
     let mut outside = None;
@@ -161,7 +161,7 @@ pub fn too_deep_at(json: &[u8], limit: usize) -> Option<Vec<Segment>> {
 
 /// The path of the value being read at byte `offset` of `json`: where a decoding error at
 /// that offset is.
-pub fn path_at(json: &[u8], offset: usize) -> Vec<Segment> {
+pub(crate) fn path_at(json: &[u8], offset: usize) -> Vec<Segment> {
     let mut path = Vec::new();
     walk(json, Some(offset), |frames| {
         path = frames.iter().map(Frame::segment).collect();
@@ -172,7 +172,7 @@ pub fn path_at(json: &[u8], offset: usize) -> Vec<Segment> {
 
 /// A path as a JSON pointer (RFC 6901), with at most `shown` segments: a path deeper than
 /// that ends in `/…`.
-pub fn pointer(path: &[Segment], shown: usize) -> String {
+pub(crate) fn pointer(path: &[Segment], shown: usize) -> String {
     let mut out = String::new();
     for segment in path.iter().take(shown) {
         out.push('/');

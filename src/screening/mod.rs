@@ -9,8 +9,8 @@
 //! "screening"). Pure: the tower layer that applies this, and the registry of what was set
 //! aside, are in `runtime`.
 
-pub mod depth;
-pub mod request;
+pub(crate) mod depth;
+pub(crate) mod request;
 #[cfg(test)]
 mod tests;
 
@@ -27,7 +27,7 @@ use serde_json::value::RawValue;
 /// container when it enters it and fails when the count reaches 128), and kube decodes each
 /// LIST item two levels down (`{"items": [item]}`), each WATCH object one. The tests pin both
 /// envelopes at this depth and one past it.
-pub const MAX_OBJECT_DEPTH: usize = 125;
+pub(crate) const MAX_OBJECT_DEPTH: usize = 125;
 
 /// How many segments of a path a report shows.
 const SHOWN_SEGMENTS: usize = 12;
@@ -102,7 +102,7 @@ pub struct SetAside {
 
 /// What the screening learned about one object.
 #[derive(Clone, Debug, PartialEq)]
-pub enum Seen {
+pub(crate) enum Seen {
     /// It decodes (reported only when asked for: it costs a parse of its metadata).
     Decodable(ObjectName),
     SetAside(SetAside),
@@ -115,14 +115,14 @@ pub enum Seen {
 pub struct ListScreen {
     /// The body without the items set aside; `None` when nothing was (pass the original).
     pub body: Option<String>,
-    pub seen: Vec<Seen>,
+    pub(crate) seen: Vec<Seen>,
     /// One page of several: more follow (`metadata.continue`).
-    pub paged: bool,
+    pub(crate) paged: bool,
 }
 
 /// What becomes of a WATCH event line.
 #[derive(Debug, PartialEq)]
-pub enum Line {
+pub(crate) enum Line {
     Keep,
     /// This line (ending in a newline) instead.
     Replace(String),
@@ -130,7 +130,7 @@ pub enum Line {
 }
 
 #[derive(Debug)]
-pub struct EventScreen {
+pub(crate) struct EventScreen {
     pub line: Line,
     pub seen: Option<Seen>,
 }
@@ -190,7 +190,7 @@ pub fn screen_list(body: &str, decode: Option<TypedDecode>, names: bool) -> Opti
 }
 
 /// Screens one WATCH event line (without its newline).
-pub fn screen_event(line: &str, decode: Option<TypedDecode>, names: bool) -> EventScreen {
+pub(crate) fn screen_event(line: &str, decode: Option<TypedDecode>, names: bool) -> EventScreen {
     let keep = EventScreen {
         line: Line::Keep,
         seen: None,
@@ -242,7 +242,7 @@ pub fn screen_event(line: &str, decode: Option<TypedDecode>, names: bool) -> Eve
 /// (the stores drop them too, as Poolboy's cache does), so kube need not decode them. `None`
 /// when there are none to take out, or `object` is not a JSON object with an object for its
 /// metadata (it then goes on as it came).
-pub fn without_managed_fields(object: &str) -> Option<String> {
+pub(crate) fn without_managed_fields(object: &str) -> Option<String> {
     let members: Members = serde_json::from_str(object).ok()?;
     let metadata: Members = serde_json::from_str(members.get("metadata")?.get()).ok()?;
     metadata.get("managedFields")?;

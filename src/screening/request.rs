@@ -4,7 +4,7 @@
 
 /// A collection GET.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct CollectionRead {
+pub(crate) struct CollectionRead {
     /// The API group, empty for the core group.
     pub group: String,
     pub version: String,
@@ -26,7 +26,7 @@ pub struct CollectionRead {
 
 impl CollectionRead {
     /// The collection a GET of `path?query` reads, if it reads one.
-    pub fn of_get(path: &str, query: Option<&str>) -> Option<Self> {
+    pub(crate) fn of_get(path: &str, query: Option<&str>) -> Option<Self> {
         let mut segments = path.trim_matches('/').split('/');
         let (group, version) = match segments.next()? {
             "api" => (String::new(), segments.next()?),
@@ -71,7 +71,7 @@ impl CollectionRead {
 
 /// The verb the API server names a request of `method` to `path?query` by: a GET of a
 /// collection is a `list` or a `watch`, of one object a `get`.
-pub fn verb(method: &str, path: &str, query: Option<&str>) -> &'static str {
+pub(crate) fn verb(method: &str, path: &str, query: Option<&str>) -> &'static str {
     match method {
         "GET" => match CollectionRead::of_get(path, query) {
             Some(read) if read.watch => "watch",

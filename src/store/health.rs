@@ -14,7 +14,7 @@ const FAILURE_MEMORY: Duration = Duration::from_secs(60);
 
 /// The last failure of each watch that has not recovered since, by name.
 #[derive(Clone, Default)]
-pub struct WatchHealth {
+pub(crate) struct WatchHealth {
     failures: Arc<Mutex<HashMap<String, (Instant, String)>>>,
 }
 
@@ -38,7 +38,7 @@ impl WatchHealth {
     }
 
     /// The watches failing now and their last error, sorted by name.
-    pub fn failing(&self) -> Vec<(String, String)> {
+    pub(crate) fn failing(&self) -> Vec<(String, String)> {
         let failures = match self.failures.lock() {
             Ok(failures) => failures,
             Err(poisoned) => poisoned.into_inner(),

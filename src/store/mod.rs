@@ -8,7 +8,7 @@ pub(crate) mod claim_readers;
 pub(crate) mod claim_summaries;
 pub(crate) mod deleted_by_claims;
 pub(crate) mod free_handles;
-pub mod health;
+pub(crate) mod health;
 pub(crate) mod packed;
 pub(crate) mod pool_index;
 pub(crate) mod relist;

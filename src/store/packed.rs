@@ -49,7 +49,7 @@ const SAMPLE_EVERY: usize = 4;
 
 /// Why a packed object does not unpack.
 #[derive(Debug, thiserror::Error)]
-pub enum UnpackError {
+pub(crate) enum UnpackError {
     #[error("cannot decompress a packed object: {0}")]
     Decompress(&'static str),
     #[error("cannot decode a packed object: {0}")]
