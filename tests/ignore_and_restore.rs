@@ -299,7 +299,9 @@ async fn restored_claims_are_adopted_not_duplicated() {
         bound_spec("with-status"),
     )
     .await;
-    let status = json!({"status": {"resourceHandle": objects::reference("ResourceHandle", &first, &env.namespace)}});
+    // Recorded with another operator namespace, as upstream Poolboy's own restore test writes
+    // it: the handle is looked up by name where handles live (§7 step 5).
+    let status = json!({"status": {"resourceHandle": objects::reference("ResourceHandle", &first, "poolboy-dev")}});
     claims
         .patch_status(
             "with-status",

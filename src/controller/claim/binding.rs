@@ -88,21 +88,22 @@ pub(crate) fn latest_copy(
 /// The handle the claim's status names: from the claim controller's store, else from the
 /// API (the store may not show a handle created a moment ago). `None` only when the API
 /// server says 404; a handle being deleted is still there (§16: never rebind then).
+///
+/// Looked up by name in the operator namespace, where handles live, as Poolboy does (§7 step
+/// 5): the namespace the status records is not read, so a status restored from an installation
+/// with another operator namespace still finds its handle.
 pub(crate) async fn find_handle(
     ctx: &ClaimContext,
     reference: &ClaimHandleRef,
 ) -> Result<Option<HandleObject>, ClaimError> {
-    let index = &ctx.index;
-    if let Some(handle) = index.handle(
-        &reference.namespace,
-        &reference.name,
-        &ctx.kinds.stored_handle,
-    ) {
+    let namespace = &ctx.config.operator_namespace;
+    if let Some(handle) = ctx
+        .index
+        .handle(namespace, &reference.name, &ctx.kinds.stored_handle)
+    {
         return Ok(Some((*handle).clone()));
     }
-    Ok(handles_api(ctx, &reference.namespace)
-        .get_opt(&reference.name)
-        .await?)
+    Ok(handles_api(ctx, namespace).get_opt(&reference.name).await?)
 }
 
 /// Gives the claim a handle (§7.1, §7.2, Δ§3.2).
