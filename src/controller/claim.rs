@@ -666,14 +666,18 @@ async fn sync_bound(
         }
     };
     // §7 steps 9–10: a template error in a condition is bad input, and the condition false.
-    let auto = auto_action(&AutoInput {
-        claim: &view,
-        handle: &handle_view,
-        provider: resolved.provider.as_ref().map(|p| p.resource()),
-        templates,
-        domain,
-        now,
-    });
+    let decide = |claim: &crate::api::ResourceClaim| {
+        auto_action(&AutoInput {
+            claim,
+            handle: &handle_view,
+            provider: resolved.provider.as_ref().map(|p| p.resource()),
+            templates,
+            domain,
+            now,
+        })
+    };
+    let auto = decide(&view);
+    let read_version = claim.metadata.resource_version.clone();
     let bound = Mirrored {
         resolved,
         handle: &handle_view,
@@ -687,8 +691,15 @@ async fn sync_bound(
         // Going away, and the claim with it: nothing to propagate.
         return Ok(Action::await_change());
     }
-    if let ControlFlow::Break(action) = act_automatically(ctx, &claim, &handle, auto.action).await?
-    {
+    // The conditions read the claim's status, which the write above may just have changed (its
+    // handle's summary, say); the write's echo wakes no pass, so they are decided again on the
+    // claim as written. What they report as errors is the first decision's, in that status.
+    let action = if claim.metadata.resource_version == read_version {
+        auto.action
+    } else {
+        decide(&Kinds::claim_of(&claim)).action
+    };
+    if let ControlFlow::Break(action) = act_automatically(ctx, &claim, &handle, action).await? {
         return Ok(action);
     }
     // §7.4 first-ready reset: the default lifespan counts from readiness.
