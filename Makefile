@@ -1,6 +1,6 @@
 # poolboy developer entry points. `make test` is THE test command (CI runs it
 # through .ci/run).
-.PHONY: help cluster cluster-down cluster-status cluster-build image deploy undeploy test run bench bench-scale soak chaos
+.PHONY: help cluster cluster-down cluster-status cluster-build image deploy undeploy test run bench bench-scale soak chaos upstream-acceptance
 
 help:
 	@echo "make cluster         start the local control plane (kubeconfig: target/cluster/kubeconfig)"
@@ -16,6 +16,7 @@ help:
 	@echo "make bench-scale     the broker at 10,000 and 100,000 bound claims: start, memory, a warm bind, idle"
 	@echo "make soak            claims coming and going for SOAK_MINUTES (12) at SOAK_RATE/s (6), SOAK_LIVE (100) live: RSS, CPU, binds; an SVG"
 	@echo "make chaos           3 long chaos runs: 2 broker processes killed at random, an API-server restart"
+	@echo "make upstream-acceptance  upstream Poolboy's own Ansible scenarios against the broker (POOLBOY_UPSTREAM: its checkout)"
 
 cluster:
 	@hack/cluster/cluster.sh up
@@ -56,3 +57,6 @@ soak:
 
 chaos:
 	@hack/chaos.sh
+
+upstream-acceptance:
+	@hack/upstream-acceptance.sh
