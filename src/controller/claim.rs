@@ -653,10 +653,11 @@ async fn sync_bound(
     let view = Kinds::claim_of(&claim);
     let handle_view = Kinds::handle_of(&handle);
     let subjects = Subjects::new(Some(&resolved.claim), Some(&handle_view), domain);
+    let bound_on = bind.map(|b| b.bound_on);
     let lifespan = handle_lifespan(&handle_view, &subjects, templates, now)
         .map_err(|e| e.to_string())
         .and_then(|evaluated| {
-            lifespan::sync_claim_lifespan(&view, &handle_view, &evaluated, now)
+            lifespan::sync_claim_lifespan(&view, &handle_view, &evaluated, now, bound_on)
                 .map_err(|e| e.to_string())
         });
     let sync = match lifespan {

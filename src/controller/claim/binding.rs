@@ -29,17 +29,25 @@ pub(crate) struct Pending {
     pub(crate) rewrite_requested_end: Option<DateTime<Utc>>,
     /// When this process gave it.
     pub(crate) bound_at: Instant,
+    /// The pass's instant the bind was decided at (its lifespan's clock): the claim's
+    /// `status.lifespan.start`, so that its end is the handle's default after it to the second.
+    pub(crate) bound_on: DateTime<Utc>,
     /// Why no existing handle fitted, when this one was made for the claim: its `Bound`
     /// Event says it.
     pub(crate) created_because: Option<String>,
 }
 
 impl Pending {
-    fn new(handle: HandleObject, rewrite_requested_end: Option<DateTime<Utc>>) -> Self {
+    fn new(
+        handle: HandleObject,
+        rewrite_requested_end: Option<DateTime<Utc>>,
+        bound_on: DateTime<Utc>,
+    ) -> Self {
         Self {
             handle,
             rewrite_requested_end,
             bound_at: Instant::now(),
+            bound_on,
             created_because: None,
         }
     }
@@ -118,7 +126,7 @@ pub(crate) async fn bind_or_create(
     // fresh read after the failure shows it bound to this claim).
     let snapshot = ctx.index.free_handles();
     if let Some(handle) = adoptable(ctx, claim).await? {
-        return Ok(Outcome::Bound(Box::new(Pending::new(handle, None))));
+        return Ok(Outcome::Bound(Box::new(Pending::new(handle, None, now))));
     }
     if let Some(waiting) = super::limits::admit(ctx, claim, resolved) {
         return Ok(Outcome::Waiting(waiting));
@@ -131,7 +139,7 @@ pub(crate) async fn bind_or_create(
     // Another process may have bound this very claim while the search went on: adopt its
     // handle, never make a second.
     if let Some(handle) = adoptable(ctx, claim).await? {
-        return Ok(Outcome::Bound(Box::new(Pending::new(handle, None))));
+        return Ok(Outcome::Bound(Box::new(Pending::new(handle, None, now))));
     }
     let why = why_no_handle_fits(ctx, claim, resolved, &snapshot, now);
     if !resolved.creation_allowed() {
@@ -386,7 +394,7 @@ async fn try_bind(
             Written::Done(bound) => {
                 index.taken(&name, handle.metadata.resource_version.as_deref());
                 tracing::info!(claim = %claim_key(claim), handle = %name, "bound claim to handle");
-                return Ok(Some(Pending::new(bound, plan.rewrite_requested_end)));
+                return Ok(Some(Pending::new(bound, plan.rewrite_requested_end, now)));
             }
             Written::Gone => return Ok(None),
             // Taken, or the stored copy was stale: look again.
@@ -400,7 +408,7 @@ async fn try_bind(
                 };
                 if bound_to(&fresh, claim) && fresh.metadata.deletion_timestamp.is_none() {
                     // Another process bound it to this very claim: take it as ours.
-                    return Ok(Some(Pending::new(fresh, None)));
+                    return Ok(Some(Pending::new(fresh, None, now)));
                 }
                 if fresh.spec.resource_claim.is_some()
                     || fresh.metadata.deletion_timestamp.is_some()
@@ -467,6 +475,7 @@ async fn create(
                 return Ok(Outcome::Bound(Box::new(Pending::new(
                     existing,
                     created.rewrite_requested_end,
+                    now,
                 ))));
             }
             // Taken by another claim (or a predecessor being deleted): a generated name.
@@ -487,6 +496,7 @@ async fn create(
     Ok(Outcome::Bound(Box::new(Pending::new(
         made,
         created.rewrite_requested_end,
+        now,
     ))))
 }
 

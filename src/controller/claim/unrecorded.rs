@@ -227,6 +227,7 @@ mod tests {
             handle,
             rewrite_requested_end: None,
             bound_at,
+            bound_on: chrono::DateTime::UNIX_EPOCH,
             created_because: None,
         }
     }

@@ -404,8 +404,10 @@ pub(crate) struct ClaimLifespanSync {
 /// Syncs a claim's lifespan from its bound handle (Poolboy 1.12 §7 step 8 and §7.4): `lifespan`
 /// is the handle's lifespan evaluated for this claim, each `text` the rendered string.
 ///
-/// `status`: a claim without `status.lifespan` (just bound) gets `start = now`; otherwise its
-/// `start` is kept. `end` mirrors the handle's end (absent when the handle has none),
+/// `status`: a claim without `status.lifespan` (just bound) gets `start = bound_on`, the
+/// instant the bind was decided at, whose clock set the handle's end (so a default of 23s is 23
+/// seconds after the start; the record may be written a pass later), or `now` without one;
+/// otherwise its `start` is kept. `end` mirrors the handle's end (absent when the handle has none),
 /// `firstReady` is kept or set to now the first time the handle is ready, and `maximum` /
 /// `relativeMaximum` follow the current evaluation. They are written in the CRD's single-unit
 /// form: the rendered text when it is one (`72h`), else the value in its largest exact unit
@@ -420,6 +422,7 @@ pub(crate) fn sync_claim_lifespan(
     handle: &ResourceHandle,
     lifespan: &EvaluatedLifespan,
     now: DateTime<Utc>,
+    bound_on: Option<DateTime<Utc>>,
 ) -> Result<ClaimLifespanSync, LifespanError> {
     let ready = handle.status.as_ref().and_then(|s| s.ready) == Some(true);
     let handle_end = handle
@@ -445,7 +448,7 @@ pub(crate) fn sync_claim_lifespan(
     let mut reset_request = None;
     match current {
         None => {
-            status.start = Some(now_text.clone());
+            status.start = Some(format_timestamp(bound_on.unwrap_or(now)));
             status.first_ready = ready.then_some(now_text);
         }
         Some(current) => {

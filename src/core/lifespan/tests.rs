@@ -643,7 +643,7 @@ fn handle_lifespan() -> EvaluatedLifespan {
 fn bind_writes_a_new_status_lifespan() {
     let c = claim(None, None, Some("2026-11-20T00:00:00Z"));
     let h = handle(Some("2026-11-21T16:00:00Z"), Some(true));
-    let got = sync_claim_lifespan(&c, &h, &handle_lifespan(), now()).unwrap();
+    let got = sync_claim_lifespan(&c, &h, &handle_lifespan(), now(), None).unwrap();
     assert_eq!(
         got,
         ClaimLifespanSync {
@@ -660,11 +660,28 @@ fn bind_writes_a_new_status_lifespan() {
     );
 }
 
+/// The bind is recorded a pass after it was decided (its handle's resources first): the
+/// start is the bind's instant, whose clock set the handle's end, not the recording pass's.
+#[test]
+fn a_bind_recorded_later_starts_when_it_was_decided() {
+    let c = claim(None, None, None);
+    let h = handle(Some("2026-11-21T12:00:23Z"), Some(true));
+    let decided = at("2026-11-21T12:00:00.900Z");
+    let recorded = at("2026-11-21T12:00:01.100Z");
+    let got = sync_claim_lifespan(&c, &h, &handle_lifespan(), recorded, Some(decided)).unwrap();
+    assert_eq!(got.status.start.as_deref(), Some("2026-11-21T12:00:00Z"));
+    assert_eq!(got.status.end.as_deref(), Some("2026-11-21T12:00:23Z"));
+    assert_eq!(
+        got.status.first_ready.as_deref(),
+        Some("2026-11-21T12:00:01Z")
+    );
+}
+
 #[test]
 fn bind_to_a_handle_without_lifespan_still_records_the_start() {
     let c = claim(None, None, None);
     let h = handle(None, None);
-    let got = sync_claim_lifespan(&c, &h, &EvaluatedLifespan::default(), now()).unwrap();
+    let got = sync_claim_lifespan(&c, &h, &EvaluatedLifespan::default(), now(), None).unwrap();
     assert_eq!(
         got.status,
         ClaimStatusLifespan {
@@ -682,7 +699,7 @@ fn first_ready_resets_an_unset_request() {
         None,
     );
     let h = handle(Some("2026-11-21T12:00:00Z"), Some(true));
-    let got = sync_claim_lifespan(&c, &h, &handle_lifespan(), now()).unwrap();
+    let got = sync_claim_lifespan(&c, &h, &handle_lifespan(), now(), None).unwrap();
     assert_eq!(got.reset_request, Some(at("2026-11-21T16:00:00Z")));
     assert_eq!(
         got.status.first_ready.as_deref(),
@@ -699,7 +716,8 @@ fn first_ready_resets_a_request_still_at_start_plus_default() {
         None,
     );
     let h = handle(Some("2026-11-21T12:00:00Z"), Some(true));
-    let got = sync_claim_lifespan(&c, &h, &handle_lifespan(), at("2026-11-21T09:30:00Z")).unwrap();
+    let got =
+        sync_claim_lifespan(&c, &h, &handle_lifespan(), at("2026-11-21T09:30:00Z"), None).unwrap();
     assert_eq!(got.reset_request, Some(at("2026-11-21T13:30:00Z")));
 }
 
@@ -711,7 +729,7 @@ fn first_ready_keeps_a_user_request() {
         None,
     );
     let h = handle(Some("2026-11-25T00:00:00Z"), Some(true));
-    let got = sync_claim_lifespan(&c, &h, &handle_lifespan(), now()).unwrap();
+    let got = sync_claim_lifespan(&c, &h, &handle_lifespan(), now(), None).unwrap();
     assert_eq!(got.reset_request, None);
     assert_eq!(
         got.status.first_ready.as_deref(),
@@ -730,7 +748,7 @@ fn first_ready_happens_once() {
         None,
     );
     let h = handle(Some("2026-11-21T13:00:00Z"), Some(true));
-    let got = sync_claim_lifespan(&c, &h, &handle_lifespan(), now()).unwrap();
+    let got = sync_claim_lifespan(&c, &h, &handle_lifespan(), now(), None).unwrap();
     assert_eq!(got.reset_request, None);
     assert_eq!(
         got.status.first_ready.as_deref(),
@@ -750,7 +768,7 @@ fn no_reset_without_default_or_readiness() {
         default: None,
         ..handle_lifespan()
     };
-    let got = sync_claim_lifespan(&c, &ready, &no_default, now()).unwrap();
+    let got = sync_claim_lifespan(&c, &ready, &no_default, now(), None).unwrap();
     assert_eq!(got.reset_request, None);
     assert_eq!(
         got.status.first_ready.as_deref(),
@@ -758,7 +776,7 @@ fn no_reset_without_default_or_readiness() {
     );
 
     let not_ready = handle(Some("2026-11-22T00:00:00Z"), Some(false));
-    let got = sync_claim_lifespan(&c, &not_ready, &handle_lifespan(), now()).unwrap();
+    let got = sync_claim_lifespan(&c, &not_ready, &handle_lifespan(), now(), None).unwrap();
     assert_eq!(got.reset_request, None);
     assert_eq!(got.status.first_ready, None);
 }
@@ -779,7 +797,7 @@ fn status_mirrors_the_handle_end_and_current_maximums() {
         maximum: interval("{{ m }}", days(2)),
         relative_maximum: None,
     };
-    let got = sync_claim_lifespan(&c, &h, &evaluated, now()).unwrap();
+    let got = sync_claim_lifespan(&c, &h, &evaluated, now(), None).unwrap();
     assert_eq!(
         got.status,
         ClaimStatusLifespan {
