@@ -362,7 +362,7 @@ async fn finalize(
         .and_then(|s| s.resource_handle.as_ref());
     if let Some(handle) = handle.filter(|h| h.detached != Some(true)) {
         // Where handles live, as `binding::find_handle` reads it.
-        let api = binding::handles_api(ctx, &ctx.config.operator_namespace);
+        let api = ctx.handles_api();
         // Being deleted now (its finalizer runs): it says why.
         if let Written::Done(Some(deleted)) = write::delete_named(&api, &handle.name).await? {
             if let Some(uid) = &deleted.metadata.uid {

@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use chrono::{DateTime, Utc};
 use kube::ResourceExt;
-use kube::api::{Api, Patch};
+use kube::api::Patch;
 
 use super::super::write::{self, Target, Written};
 use super::{ClaimContext, ClaimError};
@@ -66,10 +66,6 @@ pub(crate) enum Outcome {
     Invalid(String),
 }
 
-pub(crate) fn handles_api(ctx: &ClaimContext, namespace: &str) -> Api<HandleObject> {
-    Api::namespaced_with(ctx.client.clone(), namespace, &ctx.kinds.handle)
-}
-
 /// Whether `handle` names `claim` as its claim.
 pub(crate) fn bound_to(handle: &HandleObject, claim: &ClaimObject) -> bool {
     handle.spec.resource_claim.as_ref().is_some_and(|r| {
@@ -111,7 +107,7 @@ pub(crate) async fn find_handle(
     {
         return Ok(Some((*handle).clone()));
     }
-    Ok(handles_api(ctx, namespace).get_opt(&reference.name).await?)
+    Ok(ctx.handles_api().get_opt(&reference.name).await?)
 }
 
 /// Gives the claim a handle (§7.1, §7.2, Δ§3.2).
@@ -221,9 +217,8 @@ async fn adoptable(
     ctx: &ClaimContext,
     claim: &ClaimObject,
 ) -> Result<Option<HandleObject>, ClaimError> {
-    let namespace = ctx.config.operator_namespace.as_str();
     for name in live_bound_handles(ctx, claim) {
-        let fresh = handles_api(ctx, namespace).get_opt(&name).await?;
+        let fresh = ctx.handles_api().get_opt(&name).await?;
         if let Some(fresh) =
             fresh.filter(|h| h.metadata.deletion_timestamp.is_none() && bound_to(h, claim))
         {
@@ -373,7 +368,7 @@ async fn try_bind(
 ) -> Result<Option<Pending>, ClaimError> {
     let index = &ctx.index;
     let operator_namespace = ctx.config.operator_namespace.as_str();
-    let api = handles_api(ctx, operator_namespace);
+    let api = ctx.handles_api();
     let name = handle.metadata.name.clone().unwrap_or_default();
     for _ in 0..2 {
         let Some(plan) = bind_plan(ctx, &handle, resolved, now) else {
@@ -463,7 +458,7 @@ async fn create(
     let uid = claim.metadata.uid.as_deref().unwrap_or_default();
     let name = claim_handle_name(uid);
     handle.metadata.name = Some(name.clone());
-    let api = handles_api(ctx, &ctx.config.operator_namespace);
+    let api = ctx.handles_api();
     let handle = ctx.kinds.handle_object(handle);
     let made = match write::create(&api, &handle).await? {
         Written::Done(made) => made,
@@ -510,7 +505,7 @@ pub(crate) async fn delete_strays(
     recorded: Option<&str>,
     just_bound: Option<HandleObject>,
 ) -> Result<(), ClaimError> {
-    let api = handles_api(ctx, &ctx.config.operator_namespace);
+    let api = ctx.handles_api();
     let unrecorded = just_bound.filter(|h| h.metadata.name.as_deref() != recorded);
     let unrecorded_name = unrecorded.as_ref().map(ResourceExt::name_any);
     let stored = strays(ctx, claim, recorded)
@@ -533,9 +528,8 @@ pub(crate) async fn release(
     claim: &ClaimObject,
     handle: &HandleObject,
 ) -> Result<(), ClaimError> {
-    let namespace = handle.metadata.namespace.as_deref().unwrap_or_default();
     let name = handle.metadata.name.as_deref().unwrap_or_default();
-    let api = handles_api(ctx, namespace);
+    let api = ctx.handles_api();
     let patch = Patch::Json::<()>(unbind_patch(
         &Kinds::handle_of(handle),
         &Kinds::claim_of(claim),
@@ -565,9 +559,8 @@ pub(crate) async fn propagate(
 ) -> Result<Result<Option<DateTime<Utc>>, String>, ClaimError> {
     let domain = ctx.domain();
     let claim_view = Kinds::claim_of(claim);
-    let namespace = handle.metadata.namespace.clone().unwrap_or_default();
     let name = handle.metadata.name.clone().unwrap_or_default();
-    let api = handles_api(ctx, &namespace);
+    let api = ctx.handles_api();
     let mut handle = handle;
     for _ in 0..3 {
         let handle_view = Kinds::handle_of(&handle);
