@@ -1,9 +1,9 @@
 //! Moving over from Poolboy 1.17 (README, "Moving from Poolboy 1.17"): an installation exactly
 //! as Poolboy 1.17.3 wrote it (tests/fixtures/poolboy-1.17.3), and the same installation in
 //! the other shapes Poolboy writes (a pool with vars, parameters and a linked provider, the
-//! spec references of older releases), is taken over with no object created or deleted, no
-//! claim rebound, the claims' status kept, and no write but those docs/compatibility.md lists
-//! under "Taking over from Poolboy".
+//! spec references of older releases), and a claim whose requested end Poolboy slides forward,
+//! is taken over with no object created or deleted, no claim rebound, the claims' status kept,
+//! and no write but those docs/compatibility.md lists under "Taking over from Poolboy".
 
 mod support;
 
@@ -69,8 +69,16 @@ fn api(env: &TestEnv, kind: &str) -> Api<DynamicObject> {
 /// The objects Poolboy 1.17.3 wrote, moved to `namespace` (both its operator namespace,
 /// `poolboy`, and the claims' namespace, `mig-user`, become the test namespace).
 fn recorded_installation(namespace: &str) -> Vec<Value> {
-    let list: Value = serde_json::from_str(include_str!("fixtures/poolboy-1.17.3/objects.json"))
-        .expect("the fixture is JSON");
+    recorded(
+        include_str!("fixtures/poolboy-1.17.3/objects.json"),
+        namespace,
+    )
+}
+
+/// The objects of `list` (a `v1` List of the fixture), moved to `namespace` as
+/// [`recorded_installation`] says.
+fn recorded(list: &str, namespace: &str) -> Vec<Value> {
+    let list: Value = serde_json::from_str(list).expect("the fixture is JSON");
     let mut items = list["items"].as_array().cloned().expect("a List");
     for item in &mut items {
         rename_namespaces(item, namespace);
@@ -405,6 +413,7 @@ fn matches(pattern: &str, path: &str) -> bool {
 fn unlisted_writes(
     before: &BTreeMap<(String, String), Value>,
     after: &BTreeMap<(String, String), Value>,
+    also_listed: &[(&str, &str)],
 ) -> Vec<String> {
     let mut unlisted = Vec::new();
     for ((kind, name), old) in before {
@@ -423,6 +432,7 @@ fn unlisted_writes(
             .any(|p| path == *p || path.starts_with(&format!("{p}/")));
             let listed = TAKEOVER_WRITES
                 .iter()
+                .chain(also_listed)
                 .any(|(k, pattern)| k == kind && matches(pattern, &path));
             if !bookkeeping && !listed {
                 unlisted.push(format!("{kind} {name} {path}"));
@@ -454,9 +464,14 @@ fn leaves(value: &Value, path: &str, out: &mut Vec<String>) {
 }
 
 /// Takes `objects` over: loads them, starts the broker, waits until it has judged every
-/// object and nothing more is written, and checks the takeover as the module says. Returns
-/// the running broker.
-async fn take_over(env: &TestEnv, objects: Vec<Value>) -> TestOperator {
+/// object and nothing more is written, and checks the takeover as the module says, with the
+/// writes of `also_listed` (by kind, as in [`TAKEOVER_WRITES`]) allowed besides. Returns the
+/// running broker.
+async fn take_over(
+    env: &TestEnv,
+    objects: Vec<Value>,
+    also_listed: &[(&str, &str)],
+) -> TestOperator {
     load(env, objects).await;
     let before = snapshot(env).await;
     let writes = record_writes(env).await;
@@ -534,7 +549,7 @@ async fn take_over(env: &TestEnv, objects: Vec<Value>) -> TestOperator {
             "claim {name} lost status fields Poolboy wrote: {lost:?}"
         );
     }
-    let unlisted = unlisted_writes(&before, &after);
+    let unlisted = unlisted_writes(&before, &after, also_listed);
     assert!(
         unlisted.is_empty(),
         "writes on takeover that docs/compatibility.md does not list:\n{}",
@@ -559,10 +574,9 @@ async fn unbound_handles(env: &TestEnv, pool: &str) -> BTreeSet<String> {
 /// The pool's unbound handles in the recorded installation.
 const UNBOUND: [&str; 3] = ["guid-5k2mx", "guid-b9ddc", "guid-fh5dm"];
 
-/// After the takeover the broker manages what it took over: a claim's template edit reaches
-/// its ConfigMap, and a deleted claim takes its handle and ConfigMap with it (through
-/// Poolboy's finalizers).
-async fn managed_after_takeover(env: &TestEnv, edited: &str, configmap: &str, deleted: &str) {
+/// Edits the first template of claim `edited` (its `data.k`, which the providers' update
+/// filters let through) and waits until ConfigMap `configmap` has the edit.
+async fn edit_reaches_its_configmap(env: &TestEnv, edited: &str, configmap: &str) {
     let claims = api(env, "ResourceClaim");
     let claim = claims.get(edited).await.expect("the claim");
     let mut resources = claim.data["spec"]["resources"].clone();
@@ -581,7 +595,16 @@ async fn managed_after_takeover(env: &TestEnv, edited: &str, configmap: &str, de
         (data.get("k").map(String::as_str) == Some("edited")).then_some(())
     })
     .await;
+}
 
+/// After the takeover the broker manages what it took over: a claim's template edit reaches
+/// its ConfigMap, and a deleted claim takes its handle and ConfigMap with it (through
+/// Poolboy's finalizers).
+async fn managed_after_takeover(env: &TestEnv, edited: &str, configmap: &str, deleted: &str) {
+    edit_reaches_its_configmap(env, edited, configmap).await;
+
+    let claims = api(env, "ResourceClaim");
+    let configmaps = env.api::<ConfigMap>();
     let claim = claims.get(deleted).await.expect("the claim");
     let handle = claim.data["status"]["resourceHandle"]["name"].clone();
     let handle = handle.as_str().unwrap_or_default().to_owned();
@@ -608,7 +631,7 @@ async fn managed_after_takeover(env: &TestEnv, edited: &str, configmap: &str, de
 async fn the_recorded_installation_moves_over_untouched() {
     let env = TestEnv::new().await;
     let objects = recorded_installation(&env.namespace);
-    let operator = take_over(&env, objects).await;
+    let operator = take_over(&env, objects, &[]).await;
     assert_eq!(
         unbound_handles(&env, "pool").await,
         BTreeSet::from(UNBOUND.map(str::to_owned)),
@@ -634,7 +657,7 @@ async fn a_pool_with_vars_moves_over_untouched() {
             handle["spec"]["vars"] = vars.clone();
         }
     }
-    let operator = take_over(&env, objects).await;
+    let operator = take_over(&env, objects, &[]).await;
     assert_eq!(
         unbound_handles(&env, "pool").await,
         BTreeSet::from(UNBOUND.map(str::to_owned)),
@@ -659,7 +682,7 @@ async fn references_in_the_spec_as_poolboy_1_12_kept_them_move_over_untouched() 
             handle["spec"]["resources"][index]["reference"] = reference;
         }
     }
-    let operator = take_over(&env, objects).await;
+    let operator = take_over(&env, objects, &[]).await;
     assert_eq!(
         unbound_handles(&env, "pool").await,
         BTreeSet::from(UNBOUND.map(str::to_owned)),
@@ -756,10 +779,63 @@ fn with_linked_provider(namespace: &str) -> Vec<Value> {
 async fn claims_and_a_pool_of_a_linked_provider_with_parameters_move_over_untouched() {
     let env = TestEnv::new().await;
     let objects = with_linked_provider(&env.namespace);
-    let operator = take_over(&env, objects).await;
+    let operator = take_over(&env, objects, &[]).await;
     assert_eq!(
         unbound_handles(&env, "pool").await,
         BTreeSet::from(UNBOUND.map(str::to_owned)),
     );
+    env.teardown([operator]).await;
+}
+
+/// What taking over a claim whose requested end lies beyond its relativeMaximum writes besides
+/// [`TAKEOVER_WRITES`] (docs/compatibility.md, "Taking over from Poolboy"): the clamped end,
+/// into the claim's spec, its handle's spec and the claim's status.
+const SLIDING_END_WRITES: &[(&str, &str)] = &[
+    ("ResourceClaim", "/spec/lifespan/end"),
+    ("ResourceClaim", "/status/lifespan/end"),
+    ("ResourceHandle", "/spec/lifespan/end"),
+];
+
+/// Claim `slide1` asks for an end in 2099 of a provider whose relativeMaximum is 2 days:
+/// Poolboy 1.17.3 clamps it to now + 2 days on every pass, so its handle's end slides forward
+/// (tests/fixtures/poolboy-1.17.3/sliding-end.json, recorded while it slid). Taken over, the
+/// clamped end is written back to the claim once, and a later pass keeps it where it is.
+#[tokio::test]
+async fn a_sliding_requested_end_is_written_back_once_and_stays_put() {
+    let env = TestEnv::new().await;
+    let objects = recorded(
+        include_str!("fixtures/poolboy-1.17.3/sliding-end.json"),
+        &env.namespace,
+    );
+    let claims = api(&env, "ResourceClaim");
+    let handles = api(&env, "ResourceHandle");
+    let operator = take_over(&env, objects, SLIDING_END_WRITES).await;
+    let taken_over = claims.get("slide1").await.expect("the claim");
+    let end = |object: &DynamicObject, at: &str| text(&object.data[at]["lifespan"]["end"]);
+    let clamped = end(&taken_over, "spec");
+    let clamped_at = chrono::DateTime::parse_from_rfc3339(&clamped).expect("an RFC 3339 end");
+    let two_days = clamped_at.signed_duration_since(chrono::Utc::now());
+    assert!(
+        (chrono::Duration::days(2) - two_days).num_seconds().abs() < 60,
+        "the requested end is clamped to now + relativeMaximum: {clamped}"
+    );
+    assert_eq!(end(&taken_over, "status"), clamped, "the claim's status");
+    let handle = handles.get("guid-nzdws").await.expect("the handle");
+    assert_eq!(end(&handle, "spec"), clamped, "the handle's end");
+    assert_eq!(
+        taken_over.metadata.generation,
+        Some(2),
+        "the claim's spec is written once (created at generation 1)"
+    );
+
+    // A pass a second later (the edit's) would clamp it again to a later now, were the
+    // clamped end not the claim's own by then.
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    edit_reaches_its_configmap(&env, "slide1", "guid0-nzdws").await;
+    let edited = claims.get("slide1").await.expect("the claim");
+    assert_eq!(end(&edited, "spec"), clamped, "the claim's end stays put");
+    assert_eq!(end(&edited, "status"), clamped, "its status too");
+    let handle = handles.get("guid-nzdws").await.expect("the handle");
+    assert_eq!(end(&handle, "spec"), clamped, "the handle's end stays put");
     env.teardown([operator]).await;
 }
