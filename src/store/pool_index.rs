@@ -50,7 +50,7 @@ struct Told {
     creation: bool,
     /// Whether it moves only what the pool counts: an unclaimed handle's readiness or health
     /// (and with readiness its provisioning time), which the pool's status reports and its
-    /// `maxUnready` and unhealthy-deletion caps weigh; or what a claimed handle adds (its
+    /// `maxUnready` cap weighs, but its turning unhealthy; or what a claimed handle adds (its
     /// readiness, its deletion), which the `maxSize` and `maxConcurrent` caps and autoscale
     /// weigh. No bind, no creation, no change of what the pool holds.
     counts_only: bool,
@@ -261,7 +261,13 @@ impl Members {
                             provisioning: new.provisioning,
                             ..*old
                         };
-                        (old.claimed && new.claimed) || same_but_state == *new
+                        // An unclaimed handle turning unhealthy is one its pool may delete
+                        // (`deleteUnhealthyResourceHandles`) and replace: not only counts.
+                        let turned_unhealthy = !new.claimed
+                            && new.state.1 == Some(false)
+                            && old.state.1 != Some(false);
+                        (old.claimed && new.claimed)
+                            || (same_but_state == *new && !turned_unhealthy)
                     }
                     _ => false,
                 };
@@ -627,9 +633,9 @@ mod tests {
         );
     }
 
-    /// A change of an unbound handle's readiness or health alone, and of a claimed handle's
-    /// readiness or deletion, moves only the counts; a bind, a label or a deletion of an
-    /// unbound handle is more.
+    /// A change of an unbound handle's readiness or health alone (but its turning unhealthy),
+    /// and of a claimed handle's readiness or deletion, moves only the counts; a bind, a label,
+    /// an unbound handle turning unhealthy or its deletion is more.
     #[test]
     fn a_change_of_readiness_health_or_a_claimed_handle_moves_only_the_counts() {
         let mut members = Members::default();
@@ -639,7 +645,17 @@ mod tests {
         assert!(told.counts_only && told.pools.len() == 1, "ready");
         let mut unhealthy = handle("guid-a", "p", None, true);
         unhealthy.status.get_or_insert_default().healthy = Some(false);
-        assert!(tell(unhealthy.clone()).counts_only, "unhealthy");
+        assert!(
+            !tell(unhealthy.clone()).counts_only,
+            "turning unhealthy: the pool may delete it"
+        );
+        let mut unready = unhealthy.clone();
+        unready.status.get_or_insert_default().ready = Some(false);
+        assert!(tell(unready).counts_only, "unready, unhealthy still");
+        let mut healthy = handle("guid-a", "p", None, true);
+        healthy.status.get_or_insert_default().healthy = Some(true);
+        assert!(tell(healthy).counts_only, "healthy again");
+        assert!(!tell(unhealthy.clone()).counts_only, "unhealthy again");
         let mut labelled = unhealthy;
         labelled.metadata.labels = Some([("a".to_owned(), "b".to_owned())].into());
         assert!(!tell(labelled).counts_only, "labelled");
