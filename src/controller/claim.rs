@@ -36,6 +36,7 @@ use super::reconciler::{self, Drive, Lifecycle};
 use super::write::{self, Halt, OrHalt, PassError, Written};
 use crate::api::claim::ClaimStatusLifespan;
 use crate::api::kinds::{ClaimObject, HandleObject, Kinds, PoolObject};
+use crate::api::{ResourceClaim, ResourceHandle};
 use crate::core::claim::gates::{
     ApprovalGate, AutoAction, AutoInput, approval_gate, auto_action, claim_metadata_patch,
 };
@@ -620,7 +621,7 @@ async fn bind(
 /// waited for, so that a claim passing before its handle (at a start) sees its resources.
 async fn live_states(
     ctx: &ClaimContext,
-    handle: &crate::api::ResourceHandle,
+    handle: &ResourceHandle,
 ) -> Vec<Option<serde_json::Value>> {
     let mut states = Vec::new();
     for reference in status_references(handle) {
@@ -667,7 +668,7 @@ async fn sync_bound(
         }
     };
     // §7 steps 9–10: a template error in a condition is bad input, and the condition false.
-    let decide = |claim: &crate::api::ResourceClaim| {
+    let decide = |claim: &ResourceClaim| {
         auto_action(&AutoInput {
             claim,
             handle: &handle_view,
@@ -734,7 +735,7 @@ async fn sync_bound(
 /// template errors of its automatic actions.
 struct Mirrored<'a> {
     resolved: &'a ResolvedClaim,
-    handle: &'a crate::api::ResourceHandle,
+    handle: &'a ResourceHandle,
     lifespan: &'a ClaimStatusLifespan,
     errors: &'a [String],
     /// Why no existing handle fitted, when the handle was made for the claim.
