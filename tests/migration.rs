@@ -1,9 +1,10 @@
 //! Moving over from Poolboy 1.17 (README, "Moving from Poolboy 1.17"): an installation exactly
 //! as Poolboy 1.17.3 wrote it (tests/fixtures/poolboy-1.17.3), and the same installation in
 //! the other shapes Poolboy writes (a pool with vars, parameters and a linked provider, the
-//! spec references of older releases), and a claim whose requested end Poolboy slides forward,
-//! is taken over with no object created or deleted, no claim rebound, the claims' status kept,
-//! and no write but those docs/compatibility.md lists under "Taking over from Poolboy".
+//! spec references of older releases), a pool with a lifespan, resource labels and annotations,
+//! and a claim whose requested end Poolboy slides forward, is taken over with no object created
+//! or deleted, no claim rebound, the claims' status kept, and no write but those
+//! docs/compatibility.md lists under "Taking over from Poolboy".
 
 mod support;
 
@@ -220,8 +221,8 @@ fn references(handle: &Value) -> Vec<Value> {
         .collect()
 }
 
-/// The ConfigMap of `handle`'s resource `index`, annotated as Poolboy annotates what it
-/// creates (its `resourceprovider.py`), with the template the handle names.
+/// The ConfigMap of `handle`'s resource `index`, labelled and annotated as Poolboy labels and
+/// annotates what it creates (its `resourceprovider.py`), with the template the handle names.
 async fn create_configmap(env: &TestEnv, handle: &Value, index: usize, reference: &Value) -> Value {
     let spec = &handle["spec"];
     let resource = &spec["resources"][index];
@@ -254,6 +255,11 @@ async fn create_configmap(env: &TestEnv, handle: &Value, index: usize, reference
             annotations.insert(format!("{D}/{key}"), json!(value));
         }
     }
+    // Poolboy puts a pool's resourceAnnotations and resourceLabels, which its handles carry,
+    // on each resource beside its own annotations.
+    if let Some(extra) = spec["resourceAnnotations"].as_object() {
+        annotations.extend(extra.clone());
+    }
     let mut configmap = json!({
         "apiVersion": "v1",
         "kind": "ConfigMap",
@@ -263,6 +269,9 @@ async fn create_configmap(env: &TestEnv, handle: &Value, index: usize, reference
             "annotations": annotations,
         },
     });
+    if let Some(labels) = spec["resourceLabels"].as_object() {
+        configmap["metadata"]["labels"] = json!(labels);
+    }
     if let Some(data) = resource["template"].get("data") {
         configmap["data"] = data.clone();
     }
@@ -837,5 +846,25 @@ async fn a_sliding_requested_end_is_written_back_once_and_stays_put() {
     assert_eq!(end(&edited, "status"), clamped, "its status too");
     let handle = handles.get("guid-nzdws").await.expect("the handle");
     assert_eq!(end(&handle, "spec"), clamped, "the handle's end stays put");
+    env.teardown([operator]).await;
+}
+
+/// A pool with a lifespan (all four bounds), resource labels and annotations, vars, a
+/// preference score, `maxUnready` and unhealthy deletion, and a claim bound to one of its
+/// handles, as Poolboy 1.17.3 left them (tests/fixtures/poolboy-1.17.3/pool-with-lifespan.json):
+/// taken over with nothing but the writes every takeover makes, the unbound handles kept.
+#[tokio::test]
+async fn a_pool_with_a_lifespan_labels_and_annotations_moves_over_untouched() {
+    let env = TestEnv::new().await;
+    let objects = recorded(
+        include_str!("fixtures/poolboy-1.17.3/pool-with-lifespan.json"),
+        &env.namespace,
+    );
+    let operator = take_over(&env, objects, &[]).await;
+    let unbound = ["guid-rmvt2", "guid-srgg4", "guid-wf4cr"];
+    assert_eq!(
+        unbound_handles(&env, "lpool").await,
+        BTreeSet::from(unbound.map(str::to_owned)),
+    );
     env.teardown([operator]).await;
 }
