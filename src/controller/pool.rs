@@ -98,7 +98,7 @@ impl PoolController {
 /// event often comes before the pool watch shows that status write, so a name this process
 /// reserved counts as reserved from its own memory too. What would only wait for the pool's
 /// next status write wakes the pool when it may be written ([`LaterWakes`]): a change of only
-/// what the pool counts (an unbound handle's readiness or health but its turning unhealthy, a
+/// what the pool counts (an unbound handle's readiness or health except its turning unhealthy, a
 /// claimed handle's readiness or deletion), and a bind whose refill may wait
 /// ([`PoolMemory::patience`]).
 pub(crate) fn controller(

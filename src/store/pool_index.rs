@@ -50,7 +50,7 @@ struct Told {
     creation: bool,
     /// Whether it moves only what the pool counts: an unclaimed handle's readiness or health
     /// (and with readiness its provisioning time), which the pool's status reports and its
-    /// `maxUnready` cap weighs, but its turning unhealthy; or what a claimed handle adds (its
+    /// `maxUnready` cap weighs, except its turning unhealthy; or what a claimed handle adds (its
     /// readiness, its deletion), which the `maxSize` and `maxConcurrent` caps and autoscale
     /// weigh. No bind, no creation, no change of what the pool holds.
     counts_only: bool,
@@ -633,7 +633,7 @@ mod tests {
         );
     }
 
-    /// A change of an unbound handle's readiness or health alone (but its turning unhealthy),
+    /// A change of an unbound handle's readiness or health alone (except its turning unhealthy),
     /// and of a claimed handle's readiness or deletion, moves only the counts; a bind, a label,
     /// an unbound handle turning unhealthy or its deletion is more.
     #[test]
