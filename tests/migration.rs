@@ -12,6 +12,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use chrono::{DateTime, SecondsFormat, TimeDelta, Utc};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams};
@@ -77,14 +78,54 @@ fn recorded_installation(namespace: &str) -> Vec<Value> {
 }
 
 /// The objects of `list` (a `v1` List of the fixture), moved to `namespace` as
-/// [`recorded_installation`] says.
+/// [`recorded_installation`] says, and to the present ([`as_if_recorded_now`]).
 fn recorded(list: &str, namespace: &str) -> Vec<Value> {
     let list: Value = serde_json::from_str(list).expect("the fixture is JSON");
     let mut items = list["items"].as_array().cloned().expect("a List");
     for item in &mut items {
         rename_namespaces(item, namespace);
     }
+    as_if_recorded_now(&mut items);
     items
+}
+
+/// Moves every timestamp of `objects` by the time since the newest of them was created: the
+/// recording as if made now, so that the lifespans it holds are as far from their ends as they
+/// were then (an end that had passed would make the broker delete what it takes over).
+fn as_if_recorded_now(objects: &mut [Value]) {
+    let newest = objects
+        .iter()
+        .filter_map(|o| o["metadata"]["creationTimestamp"].as_str())
+        .filter_map(|t| DateTime::parse_from_rfc3339(t).ok())
+        .max();
+    let Some(newest) = newest else {
+        return;
+    };
+    let by = Utc::now().signed_duration_since(newest);
+    for object in objects {
+        shift_timestamps(object, by);
+    }
+}
+
+/// Every string of `value` that is a timestamp to the second, as the API server (`…Z`) or
+/// Poolboy (`…+00:00`) writes one, moved by `by` and written back in the same form; kopf's
+/// `diffBase`, a string holding JSON, stays as it is.
+fn shift_timestamps(value: &mut Value, by: TimeDelta) {
+    match value {
+        Value::String(text) => {
+            let utc_z = match text.len() {
+                20 if text.ends_with('Z') => true,
+                25 if text.ends_with("+00:00") => false,
+                _ => return,
+            };
+            if let Ok(at) = DateTime::parse_from_rfc3339(text) {
+                *text = (at.with_timezone(&Utc) + by).to_rfc3339_opts(SecondsFormat::Secs, utc_z);
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(|v| shift_timestamps(v, by)),
+        Value::Object(fields) => fields.values_mut().for_each(|v| shift_timestamps(v, by)),
+        _ => {}
+    }
 }
 
 /// Every string `poolboy` or `mig-user` in `value` becomes `namespace`; kopf's `diffBase`, a
@@ -822,10 +863,10 @@ async fn a_sliding_requested_end_is_written_back_once_and_stays_put() {
     let taken_over = claims.get("slide1").await.expect("the claim");
     let end = |object: &DynamicObject, at: &str| text(&object.data[at]["lifespan"]["end"]);
     let clamped = end(&taken_over, "spec");
-    let clamped_at = chrono::DateTime::parse_from_rfc3339(&clamped).expect("an RFC 3339 end");
-    let two_days = clamped_at.signed_duration_since(chrono::Utc::now());
+    let clamped_at = DateTime::parse_from_rfc3339(&clamped).expect("an RFC 3339 end");
+    let two_days = clamped_at.signed_duration_since(Utc::now());
     assert!(
-        (chrono::Duration::days(2) - two_days).num_seconds().abs() < 60,
+        (TimeDelta::days(2) - two_days).num_seconds().abs() < 60,
         "the requested end is clamped to now + relativeMaximum: {clamped}"
     );
     assert_eq!(end(&taken_over, "status"), clamped, "the claim's status");
