@@ -235,6 +235,14 @@ impl ClaimContext {
         let key = ObjectRef::new_with(name, self.kinds.pool.clone()).within(namespace);
         self.stores.pools.get(&key)
     }
+
+    /// The handle called `name` in the operator namespace, where handles live, as the claim
+    /// index has it (its free copy, else the store's).
+    fn stored_handle(&self, name: &str) -> Option<Arc<HandleObject>> {
+        let namespace = &self.config.operator_namespace;
+        self.index
+            .handle(namespace, name, &self.kinds.stored_handle)
+    }
 }
 
 impl Deref for ClaimContext {

@@ -81,10 +81,8 @@ pub(crate) fn latest_copy(
     bound: &HandleObject,
     claim: &ClaimObject,
 ) -> HandleObject {
-    let namespace = bound.metadata.namespace.as_deref().unwrap_or_default();
     let name = bound.metadata.name.as_deref().unwrap_or_default();
-    ctx.index
-        .handle(namespace, name, &ctx.kinds.stored_handle)
+    ctx.stored_handle(name)
         .filter(|h| bound_to(h, claim) && h.metadata.generation >= bound.metadata.generation)
         .map_or_else(|| bound.clone(), |stored| (*stored).clone())
 }
@@ -100,11 +98,7 @@ pub(crate) async fn find_handle(
     ctx: &ClaimContext,
     reference: &ClaimHandleRef,
 ) -> Result<Option<HandleObject>, ClaimError> {
-    let namespace = &ctx.config.operator_namespace;
-    if let Some(handle) = ctx
-        .index
-        .handle(namespace, &reference.name, &ctx.kinds.stored_handle)
-    {
+    if let Some(handle) = ctx.stored_handle(&reference.name) {
         return Ok(Some((*handle).clone()));
     }
     Ok(ctx.handles_api().get_opt(&reference.name).await?)
@@ -230,11 +224,9 @@ async fn adoptable(
 
 /// [`bound_handles`] that the handle watch shows and not being deleted.
 fn live_bound_handles(ctx: &ClaimContext, claim: &ClaimObject) -> Vec<String> {
-    let namespace = ctx.config.operator_namespace.as_str();
     let mut names = bound_handles(ctx, claim);
     names.retain(|name| {
-        ctx.index
-            .handle(namespace, name, &ctx.kinds.stored_handle)
+        ctx.stored_handle(name)
             .is_some_and(|h| h.metadata.deletion_timestamp.is_none())
     });
     names
@@ -255,11 +247,10 @@ fn strays(
     claim: &ClaimObject,
     recorded: Option<&str>,
 ) -> Vec<Arc<HandleObject>> {
-    let namespace = ctx.config.operator_namespace.as_str();
     bound_handles(ctx, claim)
         .into_iter()
         .filter(|name| Some(name.as_str()) != recorded)
-        .filter_map(|name| ctx.index.handle(namespace, &name, &ctx.kinds.stored_handle))
+        .filter_map(|name| ctx.stored_handle(&name))
         .collect()
 }
 
@@ -341,8 +332,8 @@ async fn bind(
         if !live_bound_handles(ctx, claim).is_empty() {
             return Ok(Bind::Nothing);
         }
-        if index
-            .handle(operator_namespace, &name, &ctx.kinds.stored_handle)
+        if ctx
+            .stored_handle(&name)
             .is_some_and(|h| !is_free(&h.metadata, &h.spec))
         {
             continue;
@@ -367,7 +358,6 @@ async fn try_bind(
     now: DateTime<Utc>,
 ) -> Result<Option<Pending>, ClaimError> {
     let index = &ctx.index;
-    let operator_namespace = ctx.config.operator_namespace.as_str();
     let api = ctx.handles_api();
     let name = handle.metadata.name.clone().unwrap_or_default();
     for _ in 0..2 {
@@ -395,8 +385,8 @@ async fn try_bind(
             // Taken, or the stored copy was stale: look again.
             Written::Conflict => {
                 ctx.metrics.bind_conflicts.inc();
-                let stored_version = index
-                    .handle(operator_namespace, &name, &ctx.kinds.stored_handle)
+                let stored_version = ctx
+                    .stored_handle(&name)
                     .and_then(|h| h.metadata.resource_version.clone());
                 let Some(fresh) = api.get_opt(&name).await? else {
                     return Ok(None);
