@@ -83,7 +83,7 @@ fn recorded(list: &str, namespace: &str) -> Vec<Value> {
     let list: Value = serde_json::from_str(list).expect("the fixture is JSON");
     let mut items = list["items"].as_array().cloned().expect("a List");
     for item in &mut items {
-        rename_namespaces(item, namespace);
+        for_each_string(item, &mut |text| rename_namespace(text, namespace));
     }
     as_if_recorded_now(&mut items);
     items
@@ -103,42 +103,37 @@ fn as_if_recorded_now(objects: &mut [Value]) {
     };
     let by = Utc::now().signed_duration_since(newest);
     for object in objects {
-        shift_timestamps(object, by);
+        for_each_string(object, &mut |text| shift_timestamp(text, by));
     }
 }
 
-/// Every string of `value` that is a timestamp to the second, as the API server (`…Z`) or
-/// Poolboy (`…+00:00`) writes one, moved by `by` and written back in the same form; kopf's
-/// `diffBase`, a string holding JSON, stays as it is.
-fn shift_timestamps(value: &mut Value, by: TimeDelta) {
-    match value {
-        Value::String(text) => {
-            let utc_z = match text.len() {
-                20 if text.ends_with('Z') => true,
-                25 if text.ends_with("+00:00") => false,
-                _ => return,
-            };
-            if let Ok(at) = DateTime::parse_from_rfc3339(text) {
-                *text = (at.with_timezone(&Utc) + by).to_rfc3339_opts(SecondsFormat::Secs, utc_z);
-            }
-        }
-        Value::Array(items) => items.iter_mut().for_each(|v| shift_timestamps(v, by)),
-        Value::Object(fields) => fields.values_mut().for_each(|v| shift_timestamps(v, by)),
-        _ => {}
+/// A timestamp to the second, as the API server (`…Z`) or Poolboy (`…+00:00`) writes one,
+/// moved by `by` and written back in the same form; any other string stays as it is.
+fn shift_timestamp(text: &mut String, by: TimeDelta) {
+    let utc_z = match text.len() {
+        20 if text.ends_with('Z') => true,
+        25 if text.ends_with("+00:00") => false,
+        _ => return,
+    };
+    if let Ok(at) = DateTime::parse_from_rfc3339(text) {
+        *text = (at.with_timezone(&Utc) + by).to_rfc3339_opts(SecondsFormat::Secs, utc_z);
     }
 }
 
-/// Every string `poolboy` or `mig-user` in `value` becomes `namespace`; kopf's `diffBase`, a
-/// string holding JSON, stays as it is.
-fn rename_namespaces(value: &mut Value, namespace: &str) {
+/// A string `poolboy` or `mig-user` becomes `namespace`.
+fn rename_namespace(text: &mut String, namespace: &str) {
+    if text == "poolboy" || text == "mig-user" {
+        *text = namespace.to_owned();
+    }
+}
+
+/// Calls `f` on every string of `value`, at any depth; kopf's `diffBase`, a string holding
+/// JSON, is one string like any other.
+fn for_each_string(value: &mut Value, f: &mut impl FnMut(&mut String)) {
     match value {
-        Value::String(s) if s == "poolboy" || s == "mig-user" => *s = namespace.to_owned(),
-        Value::Array(items) => items
-            .iter_mut()
-            .for_each(|v| rename_namespaces(v, namespace)),
-        Value::Object(fields) => fields
-            .values_mut()
-            .for_each(|v| rename_namespaces(v, namespace)),
+        Value::String(text) => f(text),
+        Value::Array(items) => items.iter_mut().for_each(|v| for_each_string(v, f)),
+        Value::Object(fields) => fields.values_mut().for_each(|v| for_each_string(v, f)),
         _ => {}
     }
 }

@@ -263,9 +263,9 @@ impl Members {
                         };
                         // An unclaimed handle turning unhealthy is one its pool may delete
                         // (`deleteUnhealthyResourceHandles`) and replace: not only counts.
-                        let turned_unhealthy = !new.claimed
-                            && new.state.1 == Some(false)
-                            && old.state.1 != Some(false);
+                        let ((_, was_healthy), (_, healthy)) = (old.state, new.state);
+                        let turned_unhealthy =
+                            !new.claimed && healthy == Some(false) && was_healthy != Some(false);
                         (old.claimed && new.claimed)
                             || (same_but_state == *new && !turned_unhealthy)
                     }
