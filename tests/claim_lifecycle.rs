@@ -42,6 +42,15 @@ fn approval(claim: &ResourceClaim) -> Value {
     json!(claim.status.as_ref().and_then(|s| s.approval.as_ref()))
 }
 
+/// The claim's initialisation annotation (§6.3).
+fn initialised_at(claim: &ResourceClaim) -> Option<&String> {
+    claim
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(&objects::key("resource-claim-init-timestamp")))
+}
+
 #[tokio::test]
 async fn approval_pending_then_approved_binds_and_rejected_never_does() {
     let env = TestEnv::new().await;
@@ -77,6 +86,15 @@ async fn approval_pending_then_approved_binds_and_rejected_never_does() {
         })
         .await;
     assert_eq!(handle_name(&pending), None);
+    // §7 steps 3–4: a claim waiting for approval carries the finalizer, and is initialised
+    // only once approved, as Poolboy does.
+    for pending in [
+        &pending,
+        &apis.claims.get("approve-me").await.expect("a claim"),
+    ] {
+        assert_eq!(pending.metadata.finalizers, Some(vec![D.to_owned()]));
+        assert_eq!(initialised_at(pending), None);
+    }
 
     // Rejected first, then the other approved: once the approved one is bound, the rejected
     // one has been reconciled after its rejection and still has no handle.
@@ -88,6 +106,7 @@ async fn approval_pending_then_approved_binds_and_rejected_never_does() {
         .claim_when("approve-me", "bound", |c| handle_name(c).is_some())
         .await;
     assert_eq!(approval(&bound)["state"], "approved");
+    assert!(initialised_at(&bound).is_some());
     env.configmap_of(handle_name(&bound).unwrap_or_default(), TIMEOUT)
         .await;
 

@@ -18,6 +18,7 @@ use crate::api::refs::{ProviderParameters, ProviderRef};
 use crate::api::{OperatorDomain, ResourceClaim, ResourceHandle};
 use crate::core::binding::bind::{BindPlan, bind_patch};
 use crate::core::binding::matching::{self, BindCandidate, MatchError, MatchIgnore};
+use crate::core::claim::gates::{ApprovalGate, approval_gate};
 use crate::core::claim::parameters::validate_parameters;
 use crate::core::claim::providers::{self, AssignmentError, ClaimShape};
 use crate::core::claim::to_handle::{Propagation, propagate_claim_to_handle};
@@ -340,7 +341,13 @@ pub(crate) fn resolve_claim(input: &ResolveInput<'_>) -> Result<ResolvedClaim, R
 fn resolve_provider_claim(input: &ResolveInput<'_>) -> Result<ResolvedClaim, ResolveError> {
     let provider = providers::claim_provider(input.claim, input.catalog)?.clone();
     let mut claim = input.claim.clone();
-    let initialisation = initialisation(&mut claim, input.domain, input.now, None);
+    // §7 steps 3–4: a claim that waits for approval stops before its initialisation, which
+    // comes once it is approved.
+    let approval = approval_gate(provider.spec().approval.as_ref(), claim.status.as_ref());
+    let initialisation = match approval {
+        ApprovalGate::Open => initialisation(&mut claim, input.domain, input.now, None),
+        ApprovalGate::SetPending { .. } | ApprovalGate::Closed => None,
+    };
 
     let subjects = Subjects::new(Some(&claim), input.handle, input.domain);
     let scope = validation_scope(&subjects, &provider, input);

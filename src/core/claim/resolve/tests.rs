@@ -170,6 +170,44 @@ fn a_valid_provider_claim_gets_effective_values_resources_and_the_annotation() {
     assert!(init.get("spec").is_none());
 }
 
+/// §7 steps 3–4: a claim waiting for approval (none asked yet, pending or rejected) is not
+/// initialised; once approved, it is.
+#[test]
+fn a_claim_is_initialised_once_approved_not_while_it_waits() {
+    let fixture = Fixture::new(vec![provider_with_spec(
+        "approved",
+        json!({
+            "override": {"apiVersion": "v1", "kind": "ConfigMap"},
+            "approval": {"required": true},
+        }),
+    )]);
+    let with_approval = |approval: Value| {
+        let mut status = json!({});
+        if !approval.is_null() {
+            status["approval"] = approval;
+        }
+        claim(json!({"spec": {"provider": {"name": "approved"}}, "status": status}))
+    };
+    for waiting in [
+        Value::Null,
+        json!({"state": "pending"}),
+        json!({"state": "rejected"}),
+    ] {
+        let resolved = fixture
+            .resolve(&with_approval(waiting.clone()))
+            .expect("resolves");
+        assert_eq!(resolved.initialisation, None, "approval {waiting}");
+    }
+    let resolved = fixture
+        .resolve(&with_approval(json!({"state": "approved"})))
+        .expect("resolves");
+    let init = resolved.initialisation.expect("initialised once approved");
+    assert_eq!(
+        init["metadata"]["annotations"][INIT],
+        "2026-11-21T12:00:00Z"
+    );
+}
+
 #[test]
 fn invalid_parameters_are_recorded_and_keep_the_last_validated_values() {
     let fixture = Fixture::new(vec![lab()]);
