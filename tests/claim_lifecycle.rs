@@ -19,7 +19,7 @@ use support::config::{
 use support::fixtures::{
     configmap, configmaps_of, create_named_handle, created, guid_name, handles, json_of, rfc3339,
 };
-use support::objects::{self, D, handle_name, merged, resource_name};
+use support::objects::{self, D, condition, handle_name, merged, resource_name};
 use support::operator::TestOperator;
 use support::{TIMEOUT, TestEnv, eventually, from_json, gone};
 
@@ -95,6 +95,23 @@ async fn approval_pending_then_approved_binds_and_rejected_never_does() {
         assert_eq!(pending.metadata.finalizers, Some(vec![D.to_owned()]));
         assert_eq!(initialised_at(pending), None);
     }
+    // It says why it waits, and its status names its provider, but no resources yet.
+    let pending = apis
+        .claim_when("approve-me", "its conditions", |c| {
+            condition(c, "Ready").is_some()
+        })
+        .await;
+    for type_ in ["Bound", "Ready"] {
+        let waiting = condition(&pending, type_).expect("the condition");
+        assert_eq!(
+            (waiting.status.as_str(), waiting.reason.as_str()),
+            ("False", "ApprovalPending")
+        );
+        assert_eq!(waiting.message, "waiting for approval: Ask an admin.");
+    }
+    let status = serde_json::to_value(&pending.status).expect("JSON");
+    assert_eq!(status["provider"], json!({"name": "gated"}));
+    assert_eq!(status.get("resources"), None);
 
     // Rejected first, then the other approved: once the approved one is bound, the rejected
     // one has been reconciled after its rejection and still has no handle.
@@ -117,6 +134,15 @@ async fn approval_pending_then_approved_binds_and_rejected_never_does() {
         .expect("the rejected claim");
     assert_eq!(handle_name(&rejected), None);
     assert_eq!(approval(&rejected)["state"], "rejected");
+    let rejected = apis
+        .claim_when("reject-me", "its rejection said", |c| {
+            condition(c, "Bound").is_some_and(|b| b.reason == "ApprovalRejected")
+        })
+        .await;
+    assert_eq!(
+        condition(&rejected, "Ready").map(|r| r.reason.as_str()),
+        Some("ApprovalRejected")
+    );
     let handles = apis
         .handles
         .list(&ListParams::default())

@@ -14,7 +14,7 @@ use kube::api::{DeleteParams, ListParams, Patch, PatchParams};
 use poolboy::api::{ResourceClaim, ResourceHandle, ResourcePool, ResourceProvider};
 use serde_json::{Value, json};
 use support::apis::Apis;
-use support::objects::{self, D, handle_name, key};
+use support::objects::{self, D, condition, handle_name, key};
 use support::operator::TestOperator;
 use support::{TIMEOUT, TestEnv, create, eventually, gone};
 
@@ -107,17 +107,6 @@ fn unbound_handle(
         spec["resourcePool"] = objects::reference("ResourcePool", pool, namespace);
     }
     objects::handle(metadata, spec)
-}
-
-fn condition<'a>(
-    claim: &'a ResourceClaim,
-    type_: &str,
-) -> Option<&'a k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition> {
-    claim
-        .status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .and_then(|c| c.iter().find(|c| c.type_ == type_))
 }
 
 fn invalid_message(claim: &ResourceClaim) -> Option<&str> {

@@ -8,7 +8,6 @@ mod support;
 
 use std::time::Duration;
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use poolboy::api::{ResourceClaim, ResourceProvider};
 use serde_json::{Value, json};
@@ -16,15 +15,9 @@ use serde_json::{Value, json};
 use support::apis::bound;
 use support::config::{create_config_claim, create_config_provider, template};
 use support::fixtures::create_pool;
-use support::objects;
+use support::objects::{self, condition};
 use support::operator::TestOperator;
 use support::{TIMEOUT, TestEnv, eventually};
-
-/// Condition `type_` of `claim`.
-fn condition<'a>(claim: &'a ResourceClaim, type_: &str) -> Option<&'a Condition> {
-    let conditions = claim.status.as_ref()?.conditions.as_ref()?;
-    conditions.iter().find(|c| c.type_ == type_)
-}
 
 /// The reason of claim `name`'s `Bound` condition, and its message.
 async fn bound_condition(claims: &Api<ResourceClaim>, name: &str) -> Option<(String, String)> {

@@ -34,11 +34,11 @@ use super::context::{Context, EventKind};
 use super::managed::{self, InStore};
 use super::reconciler::{self, Drive, Lifecycle};
 use super::write::{self, Halt, OrHalt, PassError, Written};
-use crate::api::claim::ClaimStatusLifespan;
+use crate::api::claim::{ClaimStatusLifespan, ClaimStatusProvider};
 use crate::api::kinds::{ClaimObject, HandleObject, Kinds, PoolObject};
 use crate::api::{ResourceClaim, ResourceHandle};
 use crate::core::claim::gates::{
-    ApprovalGate, AutoAction, AutoInput, approval_gate, auto_action, claim_metadata_patch,
+    AutoAction, AutoInput, approval_gate, auto_action, claim_metadata_patch,
 };
 use crate::core::claim::resolve::{ResolveInput, ResolvedClaim, resolve_claim};
 use crate::core::claim::status::{
@@ -446,9 +446,10 @@ async fn pass(
         // A check comparing a time with now may pass later without any change.
         return Ok(wake_with_the_clock(ctx, &templates, now, action, None));
     }
-    if let ControlFlow::Break(action) = approval(ctx, &claim, &resolved).await? {
-        return Ok(action);
-    }
+    let claim = match approval(ctx, claim, &resolved).await? {
+        ControlFlow::Continue(claim) => claim,
+        ControlFlow::Break(action) => return Ok(action),
+    };
     match handle {
         Some(handle) => sync_bound(ctx, &templates, claim, &resolved, handle, None).await,
         None => bind(ctx, &templates, claim, &resolved, pending, now).await,
@@ -555,27 +556,43 @@ async fn resolve(
 }
 
 /// §6.1: nothing is provisioned before approval; a bound claim counts as approved. `Break`
-/// while the claim waits for it, woken by the status change that approves it (the claim
-/// watch sees status).
+/// while the claim waits for it, its status saying so (on first sight with `status.approval`
+/// pending, and `status.provider` naming its provider, as Poolboy writes them; never its
+/// resources), woken by the status change that approves it (the claim watch sees status).
 async fn approval(
     ctx: &ClaimContext,
-    claim: &ClaimObject,
+    claim: ClaimObject,
     resolved: &ResolvedClaim,
-) -> Result<ControlFlow<Action>, Halt<ClaimError>> {
+) -> Result<ControlFlow<Action, ClaimObject>, Halt<ClaimError>> {
     let Some(provider) = &resolved.provider else {
-        return Ok(ControlFlow::Continue(()));
+        return Ok(ControlFlow::Continue(claim));
     };
     let gate = approval_gate(provider.spec().approval.as_ref(), claim.status.as_ref());
-    if gate == ApprovalGate::Open {
-        return Ok(ControlFlow::Continue(()));
-    }
-    let (namespace, name) = namespace_and_name(claim);
+    let Some(unbound) = gate.unbound() else {
+        return Ok(ControlFlow::Continue(claim));
+    };
+    let (namespace, name) = namespace_and_name(&claim);
     ctx.index.stop_waiting(namespace, name);
-    if let ApprovalGate::SetPending { message } = gate {
-        writes::approval_pending(ctx, claim, &message)
-            .await
-            .or_halt()?;
-    }
+    let named = ClaimStatusProvider {
+        name: provider.name().to_owned(),
+        parameter_values: None,
+        validation_errors: None,
+    };
+    let recorded = claim.status.as_ref().and_then(|s| s.provider.clone());
+    let status_provider = recorded.unwrap_or(named);
+    let generation = claim.metadata.generation;
+    write_unbound(ctx, claim, unbound, |binding| StatusInput {
+        validity: Validity::Valid,
+        provider: Some(&status_provider),
+        resources: None,
+        approval: gate.pending(),
+        binding,
+        generation,
+        domain: ctx.domain(),
+        now: ctx.now(),
+        wait: None,
+    })
+    .await?;
     Ok(ControlFlow::Break(Action::await_change()))
 }
 
@@ -775,6 +792,7 @@ async fn mirror_handle(
         validity: validity.clone(),
         provider: bound.resolved.status_provider.as_ref(),
         resources: bound.resolved.status_resources.as_deref(),
+        approval: None,
         binding: Binding::Bound(BoundHandle {
             handle: bound.handle,
             states: &states,
@@ -891,7 +909,33 @@ async fn waiting(
     resolved: &ResolvedClaim,
     unbound: Unbound,
 ) -> Result<Action, Halt<ClaimError>> {
-    // A claim that starts waiting, or waits for other reasons, hears why.
+    let now = ctx.now();
+    let wait = wait::of_unbound(ctx, &unbound, now);
+    let next = next_look(&unbound, wait.is_some());
+    let generation = claim.metadata.generation;
+    write_unbound(ctx, claim, unbound, |binding| StatusInput {
+        validity: Validity::Valid,
+        provider: resolved.status_provider.as_ref(),
+        resources: resolved.status_resources.as_deref(),
+        approval: None,
+        wait,
+        binding,
+        generation,
+        domain: ctx.domain(),
+        now,
+    })
+    .await?;
+    Ok(next)
+}
+
+/// Writes the status of a claim without a handle (`unbound`, which `input` binds); a claim that
+/// starts waiting, or waits for other reasons, hears why in an Event.
+async fn write_unbound<'a>(
+    ctx: &ClaimContext,
+    claim: ClaimObject,
+    unbound: Unbound,
+    input: impl FnOnce(Binding<'a>) -> StatusInput<'a>,
+) -> Result<(), Halt<ClaimError>> {
     let (reason, message) = unbound.waiting();
     let said = claim
         .status
@@ -899,26 +943,15 @@ async fn waiting(
         .and_then(|s| s.conditions.as_deref())
         .and_then(|c| conditions::find(c, conditions::BOUND))
         .is_some_and(|c| c.message == message);
-    let now = ctx.now();
-    let wait = wait::of_unbound(ctx, &unbound, now);
-    let next = next_look(&unbound, wait.is_some());
-    let input = StatusInput {
-        validity: Validity::Valid,
-        provider: resolved.status_provider.as_ref(),
-        resources: resolved.status_resources.as_deref(),
-        wait,
-        binding: Binding::Unbound(unbound),
-        generation: claim.metadata.generation,
-        domain: ctx.domain(),
-        now,
-    };
-    let claim = writes::status(ctx, claim, &input).await.or_halt()?;
+    let claim = writes::status(ctx, claim, &input(Binding::Unbound(unbound)))
+        .await
+        .or_halt()?;
     if !said {
         let kind = &ctx.kinds.claim;
         ctx.event(&claim, kind, EventKind::Normal, reason, message)
             .await;
     }
-    Ok(next)
+    Ok(())
 }
 
 /// How long a claim that waits for a pool's handle waits before its next look while no
@@ -973,6 +1006,7 @@ async fn report_invalid(
         validity: Validity::Invalid(message.clone()),
         provider: resolved.and_then(|r| r.status_provider.as_ref()),
         resources: resolved.and_then(|r| r.status_resources.as_deref()),
+        approval: None,
         binding,
         generation: claim.metadata.generation,
         domain: ctx.domain(),

@@ -2,6 +2,7 @@
 //! kinds built from JSON (apiVersion and kind filled in; the namespace comes from the `Api`
 //! they are created with).
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use poolboy::api::{
     ResourceClaim, ResourceHandle, ResourcePool, ResourcePoolScaling, ResourceProvider,
 };
@@ -89,6 +90,12 @@ pub fn handle_name(claim: &ResourceClaim) -> Option<&str> {
         .as_ref()
         .and_then(|s| s.resource_handle.as_ref())
         .map(|h| h.name.as_str())
+}
+
+/// Condition `type_` of `claim`.
+pub fn condition<'a>(claim: &'a ResourceClaim, type_: &str) -> Option<&'a Condition> {
+    let conditions = claim.status.as_ref()?.conditions.as_ref()?;
+    conditions.iter().find(|c| c.type_ == type_)
 }
 
 /// A provider of objects of `api_version`/`kind` in `namespace` (its `override`), with `extra`

@@ -119,16 +119,6 @@ pub(crate) async fn status(
     }
 }
 
-/// §6.1: `status.approval = {state: pending, message}`, guarded by the version read.
-pub(crate) async fn approval_pending(
-    ctx: &Context,
-    claim: &ClaimObject,
-    message: &str,
-) -> Result<Written<ClaimObject>, ClaimError> {
-    let patch = json!({ "status": { "approval": { "state": "pending", "message": message } } });
-    Ok(write::merge(&api(ctx, claim), claim, Target::Status, &patch).await?)
-}
-
 /// §7 step 10: `status.resourceHandle.detached = true`, guarded by the version read.
 pub(crate) async fn detach(
     ctx: &Context,

@@ -8,9 +8,10 @@ use std::collections::BTreeMap;
 use chrono::{DateTime, Utc};
 use serde_json::{Map, Value, json};
 
-use crate::api::claim::{ApprovalState, ResourceClaimStatus};
+use crate::api::claim::{Approval, ApprovalState, ResourceClaimStatus};
 use crate::api::provider::ProviderApproval;
 use crate::api::{OperatorDomain, ResourceClaim, ResourceHandle, ResourceProvider};
+use crate::core::claim::status::Unbound;
 use crate::core::template::view::{Subjects, provider_view};
 use crate::core::template::{RenderContext, TemplateEngine};
 
@@ -26,10 +27,42 @@ pub(crate) enum ApprovalGate {
     /// No approval needed, approved, or already bound: go on.
     Open,
     /// Approval is required and the claim has none yet: write `status.approval =
-    /// {state: pending, message}` and stop.
+    /// {state: pending, message}` and wait.
     SetPending { message: String },
-    /// Pending or rejected: stop, and wait for a status change.
-    Closed,
+    /// Pending or rejected: wait for a status change.
+    Closed {
+        rejected: bool,
+        message: Option<String>,
+    },
+}
+
+impl ApprovalGate {
+    /// Why a claim this gate stops has no handle; `None` when it is open.
+    pub(crate) fn unbound(&self) -> Option<Unbound> {
+        match self {
+            ApprovalGate::Open => None,
+            ApprovalGate::SetPending { message } => Some(Unbound::AwaitingApproval {
+                rejected: false,
+                message: Some(message.clone()),
+            }),
+            ApprovalGate::Closed { rejected, message } => Some(Unbound::AwaitingApproval {
+                rejected: *rejected,
+                message: message.clone(),
+            }),
+        }
+    }
+
+    /// `status.approval` as the gate writes it: pending, on first sight of a claim that needs
+    /// approval; `None` leaves it as it is.
+    pub(crate) fn pending(&self) -> Option<Approval> {
+        match self {
+            ApprovalGate::SetPending { message } => Some(Approval {
+                state: ApprovalState::Pending,
+                message: Some(message.clone()),
+            }),
+            ApprovalGate::Open | ApprovalGate::Closed { .. } => None,
+        }
+    }
 }
 
 /// §6.1: whether a provider claim may be provisioned. "Approved" is `status.approval.state ==
@@ -45,14 +78,19 @@ pub(crate) fn approval_gate(
     if status.is_some_and(|s| s.resource_handle.is_some()) {
         return ApprovalGate::Open;
     }
-    match status.and_then(|s| s.approval.as_ref()).map(|a| a.state) {
+    match status.and_then(|s| s.approval.as_ref()) {
         None => ApprovalGate::SetPending {
             message: approval
                 .and_then(|a| a.pending_message.clone())
                 .unwrap_or_else(|| DEFAULT_PENDING_MESSAGE.to_owned()),
         },
-        Some(ApprovalState::Approved) => ApprovalGate::Open,
-        Some(ApprovalState::Pending | ApprovalState::Rejected) => ApprovalGate::Closed,
+        Some(given) => match given.state {
+            ApprovalState::Approved => ApprovalGate::Open,
+            ApprovalState::Pending | ApprovalState::Rejected => ApprovalGate::Closed {
+                rejected: given.state == ApprovalState::Rejected,
+                message: given.message.clone(),
+            },
+        },
     }
 }
 

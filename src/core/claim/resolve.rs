@@ -346,7 +346,7 @@ fn resolve_provider_claim(input: &ResolveInput<'_>) -> Result<ResolvedClaim, Res
     let approval = approval_gate(provider.spec().approval.as_ref(), claim.status.as_ref());
     let initialisation = match approval {
         ApprovalGate::Open => initialisation(&mut claim, input.domain, input.now, None),
-        ApprovalGate::SetPending { .. } | ApprovalGate::Closed => None,
+        ApprovalGate::SetPending { .. } | ApprovalGate::Closed { .. } => None,
     };
 
     let subjects = Subjects::new(Some(&claim), input.handle, input.domain);

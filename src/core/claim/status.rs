@@ -10,7 +10,7 @@ use serde_json::{Map, Value, json};
 use crate::api::OperatorDomain;
 use crate::api::ResourceHandle;
 use crate::api::claim::{
-    ClaimHandleRef, ClaimStatusLifespan, ClaimStatusProvider, ClaimStatusResource,
+    Approval, ClaimHandleRef, ClaimStatusLifespan, ClaimStatusProvider, ClaimStatusResource,
     ClaimWaitEstimate, ResourceClaimStatus,
 };
 use crate::api::refs::ProviderRef;
@@ -61,6 +61,12 @@ pub(crate) enum Unbound {
         ahead: usize,
         of: usize,
     },
+    /// Its provider requires approval (§6.1), and its `status.approval` is pending or
+    /// rejected, with this message.
+    AwaitingApproval {
+        rejected: bool,
+        message: Option<String>,
+    },
 }
 
 /// The `Bound` reason of a claim waiting for a capped pool none of whose handles is free.
@@ -108,6 +114,28 @@ impl Unbound {
                      {provider}, its limit (maxClaimsPerNamespace): waiting for one of them to go"
                 ),
             ),
+            Unbound::AwaitingApproval { rejected, message } => {
+                let message = message.as_deref().filter(|m| !m.is_empty());
+                match (rejected, message) {
+                    (false, Some(message)) => (
+                        "ApprovalPending",
+                        format!("waiting for approval: {message}"),
+                    ),
+                    (false, None) => ("ApprovalPending", "waiting for approval".to_owned()),
+                    // The message may still be the pending one: the approver sets the state.
+                    (true, Some(message)) => (
+                        "ApprovalRejected",
+                        format!(
+                            "not bound: the claim's approval was rejected (approval message: \
+                             {message})"
+                        ),
+                    ),
+                    (true, None) => (
+                        "ApprovalRejected",
+                        "not bound: the claim's approval was rejected".to_owned(),
+                    ),
+                }
+            }
             Unbound::InLine { pool, ahead, of } => (
                 WAITING_IN_LINE,
                 format!(
@@ -157,6 +185,9 @@ pub(crate) struct StatusInput<'a> {
     pub provider: Option<&'a ClaimStatusProvider>,
     /// `status.resources` as the providers define them; `None` leaves the entries alone.
     pub resources: Option<&'a [PlannedResource]>,
+    /// `status.approval` as it should be (§6.1: pending, on first sight of a claim that needs
+    /// approval); `None` leaves it alone.
+    pub approval: Option<Approval>,
     pub binding: Binding<'a>,
     /// The claim's `metadata.generation`, for the conditions' `observedGeneration`.
     pub generation: Option<i64>,
@@ -167,8 +198,8 @@ pub(crate) struct StatusInput<'a> {
     pub wait: Option<(ClaimWaitEstimate, String)>,
 }
 
-/// The status the claim should have. Fields the claim controller does not own (`approval`)
-/// are kept; so is everything this input says nothing about.
+/// The status the claim should have. `approval`, which others decide, is kept but for the
+/// pending state the input may set; so is everything this input says nothing about.
 pub(crate) fn desired_claim_status(
     current: Option<&ResourceClaimStatus>,
     input: &StatusInput<'_>,
@@ -176,6 +207,9 @@ pub(crate) fn desired_claim_status(
     let mut status = current.cloned().unwrap_or_default();
     if let Some(provider) = input.provider {
         status.provider = Some(provider.clone());
+    }
+    if let Some(approval) = &input.approval {
+        status.approval = Some(approval.clone());
     }
     let bound = match &input.binding {
         Binding::Bound(bound) => Some(bound),

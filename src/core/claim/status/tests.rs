@@ -2,6 +2,7 @@ use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 
 use super::*;
+use crate::api::claim::ApprovalState;
 use crate::core::test_fixtures::{at, now, provider_ref};
 
 fn later() -> DateTime<Utc> {
@@ -35,6 +36,7 @@ fn input<'a>(binding: Binding<'a>, domain: &'a OperatorDomain) -> StatusInput<'a
         validity: Validity::Valid,
         provider: None,
         resources: None,
+        approval: None,
         binding,
         generation: Some(3),
         domain,
@@ -219,6 +221,48 @@ fn an_unbound_claim_gets_planned_entries_and_a_waiting_condition() {
     assert_eq!(valid.status, "True");
     assert_eq!(valid.observed_generation, Some(3));
     assert_eq!(invalid_message(Some(&desired)), None);
+}
+
+/// §6.1: a claim waiting for approval says so in `Bound` and `Ready`, and the pending approval
+/// of its first sight is written with them; an approval already there is kept.
+#[test]
+fn a_claim_awaiting_approval_says_so_and_gets_its_pending_approval() {
+    let domain = domain();
+    let waiting = |rejected, message: Option<&str>| {
+        Binding::Unbound(Unbound::AwaitingApproval {
+            rejected,
+            message: message.map(str::to_owned),
+        })
+    };
+    let pending = Approval {
+        state: ApprovalState::Pending,
+        message: Some("Ask an admin.".to_owned()),
+    };
+    let mut first = input(waiting(false, Some("Ask an admin.")), &domain);
+    first.approval = Some(pending.clone());
+    let desired = desired_claim_status(None, &first);
+    assert_eq!(desired.approval, Some(pending));
+    assert_eq!(desired.resources, None);
+    let conditions = desired.conditions.as_ref().expect("conditions");
+    for type_ in [BOUND, READY] {
+        let condition = conditions.iter().find(|c| c.type_ == type_).expect(type_);
+        assert_eq!(
+            (condition.status.as_str(), condition.reason.as_str()),
+            ("False", "ApprovalPending"),
+        );
+        assert_eq!(condition.message, "waiting for approval: Ask an admin.");
+    }
+
+    let rejected = status(json!({"approval": {"state": "rejected"}}));
+    let desired = desired_claim_status(Some(&rejected), &input(waiting(true, None), &domain));
+    assert_eq!(desired.approval, rejected.approval);
+    let conditions = desired.conditions.as_ref().expect("conditions");
+    let bound = conditions.iter().find(|c| c.type_ == BOUND).expect("Bound");
+    assert_eq!(bound.reason, "ApprovalRejected");
+    assert_eq!(
+        bound.message,
+        "not bound: the claim's approval was rejected"
+    );
 }
 
 #[test]
