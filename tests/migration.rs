@@ -1,10 +1,10 @@
-//! Moving over from Poolboy 1.17 (README, "Moving from Poolboy 1.17"): an installation exactly
-//! as Poolboy 1.17.3 wrote it (tests/fixtures/poolboy-1.17.3), and the same installation in
-//! the other shapes Poolboy writes (a pool with vars, parameters and a linked provider, the
-//! spec references of older releases), a pool with a lifespan, resource labels and annotations,
-//! and a claim whose requested end Poolboy slides forward, is taken over with no object created
-//! or deleted, no claim rebound, the claims' status kept, and no write but those
-//! docs/compatibility.md lists under "Taking over from Poolboy".
+//! Moving over from Poolboy 1.17 (README, "Moving from Poolboy 1.17"): installations exactly
+//! as Poolboy 1.17.3 wrote them (tests/fixtures/poolboy-1.17.3: pools and claims of template
+//! providers; a pool with a lifespan, resource labels and annotations; a claim whose requested
+//! end Poolboy slides forward; linked providers with parameters, and approval), and the first
+//! in shapes Poolboy writes too (a pool with vars, the spec references of older releases), are
+//! taken over with no object created or deleted, no claim rebound, the claims' status kept, and
+//! no write but those docs/compatibility.md lists under "Taking over from Poolboy".
 
 mod support;
 
@@ -151,8 +151,9 @@ fn named<'a>(objects: &'a mut [Value], kind: &str, name: &str) -> &'a mut Value 
 
 /// Loads `objects` as the fixture's README says: without uid, resourceVersion,
 /// creationTimestamp and generation, each created and then its `status` written through the
-/// status subresource. The ConfigMaps the handles reference are created as Poolboy creates
-/// them, and each claim's `status.resources[].state` is its ConfigMap as Poolboy records it.
+/// status subresource. The ConfigMaps the handles reference are created as the fixture
+/// recorded them, or, where it holds none, as Poolboy creates them; each claim's
+/// `status.resources[].state` is its ConfigMap as Poolboy records it.
 async fn load(env: &TestEnv, mut objects: Vec<Value>) {
     for (kind, _) in &KINDS[..4] {
         for object in of_kind(&mut objects, kind) {
@@ -172,8 +173,22 @@ async fn load(env: &TestEnv, mut objects: Vec<Value>) {
             .expect("the handle as created");
         let handle = serde_json::to_value(handle).expect("JSON");
         for (index, reference) in references(&handle).into_iter().enumerate() {
-            let configmap = create_configmap(env, &handle, index, &reference).await;
-            states.insert(text(&reference["name"]), poolboy_state(configmap));
+            let name = text(&reference["name"]);
+            let configmap = match objects
+                .iter()
+                .find(|o| o["kind"] == "ConfigMap" && o["metadata"]["name"] == name.as_str())
+            {
+                Some(recorded) => of_handle(recorded.clone(), &handle),
+                None => as_poolboy_makes_it(&handle, index, &reference),
+            };
+            let configmap: ConfigMap = serde_json::from_value(configmap).expect("a ConfigMap");
+            let created = env
+                .api::<ConfigMap>()
+                .create(&PostParams::default(), &configmap)
+                .await
+                .unwrap_or_else(|e| panic!("creating ConfigMap {name}: {e}"));
+            let created = serde_json::to_value(created).expect("JSON");
+            states.insert(name, poolboy_state(created));
         }
     }
     for claim in of_kind(&mut objects, "ResourceClaim") {
@@ -257,9 +272,22 @@ fn references(handle: &Value) -> Vec<Value> {
         .collect()
 }
 
+/// A ConfigMap the fixture recorded, to be created again for `handle` as loaded: without what
+/// the API server sets, and annotated with the handle's new uid.
+fn of_handle(mut configmap: Value, handle: &Value) -> Value {
+    if let Some(metadata) = configmap["metadata"].as_object_mut() {
+        for field in ["uid", "resourceVersion", "creationTimestamp"] {
+            metadata.remove(field);
+        }
+    }
+    configmap["metadata"]["annotations"][format!("{D}/resource-handle-uid")] =
+        handle["metadata"]["uid"].clone();
+    configmap
+}
+
 /// The ConfigMap of `handle`'s resource `index`, labelled and annotated as Poolboy labels and
 /// annotates what it creates (its `resourceprovider.py`), with the template the handle names.
-async fn create_configmap(env: &TestEnv, handle: &Value, index: usize, reference: &Value) -> Value {
+fn as_poolboy_makes_it(handle: &Value, index: usize, reference: &Value) -> Value {
     let spec = &handle["spec"];
     let resource = &spec["resources"][index];
     let mut annotations = Map::new();
@@ -311,13 +339,7 @@ async fn create_configmap(env: &TestEnv, handle: &Value, index: usize, reference
     if let Some(data) = resource["template"].get("data") {
         configmap["data"] = data.clone();
     }
-    let configmap: ConfigMap = serde_json::from_value(configmap).expect("a ConfigMap");
-    let created = env
-        .api::<ConfigMap>()
-        .create(&PostParams::default(), &configmap)
-        .await
-        .expect("creating a ConfigMap");
-    serde_json::to_value(created).expect("JSON")
+    configmap
 }
 
 /// `resource` as Poolboy 1.17 records it in a claim's `status.resources[].state`
@@ -736,102 +758,6 @@ async fn references_in_the_spec_as_poolboy_1_12_kept_them_move_over_untouched() 
     env.teardown([operator]).await;
 }
 
-/// A reference to provider `name` of `namespace`, as Poolboy writes one.
-fn provider_reference(name: &str, namespace: &str) -> Value {
-    json!({"apiVersion": format!("{D}/v1"), "kind": "ResourceProvider", "name": name,
-        "namespace": namespace})
-}
-
-/// The recorded installation with every claim made through provider `lab`, which takes a
-/// parameter and links provider `base`, as Poolboy 1.17.3 writes such objects:
-/// `create_for_pool` copies the pool's `spec.provider` into each handle, and
-/// `create_for_claim` the claim's (cold1 asks for a size the pool does not hold); each
-/// handle's `spec.resources` are what `ResourceProvider.get_resources` generates, the linked
-/// resource first, each named after its provider, and each status entry takes that name; a
-/// bound handle's `spec.provider` is its claim's, which the bind patch copies; a claim's
-/// `status.provider` holds its parameter values with the defaults applied.
-fn with_linked_provider(namespace: &str) -> Vec<Value> {
-    let mut objects = recorded_installation(namespace);
-    let size_parameter = json!({"name": "size", "default": {"value": "small"},
-        "validation": {"openAPIV3Schema": {"type": "string", "enum": ["small", "large"]}}});
-    let override_ = json!({"apiVersion": "v1", "kind": "ConfigMap",
-        "metadata": {"namespace": namespace}});
-    let provider = |name: &str, spec: Value| {
-        json!({"apiVersion": format!("{D}/v1"), "kind": "ResourceProvider",
-            "metadata": {"name": name, "namespace": namespace}, "spec": spec})
-    };
-    objects.insert(
-        0,
-        provider(
-            "base",
-            json!({"override": override_, "parameters": [size_parameter],
-                "template": {"enable": true, "definition": {"data": {"size": "{{ size }}"}}},
-                "readinessCheck": "metadata.uid is defined",
-                "updateFilters": [{"pathMatch": "/data/.*"}]}),
-        ),
-    );
-    objects.insert(
-        1,
-        provider(
-            "lab",
-            json!({"override": override_, "parameters": [size_parameter],
-                "linkedResourceProviders": [{"name": "base",
-                    "parameterValues": {"size": "{{ size }}"}}],
-                "template": {"enable": true, "definition": {"data": {"lab": "{{ size }}"}}},
-                "readinessCheck": "metadata.uid is defined",
-                "updateFilters": [{"pathMatch": "/data/.*"}]}),
-        ),
-    );
-    let pool_provider = json!({"name": "lab", "parameterValues": {"size": "small"}});
-    named(&mut objects, "ResourcePool", "pool")["spec"] =
-        json!({"minAvailable": 3, "provider": pool_provider});
-    // The pool's handles and the claims bound to them are of size small; cold1 asks for a
-    // large one, which its own handle (made by `create_for_claim`) holds.
-    let size_of = |claim: &str| if claim == "cold1" { "large" } else { "small" };
-    for handle in of_kind(&mut objects, "ResourceHandle") {
-        let claim = text(&handle["spec"]["resourceClaim"]["name"]);
-        let size = size_of(&claim);
-        let guid = text(&handle["metadata"]["name"]).replace("guid-", "");
-        handle["spec"]["provider"] = json!({"name": "lab", "parameterValues": {"size": size}});
-        handle["spec"]["resources"] = json!([
-            {"name": "base", "provider": provider_reference("base", namespace),
-                "template": {"data": {"size": size}}},
-            {"name": "lab", "provider": provider_reference("lab", namespace),
-                "template": {"data": {"lab": size}}},
-        ]);
-        handle["status"]["resources"] = json!([("base", 0), ("lab", 1)].map(|(name, index)| {
-            json!({"name": name, "ready": true,
-                "reference": {"apiVersion": "v1", "kind": "ConfigMap",
-                    "name": format!("guid{index}-{guid}"), "namespace": namespace}})
-        }));
-    }
-    for claim in of_kind(&mut objects, "ResourceClaim") {
-        let size = size_of(&text(&claim["metadata"]["name"]));
-        let provider = json!({"name": "lab", "parameterValues": {"size": size}});
-        claim["spec"] = json!({"provider": provider});
-        claim["status"]["provider"] = provider;
-        let guid = text(&claim["status"]["resourceHandle"]["name"]).replace("guid-", "");
-        claim["status"]["resources"] = json!([("base", 0), ("lab", 1)].map(|(name, index)| {
-            json!({"name": name, "provider": provider_reference(name, namespace), "ready": true,
-                "reference": {"apiVersion": "v1", "kind": "ConfigMap",
-                    "name": format!("guid{index}-{guid}"), "namespace": namespace}})
-        }));
-    }
-    objects
-}
-
-#[tokio::test]
-async fn claims_and_a_pool_of_a_linked_provider_with_parameters_move_over_untouched() {
-    let env = TestEnv::new().await;
-    let objects = with_linked_provider(&env.namespace);
-    let operator = take_over(&env, objects, &[]).await;
-    assert_eq!(
-        unbound_handles(&env, "pool").await,
-        BTreeSet::from(UNBOUND.map(str::to_owned)),
-    );
-    env.teardown([operator]).await;
-}
-
 /// What taking over a claim whose requested end lies beyond its relativeMaximum writes besides
 /// [`TAKEOVER_WRITES`] (docs/compatibility.md, "Taking over from Poolboy"): the clamped end,
 /// into the claim's spec, its handle's spec and the claim's status.
@@ -902,5 +828,73 @@ async fn a_pool_with_a_lifespan_labels_and_annotations_moves_over_untouched() {
         unbound_handles(&env, "lpool").await,
         BTreeSet::from(unbound.map(str::to_owned)),
     );
+    env.teardown([operator]).await;
+}
+
+/// Claims of a provider that links another and takes parameters (one bound from a pool of
+/// that provider, one with a handle of its own), and two claims of a provider that requires
+/// approval (one approved and bound, one pending), as Poolboy 1.17.3 left them with the
+/// ConfigMaps it made (tests/fixtures/poolboy-1.17.3/linked-and-approval.json): taken over with
+/// nothing but the writes every takeover makes. Then a parameter edit reaches both of its
+/// claim's resources (the linked one's data, and the one whose template reads it), and the
+/// pending claim, once approved, is initialised and gets its handle and ConfigMap.
+#[tokio::test]
+async fn linked_providers_parameters_and_approval_move_over_untouched() {
+    let env = TestEnv::new().await;
+    // As where Poolboy made the claims' resources (the fixture's README): without it, the
+    // broker would take `resource-requester-user` off them, as Poolboy would.
+    env.annotate_requester("alice").await;
+    let objects = recorded(
+        include_str!("fixtures/poolboy-1.17.3/linked-and-approval.json"),
+        &env.namespace,
+    );
+    let operator = take_over(&env, objects, &[]).await;
+    let unbound = ["guid-l2jgz", "guid-mskpr"];
+    assert_eq!(
+        unbound_handles(&env, "lpool").await,
+        BTreeSet::from(unbound.map(str::to_owned)),
+    );
+
+    let claims = api(&env, "ResourceClaim");
+    let edit = json!({"spec": {"provider": {"parameterValues": {"color": "blue"}}}});
+    claims
+        .patch("linked1", &PatchParams::default(), &Patch::Merge(edit))
+        .await
+        .expect("editing the claim's parameters");
+    let configmaps = env.api::<ConfigMap>();
+    let color = |name: &'static str| {
+        let configmaps = configmaps.clone();
+        async move {
+            let data = configmaps.get(name).await.ok()?.data?;
+            data.get("color").cloned()
+        }
+    };
+    eventually("the edit to reach both resources", TIMEOUT, || async {
+        let base = color("lbase-qzm92-base").await?;
+        let app = color("lapp-qzm92-app").await?;
+        (base == "blue" && app == "BLUE").then_some(())
+    })
+    .await;
+
+    let approval = json!({"status": {"approval": {"state": "approved"}}});
+    claims
+        .patch_status("pending1", &PatchParams::default(), &Patch::Merge(approval))
+        .await
+        .expect("approving the claim");
+    let handle = eventually("the approved claim to be bound", TIMEOUT, || async {
+        let claim = claims.get("pending1").await.ok()?;
+        let handle = text(&claim.data["status"]["resourceHandle"]["name"]);
+        let initialised = claim
+            .annotations()
+            .contains_key(&format!("{D}/resource-claim-init-timestamp"));
+        (initialised && !handle.is_empty()).then_some(handle)
+    })
+    .await;
+    let configmap = format!("approve-{}", handle.replace("guid-", ""));
+    eventually("the approved claim's ConfigMap", TIMEOUT, || async {
+        let data = configmaps.get(&configmap).await.ok()?.data?;
+        (data.get("count").map(String::as_str) == Some("n4")).then_some(())
+    })
+    .await;
     env.teardown([operator]).await;
 }

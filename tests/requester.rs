@@ -7,9 +7,9 @@ mod support;
 
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
+use kube::api::{Api, DynamicObject, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use poolboy::api::OperatorDomain;
 use poolboy::api::ResourceClaim;
@@ -96,19 +96,6 @@ async fn configmap_of_claim(env: &TestEnv) -> ConfigMap {
     wait_for(&env.api::<ConfigMap>(), &name, "exists", WAIT, |_| true).await
 }
 
-/// Names `user` as the requester of claims in the test namespace (§5.7).
-async fn annotate_requester(env: &TestEnv, user: &str) {
-    let annotate = json!({"metadata": {"annotations": {"openshift.io/requester": user}}});
-    Api::<Namespace>::all(env.client.clone())
-        .patch(
-            &env.namespace,
-            &PatchParams::default(),
-            &Patch::Merge(&annotate),
-        )
-        .await
-        .expect("annotate the namespace");
-}
-
 #[tokio::test]
 async fn a_namespace_without_annotations_has_no_requester() {
     let env = TestEnv::new().await;
@@ -132,7 +119,7 @@ async fn a_namespace_without_annotations_has_no_requester() {
 async fn a_requester_without_a_user_object_is_poolboys_stub() {
     let env = TestEnv::new().await;
     let user = format!("test-user-{}", support::random_suffix());
-    annotate_requester(&env, &user).await;
+    env.annotate_requester(&user).await;
     let operator = TestOperator::start(env.kube_config(), &env.namespace);
     let kinds = Kinds::new(&OperatorDomain::default());
     let mut requested = provider(&env);
@@ -191,7 +178,7 @@ async fn the_openshift_requester_reaches_templates_and_annotations() {
         }),
     )
     .await;
-    annotate_requester(&env, &user).await;
+    env.annotate_requester(&user).await;
 
     let operator = TestOperator::start(env.kube_config(), &env.namespace);
     let kinds = Kinds::new(&OperatorDomain::default());

@@ -124,6 +124,19 @@ impl TestEnv {
         Api::namespaced(self.client.clone(), &self.namespace)
     }
 
+    /// Names `user` as the requester of claims in this test's namespace (§5.7).
+    pub async fn annotate_requester(&self, user: &str) {
+        let annotate = json!({"metadata": {"annotations": {"openshift.io/requester": user}}});
+        Api::<Namespace>::all(self.client.clone())
+            .patch(
+                &self.namespace,
+                &PatchParams::default(),
+                &Patch::Merge(&annotate),
+            )
+            .await
+            .expect("annotate the namespace");
+    }
+
     /// The admin client's configuration: what an in-process operator connects with (it builds
     /// the broker's own client from it, see [`operator::TestOperator`]).
     pub fn kube_config(&self) -> Config {
