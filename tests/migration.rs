@@ -1,10 +1,11 @@
 //! Moving over from Poolboy 1.17 (README, "Moving from Poolboy 1.17"): installations exactly
 //! as Poolboy 1.17.3 wrote them (tests/fixtures/poolboy-1.17.3: pools and claims of template
-//! providers; a pool with a lifespan, resource labels and annotations; a claim whose requested
-//! end Poolboy slides forward; linked providers with parameters, and approval), and the first
-//! in shapes Poolboy writes too (a pool with vars, the spec references of older releases), are
-//! taken over with no object created or deleted, no claim rebound, the claims' status kept, and
-//! no write but those docs/compatibility.md lists under "Taking over from Poolboy".
+//! providers; a pool with a lifespan, resource labels and annotations; a pool with scalings; a
+//! claim whose requested end Poolboy slides forward; linked providers with parameters, and
+//! approval), and the first in shapes Poolboy writes too (a pool with vars, the spec
+//! references of older releases), are taken over with no object created or deleted, no claim
+//! rebound, the claims' status kept, and no write but those docs/compatibility.md lists under
+//! "Taking over from Poolboy".
 
 mod support;
 
@@ -27,9 +28,10 @@ use support::{TIMEOUT, TestEnv, eventually};
 const D: &str = "poolboy.gpte.redhat.com";
 
 /// The kinds an installation holds, in the order they are loaded.
-const KINDS: [(&str, &str); 5] = [
+const KINDS: [(&str, &str); 6] = [
     ("ResourceProvider", "resourceproviders"),
     ("ResourcePool", "resourcepools"),
+    ("ResourcePoolScaling", "resourcepoolscalings"),
     ("ResourceHandle", "resourcehandles"),
     ("ResourceClaim", "resourceclaims"),
     ("ConfigMap", "configmaps"),
@@ -49,6 +51,7 @@ const TAKEOVER_WRITES: &[(&str, &str)] = &[
     ("ResourcePool", "/status/conditions"),
     ("ResourcePool", "/status/resourceHandleCount/**"),
     ("ResourcePool", "/status/resourceHandles/**"),
+    ("ResourcePoolScaling", "/status/state"),
     ("ResourceProvider", "/status"),
 ];
 
@@ -155,7 +158,7 @@ fn named<'a>(objects: &'a mut [Value], kind: &str, name: &str) -> &'a mut Value 
 /// recorded them, or, where it holds none, as Poolboy creates them; each claim's
 /// `status.resources[].state` is its ConfigMap as Poolboy records it.
 async fn load(env: &TestEnv, mut objects: Vec<Value>) {
-    for (kind, _) in &KINDS[..4] {
+    for (kind, _) in &KINDS[..5] {
         for object in of_kind(&mut objects, kind) {
             create_with_status(env, kind, object).await;
         }
@@ -228,6 +231,16 @@ async fn create_with_status(env: &TestEnv, kind: &str, object: &Value) {
         for field in ["uid", "resourceVersion", "creationTimestamp", "generation"] {
             metadata.remove(field);
         }
+    }
+    // An owner (a scaling's pool) was loaded before, under a new uid: the garbage collector
+    // deletes what names an owner that does not exist.
+    let owners = object["metadata"]["ownerReferences"].as_array_mut();
+    for owner in owners.into_iter().flatten() {
+        let loaded = api(env, &text(&owner["kind"]))
+            .get(&text(&owner["name"]))
+            .await
+            .unwrap_or_else(|e| panic!("the owner {owner}: {e}"));
+        owner["uid"] = json!(loaded.uid());
     }
     let name = object["metadata"]["name"]
         .as_str()
@@ -894,6 +907,50 @@ async fn linked_providers_parameters_and_approval_move_over_untouched() {
     eventually("the approved claim's ConfigMap", TIMEOUT, || async {
         let data = configmaps.get(&configmap).await.ok()?.data?;
         (data.get("count").map(String::as_str) == Some("n4")).then_some(())
+    })
+    .await;
+    env.teardown([operator]).await;
+}
+
+/// A pool of two handles Poolboy 1.17.3 made for a scaling it completed (`count: 2`, left with
+/// the `state: waiting` its inverted state writes), and a scaling due in two days it has not
+/// begun, both owned by the pool (tests/fixtures/poolboy-1.17.3/pool-scalings.json): taken over
+/// with no handle made, each scaling's state written as it is; brought forward, the later
+/// scaling makes its three handles.
+#[tokio::test]
+async fn a_pool_with_scalings_moves_over_untouched() {
+    let env = TestEnv::new().await;
+    let objects = recorded(
+        include_str!("fixtures/poolboy-1.17.3/pool-scalings.json"),
+        &env.namespace,
+    );
+    let operator = take_over(&env, objects, &[]).await;
+    let made = ["guid-6mxj7", "guid-kg4hv"].map(str::to_owned);
+    assert_eq!(unbound_handles(&env, "spool").await, BTreeSet::from(made));
+    let scalings = api(&env, "ResourcePoolScaling");
+    let state = |scaling: &DynamicObject| text(&scaling.data["status"]["state"]);
+    let done = scalings.get("burst-done").await.expect("the scaling");
+    assert_eq!(
+        (state(&done), done.data["status"]["count"].clone()),
+        ("done".to_owned(), json!(2))
+    );
+    let later = scalings.get("burst-later").await.expect("the scaling");
+    assert_eq!(state(&later), "waiting");
+
+    let now = Utc::now().to_rfc3339_opts(SecondsFormat::Secs, true);
+    scalings
+        .patch(
+            "burst-later",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"at": now}})),
+        )
+        .await
+        .expect("bringing the scaling forward");
+    eventually("the later scaling to make its handles", TIMEOUT, || async {
+        let later = scalings.get("burst-later").await.ok()?;
+        let handles = unbound_handles(&env, "spool").await;
+        (state(&later) == "done" && later.data["status"]["count"] == 3 && handles.len() == 5)
+            .then_some(())
     })
     .await;
     env.teardown([operator]).await;
