@@ -34,11 +34,11 @@ use super::context::{Context, EventKind};
 use super::managed::{self, InStore};
 use super::reconciler::{self, Drive, Lifecycle};
 use super::write::{self, Halt, OrHalt, PassError, Written};
-use crate::api::claim::{ClaimStatusLifespan, ClaimStatusProvider};
+use crate::api::claim::ClaimStatusLifespan;
 use crate::api::kinds::{ClaimObject, HandleObject, Kinds, PoolObject};
 use crate::api::{ResourceClaim, ResourceHandle};
 use crate::core::claim::gates::{
-    AutoAction, AutoInput, approval_gate, auto_action, claim_metadata_patch,
+    AutoAction, AutoInput, approval_gate, auto_action, claim_metadata_patch, provider_while_waiting,
 };
 use crate::core::claim::resolve::{ResolveInput, ResolvedClaim, resolve_claim};
 use crate::core::claim::status::{
@@ -573,13 +573,7 @@ async fn approval(
     };
     let (namespace, name) = namespace_and_name(&claim);
     ctx.index.stop_waiting(namespace, name);
-    let named = ClaimStatusProvider {
-        name: provider.name().to_owned(),
-        parameter_values: None,
-        validation_errors: None,
-    };
-    let recorded = claim.status.as_ref().and_then(|s| s.provider.clone());
-    let status_provider = recorded.unwrap_or(named);
+    let status_provider = provider_while_waiting(claim.status.as_ref(), provider.name());
     let generation = claim.metadata.generation;
     write_unbound(ctx, claim, unbound, |binding| StatusInput {
         validity: Validity::Valid,

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use chrono::{DateTime, Utc};
 use serde_json::{Map, Value, json};
 
-use crate::api::claim::{Approval, ApprovalState, ResourceClaimStatus};
+use crate::api::claim::{Approval, ApprovalState, ClaimStatusProvider, ResourceClaimStatus};
 use crate::api::provider::ProviderApproval;
 use crate::api::{OperatorDomain, ResourceClaim, ResourceHandle, ResourceProvider};
 use crate::core::claim::status::Unbound;
@@ -63,6 +63,21 @@ impl ApprovalGate {
             ApprovalGate::Open | ApprovalGate::Closed { .. } => None,
         }
     }
+}
+
+/// `status.provider` of a claim that waits for approval: what its status records, or on first
+/// sight the provider's name alone, as Poolboy writes it (§6.1: the parameter values are
+/// validated and recorded once it is approved).
+pub(crate) fn provider_while_waiting(
+    status: Option<&ResourceClaimStatus>,
+    provider: &str,
+) -> ClaimStatusProvider {
+    let recorded = status.and_then(|s| s.provider.clone());
+    recorded.unwrap_or_else(|| ClaimStatusProvider {
+        name: provider.to_owned(),
+        parameter_values: None,
+        validation_errors: None,
+    })
 }
 
 /// §6.1: whether a provider claim may be provisioned. "Approved" is `status.approval.state ==

@@ -107,6 +107,19 @@ fn a_claim_with_a_handle_counts_as_approved() {
     );
 }
 
+#[test]
+fn a_waiting_claim_records_its_provider_by_name_until_approved() {
+    assert_eq!(
+        json!(provider_while_waiting(None, "gated")),
+        json!({"name": "gated"})
+    );
+    let recorded = status(json!({"provider": {"name": "gated", "parameterValues": {"n": 1}}}));
+    assert_eq!(
+        json!(provider_while_waiting(Some(&recorded), "gated")),
+        json!({"name": "gated", "parameterValues": {"n": 1}})
+    );
+}
+
 fn claim(value: Value) -> ResourceClaim {
     let mut claim = json!({
         "apiVersion": "poolboy.gpte.redhat.com/v1",
