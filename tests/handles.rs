@@ -870,8 +870,8 @@ async fn b13_an_existing_resource_is_taken_over_not_an_error() {
 
 /// Δ B14/B15 (#145): no shards here. The finalizer is the bare domain on claims and handles
 /// (no shard index in it, no shard label anywhere), and objects carrying finalizers of other
-/// Poolboy modes or versions (`D/handler`, `D/handler-<n>`, `D/resource-handler-<n>`) are
-/// released on deletion all the same.
+/// Poolboy modes or versions (`D/handler`, `D/handler-<n>`, `D/resource-handler-<n>`) keep
+/// them alone and are released on deletion all the same.
 #[tokio::test]
 async fn b15_finalizers_carry_no_shard_and_legacy_ones_are_released() {
     let env = TestEnv::new().await;
@@ -892,17 +892,18 @@ async fn b15_finalizers_carry_no_shard_and_legacy_ones_are_released() {
         );
     }
 
-    // Legacy finalizers: the operator adds its own, and on deletion removes them all.
+    // Legacy finalizers: the operator adds none beside them (Δ§4.7: one Poolboy finalizer),
+    // and on deletion removes them all.
     let legacy = guid_name("legacy");
-    let metadata = json!({"finalizers": [key("handler-2"), key("resource-handler-0")]});
+    let finalizers = json!([key("handler-2"), key("resource-handler-0")]);
+    let metadata = json!({"finalizers": finalizers});
     let resources = config_resources(&env, &[("config", json!({}))]);
     create_named_handle(&env, &legacy, metadata, json!({"resources": resources})).await;
-    await_object(&handles_api, &legacy, "managed", |h| {
-        h["metadata"]["finalizers"]
-            .as_array()
-            .is_some_and(|f| f.contains(&json!(D)))
+    let managed = await_object(&handles_api, &legacy, "managed", |h| {
+        h["status"]["conditions"].is_array()
     })
     .await;
+    assert_eq!(managed["metadata"]["finalizers"], finalizers);
     handles_api
         .delete(&legacy, &DeleteParams::default())
         .await

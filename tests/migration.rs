@@ -745,6 +745,31 @@ async fn a_pool_with_vars_moves_over_untouched() {
     env.teardown([operator]).await;
 }
 
+/// The recorded installation as Poolboy's chart runs it by default (`operatorMode: manager`):
+/// its resource handlers put their own finalizer, `D/handler`, on claims, handles and pools
+/// (Δ§4.7), and the manager labels each with the shard that serves it. Taken over, no other
+/// finalizer is added beside it (Poolboy's handlers would never remove it, and deleting the
+/// object would hang after a move back), and a deleted claim still takes its handle and
+/// ConfigMap with it.
+#[tokio::test]
+async fn an_installation_of_poolboys_manager_mode_moves_over_untouched() {
+    let env = TestEnv::new().await;
+    let mut objects = recorded_installation(&env.namespace);
+    for kind in ["ResourcePool", "ResourceHandle", "ResourceClaim"] {
+        for object in of_kind(&mut objects, kind) {
+            object["metadata"]["finalizers"] = json!([format!("{D}/handler")]);
+            object["metadata"]["labels"][format!("{D}/resource-handler-idx")] = json!("0");
+        }
+    }
+    let operator = take_over(&env, objects, &[]).await;
+    assert_eq!(
+        unbound_handles(&env, "pool").await,
+        BTreeSet::from(UNBOUND.map(str::to_owned)),
+    );
+    managed_after_takeover(&env, "warm1", "guid0-xn5p2", "cold1").await;
+    env.teardown([operator]).await;
+}
+
 #[tokio::test]
 async fn references_in_the_spec_as_poolboy_1_12_kept_them_move_over_untouched() {
     let env = TestEnv::new().await;

@@ -36,7 +36,7 @@ use super::reconciler::{self, Drive, Lifecycle};
 use super::write::{self, Halt, OrHalt, PassError, Written};
 use crate::api::claim::ClaimStatusLifespan;
 use crate::api::kinds::{ClaimObject, HandleObject, Kinds, PoolObject};
-use crate::api::{ResourceClaim, ResourceHandle};
+use crate::api::{OperatorDomain, ResourceClaim, ResourceHandle};
 use crate::core::claim::gates::{
     AutoAction, AutoInput, approval_gate, auto_action, claim_metadata_patch, provider_while_waiting,
 };
@@ -397,11 +397,11 @@ async fn finalize(
 fn defers_finalizer(
     claim: &ClaimObject,
     gate: &Result<StartGate, lifespan::LifespanError>,
-    finalizer: &str,
+    domain: &OperatorDomain,
 ) -> bool {
     claim.status.is_none()
         && matches!(gate, Ok(StartGate::Open))
-        && !writes::has_finalizer(claim, finalizer)
+        && !write::has_poolboy_finalizer(&claim.metadata, domain)
 }
 
 /// One pass of §7 over a claim that is not being deleted.
@@ -416,7 +416,7 @@ async fn pass(
     }
     // Δ§3.1.1, B19: nothing at all happens before the claim's start (but the finalizer).
     let gate = lifespan::start_gate(&Kinds::claim_of(&claim), now);
-    let defer = defers_finalizer(&claim, &gate, &ctx.domain().finalizer());
+    let defer = defers_finalizer(&claim, &gate, ctx.domain());
     let claim = match defer {
         true => claim,
         false => writes::ensure_finalizer(ctx, claim).await.or_halt()?,
@@ -1065,23 +1065,24 @@ mod tests {
         serde_json::from_value(claim).expect("a claim")
     }
 
-    const FINALIZER: &str = "poolboy.gpte.redhat.com";
-
     /// §6.3: a new, started claim gets its finalizer with its initialisation; one that waits
-    /// for its start, or was initialised, gets it on its own.
+    /// for its start, was initialised, or carries a finalizer of some Poolboy mode, does not.
     #[test]
     fn only_a_new_started_claim_defers_its_finalizer() {
+        let domain = OperatorDomain::default();
         let open = Ok(StartGate::Open);
-        assert!(defers_finalizer(&claim(None, &[]), &open, FINALIZER));
+        assert!(defers_finalizer(&claim(None, &[]), &open, &domain));
         let later = Ok(StartGate::OpensAt(Utc::now()));
-        assert!(!defers_finalizer(&claim(None, &[]), &later, FINALIZER));
+        assert!(!defers_finalizer(&claim(None, &[]), &later, &domain));
         let initialised = claim(Some(json!({"provider": {"name": "lab"}})), &[]);
-        assert!(!defers_finalizer(&initialised, &open, FINALIZER));
-        assert!(!defers_finalizer(
-            &claim(None, &[FINALIZER]),
-            &open,
-            FINALIZER
-        ));
+        assert!(!defers_finalizer(&initialised, &open, &domain));
+        for finalizer in ["poolboy.gpte.redhat.com", "poolboy.gpte.redhat.com/handler"] {
+            assert!(!defers_finalizer(
+                &claim(None, &[finalizer]),
+                &open,
+                &domain
+            ));
+        }
     }
 
     #[test]

@@ -199,9 +199,8 @@ async fn manage(object: HandleObject, ctx: &Context) -> Result<Action, Halt<Hand
         return delete_released(ctx, &object).await;
     }
     let problem_before = problem_message(object.status.as_ref()).map(str::to_owned);
-    let finalizer = ctx.domain().finalizer();
     let api = ctx.handles_api();
-    let object = write::add_finalizer(&api, object, &finalizer)
+    let object = write::ensure_poolboy_finalizer(&api, object, ctx.domain())
         .await
         .or_halt()?;
     let now = ctx.now();

@@ -274,9 +274,8 @@ impl Lifecycle for PoolContext {
         let key = ObjectRef::new_with(&pool.name_any(), self.ctx.kinds.pool.clone());
         self.later_wakes
             .served(&key.within(&pool.namespace().unwrap_or_default()));
-        let finalizer = self.ctx.domain().finalizer();
         let api = self.ctx.pools_api();
-        let pool = write::add_finalizer(&api, pool, &finalizer)
+        let pool = write::ensure_poolboy_finalizer(&api, pool, self.ctx.domain())
             .await
             .or_halt()?;
         pass(&pool, self).await

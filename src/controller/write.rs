@@ -12,13 +12,14 @@ use std::sync::{LazyLock, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use json_patch::{Patch as JsonPatch, PatchOperation, ReplaceOperation};
-use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
+use kube::api::{Api, DeleteParams, ObjectMeta, Patch, PatchParams, PostParams, Preconditions};
 use kube::{Resource, ResourceExt};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
 use super::echoes::{self, Writing};
+use crate::api::OperatorDomain;
 use crate::core::json::pointer::{add, pointer, test};
 use crate::store::packed::Identified;
 
@@ -437,24 +438,33 @@ where
     send_over(api, &name, Some(object), target, &patch, echo).await
 }
 
-/// Adds `finalizer` when missing (Δ§4.7: exactly one Poolboy finalizer); the object as it is
-/// now.
-pub(crate) async fn add_finalizer<K>(
+/// Adds the operator's finalizer to an object that carries no Poolboy finalizer (Δ§4.7:
+/// exactly one): one that some Poolboy mode put there (`D/handler` of its resource handlers)
+/// stays the only one, so that Poolboy, started again in that mode, removes it. The object as
+/// it is now.
+pub(crate) async fn ensure_poolboy_finalizer<K>(
     api: &Api<K>,
     object: K,
-    finalizer: &str,
+    domain: &OperatorDomain,
 ) -> Result<Written<K>, kube::Error>
 where
     K: Resource + Clone + DeserializeOwned + Debug,
 {
-    let op = match object.meta().finalizers.as_deref() {
-        Some(finalizers) if finalizers.iter().any(|f| f == finalizer) => {
-            return Ok(Written::Done(object));
-        }
+    if has_poolboy_finalizer(object.meta(), domain) {
+        return Ok(Written::Done(object));
+    }
+    let finalizer = domain.finalizer();
+    let op = match object.meta().finalizers {
         Some(_) => add(&["metadata", "finalizers", "-"], json!(finalizer)),
         None => add(&["metadata", "finalizers"], json!([finalizer])),
     };
     patch(api, &object, Target::Object, vec![op]).await
+}
+
+/// Whether the object carries a finalizer of some Poolboy mode or version (Δ§4.7).
+pub(crate) fn has_poolboy_finalizer(metadata: &ObjectMeta, domain: &OperatorDomain) -> bool {
+    let finalizers = metadata.finalizers.as_deref().unwrap_or_default();
+    finalizers.iter().any(|f| domain.is_poolboy_finalizer(f))
 }
 
 /// Removes every finalizer `ours` claims (Δ§4.7: every Poolboy finalizer, of any domain
@@ -645,6 +655,25 @@ mod tests {
             "spec": {},
         }))
         .expect("a claim")
+    }
+
+    /// Any Poolboy mode's finalizer is the object's one Poolboy finalizer: none is added
+    /// beside `D/handler` (Δ§4.7).
+    #[test]
+    fn a_finalizer_of_any_poolboy_mode_counts_as_the_one() {
+        let domain = OperatorDomain::default();
+        let with = |finalizers: Value| -> ObjectMeta {
+            serde_json::from_value(json!({"name": "c", "finalizers": finalizers}))
+                .expect("metadata")
+        };
+        for ours in ["poolboy.gpte.redhat.com", "poolboy.gpte.redhat.com/handler"] {
+            assert!(has_poolboy_finalizer(
+                &with(json!(["other", ours])),
+                &domain
+            ));
+        }
+        assert!(!has_poolboy_finalizer(&with(json!(["other"])), &domain));
+        assert!(!has_poolboy_finalizer(&ObjectMeta::default(), &domain));
     }
 
     /// A version this process replaced is skipped as its store keeps it, packed (uid and

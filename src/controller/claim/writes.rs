@@ -27,13 +27,13 @@ fn version(claim: &ClaimObject) -> &str {
         .unwrap_or_default()
 }
 
-/// Adds the operator's finalizer when missing (Δ§4.7: exactly one Poolboy finalizer).
+/// Adds the operator's finalizer to a claim without a Poolboy finalizer (Δ§4.7: exactly one).
 pub(crate) async fn ensure_finalizer(
     ctx: &Context,
     claim: ClaimObject,
 ) -> Result<Written<ClaimObject>, ClaimError> {
     let api = api(ctx, &claim);
-    Ok(write::add_finalizer(&api, claim, &ctx.domain().finalizer()).await?)
+    Ok(write::ensure_poolboy_finalizer(&api, claim, ctx.domain()).await?)
 }
 
 /// Removes every Poolboy finalizer (Δ§4.7), keeping the others.
@@ -44,15 +44,6 @@ pub(crate) async fn remove_finalizers(
     let domain = ctx.domain();
     let ours = |f: &str| domain.is_poolboy_finalizer(f);
     Ok(write::release_finalizers(&api(ctx, claim), claim, ours).await?)
-}
-
-/// Whether `claim` has `finalizer`.
-pub(crate) fn has_finalizer(claim: &ClaimObject, finalizer: &str) -> bool {
-    claim
-        .metadata
-        .finalizers
-        .as_deref()
-        .is_some_and(|all| all.iter().any(|f| f == finalizer))
 }
 
 /// The initialisation merge patch `initialisation` (nothing when `None`) that also adds
