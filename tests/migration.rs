@@ -3,9 +3,9 @@
 //! providers; a pool with a lifespan, resource labels and annotations; a pool with scalings; a
 //! claim whose requested end Poolboy slides forward; linked providers with parameters, and
 //! approval), and the first in shapes Poolboy writes too (a pool with vars, the spec
-//! references of older releases), are taken over with no object created or deleted, no claim
-//! rebound, the claims' status kept, and no write but those docs/compatibility.md lists under
-//! "Taking over from Poolboy".
+//! references of older releases, the finalizer and shard labels of its manager mode), are
+//! taken over with no object created or deleted, no claim rebound, the claims' status kept,
+//! and no write but those docs/compatibility.md lists under "Taking over from Poolboy".
 
 mod support;
 
