@@ -568,7 +568,7 @@ async fn approval(
         return Ok(ControlFlow::Continue(claim));
     };
     let gate = approval_gate(provider.spec().approval.as_ref(), claim.status.as_ref());
-    let Some(unbound) = gate.unbound() else {
+    let Some(unbound) = Unbound::awaiting_approval(&gate) else {
         return Ok(ControlFlow::Continue(claim));
     };
     let (namespace, name) = namespace_and_name(&claim);

@@ -11,7 +11,6 @@ use serde_json::{Map, Value, json};
 use crate::api::claim::{Approval, ApprovalState, ClaimStatusProvider, ResourceClaimStatus};
 use crate::api::provider::ProviderApproval;
 use crate::api::{OperatorDomain, ResourceClaim, ResourceHandle, ResourceProvider};
-use crate::core::claim::status::Unbound;
 use crate::core::template::view::{Subjects, provider_view};
 use crate::core::template::{RenderContext, TemplateEngine};
 
@@ -37,21 +36,6 @@ pub(crate) enum ApprovalGate {
 }
 
 impl ApprovalGate {
-    /// Why a claim this gate stops has no handle; `None` when it is open.
-    pub(crate) fn unbound(&self) -> Option<Unbound> {
-        match self {
-            ApprovalGate::Open => None,
-            ApprovalGate::SetPending { message } => Some(Unbound::AwaitingApproval {
-                rejected: false,
-                message: Some(message.clone()),
-            }),
-            ApprovalGate::Closed { rejected, message } => Some(Unbound::AwaitingApproval {
-                rejected: *rejected,
-                message: message.clone(),
-            }),
-        }
-    }
-
     /// `status.approval` as the gate writes it: pending, on first sight of a claim that needs
     /// approval; `None` leaves it as it is.
     pub(crate) fn pending(&self) -> Option<Approval> {

@@ -14,6 +14,7 @@ use crate::api::claim::{
     ClaimWaitEstimate, ResourceClaimStatus,
 };
 use crate::api::refs::ProviderRef;
+use crate::core::claim::gates::ApprovalGate;
 use crate::core::claim::resolve::PlannedResource;
 use crate::core::conditions::{
     self, BOUND, ConditionStatus, DesiredCondition, LIFESPAN_ENDING, READY, VALID, set_condition,
@@ -79,6 +80,21 @@ pub(crate) const WAITING_IN_LINE: &str = "WaitingInLine";
 const WHY_LENGTH: usize = 1000;
 
 impl Unbound {
+    /// Why a claim `gate` stops has no handle; `None` when the gate is open.
+    pub(crate) fn awaiting_approval(gate: &ApprovalGate) -> Option<Unbound> {
+        match gate {
+            ApprovalGate::Open => None,
+            ApprovalGate::SetPending { message } => Some(Unbound::AwaitingApproval {
+                rejected: false,
+                message: Some(message.clone()),
+            }),
+            ApprovalGate::Closed { rejected, message } => Some(Unbound::AwaitingApproval {
+                rejected: *rejected,
+                message: message.clone(),
+            }),
+        }
+    }
+
     /// The reason and message of the claim's `Bound` and `Ready` conditions while it waits.
     pub(crate) fn waiting(&self) -> (&'static str, String) {
         match self {

@@ -223,6 +223,33 @@ fn an_unbound_claim_gets_planned_entries_and_a_waiting_condition() {
     assert_eq!(invalid_message(Some(&desired)), None);
 }
 
+/// A claim the approval gate stops waits with its approval's message; an open gate binds.
+#[test]
+fn a_closed_approval_gate_says_why_the_claim_waits() {
+    let first = ApprovalGate::SetPending {
+        message: "Ask an admin.".to_owned(),
+    };
+    assert_eq!(
+        Unbound::awaiting_approval(&first),
+        Some(Unbound::AwaitingApproval {
+            rejected: false,
+            message: Some("Ask an admin.".to_owned())
+        })
+    );
+    let rejected = ApprovalGate::Closed {
+        rejected: true,
+        message: Some("No.".to_owned()),
+    };
+    assert_eq!(
+        Unbound::awaiting_approval(&rejected),
+        Some(Unbound::AwaitingApproval {
+            rejected: true,
+            message: Some("No.".to_owned())
+        })
+    );
+    assert_eq!(Unbound::awaiting_approval(&ApprovalGate::Open), None);
+}
+
 /// §6.1: a claim waiting for approval says so in `Bound` and `Ready`, and the pending approval
 /// of its first sight is written with them; an approval already there is kept.
 #[test]
