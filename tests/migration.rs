@@ -1,11 +1,12 @@
 //! Moving over from Poolboy 1.17 (README, "Moving from Poolboy 1.17"): installations exactly
 //! as Poolboy 1.17.3 wrote them (tests/fixtures/poolboy-1.17.3: pools and claims of template
 //! providers; a pool with a lifespan, resource labels and annotations; a pool with scalings; a
-//! claim whose requested end Poolboy slides forward; linked providers with parameters, and
-//! approval), and the first in shapes Poolboy writes too (a pool with vars, the spec
-//! references of older releases, the finalizer and shard labels of its manager mode), are
-//! taken over with no object created or deleted, no claim rebound, the claims' status kept,
-//! and no write but those docs/compatibility.md lists under "Taking over from Poolboy".
+//! pool whose resources require a claim; a claim whose requested end Poolboy slides forward;
+//! linked providers with parameters, and approval), and the first in shapes Poolboy writes
+//! too (a pool with vars, the spec references of older releases, the finalizer and shard
+//! labels of its manager mode), are taken over with no object created or deleted, no claim
+//! rebound, the claims' status kept, and no write but those docs/compatibility.md lists under
+//! "Taking over from Poolboy".
 
 mod support;
 
@@ -977,6 +978,81 @@ async fn a_pool_with_scalings_moves_over_untouched() {
         (state(&later) == "done" && later.data["status"]["count"] == 3 && handles.len() == 5)
             .then_some(())
     })
+    .await;
+    env.teardown([operator]).await;
+}
+
+/// What taking over a handle whose resources wait for a claim writes besides
+/// [`TAKEOVER_WRITES`] (docs/compatibility.md, "Taking over from Poolboy"): its readiness, false,
+/// which Poolboy computes only from its resources' watch events, so never before they exist.
+const WAITING_FOR_A_CLAIM_WRITES: &[(&str, &str)] = &[
+    ("ResourceHandle", "/status/ready"),
+    ("ResourceHandle", "/status/resources/*/ready"),
+];
+
+/// A pool of a provider with `resourceRequiresClaim`: Poolboy 1.17.3 made its unbound handles
+/// without their resource (`status.resources: [{waitingFor: ResourceClaim}]`), and created the
+/// resource of the handle claim `req1` took, from the claim's namespace and name
+/// (tests/fixtures/poolboy-1.17.3/resource-requires-claim.json). Taken over, no resource is
+/// made for the unbound handles; a new claim takes one, and its resource is made then, for it.
+#[tokio::test]
+async fn a_pool_whose_resources_require_a_claim_moves_over_untouched() {
+    let env = TestEnv::new().await;
+    // As where Poolboy made the claim's resource (the fixture's README).
+    env.annotate_requester("alice").await;
+    let objects = recorded(
+        include_str!("fixtures/poolboy-1.17.3/resource-requires-claim.json"),
+        &env.namespace,
+    );
+    let claim = objects
+        .iter()
+        .find(|o| o["kind"] == "ResourceClaim")
+        .cloned()
+        .expect("the recorded claim");
+    let operator = take_over(&env, objects, WAITING_FOR_A_CLAIM_WRITES).await;
+    let unbound = ["guid-c4xkx", "guid-jf5gl"].map(str::to_owned);
+    assert_eq!(
+        unbound_handles(&env, "rpool").await,
+        BTreeSet::from(unbound.clone())
+    );
+    let configmaps = env.api::<ConfigMap>();
+    let resources: BTreeSet<String> = configmaps
+        .list(&Default::default())
+        .await
+        .expect("ConfigMaps")
+        .into_iter()
+        .map(|c| c.name_any())
+        .filter(|name| name.starts_with("guid"))
+        .collect();
+    assert_eq!(resources, BTreeSet::from(["guid0-rqnl5".to_owned()]));
+
+    // A claim like the recorded one binds a waiting handle, which makes its resource now.
+    let mut second = json!({"apiVersion": claim["apiVersion"], "kind": "ResourceClaim",
+        "metadata": {"name": "req2"}, "spec": claim["spec"]});
+    second["spec"]["resources"][0]
+        .as_object_mut()
+        .map(|r| r.remove("provider"));
+    let second: DynamicObject = serde_json::from_value(second).expect("a claim");
+    let claims = api(&env, "ResourceClaim");
+    claims
+        .create(&PostParams::default(), &second)
+        .await
+        .expect("creating a claim");
+    let handle = eventually("the new claim to be bound", TIMEOUT, || async {
+        let bound = claims.get("req2").await.ok()?;
+        Some(text(&bound.data["status"]["resourceHandle"]["name"])).filter(|h| !h.is_empty())
+    })
+    .await;
+    assert!(unbound.contains(&handle), "{handle} is one of the pool's");
+    let resource = format!("guid0-{}", handle.replace("guid-", ""));
+    eventually(
+        "the bound handle's resource, made for its claim",
+        TIMEOUT,
+        || async {
+            let data = configmaps.get(&resource).await.ok()?.data?;
+            (data.get("owner").map(String::as_str) == Some("req2")).then_some(())
+        },
+    )
     .await;
     env.teardown([operator]).await;
 }
