@@ -38,7 +38,7 @@ use crate::api::claim::ClaimStatusLifespan;
 use crate::api::kinds::{ClaimObject, HandleObject, Kinds, PoolObject};
 use crate::api::{OperatorDomain, ResourceClaim, ResourceHandle};
 use crate::core::claim::gates::{
-    AutoAction, AutoInput, approval_gate, auto_action, claim_metadata_patch, provider_while_waiting,
+    AutoAction, AutoInput, auto_action, claim_metadata_patch, provider_while_waiting,
 };
 use crate::core::claim::resolve::{ResolveInput, ResolvedClaim, resolve_claim};
 use crate::core::claim::status::{
@@ -401,7 +401,7 @@ fn defers_finalizer(
 ) -> bool {
     claim.status.is_none()
         && matches!(gate, Ok(StartGate::Open))
-        && !write::has_poolboy_finalizer(&claim.metadata, domain)
+        && !domain.carries_poolboy_finalizer(&claim.metadata)
 }
 
 /// One pass of §7 over a claim that is not being deleted.
@@ -564,11 +564,9 @@ async fn approval(
     claim: ClaimObject,
     resolved: &ResolvedClaim,
 ) -> Result<ControlFlow<Action, ClaimObject>, Halt<ClaimError>> {
-    let Some(provider) = &resolved.provider else {
-        return Ok(ControlFlow::Continue(claim));
-    };
-    let gate = approval_gate(provider.spec().approval.as_ref(), claim.status.as_ref());
-    let Some(unbound) = Unbound::awaiting_approval(&gate) else {
+    let gate = &resolved.approval;
+    let (Some(provider), Some(unbound)) = (&resolved.provider, Unbound::awaiting_approval(gate))
+    else {
         return Ok(ControlFlow::Continue(claim));
     };
     let (namespace, name) = namespace_and_name(&claim);

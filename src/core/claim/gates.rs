@@ -83,12 +83,10 @@ pub(crate) fn approval_gate(
                 .and_then(|a| a.pending_message.clone())
                 .unwrap_or_else(|| DEFAULT_PENDING_MESSAGE.to_owned()),
         },
-        Some(given) => match given.state {
-            ApprovalState::Approved => ApprovalGate::Open,
-            ApprovalState::Pending | ApprovalState::Rejected => ApprovalGate::Closed {
-                rejected: given.state == ApprovalState::Rejected,
-                message: given.message.clone(),
-            },
+        Some(given) if given.state == ApprovalState::Approved => ApprovalGate::Open,
+        Some(given) => ApprovalGate::Closed {
+            rejected: given.state == ApprovalState::Rejected,
+            message: given.message.clone(),
         },
     }
 }

@@ -80,6 +80,9 @@ pub(crate) struct ResolvedClaim {
     pub initialisation: Option<Value>,
     /// A provider claim's provider.
     pub provider: Option<Arc<CompiledProvider>>,
+    /// Whether approval lets the claim be provisioned (§6.1); always open for a resources
+    /// claim.
+    pub approval: ApprovalGate,
     /// The resources a handle for the claim holds, in index order (empty when invalid).
     pub resources: Vec<DesiredResource>,
     /// The provider of each of `resources`.
@@ -344,7 +347,7 @@ fn resolve_provider_claim(input: &ResolveInput<'_>) -> Result<ResolvedClaim, Res
     // §7 steps 3–4: a claim that waits for approval stops before its initialisation, which
     // comes once it is approved.
     let approval = approval_gate(provider.spec().approval.as_ref(), claim.status.as_ref());
-    let initialisation = match approval {
+    let initialisation = match &approval {
         ApprovalGate::Open => initialisation(&mut claim, input.domain, input.now, None),
         ApprovalGate::SetPending { .. } | ApprovalGate::Closed { .. } => None,
     };
@@ -372,6 +375,7 @@ fn resolve_provider_claim(input: &ResolveInput<'_>) -> Result<ResolvedClaim, Res
             claim,
             initialisation,
             provider: Some(provider),
+            approval,
             resources: Vec::new(),
             resource_providers: Vec::new(),
             effective_provider: None,
@@ -426,6 +430,7 @@ fn resolve_provider_claim(input: &ResolveInput<'_>) -> Result<ResolvedClaim, Res
             parameter_values: Some(validation.values),
         }),
         provider: Some(provider),
+        approval,
         resources,
         resource_providers,
         status_provider: Some(status_provider),
@@ -504,6 +509,7 @@ fn resolve_resources_claim(input: &ResolveInput<'_>) -> Result<ResolvedClaim, Re
         claim,
         initialisation,
         provider: None,
+        approval: ApprovalGate::Open,
         resources: if problems.is_empty() {
             resources
         } else {

@@ -197,6 +197,7 @@ fn a_claim_is_initialised_once_approved_not_while_it_waits() {
             .resolve(&with_approval(waiting.clone()))
             .expect("resolves");
         assert_eq!(resolved.initialisation, None, "approval {waiting}");
+        assert_ne!(resolved.approval, ApprovalGate::Open, "approval {waiting}");
     }
     let resolved = fixture
         .resolve(&with_approval(json!({"state": "approved"})))
