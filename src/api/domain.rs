@@ -67,6 +67,13 @@ impl OperatorDomain {
         rest == "handler" || numbered("handler-") || numbered("resource-handler-")
     }
 
+    /// Whether an object of `metadata` carries a [Poolboy finalizer](Self::is_poolboy_finalizer):
+    /// then it has its one (Δ§4.7), and the operator adds none beside it.
+    pub fn carries_poolboy_finalizer(&self, metadata: &ObjectMeta) -> bool {
+        let finalizers = metadata.finalizers.as_deref().unwrap_or_default();
+        finalizers.iter().any(|f| self.is_poolboy_finalizer(f))
+    }
+
     /// The label that pauses all management of a claim or handle (§7.6).
     pub fn ignore_label(&self) -> String {
         self.key("ignore")
@@ -198,5 +205,21 @@ mod tests {
         ] {
             assert!(!d.is_poolboy_finalizer(f), "{f}");
         }
+    }
+
+    /// Any Poolboy mode's finalizer is the object's one Poolboy finalizer: none is added
+    /// beside `D/handler` (Δ§4.7).
+    #[test]
+    fn a_finalizer_of_any_poolboy_mode_counts_as_the_one() {
+        let d = OperatorDomain::default();
+        let with = |finalizers: &[&str]| ObjectMeta {
+            finalizers: Some(finalizers.iter().map(|f| (*f).to_owned()).collect()),
+            ..ObjectMeta::default()
+        };
+        for ours in ["poolboy.gpte.redhat.com", "poolboy.gpte.redhat.com/handler"] {
+            assert!(d.carries_poolboy_finalizer(&with(&["other", ours])));
+        }
+        assert!(!d.carries_poolboy_finalizer(&with(&["other"])));
+        assert!(!d.carries_poolboy_finalizer(&ObjectMeta::default()));
     }
 }

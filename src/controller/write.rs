@@ -12,7 +12,7 @@ use std::sync::{LazyLock, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use json_patch::{Patch as JsonPatch, PatchOperation, ReplaceOperation};
-use kube::api::{Api, DeleteParams, ObjectMeta, Patch, PatchParams, PostParams, Preconditions};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
 use kube::{Resource, ResourceExt};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -450,7 +450,7 @@ pub(crate) async fn ensure_poolboy_finalizer<K>(
 where
     K: Resource + Clone + DeserializeOwned + Debug,
 {
-    if has_poolboy_finalizer(object.meta(), domain) {
+    if domain.carries_poolboy_finalizer(object.meta()) {
         return Ok(Written::Done(object));
     }
     let finalizer = domain.finalizer();
@@ -459,12 +459,6 @@ where
         None => add(&["metadata", "finalizers"], json!([finalizer])),
     };
     patch(api, &object, Target::Object, vec![op]).await
-}
-
-/// Whether the object carries a finalizer of some Poolboy mode or version (Δ§4.7).
-pub(crate) fn has_poolboy_finalizer(metadata: &ObjectMeta, domain: &OperatorDomain) -> bool {
-    let finalizers = metadata.finalizers.as_deref().unwrap_or_default();
-    finalizers.iter().any(|f| domain.is_poolboy_finalizer(f))
 }
 
 /// Removes every finalizer `ours` claims (Δ§4.7: every Poolboy finalizer, of any domain
@@ -655,25 +649,6 @@ mod tests {
             "spec": {},
         }))
         .expect("a claim")
-    }
-
-    /// Any Poolboy mode's finalizer is the object's one Poolboy finalizer: none is added
-    /// beside `D/handler` (Δ§4.7).
-    #[test]
-    fn a_finalizer_of_any_poolboy_mode_counts_as_the_one() {
-        let domain = OperatorDomain::default();
-        let with = |finalizers: Value| -> ObjectMeta {
-            serde_json::from_value(json!({"name": "c", "finalizers": finalizers}))
-                .expect("metadata")
-        };
-        for ours in ["poolboy.gpte.redhat.com", "poolboy.gpte.redhat.com/handler"] {
-            assert!(has_poolboy_finalizer(
-                &with(json!(["other", ours])),
-                &domain
-            ));
-        }
-        assert!(!has_poolboy_finalizer(&with(json!(["other"])), &domain));
-        assert!(!has_poolboy_finalizer(&ObjectMeta::default(), &domain));
     }
 
     /// A version this process replaced is skipped as its store keeps it, packed (uid and
