@@ -19,7 +19,7 @@ use support::config::{
 use support::fixtures::{
     configmap, configmaps_of, create_named_handle, created, guid_name, handles, json_of, rfc3339,
 };
-use support::objects::{self, D, condition, handle_name, merged, resource_name};
+use support::objects::{self, D, condition, handle_name, initialised_at, merged, resource_name};
 use support::operator::TestOperator;
 use support::{TIMEOUT, TestEnv, eventually, from_json, gone};
 
@@ -40,15 +40,6 @@ fn claim(name: &str, provider: &str, extra: Value) -> ResourceClaim {
 
 fn approval(claim: &ResourceClaim) -> Value {
     json!(claim.status.as_ref().and_then(|s| s.approval.as_ref()))
-}
-
-/// The claim's initialisation annotation (§6.3).
-fn initialised_at(claim: &ResourceClaim) -> Option<&String> {
-    claim
-        .metadata
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(&objects::key("resource-claim-init-timestamp")))
 }
 
 #[tokio::test]

@@ -14,7 +14,7 @@ use kube::api::{DeleteParams, ListParams, Patch, PatchParams};
 use poolboy::api::{ResourceClaim, ResourceHandle, ResourcePool, ResourceProvider};
 use serde_json::{Value, json};
 use support::apis::Apis;
-use support::objects::{self, D, condition, handle_name, key};
+use support::objects::{self, D, condition, handle_name, initialised_at, key};
 use support::operator::TestOperator;
 use support::{TIMEOUT, TestEnv, create, eventually, gone};
 
@@ -222,12 +222,7 @@ async fn a_match_claim_is_initialised_with_defaults_in_its_spec() {
     apis.create_claim(&resources_claim("matched", None, template))
         .await;
     let claim = apis
-        .claim_when("matched", "initialised", |c| {
-            c.metadata
-                .annotations
-                .as_ref()
-                .is_some_and(|a| a.contains_key(&key("resource-claim-init-timestamp")))
-        })
+        .claim_when("matched", "initialised", |c| initialised_at(c).is_some())
         .await;
     let resource = &claim.spec.resources.as_deref().unwrap_or_default()[0];
     let provider = resource

@@ -159,7 +159,8 @@ fn named<'a>(objects: &'a mut [Value], kind: &str, name: &str) -> &'a mut Value 
 /// recorded them, or, where it holds none, as Poolboy creates them; each claim's
 /// `status.resources[].state` is its ConfigMap as Poolboy records it.
 async fn load(env: &TestEnv, mut objects: Vec<Value>) {
-    for (kind, _) in &KINDS[..5] {
+    // ConfigMaps come last, made for their handles as loaded.
+    for (kind, _) in KINDS.iter().filter(|(kind, _)| *kind != "ConfigMap") {
         for object in of_kind(&mut objects, kind) {
             create_with_status(env, kind, object).await;
         }

@@ -92,6 +92,12 @@ pub fn handle_name(claim: &ResourceClaim) -> Option<&str> {
         .map(|h| h.name.as_str())
 }
 
+/// The claim's initialisation annotation (§6.3).
+pub fn initialised_at(claim: &ResourceClaim) -> Option<&String> {
+    let annotations = claim.metadata.annotations.as_ref()?;
+    annotations.get(&key("resource-claim-init-timestamp"))
+}
+
 /// Condition `type_` of `claim`.
 pub fn condition<'a>(claim: &'a ResourceClaim, type_: &str) -> Option<&'a Condition> {
     let conditions = claim.status.as_ref()?.conditions.as_ref()?;
