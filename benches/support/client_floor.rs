@@ -4,11 +4,12 @@
 //! floor makes, decoded as the broker decodes them, and serves each claim with the floor's
 //! requests (`support/floor.rs`): a new claim with its initialisation, the handle's binding,
 //! the claim's status and the ConfigMap's annotations, then the refill (the handle, its
-//! ConfigMap, its status); an edit with the handle's and the ConfigMap's update; a deletion
-//! with the handle's and the ConfigMap's, then both finalizers. Nothing else: no Events, no pool
-//! status, no screening, no stores, no rendering, no logs. Eight watch events come back per
-//! bind, as the broker gets them. Asked to ([`Serving::broker_additions`]), it also makes the
-//! writes the broker adds to a bind beyond the contract's: what they cost a client on their own.
+//! ConfigMap, its status); an edit with the handle's update (the provider has no
+//! `updateFilters`, so the ConfigMap stays as it is); a deletion with the handle's and the
+//! ConfigMap's, then both finalizers. Nothing else: no Events, no pool status, no screening,
+//! no stores, no rendering, no logs. Eight watch events come back per bind, as the broker gets
+//! them. Asked to ([`Serving::broker_additions`]), it also makes the writes the broker adds to
+//! a bind beyond the contract's: what they cost a client on their own.
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader};
