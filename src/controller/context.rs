@@ -107,7 +107,8 @@ pub(crate) struct Stores {
     pub(crate) pools: Store<PoolObject>,
     /// Each pool's handles, counted, and their provisioning times.
     pub(crate) pool_handles: PoolIndex,
-    pub(crate) scalings: Store<ScalingObject>,
+    /// Scalings, and whether their watch has listed them once (or failed: no CRD).
+    pub(crate) scalings: ListedStore<ScalingObject>,
     /// When each handle's templates last read the clock.
     pub(crate) render_clocks: RenderClocks,
     /// Which handles read their claim's status.

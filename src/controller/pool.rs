@@ -109,7 +109,7 @@ pub(crate) fn controller(
 ) -> PoolController {
     let main = Api::<PoolObject>::namespaced_with(client.clone(), operator_namespace, &kinds.pool);
     let config = crate::store::shared_watch::watch_config().any_semantic();
-    let controller = reconciler::forgetting_controller(main, config, kinds.pool.clone());
+    let (controller, _) = reconciler::forgetting_controller(main, config, kinds.pool.clone());
     let pool_kind = kinds.pool.clone();
     let (wake, woken) = futures::channel::mpsc::unbounded();
     let later_wakes = LaterWakes::default();
@@ -260,9 +260,11 @@ impl Lifecycle for PoolContext {
         });
     }
 
-    /// Counting from a store that has not listed yet would overfill the pool.
+    /// Counting from a store that has not listed yet would overfill the pool: the handles'
+    /// or the scalings' (a scaling's handles fill the pool's minAvailable too, Δ§3.3 step 5).
     async fn prepare(&self) {
         self.handles().wait_until_listed().await;
+        self.ctx.stores.scalings.wait_until_listed().await;
     }
 
     async fn finalize(&self, pool: &PoolObject, _: &mut ()) -> Result<Action, Halt<PoolError>> {

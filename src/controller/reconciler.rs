@@ -8,11 +8,12 @@
 
 use std::fmt::Debug;
 use std::future::Future;
+use std::hash::Hash;
 use std::sync::Arc;
 use std::time::Instant;
 
 use futures::channel::mpsc::UnboundedReceiver;
-use futures::{StreamExt, TryStreamExt};
+use futures::{Stream, StreamExt, TryStreamExt};
 use kube::api::{Api, ApiResource, ObjectMeta};
 use kube::runtime::controller::{self, Action, Controller};
 use kube::runtime::reflector::{self, ObjectRef};
@@ -28,7 +29,7 @@ use crate::api::OperatorDomain;
 use crate::shutdown::Shutdown;
 use crate::store::packed::Identified;
 use crate::store::relist::{RelistGate, touched_once_stored};
-use crate::store::shared_watch::reflect_whole;
+use crate::store::shared_watch::{ListedStore, reflect_whole};
 
 /// How many passes one reconcile makes when each ends in a conflicting write (Poolboy: 12
 /// attempts, Δ§3.1.3) before the object's backoff takes over.
@@ -234,24 +235,45 @@ pub(crate) struct Drive<K: Resource> {
 /// watch also tells the write layer which objects are deleted (`write::forget_deleted`): for
 /// the kinds whose watch no other part of the broker shares. An object deleted while the
 /// watch was away is told deleted at the re-list that misses it (`reflect_whole`), and
-/// reconciled: found gone, its [`Lifecycle::gone`] forgets it.
+/// reconciled: found gone, its [`Lifecycle::gone`] forgets it. The store comes with it,
+/// [answered](answered_once) once the watch has listed or failed.
 pub(crate) fn forgetting_controller<K>(
     api: Api<K>,
     config: watcher::Config,
     kind: ApiResource,
-) -> Controller<K>
+) -> (Controller<K>, ListedStore<K>)
 where
     K: Resource<DynamicType = ApiResource> + Identified + Clone + DeserializeOwned + Debug,
     K: Send + Sync + 'static,
 {
     let writer = reflector::store::Writer::new(kind.clone());
+    let listed = ListedStore::of(&writer);
     let store = writer.as_reader();
     let gate = RelistGate::new(store.clone(), kind.clone());
     let events = reflect_whole(watcher(api, config).default_backoff(), writer)
         .inspect_ok(write::forget_deleted);
+    let events = answered_once(events, listed.clone());
     let own = touched_once_stored(events, gate);
     let own = echoes::without_echoes(own, |object| Some(object));
-    Controller::for_stream_with(own, store, kind)
+    (Controller::for_stream_with(own, store, kind), listed)
+}
+
+/// `events`, marking `listed` at the end of the first list, or at the first failure: a
+/// kind the API server does not serve (its CRD missing) has nothing to wait for, and its
+/// readers go on with an empty store, as they would without waiting.
+fn answered_once<K>(
+    events: impl Stream<Item = Result<watcher::Event<K>, watcher::Error>>,
+    listed: ListedStore<K>,
+) -> impl Stream<Item = Result<watcher::Event<K>, watcher::Error>>
+where
+    K: reflector::Lookup + Clone + 'static,
+    K::DynamicType: Eq + Hash + Clone,
+{
+    events.inspect(move |event| {
+        if matches!(event, Ok(watcher::Event::InitDone) | Err(_)) && !listed.is_listed() {
+            listed.mark_listed();
+        }
+    })
 }
 
 /// Runs `controller` for `lifecycle` as `drive` says until it stops; every result reaches the
@@ -351,6 +373,39 @@ mod tests {
         );
         let requeue = Action::requeue(std::time::Duration::from_secs(3));
         assert_eq!(after::<()>(Ok(requeue.clone()), 5), After::Finish(requeue));
+    }
+
+    /// The readers of a store wait for its first list, or for its watch's first failure (a
+    /// kind without its CRD), and no longer.
+    #[tokio::test]
+    async fn a_store_is_answered_at_its_first_list_or_failure() {
+        use k8s_openapi::api::core::v1::ConfigMap;
+
+        let listing = [
+            Ok(watcher::Event::Init),
+            Ok(watcher::Event::InitApply(ConfigMap::default())),
+            Ok(watcher::Event::InitDone),
+        ];
+        let listed = ListedStore::of(&reflector::store::Writer::<ConfigMap>::default());
+        let mut events = std::pin::pin!(answered_once(
+            futures::stream::iter(listing),
+            listed.clone()
+        ));
+        for _ in 0..2 {
+            events.next().await;
+            assert!(!listed.is_listed(), "not before the list ends");
+        }
+        events.next().await;
+        assert!(listed.is_listed());
+
+        let failing = [Err(watcher::Error::NoResourceVersion)];
+        let failed = ListedStore::of(&reflector::store::Writer::<ConfigMap>::default());
+        let mut events = std::pin::pin!(answered_once(
+            futures::stream::iter(failing),
+            failed.clone()
+        ));
+        events.next().await;
+        assert!(failed.is_listed(), "a failed watch holds nobody back");
     }
 
     /// The size of the future `reconcile` returns, without making one.

@@ -25,6 +25,7 @@ use crate::core::pool::scaling::{
     desired_state, is_active, next_deadline, owner_references, state_patch, validity_conditions,
 };
 use crate::shutdown::Shutdown;
+use crate::store::shared_watch::ListedStore;
 
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum ScalingControllerError {
@@ -34,19 +35,20 @@ pub(crate) enum ScalingControllerError {
 
 /// The controller, watching the scalings of the operator namespace, and its pools: a pool
 /// that appears (or is created again) wakes the scalings that name it, so a scaling waiting
-/// for its pool goes on at once. Its store is the index of scalings the pool controller reads
-/// (`Context::stores`).
+/// for its pool goes on at once. Its store, and whether it has listed, is the index of
+/// scalings the pool controller reads (`Context::stores`).
 pub(crate) fn controller(
     client: &Client,
     kinds: &Kinds,
     operator_namespace: &str,
-) -> Controller<ScalingObject> {
+) -> (Controller<ScalingObject>, ListedStore<ScalingObject>) {
     let main =
         Api::<ScalingObject>::namespaced_with(client.clone(), operator_namespace, &kinds.scaling);
     let pools = Api::<PoolObject>::namespaced_with(client.clone(), operator_namespace, &kinds.pool);
     let config = crate::store::shared_watch::watch_config().any_semantic();
     // A scaling holds no finalizer: its watch's delete event is where it is last seen.
-    let controller = reconciler::forgetting_controller(main, config.clone(), kinds.scaling.clone());
+    let (controller, listed) =
+        reconciler::forgetting_controller(main, config.clone(), kinds.scaling.clone());
     let scalings = controller.store();
     let scaling_kind = kinds.scaling.clone();
     // Only a pool's appearance matters here (the predicate cache is keyed by uid): its spec
@@ -55,7 +57,7 @@ pub(crate) fn controller(
         .default_backoff()
         .touched_objects()
         .predicate_filter(|_: &PoolObject| Some(0), Default::default());
-    controller.watches_stream_with(
+    let controller = controller.watches_stream_with(
         appeared,
         move |pool: PoolObject| {
             let name = pool.name_any();
@@ -68,7 +70,8 @@ pub(crate) fn controller(
                 .collect::<Vec<_>>()
         },
         kinds.pool.clone(),
-    )
+    );
+    (controller, listed)
 }
 
 /// Runs `controller` until `shutdown`.

@@ -267,14 +267,14 @@ impl Controllers {
         );
         let pools = pool::controller(client, kinds, namespace, (&mut handle_watch, free_handles));
         let handles = handle::controller(kinds, handle_watch, options.concurrency);
-        let scalings = scaling::controller(client, kinds, namespace);
+        let (scalings, listed_scalings) = scaling::controller(client, kinds, namespace);
         let stores = Stores {
             claims: claims.store(),
             claim_summaries: claims.summaries(),
             handles: handles.store(),
             pools: pools.store(),
             pool_handles: pools.handles(),
-            scalings: scalings.store(),
+            scalings: listed_scalings,
             render_clocks,
             claim_readers,
             unrecorded,

@@ -62,6 +62,7 @@ pub(super) async fn consumed_scaling(
     let cached: Vec<ResourcePoolScaling> = ctx
         .stores
         .scalings
+        .store()
         .state()
         .iter()
         .map(|s| Kinds::scaling_of(s))
