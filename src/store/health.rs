@@ -19,13 +19,21 @@ pub(crate) struct WatchHealth {
 }
 
 impl WatchHealth {
-    /// Watch `name` failed with `error`.
+    /// Watch `name` failed with `error`. The log says so when it starts failing, not at
+    /// each retry.
     pub(crate) fn failed(&self, name: &str, error: &impl Display) {
+        let error = error.to_string();
         let mut failures = match self.failures.lock() {
             Ok(failures) => failures,
             Err(poisoned) => poisoned.into_inner(),
         };
-        failures.insert(name.to_owned(), (Instant::now(), error.to_string()));
+        let failing = failures
+            .get(name)
+            .is_some_and(|(at, _)| at.elapsed() < FAILURE_MEMORY);
+        if !failing {
+            tracing::warn!(watch = name, %error, "watch failing: /readyz reports not ready until it works");
+        }
+        failures.insert(name.to_owned(), (Instant::now(), error));
     }
 
     /// Watch `name` delivered something: it works.
@@ -34,7 +42,9 @@ impl WatchHealth {
             Ok(failures) => failures,
             Err(poisoned) => poisoned.into_inner(),
         };
-        failures.remove(name);
+        if failures.remove(name).is_some() {
+            tracing::info!(watch = name, "watch works again");
+        }
     }
 
     /// The watches failing now and their last error, sorted by name.
