@@ -6,7 +6,8 @@
 //!
 //! A LIST body is collected, screened and handed on whole (kube collects it anyway); a WATCH
 //! body is screened line by line as it streams, each complete event as soon as its newline
-//! arrives.
+//! arrives. Any other JSON answer (one object: a write's, a GET's) is collected and handed on
+//! without its `metadata.managedFields`, which kube would otherwise decode for nothing.
 
 use std::collections::{HashMap, VecDeque};
 use std::future::Future;
@@ -303,22 +304,18 @@ where
         let response = self.inner.call(request);
         Box::pin(async move {
             let mut response = response.await?;
-            let read = read.filter(|_| response.status().is_success());
-            if read.is_some() {
+            let screened =
+                response.status().is_success() && (read.is_some() || is_json(response.headers()));
+            if screened {
                 // The body may change length.
                 response.headers_mut().remove(http::header::CONTENT_LENGTH);
             }
             Ok(response.map(|inner| {
                 let mode = match read {
-                    None => Mode::Pass,
+                    _ if !screened => Mode::Pass,
                     Some(read) if read.watch => Mode::Watch(WatchLines::new(read, screening)),
-                    Some(read) => Mode::List(ListBody {
-                        read,
-                        screening,
-                        collected: BytesMut::new(),
-                        trailers: None,
-                        done: false,
-                    }),
+                    Some(read) => Mode::Whole(WholeBody::new(Whole::List(read, screening))),
+                    None => Mode::Whole(WholeBody::new(Whole::Object)),
                 };
                 ScreenedBody { inner, mode }
             }))
@@ -326,7 +323,15 @@ where
     }
 }
 
-/// A response body: untouched, or screened as a LIST or a WATCH.
+/// Whether a response says it is JSON (not a log stream, not a protobuf or a Table).
+fn is_json(headers: &http::HeaderMap) -> bool {
+    headers
+        .get(http::header::CONTENT_TYPE)
+        .and_then(|value| value.to_str().ok())
+        .is_some_and(|value| value.starts_with("application/json"))
+}
+
+/// A response body: untouched, or screened as a LIST, a WATCH or one object.
 pub(crate) struct ScreenedBody<B> {
     inner: B,
     mode: Mode,
@@ -334,16 +339,23 @@ pub(crate) struct ScreenedBody<B> {
 
 enum Mode {
     Pass,
-    List(ListBody),
+    Whole(WholeBody),
     Watch(WatchLines),
 }
 
-struct ListBody {
-    read: CollectionRead,
-    screening: Arc<Screening>,
+/// A body collected whole, then screened.
+struct WholeBody {
+    screen: Whole,
     collected: BytesMut,
     trailers: Option<Frame<Bytes>>,
     done: bool,
+}
+
+/// What a whole body is screened as.
+enum Whole {
+    List(CollectionRead, Arc<Screening>),
+    /// One object: it loses its managed fields and is otherwise handed on as it came.
+    Object,
 }
 
 struct WatchLines {
@@ -373,7 +385,7 @@ where
         let this = self.get_mut();
         match &mut this.mode {
             Mode::Pass => Pin::new(&mut this.inner).poll_frame(cx).map_err(Into::into),
-            Mode::List(list) => list.poll(&mut this.inner, cx),
+            Mode::Whole(whole) => whole.poll(&mut this.inner, cx),
             Mode::Watch(watch) => watch.poll(&mut this.inner, cx),
         }
     }
@@ -381,7 +393,7 @@ where
     fn is_end_stream(&self) -> bool {
         match &self.mode {
             Mode::Pass => self.inner.is_end_stream(),
-            Mode::List(list) => list.done && list.trailers.is_none(),
+            Mode::Whole(whole) => whole.done && whole.trailers.is_none(),
             Mode::Watch(watch) => watch.ended && watch.out.is_empty(),
         }
     }
@@ -389,12 +401,21 @@ where
     fn size_hint(&self) -> SizeHint {
         match &self.mode {
             Mode::Pass => self.inner.size_hint(),
-            Mode::List(_) | Mode::Watch(_) => SizeHint::default(),
+            Mode::Whole(_) | Mode::Watch(_) => SizeHint::default(),
         }
     }
 }
 
-impl ListBody {
+impl WholeBody {
+    fn new(screen: Whole) -> Self {
+        Self {
+            screen,
+            collected: BytesMut::new(),
+            trailers: None,
+            done: false,
+        }
+    }
+
     fn poll<B>(
         &mut self,
         inner: &mut B,
@@ -420,12 +441,24 @@ impl ListBody {
                     if body.is_empty() {
                         continue;
                     }
-                    let body = self.screening.list(&self.read, body);
+                    let body = match &self.screen {
+                        Whole::List(read, screening) => screening.list(read, body),
+                        Whole::Object => without_managed_fields(body),
+                    };
                     return Poll::Ready(Some(Ok(Frame::data(body))));
                 }
             }
         }
     }
+}
+
+/// `body`, one object, without its managed fields (as it came when it has none, or is not
+/// an object).
+fn without_managed_fields(body: Bytes) -> Bytes {
+    std::str::from_utf8(&body)
+        .ok()
+        .and_then(crate::screening::without_managed_fields)
+        .map_or(body, Bytes::from)
 }
 
 impl WatchLines {
@@ -571,14 +604,13 @@ mod tests {
         let mode = if read.watch {
             Mode::Watch(WatchLines::new(read, screening))
         } else {
-            Mode::List(ListBody {
-                read,
-                screening,
-                collected: BytesMut::new(),
-                trailers: None,
-                done: false,
-            })
+            Mode::Whole(WholeBody::new(Whole::List(read, screening)))
         };
+        (drained(mode, chunks), quarantine)
+    }
+
+    /// The frames a body of `chunks` screened in `mode` hands on.
+    fn drained(mode: Mode, chunks: Vec<Bytes>) -> Vec<Bytes> {
         let mut body = ScreenedBody {
             inner: Chunks(chunks.into()),
             mode,
@@ -588,7 +620,48 @@ mod tests {
             let data = frame.expect("no error").into_data().expect("data");
             frames.push(data);
         }
-        (frames, quarantine)
+        frames
+    }
+
+    /// A write's answer, one object, reaches kube without its managed fields, whatever its
+    /// chunks; an answer without them, or not an object, as it came.
+    #[test]
+    fn an_object_answer_loses_its_managed_fields() {
+        let answer = r#"{"kind":"ResourceClaim","metadata":{"name":"c","managedFields":[{"manager":"poolboy","fieldsV1":{"f:status":{}}}],"resourceVersion":"7"},"spec":{}}"#;
+        let object = || Mode::Whole(WholeBody::new(Whole::Object));
+        let frames = drained(object(), split(answer, &[10, 60]));
+        assert_eq!(
+            frames,
+            [Bytes::from_static(
+                br#"{"kind":"ResourceClaim","metadata":{"name":"c","resourceVersion":"7"},"spec":{}}"#
+            )]
+        );
+        for kept in [
+            r#"{"kind":"ResourceClaim","metadata":{"name":"c"}}"#,
+            r#"{"kind":"Status","status":"Success"}"#,
+            "not json",
+        ] {
+            assert_eq!(
+                drained(object(), split(kept, &[3])),
+                [Bytes::from(kept.to_owned())]
+            );
+        }
+    }
+
+    #[test]
+    fn only_json_answers_are_screened_as_objects() {
+        let mut headers = http::HeaderMap::new();
+        assert!(!is_json(&headers));
+        headers.insert(
+            http::header::CONTENT_TYPE,
+            http::HeaderValue::from_static("application/json"),
+        );
+        assert!(is_json(&headers));
+        headers.insert(
+            http::header::CONTENT_TYPE,
+            http::HeaderValue::from_static("text/plain"),
+        );
+        assert!(!is_json(&headers));
     }
 
     const CLAIMS: &str = "/apis/poolboy.gpte.redhat.com/v1/namespaces/ns/resourceclaims";
