@@ -10,9 +10,12 @@
 //! aside, are in `runtime`.
 
 pub(crate) mod depth;
+mod managed_fields;
 pub(crate) mod request;
 #[cfg(test)]
 mod tests;
+
+pub(crate) use managed_fields::without_managed_fields;
 
 use std::borrow::Cow;
 use std::fmt;
@@ -235,19 +238,6 @@ pub(crate) fn screen_event(line: &str, decode: Option<TypedDecode>, names: bool)
         line,
         seen: Some(seen),
     }
-}
-
-/// `object` without `metadata.managedFields`: the API server's record of which client set which
-/// field, as deep as the object and often half its bytes. No decision of the broker reads them
-/// (the stores drop them too, as Poolboy's cache does), so kube need not decode them. `None`
-/// when there are none to take out, or `object` is not a JSON object with an object for its
-/// metadata (it then goes on as it came).
-pub(crate) fn without_managed_fields(object: &str) -> Option<String> {
-    let members: Members = serde_json::from_str(object).ok()?;
-    let metadata: Members = serde_json::from_str(members.get("metadata")?.get()).ok()?;
-    metadata.get("managedFields")?;
-    let metadata = metadata.write_without("managedFields");
-    Some(members.write_with("metadata", &metadata))
 }
 
 /// What is wrong with `object`, if anything.
@@ -481,11 +471,6 @@ impl<'a> Members<'a> {
     /// The object again, with member `key`'s value replaced by `value`.
     fn write_with(&self, key: &str, value: &str) -> String {
         self.write(|k, v| Some(if k == key { value } else { v }))
-    }
-
-    /// The object again, without member `key`.
-    fn write_without(&self, key: &str) -> String {
-        self.write(|k, v| (k != key).then_some(v))
     }
 
     fn write<'s>(&'s self, mut member: impl FnMut(&str, &'s str) -> Option<&'s str>) -> String
