@@ -25,8 +25,8 @@ fn object_start(text: &[u8], at: usize) -> Option<usize> {
 
 /// Where the value of member `key` of the object whose members begin at `members` starts.
 fn member_value(text: &[u8], members: usize, key: &[u8]) -> Option<usize> {
-    let mut members = Members::at(text, members);
-    while let Some(member) = members.next_member()? {
+    let mut scan = MemberScan::new(text, members);
+    while let Some(member) = scan.next_member()? {
         if member.key == key {
             return Some(member.value);
         }
@@ -38,7 +38,7 @@ fn member_value(text: &[u8], members: usize, key: &[u8]) -> Option<usize> {
 /// the member and the comma that joined it to its neighbours (the one before it, or for a
 /// first member the one after it).
 fn member_span(text: &[u8], members: usize, key: &[u8]) -> Option<std::ops::Range<usize>> {
-    let mut scan = Members::at(text, members);
+    let mut scan = MemberScan::new(text, members);
     let mut previous_end = None;
     while let Some(member) = scan.next_member()? {
         let end = scan.skip_value()?;
@@ -68,9 +68,9 @@ struct Member<'t> {
 }
 
 /// The members of one object, read key by key; a value is skipped only when the next member
-/// is asked for (or by [`Members::skip_value`]), so a caller that stops at a member can read
+/// is asked for (or by [`MemberScan::skip_value`]), so a caller that stops at a member can read
 /// into its value.
-struct Members<'t> {
+struct MemberScan<'t> {
     text: &'t [u8],
     /// Just past the object's `{`, or past the last value skipped.
     at: usize,
@@ -79,8 +79,8 @@ struct Members<'t> {
     first: bool,
 }
 
-impl<'t> Members<'t> {
-    fn at(text: &'t [u8], members: usize) -> Self {
+impl<'t> MemberScan<'t> {
+    fn new(text: &'t [u8], members: usize) -> Self {
         Self {
             text,
             at: members,

@@ -470,13 +470,6 @@ impl<'a> Members<'a> {
 
     /// The object again, with member `key`'s value replaced by `value`.
     fn write_with(&self, key: &str, value: &str) -> String {
-        self.write(|k, v| Some(if k == key { value } else { v }))
-    }
-
-    fn write<'s>(&'s self, mut member: impl FnMut(&str, &'s str) -> Option<&'s str>) -> String
-    where
-        'a: 's,
-    {
         // Room for every member as it came (a list's items are megabytes: growing by doubling
         // would copy them, both copies held at once).
         let room: usize = self
@@ -486,17 +479,14 @@ impl<'a> Members<'a> {
             .sum();
         let mut out = String::with_capacity(room + 2);
         out.push('{');
-        for (key, value) in &self.0 {
-            let Some(value) = member(key, value.get()) else {
-                continue;
-            };
+        for (k, v) in &self.0 {
             if out.len() > 1 {
                 out.push(',');
             }
             // A String always serialises.
-            out.push_str(&serde_json::to_string(key).unwrap_or_default());
+            out.push_str(&serde_json::to_string(k).unwrap_or_default());
             out.push(':');
-            out.push_str(value);
+            out.push_str(if k == key { value } else { v.get() });
         }
         out.push('}');
         out
