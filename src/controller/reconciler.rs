@@ -270,7 +270,7 @@ where
     K::DynamicType: Eq + Hash + Clone,
 {
     events.inspect(move |event| {
-        if matches!(event, Ok(watcher::Event::InitDone) | Err(_)) && !listed.is_listed() {
+        if matches!(event, Ok(watcher::Event::InitDone) | Err(_)) {
             listed.mark_listed();
         }
     })

@@ -19,14 +19,18 @@ pub(crate) struct WatchHealth {
 }
 
 impl WatchHealth {
+    /// The failures, whatever a panic left them as (they are only timestamps and messages).
+    fn failures(&self) -> std::sync::MutexGuard<'_, HashMap<String, (Instant, String)>> {
+        self.failures
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
     /// Watch `name` failed with `error`. The log says so when it starts failing, not at
     /// each retry.
     pub(crate) fn failed(&self, name: &str, error: &impl Display) {
         let error = error.to_string();
-        let mut failures = match self.failures.lock() {
-            Ok(failures) => failures,
-            Err(poisoned) => poisoned.into_inner(),
-        };
+        let mut failures = self.failures();
         let failing = failures
             .get(name)
             .is_some_and(|(at, _)| at.elapsed() < FAILURE_MEMORY);
@@ -38,10 +42,7 @@ impl WatchHealth {
 
     /// Watch `name` delivered something: it works.
     pub(crate) fn recovered(&self, name: &str) {
-        let mut failures = match self.failures.lock() {
-            Ok(failures) => failures,
-            Err(poisoned) => poisoned.into_inner(),
-        };
+        let mut failures = self.failures();
         if failures.remove(name).is_some() {
             tracing::info!(watch = name, "watch works again");
         }
@@ -49,10 +50,7 @@ impl WatchHealth {
 
     /// The watches failing now and their last error, sorted by name.
     pub(crate) fn failing(&self) -> Vec<(String, String)> {
-        let failures = match self.failures.lock() {
-            Ok(failures) => failures,
-            Err(poisoned) => poisoned.into_inner(),
-        };
+        let failures = self.failures();
         let mut failing: Vec<(String, String)> = failures
             .iter()
             .filter(|(_, (at, _))| at.elapsed() < FAILURE_MEMORY)

@@ -72,9 +72,11 @@ where
         }
     }
 
-    /// Lets every waiter of [`ListedStore::wait_until_listed`] through, now and from now on.
+    /// Lets every waiter of [`ListedStore::wait_until_listed`] through, now and from now on;
+    /// waiters hear of it once, however often the watch lists again.
     pub(crate) fn mark_listed(&self) {
-        self.listed.send_replace(true);
+        self.listed
+            .send_if_modified(|listed| !std::mem::replace(listed, true));
     }
 
     /// A store whose contents are complete already (tests build one by hand).
