@@ -389,6 +389,56 @@ async fn a_kind_the_broker_may_not_create_is_reported_on_handle_and_claim() {
     env.teardown([operator]).await;
 }
 
+/// A watch the broker may not list keeps `/readyz` not ready, saying which; once allowed, it
+/// is ready again at the watch's next list, though that list brings nothing to reconcile.
+#[tokio::test]
+async fn a_watch_the_broker_may_not_list_is_not_ready_until_its_next_list() {
+    let env = TestEnv::new().await;
+    let own = |kind: &str| [kind.to_owned(), format!("{kind}/status")];
+    let allowed: Vec<String> = ["resourceclaims", "resourcehandles", "resourcepools"]
+        .into_iter()
+        .chain(["resourceproviders"])
+        .flat_map(own)
+        .collect();
+    grant(
+        &env,
+        "operator",
+        "operator",
+        json!([
+            {"apiGroups": [D], "resources": allowed, "verbs": ["*"]},
+            {"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["*"]},
+        ]),
+    )
+    .await;
+    let config = env.config_as_service_account("operator").await;
+    let address = support::http::free_address();
+    let operator = TestOperator::start_with(config, &env.namespace, Some(address), "unlisted");
+
+    let why = eventually("/readyz failing", TIMEOUT, || async {
+        let (status, body) = support::http::get(address, "/readyz").await;
+        (status == 503 && body.contains("ResourcePoolScaling")).then_some(body)
+    })
+    .await;
+    assert!(why.contains("forbidden"), "{why}");
+
+    grant(
+        &env,
+        "operator-scalings",
+        "operator",
+        json!([{"apiGroups": [D], "resources": ["resourcepoolscalings"], "verbs": ["*"]}]),
+    )
+    .await;
+    // The watch retries within seconds of its first failures; a failure is forgotten without
+    // news of the watch only after a minute.
+    eventually("/readyz ready again", Duration::from_secs(25), || async {
+        let (status, _) = support::http::get(address, "/readyz").await;
+        (status == 200).then_some(())
+    })
+    .await;
+
+    env.teardown([operator]).await;
+}
+
 #[tokio::test]
 async fn a_template_error_in_auto_delete_is_reported_and_the_claim_stays() {
     let env = TestEnv::new().await;

@@ -54,6 +54,7 @@ use crate::shutdown::Shutdown;
 use crate::store::claim_readers::ClaimReaders;
 use crate::store::claim_summaries::ClaimSummaries;
 use crate::store::free_handles::FreeHandles;
+use crate::store::health::WatchHealth;
 use crate::store::packed::{StoredClaim, StoredHandle};
 use crate::store::shared_watch::SharedWatch;
 
@@ -108,13 +109,14 @@ pub(crate) fn watch(
     client: &Client,
     kinds: &Kinds,
     claim_namespace: Option<&str>,
+    health: &WatchHealth,
 ) -> SharedWatch<ClaimObject> {
     let main = match claim_namespace {
         Some(ns) => Api::<ClaimObject>::namespaced_with(client.clone(), ns, &kinds.claim),
         None => Api::<ClaimObject>::all_with(client.clone(), &kinds.claim),
     };
     let config = crate::store::shared_watch::watch_config().any_semantic();
-    let mut claims = SharedWatch::new(main, config, kinds.stored_claim.clone());
+    let mut claims = SharedWatch::new(main, config, kinds.stored_claim.clone(), health);
     claims.follow_deletes(write::forget_replaced);
     claims
 }

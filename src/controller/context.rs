@@ -170,6 +170,11 @@ impl Context {
         }
     }
 
+    /// The context whose `health` is the one the watches report to (`/readyz`).
+    pub(crate) fn reporting_watches_to(self, health: crate::store::health::WatchHealth) -> Self {
+        Self { health, ..self }
+    }
+
     /// The one clock of the controllers; `core` always receives `now` from here.
     pub(crate) fn now(&self) -> DateTime<Utc> {
         Utc::now()

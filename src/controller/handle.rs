@@ -45,6 +45,7 @@ use crate::core::lifespan::{Expiry, delay_until, handle_expiry};
 use crate::core::provider::{CompiledProvider, ProviderCompiler};
 use crate::core::template::TemplateEngine;
 use crate::shutdown::Shutdown;
+use crate::store::health::WatchHealth;
 use crate::store::packed::StoredHandle;
 use crate::store::render_clocks::RenderInputs;
 use crate::store::shared_watch::{ListedStore, SharedWatch};
@@ -108,11 +109,12 @@ pub(crate) fn watch(
     client: &Client,
     kinds: &Kinds,
     operator_namespace: &str,
+    health: &WatchHealth,
 ) -> SharedWatch<HandleObject> {
     let api =
         Api::<HandleObject>::namespaced_with(client.clone(), operator_namespace, &kinds.handle);
     let config = crate::store::shared_watch::watch_config().any_semantic();
-    let mut handles = SharedWatch::new(api, config, kinds.stored_handle.clone());
+    let mut handles = SharedWatch::new(api, config, kinds.stored_handle.clone(), health);
     handles.follow_deletes(write::forget_replaced);
     handles
 }

@@ -46,6 +46,7 @@ use crate::core::pool::scaling::remaining;
 use crate::metrics::{PoolCounts, PoolLabels};
 use crate::shutdown::Shutdown;
 use crate::store::free_handles::FreeHandles;
+use crate::store::health::WatchHealth;
 use crate::store::pool_index::PoolIndex;
 use crate::store::shared_watch::SharedWatch;
 
@@ -106,10 +107,12 @@ pub(crate) fn controller(
     kinds: &Kinds,
     operator_namespace: &str,
     (handles, free): (&mut SharedWatch<HandleObject>, FreeHandles),
+    health: &WatchHealth,
 ) -> PoolController {
     let main = Api::<PoolObject>::namespaced_with(client.clone(), operator_namespace, &kinds.pool);
     let config = crate::store::shared_watch::watch_config().any_semantic();
-    let (controller, _) = reconciler::forgetting_controller(main, config, kinds.pool.clone());
+    let (controller, _) =
+        reconciler::forgetting_controller(main, config, kinds.pool.clone(), health);
     let pool_kind = kinds.pool.clone();
     let (wake, woken) = futures::channel::mpsc::unbounded();
     let later_wakes = LaterWakes::default();

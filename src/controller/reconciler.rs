@@ -27,6 +27,7 @@ use super::echoes;
 use super::write::{self, Halt, PassError};
 use crate::api::OperatorDomain;
 use crate::shutdown::Shutdown;
+use crate::store::health::WatchHealth;
 use crate::store::packed::Identified;
 use crate::store::relist::{RelistGate, touched_once_stored};
 use crate::store::shared_watch::{ListedStore, reflect_whole};
@@ -236,11 +237,13 @@ pub(crate) struct Drive<K: Resource> {
 /// the kinds whose watch no other part of the broker shares. An object deleted while the
 /// watch was away is told deleted at the re-list that misses it (`reflect_whole`), and
 /// reconciled: found gone, its [`Lifecycle::gone`] forgets it. The store comes with it,
-/// [answered](answered_once) once the watch has listed or failed.
+/// [answered](answered_once) once the watch has listed or failed. The watch's failures and
+/// recoveries go to `health`, under the kind's name.
 pub(crate) fn forgetting_controller<K>(
     api: Api<K>,
     config: watcher::Config,
     kind: ApiResource,
+    health: &WatchHealth,
 ) -> (Controller<K>, ListedStore<K>)
 where
     K: Resource<DynamicType = ApiResource> + Identified + Clone + DeserializeOwned + Debug,
@@ -250,8 +253,8 @@ where
     let listed = ListedStore::of(&writer);
     let store = writer.as_reader();
     let gate = RelistGate::new(store.clone(), kind.clone());
-    let events = reflect_whole(watcher(api, config).default_backoff(), writer)
-        .inspect_ok(write::forget_deleted);
+    let events = health.watched(kind.kind.clone(), watcher(api, config).default_backoff());
+    let events = reflect_whole(events, writer).inspect_ok(write::forget_deleted);
     let events = answered_once(events, listed.clone());
     let own = touched_once_stored(events, gate);
     let own = echoes::without_echoes(own, |object| Some(object));
@@ -277,7 +280,7 @@ where
 }
 
 /// Runs `controller` for `lifecycle` as `drive` says until it stops; every result reaches the
-/// backlog, which lets the next waiting object in, and the watch health (`/readyz`).
+/// backlog, which lets the next waiting object in.
 pub(crate) async fn run<L>(
     controller: Controller<L::Stored>,
     drive: Drive<L::Stored>,
@@ -293,7 +296,6 @@ pub(crate) async fn run<L>(
         concurrency,
         shutdown,
     } = drive;
-    let health = lifecycle.context().health.clone();
     let forgetting = lifecycle.clone();
     let controller = match (triggers, &backlog) {
         (Some(triggers), Some(backlog)) => controller.reconcile_on(backlog.triggers(triggers)),
@@ -315,7 +317,7 @@ pub(crate) async fn run<L>(
                 forgetting.gone(object.namespace.as_deref(), &object.name);
             }
         });
-    health.drive(L::KIND, reconciles).await;
+    reconciles.for_each(|_| async {}).await;
 }
 
 #[cfg(test)]

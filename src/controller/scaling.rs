@@ -25,6 +25,7 @@ use crate::core::pool::scaling::{
     desired_state, is_active, next_deadline, owner_references, state_patch, validity_conditions,
 };
 use crate::shutdown::Shutdown;
+use crate::store::health::WatchHealth;
 use crate::store::shared_watch::ListedStore;
 
 #[derive(Debug, thiserror::Error)]
@@ -41,6 +42,7 @@ pub(crate) fn controller(
     client: &Client,
     kinds: &Kinds,
     operator_namespace: &str,
+    health: &WatchHealth,
 ) -> (Controller<ScalingObject>, ListedStore<ScalingObject>) {
     let main =
         Api::<ScalingObject>::namespaced_with(client.clone(), operator_namespace, &kinds.scaling);
@@ -48,13 +50,15 @@ pub(crate) fn controller(
     let config = crate::store::shared_watch::watch_config().any_semantic();
     // A scaling holds no finalizer: its watch's delete event is where it is last seen.
     let (controller, listed) =
-        reconciler::forgetting_controller(main, config.clone(), kinds.scaling.clone());
+        reconciler::forgetting_controller(main, config.clone(), kinds.scaling.clone(), health);
     let scalings = controller.store();
     let scaling_kind = kinds.scaling.clone();
     // Only a pool's appearance matters here (the predicate cache is keyed by uid): its spec
     // and status changes would wake every scaling for nothing.
-    let appeared = kube::runtime::watcher(pools, config)
-        .default_backoff()
+    // The pool controller watches the same pools with the same rights: one name serves both.
+    let pools = kube::runtime::watcher(pools, config).default_backoff();
+    let appeared = health
+        .watched(kinds.pool.kind.clone(), pools)
         .touched_objects()
         .predicate_filter(|_: &PoolObject| Some(0), Default::default());
     let controller = controller.watches_stream_with(

@@ -27,6 +27,7 @@ use crate::shutdown::{Shutdown, raised_by};
 use crate::store::claim_readers::ClaimReaders;
 use crate::store::deleted_by_claims::HandlesDeletedByClaims;
 use crate::store::free_handles::FreeHandles;
+use crate::store::health::WatchHealth;
 use crate::store::packed::{StoredClaim, StoredHandle};
 use crate::store::render_clocks::RenderClocks;
 use crate::store::unrecorded::UnrecordedResources;
@@ -246,8 +247,10 @@ impl Controllers {
             instance: Some(options.config.instance.clone()),
         };
         let recorders = EventRecorders::new(client.clone(), reporter);
-        let mut handle_watch = handle::watch(client, kinds, namespace);
-        let mut claim_watch = claim::watch(client, kinds, options.claim_namespace.as_deref());
+        let health = WatchHealth::default();
+        let mut handle_watch = handle::watch(client, kinds, namespace, &health);
+        let claim_namespace = options.claim_namespace.as_deref();
+        let mut claim_watch = claim::watch(client, kinds, claim_namespace, &health);
         recorders.follow(&mut handle_watch);
         recorders.follow(&mut claim_watch);
         let free_handles = FreeHandles::following(&mut handle_watch);
@@ -265,9 +268,15 @@ impl Controllers {
             (handle_trigger.clone(), claim_readers.clone()),
             options.concurrency,
         );
-        let pools = pool::controller(client, kinds, namespace, (&mut handle_watch, free_handles));
+        let pools = pool::controller(
+            client,
+            kinds,
+            namespace,
+            (&mut handle_watch, free_handles),
+            &health,
+        );
         let handles = handle::controller(kinds, handle_watch, options.concurrency);
-        let (scalings, listed_scalings) = scaling::controller(client, kinds, namespace);
+        let (scalings, listed_scalings) = scaling::controller(client, kinds, namespace, &health);
         let stores = Stores {
             claims: claims.store(),
             claim_summaries: claims.summaries(),
@@ -290,7 +299,8 @@ impl Controllers {
         let summaries = stores.claim_summaries.clone();
         metrics.count_claims_with(move || summaries.counts());
         let config = options.config.clone();
-        let ctx = Context::new(client.clone(), config, stores, triggers, metrics, recorders);
+        let ctx = Context::new(client.clone(), config, stores, triggers, metrics, recorders)
+            .reporting_watches_to(health);
         let controllers = Self {
             claims,
             handles,

@@ -7,6 +7,8 @@ use std::fmt::Display;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use futures::{Stream, StreamExt};
+
 /// A failure older than this, with none since, is over: a watch retries with a backoff of at
 /// most 30 s, so one that keeps failing reports again well within it, and an idle watch that
 /// recovered may have no event to show for it.
@@ -68,39 +70,16 @@ impl WatchHealth {
         }
     }
 
-    /// Drives one controller's stream to its end, noting what it yields (`observe_controller`).
-    pub(crate) async fn drive<T, E, Q>(
+    /// The `events` of watch `name`, each noted as it passes ([`WatchHealth::observe`]): a
+    /// watch works again at its first event after a failure, the end of a re-list that brought
+    /// nothing to reconcile included.
+    pub(crate) fn watched<T, E: Display, S: Stream<Item = Result<T, E>>>(
         &self,
-        controller: &str,
-        stream: impl futures::Stream<Item = Result<T, kube::runtime::controller::Error<E, Q>>>,
-    ) where
-        E: std::error::Error + 'static,
-        Q: std::error::Error + 'static,
-    {
-        use futures::StreamExt;
-        stream
-            .for_each(|result| {
-                self.observe_controller(controller, &result);
-                async {}
-            })
-            .await;
-    }
-
-    /// Notes what one controller's stream yielded: a watch error (kube-runtime reports the
-    /// errors of every watch feeding the controller as queue errors), or a reconcile, which
-    /// shows its watches work.
-    fn observe_controller<T, E: std::error::Error + 'static, Q: std::error::Error + 'static>(
-        &self,
-        controller: &str,
-        result: &Result<T, kube::runtime::controller::Error<E, Q>>,
-    ) {
-        match result {
-            Err(kube::runtime::controller::Error::QueueError(error)) => {
-                self.failed(controller, error);
-            }
-            Ok(_) => self.recovered(controller),
-            Err(_) => {}
-        }
+        name: String,
+        events: S,
+    ) -> impl Stream<Item = Result<T, E>> + use<T, E, S> {
+        let health = self.clone();
+        events.inspect(move |event| health.observe(&name, event))
     }
 }
 
@@ -118,6 +97,18 @@ mod tests {
             [("ResourceClaim".to_owned(), "403 Forbidden".to_owned())]
         );
         health.recovered("ResourceClaim");
+        assert!(health.failing().is_empty());
+    }
+
+    #[test]
+    fn a_watch_works_again_at_its_next_event() {
+        let health = WatchHealth::default();
+        let events = futures::stream::iter([Err("403 Forbidden"), Ok("the re-list's end")]);
+        let mut events = std::pin::pin!(health.watched("ResourcePoolScaling".to_owned(), events));
+        let mut next = || futures::executor::block_on(events.next());
+        assert_eq!(next(), Some(Err("403 Forbidden")));
+        assert_eq!(health.failing().len(), 1);
+        assert_eq!(next(), Some(Ok("the re-list's end")));
         assert!(health.failing().is_empty());
     }
 }

@@ -29,6 +29,7 @@ use tokio::sync::watch;
 use crate::api::kinds::SharedType;
 use crate::api::kinds::{ClaimObject, HandleObject};
 use crate::core::json::compact::{compact, compact_map};
+use crate::store::health::WatchHealth;
 use crate::store::packed::{Identified, Names, Packed, Packer};
 use crate::store::relist::RelistGate;
 
@@ -319,6 +320,7 @@ where
     writer: reflector::store::Writer<Packed<K>>,
     kept: SharedType<K::DynamicType>,
     listed: ListedStore<Packed<K>>,
+    health: WatchHealth,
     followers: Vec<Follower<K>>,
     subscribers: Vec<mpsc::UnboundedSender<K>>,
 }
@@ -329,11 +331,13 @@ where
     K::DynamicType: Eq + Hash + Clone + Send + Sync,
 {
     /// The watch of `api`; its store keys objects with `kept` (the kind's shared type, as the
-    /// store's readers build their keys).
+    /// store's readers build their keys). Its failures and recoveries go to `health`, under
+    /// the kind's name.
     pub(crate) fn new(
         api: Api<K>,
         config: watcher::Config,
         kept: SharedType<K::DynamicType>,
+        health: &WatchHealth,
     ) -> Self {
         let writer = reflector::store::Writer::new(kept.clone());
         let listed = ListedStore::of(&writer);
@@ -343,6 +347,7 @@ where
             writer,
             kept,
             listed,
+            health: health.clone(),
             followers: Vec::new(),
             subscribers: Vec::new(),
         }
@@ -391,12 +396,14 @@ where
             writer,
             kept,
             listed,
+            health,
             followers,
             subscribers,
         } = self;
         let mut first_list = FirstListLog::new(api.resource_url());
-        let events = watcher(api, config)
-            .default_backoff()
+        let events = watcher(api, config).default_backoff();
+        let events = health
+            .watched(K::kind(&kept).into_owned(), events)
             .inspect_ok(move |event| first_list.see(event))
             .modify(K::trim_for_store);
         let mut packer = Packer::default();
