@@ -35,7 +35,9 @@ pub(crate) type StoredHandle = Packed<HandleObject>;
 /// a `Resource` with its `ObjectMeta`).
 pub(crate) type StoredResource = Packed<DynamicObject, Names>;
 
-/// zstd's fastest level: a store packs every object each watch event brings.
+/// A store packs every object each watch event brings. Measured in a loop on claims and
+/// handles as Poolboy writes them (1.6 KB of JSON each, a 16 KiB dictionary): level 1 takes
+/// 2.7 µs an object for 107 bytes; the negative levels save at most 0.5 µs for 15–30 % more.
 const LEVEL: i32 = 1;
 
 /// The bytes of JSON a store's dictionary holds: several objects of a kind, small enough to
