@@ -99,6 +99,10 @@ const FLOOR_FIRST_GUESS: f64 = 0.5;
 const BROKER_FIRST_GUESS: f64 = 0.8;
 const TIMEOUT: Duration = Duration::from_secs(900);
 const QUIET_WINDOW: Duration = Duration::from_secs(60);
+/// A burst is over once the API server counted no request for this long (the control plane's
+/// own leases renew every 2 s).
+const SETTLED_AFTER: Duration = Duration::from_secs(1);
+const SETTLE_AT_MOST: Duration = Duration::from_secs(30);
 
 #[derive(Default)]
 struct Instants {
@@ -129,6 +133,22 @@ impl Phase {
             started: Instant::now(),
             requests: Requests::read(&env.client).await,
             cpu: cpu_split(),
+        }
+    }
+
+    /// Waits until the API server has counted no new request for [`SETTLED_AFTER`] (at most
+    /// [`SETTLE_AT_MOST`]): what a burst caused after its last bind (the Events a broker
+    /// publishes in the background) counts with it, in its requests and CPU.
+    async fn settle(&self, env: &TestEnv) {
+        let deadline = Instant::now() + SETTLE_AT_MOST;
+        let mut counted = Requests::read(&env.client).await.total();
+        let mut quiet_since = Instant::now();
+        while Instant::now() < deadline && quiet_since.elapsed() < SETTLED_AFTER {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            let now = Requests::read(&env.client).await.total();
+            if now != counted {
+                (counted, quiet_since) = (now, Instant::now());
+            }
         }
     }
 
@@ -592,6 +612,7 @@ impl Bench<'_> {
             });
             (bound, rate)
         };
+        phase.settle(env).await;
         let elsewhere = brokers
             .as_deref()
             .map_or(0.0, brokers::Brokers::cpu_seconds)
