@@ -28,6 +28,7 @@ use crate::metrics::Metrics;
 use crate::store::claim_readers::ClaimReaders;
 use crate::store::claim_summaries::ClaimSummaries;
 use crate::store::deleted_by_claims::HandlesDeletedByClaims;
+use crate::store::health::WatchHealth;
 use crate::store::packed::{StoredClaim, StoredHandle};
 use crate::store::pool_index::PoolIndex;
 use crate::store::render_clocks::RenderClocks;
@@ -133,7 +134,7 @@ pub(crate) struct Context {
     /// Who asked for claims, per namespace (§12.3 step 7).
     pub(crate) requesters: RequesterLookup,
     /// Which watches fail now (`/readyz`).
-    pub(crate) health: crate::store::health::WatchHealth,
+    pub(crate) health: WatchHealth,
     /// When each handle's templates last read the clock.
     providers: RwLock<ProviderCatalog>,
     /// Whether `providers` has held every provider since a complete list.
@@ -150,6 +151,7 @@ impl Context {
         triggers: Triggers,
         metrics: Arc<Metrics>,
         recorders: EventRecorders,
+        health: WatchHealth,
     ) -> Self {
         Self {
             recorders,
@@ -163,16 +165,11 @@ impl Context {
             metrics,
             managed: ManagedResources::default(),
             requesters: RequesterLookup::default(),
-            health: crate::store::health::WatchHealth::default(),
+            health,
             providers: RwLock::new(ProviderCatalog::default()),
             providers_listed: AtomicBool::new(false),
             failures: Mutex::new(HashMap::new()),
         }
-    }
-
-    /// The context whose `health` is the one the watches report to (`/readyz`).
-    pub(crate) fn reporting_watches_to(self, health: crate::store::health::WatchHealth) -> Self {
-        Self { health, ..self }
     }
 
     /// The one clock of the controllers; `core` always receives `now` from here.

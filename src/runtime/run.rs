@@ -299,8 +299,15 @@ impl Controllers {
         let summaries = stores.claim_summaries.clone();
         metrics.count_claims_with(move || summaries.counts());
         let config = options.config.clone();
-        let ctx = Context::new(client.clone(), config, stores, triggers, metrics, recorders)
-            .reporting_watches_to(health);
+        let ctx = Context::new(
+            client.clone(),
+            config,
+            stores,
+            triggers,
+            metrics,
+            recorders,
+            health,
+        );
         let controllers = Self {
             claims,
             handles,

@@ -11,7 +11,7 @@ use futures::{Stream, StreamExt};
 
 /// A failure older than this, with none since, is over: a watch retries with a backoff of at
 /// most 30 s, so one that keeps failing reports again well within it, and an idle watch that
-/// recovered may have no event to show for it.
+/// resumed where it was (a re-list ends with an event) may have no event to show for it.
 const FAILURE_MEMORY: Duration = Duration::from_secs(60);
 
 /// The last failure of each watch that has not recovered since, by name.
