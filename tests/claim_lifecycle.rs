@@ -428,9 +428,9 @@ async fn a_watch_the_broker_may_not_list_is_not_ready_until_its_next_list() {
         json!([{"apiGroups": [D], "resources": ["resourcepoolscalings"], "verbs": ["*"]}]),
     )
     .await;
-    // The watch retries within seconds of its first failures; a failure is forgotten without
-    // news of the watch only after a minute.
-    eventually("/readyz ready again", Duration::from_secs(25), || async {
+    // The watch retries within seconds of its first failures (kube's backoff doubles from
+    // 0.8 s); a failure is forgotten without news of the watch only a minute after the last.
+    eventually("/readyz ready again", Duration::from_secs(30), || async {
         let (status, _) = support::http::get(address, "/readyz").await;
         (status == 200).then_some(())
     })
