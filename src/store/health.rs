@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures::{Stream, StreamExt};
+use kube::runtime::watcher::Event;
 
 /// A failure older than this, with none since, is over: a watch retries with a backoff of at
 /// most 30 s, so one that keeps failing reports again well within it, and an idle watch that
@@ -62,22 +63,25 @@ impl WatchHealth {
         failing
     }
 
-    /// Notes what watch `name` yielded: an error, or anything else, which shows it works.
-    pub(crate) fn observe<T, E: Display>(&self, name: &str, event: &Result<T, E>) {
+    /// Notes what watch `name` yielded: an error, or an answer of the API server, which shows
+    /// it works. `Init` is no answer: the watcher yields it before each attempt to list,
+    /// failing ones included.
+    pub(crate) fn observe<K, E: Display>(&self, name: &str, event: &Result<Event<K>, E>) {
         match event {
+            Ok(Event::Init) => {}
             Ok(_) => self.recovered(name),
             Err(error) => self.failed(name, error),
         }
     }
 
     /// The `events` of watch `name`, each noted as it passes ([`WatchHealth::observe`]): a
-    /// watch works again at its first event after a failure, the end of a re-list that brought
-    /// nothing to reconcile included.
-    pub(crate) fn watched<T, E: Display, S: Stream<Item = Result<T, E>>>(
+    /// watch works again at its first answer after a failure, the end of a re-list that
+    /// brought nothing to reconcile included.
+    pub(crate) fn watched<K, E: Display, S: Stream<Item = Result<Event<K>, E>>>(
         &self,
         name: String,
         events: S,
-    ) -> impl Stream<Item = Result<T, E>> + use<T, E, S> {
+    ) -> impl Stream<Item = Result<Event<K>, E>> + use<K, E, S> {
         let health = self.clone();
         events.inspect(move |event| health.observe(&name, event))
     }
@@ -101,14 +105,26 @@ mod tests {
     }
 
     #[test]
-    fn a_watch_works_again_at_its_next_event() {
+    fn a_watch_works_again_at_its_next_answer_not_at_its_next_attempt() {
         let health = WatchHealth::default();
-        let events = futures::stream::iter([Err("403 Forbidden"), Ok("the re-list's end")]);
+        let events = futures::stream::iter([
+            Err("403 Forbidden"),
+            Ok(Event::Init),
+            Err("403 Forbidden"),
+            Ok(Event::Init),
+            Ok(Event::InitDone),
+        ]);
         let mut events = std::pin::pin!(health.watched("ResourcePoolScaling".to_owned(), events));
-        let mut next = || futures::executor::block_on(events.next());
-        assert_eq!(next(), Some(Err("403 Forbidden")));
-        assert_eq!(health.failing().len(), 1);
-        assert_eq!(next(), Some(Ok("the re-list's end")));
-        assert!(health.failing().is_empty());
+        let mut failing_after_next = || {
+            futures::executor::block_on(events.next())
+                .map(|_: Result<Event<()>, _>| health.failing().len())
+        };
+        // The watcher's `Init` before each list comes whether the list then fails or not.
+        assert_eq!(failing_after_next(), Some(1));
+        assert_eq!(failing_after_next(), Some(1));
+        assert_eq!(failing_after_next(), Some(1));
+        assert_eq!(failing_after_next(), Some(1));
+        // A list that ends, empty or not, is the API server answering.
+        assert_eq!(failing_after_next(), Some(0));
     }
 }
