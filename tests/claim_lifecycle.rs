@@ -233,6 +233,30 @@ async fn grant(env: &TestEnv, name: &str, account: &str, rules: Value) {
         .expect("creating a RoleBinding");
 }
 
+/// An operator called `instance` running as the ServiceAccount `operator`, which may do what
+/// `rules` allow in the test's namespace; its HTTP endpoints are served on the address given.
+async fn operator_allowed(
+    env: &TestEnv,
+    rules: Value,
+    instance: &str,
+) -> (TestOperator, std::net::SocketAddr) {
+    grant(env, "operator", "operator", rules).await;
+    let config = env.config_as_service_account("operator").await;
+    let address = support::http::free_address();
+    let operator = TestOperator::start_with(config, &env.namespace, Some(address), instance);
+    (operator, address)
+}
+
+/// Waits until `/readyz` at `address` is not ready and names the `watch` failing, forbidden.
+async fn readyz_forbidden(address: std::net::SocketAddr, watch: &str) {
+    let why = eventually("/readyz failing", TIMEOUT, || async {
+        let (status, body) = support::http::get(address, "/readyz").await;
+        (status == 503 && body.contains(watch)).then_some(body)
+    })
+    .await;
+    assert!(why.contains("forbidden"), "{why}");
+}
+
 #[tokio::test]
 async fn a_detached_claim_retries_deleting_its_handle_until_it_succeeds() {
     let env = TestEnv::new().await;
@@ -241,10 +265,8 @@ async fn a_detached_claim_retries_deleting_its_handle_until_it_succeeds() {
         .await;
     // The operator runs as a ServiceAccount that may do everything it needs here except
     // delete handles: the delete that follows the detach fails with 403.
-    grant(
+    let (operator, _) = operator_allowed(
         &env,
-        "operator",
-        "operator",
         json!([
             {"apiGroups": [D], "verbs": ["*"], "resources": [
                 "resourceclaims", "resourceclaims/status", "resourcehandles/status",
@@ -255,10 +277,9 @@ async fn a_detached_claim_retries_deleting_its_handle_until_it_succeeds() {
              "verbs": ["get", "list", "watch", "create", "update", "patch"]},
             {"apiGroups": ["", "events.k8s.io"], "resources": ["*"], "verbs": ["*"]},
         ]),
+        "operator",
     )
     .await;
-    let config = env.config_as_service_account("operator").await;
-    let operator = TestOperator::start(config, &env.namespace);
 
     let when = json!({"autoDetach": {"when": "resource_handle.status.ready | default(false)"}});
     apis.create_claim(&claim("detach-me", "plain", when)).await;
@@ -309,19 +330,15 @@ async fn a_kind_the_broker_may_not_create_is_reported_on_handle_and_claim() {
     let apis = Apis::new(&env);
     apis.create_providers(vec![provider(&env.namespace, "plain", json!({}))])
         .await;
-    grant(
+    let (operator, address) = operator_allowed(
         &env,
-        "operator",
-        "operator",
         json!([
             {"apiGroups": [D], "resources": ["*"], "verbs": ["*"]},
             {"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["*"]},
         ]),
+        "denied",
     )
     .await;
-    let config = env.config_as_service_account("operator").await;
-    let address = support::http::free_address();
-    let operator = TestOperator::start_with(config, &env.namespace, Some(address), "denied");
 
     apis.create_claim(&claim("denied", "plain", json!({})))
         .await;
@@ -356,12 +373,7 @@ async fn a_kind_the_broker_may_not_create_is_reported_on_handle_and_claim() {
     )
     .await;
     // It cannot watch ConfigMaps either: not ready, and /readyz says which watch fails.
-    let (status, why) = eventually("/readyz failing", TIMEOUT, || async {
-        let (status, body) = support::http::get(address, "/readyz").await;
-        (status == 503 && body.contains("ConfigMap")).then_some((status, body))
-    })
-    .await;
-    assert!(why.contains("forbidden"), "{status}: {why}");
+    readyz_forbidden(address, "ConfigMap").await;
 
     grant(
         &env,
@@ -400,26 +412,17 @@ async fn a_watch_the_broker_may_not_list_is_not_ready_until_its_next_list() {
         .chain(["resourceproviders"])
         .flat_map(own)
         .collect();
-    grant(
+    let (operator, address) = operator_allowed(
         &env,
-        "operator",
-        "operator",
         json!([
             {"apiGroups": [D], "resources": allowed, "verbs": ["*"]},
             {"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["*"]},
         ]),
+        "unlisted",
     )
     .await;
-    let config = env.config_as_service_account("operator").await;
-    let address = support::http::free_address();
-    let operator = TestOperator::start_with(config, &env.namespace, Some(address), "unlisted");
 
-    let why = eventually("/readyz failing", TIMEOUT, || async {
-        let (status, body) = support::http::get(address, "/readyz").await;
-        (status == 503 && body.contains("ResourcePoolScaling")).then_some(body)
-    })
-    .await;
-    assert!(why.contains("forbidden"), "{why}");
+    readyz_forbidden(address, "ResourcePoolScaling").await;
 
     grant(
         &env,
