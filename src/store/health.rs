@@ -4,6 +4,7 @@
 
 use std::collections::HashMap;
 use std::fmt::Display;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -19,6 +20,9 @@ const FAILURE_MEMORY: Duration = Duration::from_secs(60);
 #[derive(Clone, Default)]
 pub(crate) struct WatchHealth {
     failures: Arc<Mutex<HashMap<String, (Instant, String)>>>,
+    /// Whether `failures` holds any: every event of every watch is a recovery to note, and
+    /// nearly all of them find nothing to recover from without taking the lock.
+    any: Arc<AtomicBool>,
 }
 
 impl WatchHealth {
@@ -41,14 +45,19 @@ impl WatchHealth {
             tracing::warn!(watch = name, %error, "watch failing: /readyz reports not ready until it works");
         }
         failures.insert(name.to_owned(), (Instant::now(), error));
+        self.any.store(true, Ordering::Release);
     }
 
     /// Watch `name` delivered something: it works.
     pub(crate) fn recovered(&self, name: &str) {
+        if !self.any.load(Ordering::Acquire) {
+            return;
+        }
         let mut failures = self.failures();
         if failures.remove(name).is_some() {
             tracing::info!(watch = name, "watch works again");
         }
+        self.any.store(!failures.is_empty(), Ordering::Release);
     }
 
     /// The watches failing now and their last error, sorted by name.
@@ -102,6 +111,23 @@ mod tests {
         );
         health.recovered("ResourceClaim");
         assert!(health.failing().is_empty());
+    }
+
+    #[test]
+    fn each_watch_recovers_on_its_own() {
+        let health = WatchHealth::default();
+        health.recovered("ConfigMap");
+        health.failed("ResourceClaim", &"403 Forbidden");
+        health.failed("ConfigMap", &"403 Forbidden");
+        health.recovered("ResourceClaim");
+        assert_eq!(
+            health.failing(),
+            [("ConfigMap".to_owned(), "403 Forbidden".to_owned())]
+        );
+        health.recovered("ConfigMap");
+        assert!(health.failing().is_empty());
+        health.failed("ConfigMap", &"404 Not Found");
+        assert_eq!(health.failing().len(), 1);
     }
 
     #[test]
