@@ -55,10 +55,11 @@ pub(crate) fn controller(
     let scaling_kind = kinds.scaling.clone();
     // Only a pool's appearance matters here (the predicate cache is keyed by uid): its spec
     // and status changes would wake every scaling for nothing.
-    // The pool controller watches the same pools with the same rights: one name serves both.
+    // A name of its own beside the pool controller's watch of the same pools: under one, each
+    // would mark the other working at its answers while it still failed.
     let pools = kube::runtime::watcher(pools, config).default_backoff();
     let appeared = health
-        .watched(kinds.pool.kind.clone(), pools)
+        .watched(format!("{} (for scalings)", kinds.pool.kind), pools)
         .touched_objects()
         .predicate_filter(|_: &PoolObject| Some(0), Default::default());
     let controller = controller.watches_stream_with(
