@@ -79,14 +79,13 @@ enum Role {
 }
 
 async fn follow_providers(ctx: &Context, role: Role) {
-    const WATCH: &str = "ResourceProvider";
     let acting = role == Role::Holder;
     let stream = kube::runtime::watcher(api(ctx), crate::store::shared_watch::watch_config())
         .default_backoff();
+    let stream = ctx.health.watched("ResourceProvider".to_owned(), stream);
     let mut stream = std::pin::pin!(stream);
     let mut relisted: HashSet<String> = HashSet::new();
     while let Some(event) = stream.next().await {
-        ctx.health.observe(WATCH, &event);
         match event {
             Ok(Event::InitApply(provider)) => {
                 relisted.insert(provider.name_any());

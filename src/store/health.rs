@@ -75,7 +75,7 @@ impl WatchHealth {
     /// Notes what watch `name` yielded: an error, or an answer of the API server, which shows
     /// it works. `Init` is no answer: the watcher yields it before each attempt to list,
     /// failing ones included.
-    pub(crate) fn observe<K, E: Display>(&self, name: &str, event: &Result<Event<K>, E>) {
+    fn observe<K, E: Display>(&self, name: &str, event: &Result<Event<K>, E>) {
         match event {
             Ok(Event::Init) => {}
             Ok(_) => self.recovered(name),

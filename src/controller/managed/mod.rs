@@ -113,10 +113,12 @@ pub(crate) async fn ensure_watch(
         claims: ctx.stores.claims.clone(),
         domain: ctx.domain().clone(),
         operator_namespace: ctx.config.operator_namespace.clone(),
-        health: ctx.health.clone(),
     };
-    let events = kube::runtime::watcher(api, crate::store::shared_watch::watch_config())
-        .default_backoff()
+    let events =
+        kube::runtime::watcher(api, crate::store::shared_watch::watch_config()).default_backoff();
+    let events = ctx
+        .health
+        .watched(key.to_string(), events)
         .modify(DynamicObject::trim_for_store);
     let stream = reflect_kept(events, writer);
     let sweeper = Sweeper::new(ctx.client.clone(), ctx.handles_api(), kind.resource.clone());
@@ -310,7 +312,6 @@ struct Router {
     claims: Store<StoredClaim>,
     domain: OperatorDomain,
     operator_namespace: String,
-    health: crate::store::health::WatchHealth,
 }
 
 impl Router {
@@ -560,7 +561,6 @@ async fn follow<S>(
 {
     let mut stream = std::pin::pin!(stream);
     let mut listed_once = false;
-    let watch_name = key.to_string();
     let mut unjudged = false;
     loop {
         let event = match unjudged && listed_once {
@@ -580,7 +580,6 @@ async fn follow<S>(
         let Some(event) = event else {
             break;
         };
-        router.health.observe(&watch_name, &event);
         match event {
             Ok(event @ (Event::Apply(_) | Event::InitApply(_))) => {
                 let applied = matches!(event, Event::Apply(_));

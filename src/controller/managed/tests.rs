@@ -41,7 +41,6 @@ fn fixture(handles: Vec<Value>, claims: Vec<Value>) -> Fixture {
             claims: claim_writer.as_reader(),
             domain,
             operator_namespace: "poolboy".into(),
-            health: Default::default(),
         },
         handle_wakes,
         claim_wakes,
