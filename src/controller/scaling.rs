@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
-use kube::api::{Api, Patch};
+use kube::api::{Api, PartialObjectMeta, Patch};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::reflector::ObjectRef;
@@ -46,7 +46,11 @@ pub(crate) fn controller(
 ) -> (Controller<ScalingObject>, ListedStore<ScalingObject>) {
     let main =
         Api::<ScalingObject>::namespaced_with(client.clone(), operator_namespace, &kinds.scaling);
-    let pools = Api::<PoolObject>::namespaced_with(client.clone(), operator_namespace, &kinds.pool);
+    let pools = Api::<PartialObjectMeta<PoolObject>>::namespaced_with(
+        client.clone(),
+        operator_namespace,
+        &kinds.pool,
+    );
     let config = crate::store::shared_watch::watch_config().any_semantic();
     // A scaling holds no finalizer: its watch's delete event is where it is last seen.
     let (controller, listed) =
@@ -54,17 +58,22 @@ pub(crate) fn controller(
     let scalings = controller.store();
     let scaling_kind = kinds.scaling.clone();
     // Only a pool's appearance matters here (the predicate cache is keyed by uid): its spec
-    // and status changes would wake every scaling for nothing.
+    // and status changes would wake every scaling for nothing. So this watch asks for the
+    // metadata alone: each write of a pool's status (one a bind) reaches it without the spec
+    // and status, and is not decoded as a pool.
     // A name of its own beside the pool controller's watch of the same pools: under one, each
     // would mark the other working at its answers while it still failed.
     let pools = kube::runtime::watcher(pools, config).default_backoff();
     let appeared = health
         .watched(format!("{} (for scalings)", kinds.pool.kind), pools)
         .touched_objects()
-        .predicate_filter(|_: &PoolObject| Some(0), Default::default());
+        .predicate_filter(
+            |_: &PartialObjectMeta<PoolObject>| Some(0),
+            Default::default(),
+        );
     let controller = controller.watches_stream_with(
         appeared,
-        move |pool: PoolObject| {
+        move |pool: PartialObjectMeta<PoolObject>| {
             let name = pool.name_any();
             let namespace = pool.namespace();
             scalings
