@@ -11,7 +11,6 @@ use std::sync::Arc;
 use futures::StreamExt;
 use kube::ResourceExt;
 use kube::api::{Api, ListParams};
-use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::Event;
 use serde_json::json;
 
@@ -80,9 +79,10 @@ enum Role {
 
 async fn follow_providers(ctx: &Context, role: Role) {
     let acting = role == Role::Holder;
-    let stream = kube::runtime::watcher(api(ctx), crate::store::shared_watch::watch_config())
-        .default_backoff();
-    let stream = ctx.health.watched("ResourceProvider".to_owned(), stream);
+    let config = crate::store::shared_watch::watch_config();
+    let stream = ctx
+        .health
+        .watch("ResourceProvider".to_owned(), api(ctx), config);
     let mut stream = std::pin::pin!(stream);
     let mut relisted: HashSet<String> = HashSet::new();
     while let Some(event) = stream.next().await {

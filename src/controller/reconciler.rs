@@ -17,7 +17,7 @@ use futures::{Stream, StreamExt, TryStreamExt};
 use kube::api::{Api, ApiResource, ObjectMeta};
 use kube::runtime::controller::{self, Action, Controller};
 use kube::runtime::reflector::{self, ObjectRef};
-use kube::runtime::{WatchStreamExt, watcher};
+use kube::runtime::watcher;
 use kube::{Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 
@@ -253,7 +253,7 @@ where
     let listed = ListedStore::of(&writer);
     let store = writer.as_reader();
     let gate = RelistGate::new(store.clone(), kind.clone());
-    let events = health.watched(kind.kind.clone(), watcher(api, config).default_backoff());
+    let events = health.watch(kind.kind.clone(), api, config);
     let events = reflect_whole(events, writer).inspect_ok(write::forget_deleted);
     let events = answered_once(events, listed.clone());
     let own = touched_once_stored(events, gate);

@@ -63,9 +63,8 @@ pub(crate) fn controller(
     // and status, and is not decoded as a pool.
     // A name of its own beside the pool controller's watch of the same pools: under one, each
     // would mark the other working at its answers while it still failed.
-    let pools = kube::runtime::watcher(pools, config).default_backoff();
     let appeared = health
-        .watched(format!("{} (for scalings)", kinds.pool.kind), pools)
+        .watch(format!("{} (for scalings)", kinds.pool.kind), pools, config)
         .touched_objects()
         .predicate_filter(
             |_: &PartialObjectMeta<PoolObject>| Some(0),

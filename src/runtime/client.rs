@@ -42,34 +42,44 @@ use crate::api::kinds::{
 use crate::metrics::Metrics;
 use crate::screening::request::{CollectionRead, verb};
 use crate::screening::{Line, TypedDecode, screen_event, screen_list};
+use crate::store::health::WatchHealth;
 
 /// The client every operator process uses, and the registry of what its screening set aside.
 pub fn broker_client(
     config: kube::Config,
     domain: &OperatorDomain,
 ) -> Result<(kube::Client, Quarantine), kube::Error> {
-    build(config, domain, None, IDLE_CONNECTIONS, None)
+    build(config, domain, Reporting::default(), IDLE_CONNECTIONS, None)
 }
 
-/// [`broker_client`], every request of which is counted in `metrics` by verb, keeping up to
-/// `idle_connections` connections for a next request: as many as the requests the broker may
-/// have in flight at once, or each burst past them opens connections (a TLS handshake each, on
-/// both sides) that a pool already full closes as soon as they are done. With `fence`, its
-/// writes go only while the replica's Lease holds.
+/// Where a client reports what it sees, besides its logs.
+#[derive(Default)]
+pub(crate) struct Reporting {
+    /// Each request, by verb.
+    pub(crate) metrics: Option<Arc<Metrics>>,
+    /// Each watch the API server accepted ([`WatchHealth::answered`]).
+    pub(crate) health: Option<WatchHealth>,
+}
+
+/// [`broker_client`], reporting to `reporting`, keeping up to `idle_connections` connections
+/// for a next request: as many as the requests the broker may have in flight at once, or each
+/// burst past them opens connections (a TLS handshake each, on both sides) that a pool already
+/// full closes as soon as they are done. With `fence`, its writes go only while the replica's
+/// Lease holds.
 pub(crate) fn counted_broker_client(
     config: kube::Config,
     domain: &OperatorDomain,
-    metrics: Arc<Metrics>,
+    reporting: Reporting,
     idle_connections: usize,
     fence: Option<WriteFence>,
 ) -> Result<(kube::Client, Quarantine), kube::Error> {
-    build(config, domain, Some(metrics), idle_connections, fence)
+    build(config, domain, reporting, idle_connections, fence)
 }
 
 fn build(
     mut config: kube::Config,
     domain: &OperatorDomain,
-    metrics: Option<Arc<Metrics>>,
+    Reporting { metrics, health }: Reporting,
     idle_connections: usize,
     fence: Option<WriteFence>,
 ) -> Result<(kube::Client, Quarantine), kube::Error> {
@@ -97,6 +107,7 @@ fn build(
         .with_layer(&layer_fn(|inner| ScreenedService {
             inner,
             screening: screening.clone(),
+            health: health.clone(),
         }))
         .with_layer(&layer_fn(|inner| Counted {
             inner,
@@ -264,11 +275,12 @@ impl Screening {
     }
 }
 
-/// Screens the responses of collection reads.
+/// Screens the responses of collection reads, and tells `health` of the watches accepted.
 #[derive(Clone)]
 pub(crate) struct ScreenedService<S> {
     inner: S,
     screening: Arc<Screening>,
+    health: Option<WatchHealth>,
 }
 
 impl<S, B> Service<Request<kube::client::Body>> for ScreenedService<S>
@@ -301,9 +313,21 @@ where
             ..read
         });
         let screening = self.screening.clone();
+        // A LIST says nothing of a WATCH: the rights to one may come without the other.
+        let accepted = match (&self.health, &read) {
+            (Some(health), Some(read)) if read.watch => {
+                Some((health.clone(), request.uri().path().to_owned()))
+            }
+            _ => None,
+        };
         let response = self.inner.call(request);
         Box::pin(async move {
             let mut response = response.await?;
+            if let Some((health, path)) = accepted
+                && response.status().is_success()
+            {
+                health.answered(&path);
+            }
             let screened =
                 response.status().is_success() && (read.is_some() || is_json(response.headers()));
             if screened {
@@ -665,6 +689,45 @@ mod tests {
     }
 
     const CLAIMS: &str = "/apis/poolboy.gpte.redhat.com/v1/namespaces/ns/resourceclaims";
+
+    /// The API server accepting a watch of a collection (such as the one a watcher resumes
+    /// with) tells the health that the collection's watches work; a refused watch, a list of
+    /// the collection or a read of one object does not.
+    #[test]
+    fn an_accepted_watch_tells_the_health_its_collections_watches_work() {
+        let health = WatchHealth::default();
+        health.failed("ResourceClaim", CLAIMS, &"connection refused");
+        let inner = tower::service_fn(|request: Request<kube::client::Body>| {
+            let status = match request.uri().query() {
+                Some(query) if query.contains("refused") => 403,
+                _ => 200,
+            };
+            let response = Response::builder()
+                .status(status)
+                .body(Chunks(VecDeque::new()))
+                .expect("a response");
+            std::future::ready(Ok::<_, std::convert::Infallible>(response))
+        });
+        let mut service = ScreenedService {
+            inner,
+            screening: Arc::new(Screening::new(
+                &OperatorDomain::default(),
+                Quarantine::default(),
+            )),
+            health: Some(health.clone()),
+        };
+        let mut get = |uri: String| {
+            let request = Request::get(uri)
+                .body(kube::client::Body::from(Vec::new()))
+                .expect("a request");
+            block_on(service.call(request)).expect("an answer");
+            health.failing().len()
+        };
+        assert_eq!(get(format!("{CLAIMS}?watch=true&refused")), 1);
+        assert_eq!(get(format!("{CLAIMS}/claim-a")), 1);
+        assert_eq!(get(format!("{CLAIMS}?limit=500")), 1);
+        assert_eq!(get(format!("{CLAIMS}?watch=true&resourceVersion=7")), 0);
+    }
 
     fn claim(name: &str, depth: usize) -> String {
         let template = format!("{}1{}", r#"{"a":"#.repeat(depth), "}".repeat(depth));

@@ -13,7 +13,7 @@ use futures::future::{BoxFuture, FutureExt, Shared};
 use kube::runtime::events::Reporter;
 use kube::runtime::reflector::ObjectRef;
 
-use super::client::counted_broker_client;
+use super::client::{Reporting, counted_broker_client};
 use super::quarantine::WithConditions;
 use super::webhook::{WebhookError, WebhookOptions, WebhookServer};
 use super::{http, lease, quarantine};
@@ -101,16 +101,16 @@ pub async fn run(
         lease::Candidate::new(&config.operator_namespace, lease, &config.instance)
     });
     let fence = candidate.as_ref().map(lease::Candidate::fence);
-    let (client, quarantined) = counted_broker_client(
-        kube_config,
-        domain,
-        metrics.clone(),
-        idle_connections,
-        fence,
-    )
-    .map_err(RunError::Client)?;
+    let health = WatchHealth::default();
+    let reporting = Reporting {
+        metrics: Some(metrics.clone()),
+        health: Some(health.clone()),
+    };
+    let (client, quarantined) =
+        counted_broker_client(kube_config, domain, reporting, idle_connections, fence)
+            .map_err(RunError::Client)?;
     let kinds = Kinds::new(domain);
-    let (controllers, ctx) = Controllers::build(&client, &kinds, &options, metrics.clone());
+    let (controllers, ctx) = Controllers::build(&client, &kinds, &options, metrics.clone(), health);
     let ready = Arc::new(AtomicBool::new(false));
     let mut server = serve_http(&options, &metrics, &ready, &ctx, &shutdown).shared();
     let webhook_enabled = webhook.is_some();
@@ -239,6 +239,7 @@ impl Controllers {
         kinds: &Kinds,
         options: &RunOptions,
         metrics: Arc<Metrics>,
+        health: WatchHealth,
     ) -> (Self, Arc<Context>) {
         let namespace = &options.config.operator_namespace;
         let (handle_trigger, handle_triggers) = mpsc::unbounded();
@@ -247,7 +248,6 @@ impl Controllers {
             instance: Some(options.config.instance.clone()),
         };
         let recorders = EventRecorders::new(client.clone(), reporter);
-        let health = WatchHealth::default();
         let mut handle_watch = handle::watch(client, kinds, namespace, &health);
         let claim_namespace = options.claim_namespace.as_deref();
         let mut claim_watch = claim::watch(client, kinds, claim_namespace, &health);

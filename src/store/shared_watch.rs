@@ -20,7 +20,7 @@ use kube::Resource;
 use kube::api::{Api, DynamicObject};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::reflector::{self, Lookup, Store};
-use kube::runtime::watcher::{self, watcher};
+use kube::runtime::watcher;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
@@ -401,9 +401,8 @@ where
             subscribers,
         } = self;
         let mut first_list = FirstListLog::new(api.resource_url());
-        let events = watcher(api, config).default_backoff();
         let events = health
-            .watched(K::kind(&kept).into_owned(), events)
+            .watch(K::kind(&kept).into_owned(), api, config)
             .inspect_ok(move |event| first_list.see(event))
             .modify(K::trim_for_store);
         let mut packer = Packer::default();

@@ -114,11 +114,13 @@ pub(crate) async fn ensure_watch(
         domain: ctx.domain().clone(),
         operator_namespace: ctx.config.operator_namespace.clone(),
     };
-    let events =
-        kube::runtime::watcher(api, crate::store::shared_watch::watch_config()).default_backoff();
     let events = ctx
         .health
-        .watched(key.to_string(), events)
+        .watch(
+            key.to_string(),
+            api,
+            crate::store::shared_watch::watch_config(),
+        )
         .modify(DynamicObject::trim_for_store);
     let stream = reflect_kept(events, writer);
     let sweeper = Sweeper::new(ctx.client.clone(), ctx.handles_api(), kind.resource.clone());
