@@ -62,7 +62,8 @@ pub(crate) fn controller(
     // metadata alone: each write of a pool's status (one a bind) reaches it without the spec
     // and status, and is not decoded as a pool.
     // A name of its own beside the pool controller's watch of the same pools: under one, each
-    // would mark the other working at its answers while it still failed.
+    // would mark the other working at its events while it still failed. (An accepted watch of
+    // the pools marks both working: they send the same request, `store::health`.)
     let appeared = health
         .watch(format!("{} (for scalings)", kinds.pool.kind), pools, config)
         .touched_objects()
