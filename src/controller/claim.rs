@@ -56,7 +56,7 @@ use crate::store::claim_summaries::ClaimSummaries;
 use crate::store::free_handles::FreeHandles;
 use crate::store::health::WatchHealth;
 use crate::store::packed::{StoredClaim, StoredHandle};
-use crate::store::shared_watch::SharedWatch;
+use crate::store::shared_watch::{ListedStore, SharedWatch};
 
 pub(crate) use crate::store::claim_index::ClaimIndex;
 
@@ -82,6 +82,7 @@ impl PassError for ClaimError {}
 /// claims every controller reads.
 pub(crate) struct ClaimController {
     controller: Controller<StoredClaim>,
+    listed: ListedStore<StoredClaim>,
     backlog: Backlog<StoredClaim>,
     index: ClaimIndex,
     summaries: ClaimSummaries,
@@ -89,9 +90,10 @@ pub(crate) struct ClaimController {
 }
 
 impl ClaimController {
-    /// The store of claims, the one every controller reads (`Context::stores`).
-    pub(crate) fn store(&self) -> kube::runtime::reflector::Store<StoredClaim> {
-        self.controller.store()
+    /// The store of claims, the one every controller reads (`Context::stores`), and whether
+    /// their watch has listed them once.
+    pub(crate) fn store(&self) -> ListedStore<StoredClaim> {
+        self.listed.clone()
     }
 
     pub(crate) fn summaries(&self) -> ClaimSummaries {
@@ -195,13 +197,15 @@ pub(crate) fn controller(
             })
             .collect()
     };
-    let store = claims.store().store().clone();
+    let listed = claims.store();
+    let store = listed.store().clone();
     let own = backlog.objects(claims.into_stream());
     let controller = Controller::for_stream_with(own, store, kinds.stored_claim.clone())
         .watches_stream_with(handle_events, wakes, kinds.handle.clone())
         .reconcile_on(released);
     ClaimController {
         controller,
+        listed,
         backlog,
         index,
         summaries,

@@ -98,8 +98,8 @@ impl Triggers {
 /// The reflector stores, kept up to date by one shared watch per kind.
 #[derive(Clone)]
 pub(crate) struct Stores {
-    /// Claims, packed: decode the one you read.
-    pub(crate) claims: Store<StoredClaim>,
+    /// Claims, packed: decode the one you read; and whether their watch has listed them once.
+    pub(crate) claims: ListedStore<StoredClaim>,
     /// What is read across all claims, without decoding them.
     pub(crate) claim_summaries: ClaimSummaries,
     /// Handles, packed: decode the one you read (the free ones are kept parsed too,

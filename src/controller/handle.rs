@@ -699,6 +699,9 @@ fn qualified_name(namespace: Option<&str>, name: &str) -> String {
     }
 }
 
+/// How long a handle pass waits for the claims' first list before it asks for its claim.
+const CLAIMS_LIST_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// Deletes the handle (this very one: uid precondition); its finalizer does the rest.
 async fn delete_handle(ctx: &Context, object: &HandleObject) -> Result<(), HandleError> {
     // Gone already, or a namesake: either way this handle is no more.
@@ -708,14 +711,21 @@ async fn delete_handle(ctx: &Context, object: &HandleObject) -> Result<(), Handl
 
 /// The claim `reference` names, as `core` sees it; `None` when it is gone. From the claim
 /// store, which has every change that woke this reconcile (`claim::controller`); one it lacks
-/// is asked for, since `None` deletes the handle.
+/// is asked for, since `None` deletes the handle. At a start the handles are often listed
+/// before the claims (a list of claims is the larger): a pass then waits for the claims' list,
+/// up to [`CLAIMS_LIST_WAIT`], rather than ask for each claim on its own.
 async fn get_claim(
     ctx: &Context,
     reference: &crate::api::refs::ObjectRef,
 ) -> Result<Option<ResourceClaim>, kube::Error> {
     let key = ObjectRef::new_with(&reference.name, ctx.kinds.stored_claim.clone())
         .within(&reference.namespace);
-    if let Some(claim) = ctx.stores.claims.get(&key).and_then(|c| c.unpack().ok()) {
+    let stored = ctx
+        .stores
+        .claims
+        .get_once_listed(&key, CLAIMS_LIST_WAIT)
+        .await;
+    if let Some(claim) = stored.and_then(|c| c.unpack().ok()) {
         return Ok(Some(Kinds::claim_of(&claim)));
     }
     let claim = ctx

@@ -12,14 +12,15 @@ use std::collections::HashSet;
 use std::fmt::Debug;
 use std::hash::Hash;
 use std::sync::Arc;
-use std::time::Instant;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
 
 use futures::channel::mpsc;
 use futures::{Stream, StreamExt, TryStreamExt};
 use kube::Resource;
 use kube::api::{Api, DynamicObject};
 use kube::runtime::WatchStreamExt;
-use kube::runtime::reflector::{self, Lookup, Store};
+use kube::runtime::reflector::{self, Lookup, ObjectRef, Store};
 use kube::runtime::watcher;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -54,6 +55,8 @@ where
 {
     store: Store<K>,
     listed: Arc<watch::Sender<bool>>,
+    /// A reader of [`ListedStore::get_once_listed`] waited for the first list in vain.
+    waited_in_vain: Arc<AtomicBool>,
 }
 
 impl<K: Lookup + Clone + 'static> ListedStore<K>
@@ -70,6 +73,7 @@ where
         Self {
             store: writer.as_reader(),
             listed: Arc::new(watch::Sender::new(false)),
+            waited_in_vain: Arc::default(),
         }
     }
 
@@ -86,6 +90,7 @@ where
         Self {
             store,
             listed: Arc::new(watch::Sender::new(true)),
+            waited_in_vain: Arc::default(),
         }
     }
 
@@ -99,6 +104,30 @@ where
         let mut listed = self.listed.subscribe();
         // Err only when the sender is gone, and `self` holds it.
         let _ = listed.wait_for(|listed| *listed).await;
+    }
+
+    /// The object `key` names, as the store has it; `None` when it lacks it. A store that lacks
+    /// it before the watch has listed is waited for, up to `wait`; once a reader has waited in
+    /// vain (its kind forbidden to list, say), none waits again, so a watch that does not list
+    /// slows no reader for longer than once.
+    pub(crate) async fn get_once_listed(
+        &self,
+        key: &ObjectRef<K>,
+        wait: Duration,
+    ) -> Option<Arc<K>> {
+        if let Some(object) = self.store.get(key) {
+            return Some(object);
+        }
+        if self.is_listed() || self.waited_in_vain.load(Ordering::Relaxed) {
+            return None;
+        }
+        if tokio::time::timeout(wait, self.wait_until_listed())
+            .await
+            .is_err()
+        {
+            self.waited_in_vain.store(true, Ordering::Relaxed);
+        }
+        self.store.get(key)
     }
 }
 

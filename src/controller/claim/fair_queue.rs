@@ -39,7 +39,7 @@ pub(crate) fn turn(
         .filter(|(ns, n)| !(ns == namespace && n == name))
         .filter_map(|(ns, n)| {
             let reference = ObjectRef::new_with(&n, ctx.kinds.stored_claim.clone()).within(&ns);
-            let other = ctx.stores.claims.get(&reference)?.unpack().ok()?;
+            let other = ctx.stores.claims.store().get(&reference)?.unpack().ok()?;
             waits_for(&other.metadata, other.status.as_ref(), pool, ctx.domain())
                 .then(|| Waiting::of(&other.metadata))
         })

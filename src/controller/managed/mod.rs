@@ -110,7 +110,7 @@ pub(crate) async fn ensure_watch(
         triggers: ctx.triggers.clone(),
         kinds: ctx.kinds.clone(),
         handles: ctx.stores.handles.clone(),
-        claims: ctx.stores.claims.clone(),
+        claims: ctx.stores.claims.store().clone(),
         domain: ctx.domain().clone(),
         operator_namespace: ctx.config.operator_namespace.clone(),
     };

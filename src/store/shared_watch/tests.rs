@@ -428,21 +428,64 @@ async fn a_watch_reflected_packed_hands_on_each_event_after_the_store_has_it() {
 #[tokio::test]
 async fn every_concurrent_waiter_learns_that_the_store_is_listed() {
     let writer = reflector::store::Writer::<ConfigMap>::default();
-    let listed = ListedStore {
-        store: writer.as_reader(),
-        listed: Arc::new(watch::Sender::new(false)),
-    };
+    let listed = ListedStore::of(&writer);
     let waiters: Vec<_> = (0..8)
         .map(|_| {
             let listed = listed.clone();
             tokio::spawn(async move { listed.wait_until_listed().await })
         })
         .collect();
-    listed.listed.send_replace(true);
+    listed.mark_listed();
     for waiter in waiters {
         tokio::time::timeout(std::time::Duration::from_secs(5), waiter)
             .await
             .expect("no waiter hangs")
             .expect("the waiter ran");
     }
+}
+
+/// A reader of an object the store lacks before its first list waits for the list, and finds
+/// the object there.
+#[tokio::test]
+async fn a_reader_waits_for_the_first_list_rather_than_go_without() {
+    let mut writer = reflector::store::Writer::<ConfigMap>::default();
+    let listed = ListedStore::of(&writer);
+    let key = ObjectRef::from_obj(&configmap("a"));
+    let reader = {
+        let listed = listed.clone();
+        tokio::spawn(async move { listed.get_once_listed(&key, Duration::from_secs(60)).await })
+    };
+    tokio::task::yield_now().await;
+    assert!(!reader.is_finished(), "the reader waits for the list");
+    writer.apply_watcher_event(&watcher::Event::InitApply(configmap("a")));
+    writer.apply_watcher_event(&watcher::Event::InitDone);
+    listed.mark_listed();
+    let found = tokio::time::timeout(Duration::from_secs(5), reader)
+        .await
+        .expect("the list ends the wait")
+        .expect("the reader ran");
+    assert_eq!(found.map(|o| o.name_any()).as_deref(), Some("a"));
+}
+
+/// Once listed, a store that lacks an object says so at once; one that never lists keeps one
+/// reader waiting for `wait`, and no reader after it.
+#[tokio::test]
+async fn only_one_reader_waits_for_a_list_that_does_not_come() {
+    let writer = reflector::store::Writer::<ConfigMap>::default();
+    let listed = ListedStore::of(&writer);
+    let key = ObjectRef::from_obj(&configmap("a"));
+    let long = Duration::from_secs(60);
+    let at_once = |reader| tokio::time::timeout(Duration::from_secs(5), reader);
+
+    let wait = Duration::from_millis(100);
+    let start = std::time::Instant::now();
+    assert!(listed.get_once_listed(&key, wait).await.is_none());
+    assert!(start.elapsed() >= wait, "the first reader waits");
+    let again = at_once(listed.get_once_listed(&key, long)).await;
+    assert!(again.expect("no reader waits again").is_none());
+
+    let other = ListedStore::of(&reflector::store::Writer::<ConfigMap>::default());
+    other.mark_listed();
+    let found = at_once(other.get_once_listed(&key, long)).await;
+    assert!(found.expect("a listed store is not waited for").is_none());
 }
