@@ -8,8 +8,8 @@
 //! 2. start: the time from spawning the broker to `/readyz` answering 200, and to a warm claim
 //!    created right after the spawn being bound (from a pool of [`POOL`] ready handles); beside
 //!    it, the API server's part of any start: the broker's three first lists, at once, as its
-//!    watches make them (claims and handles from the API server's cache, ConfigMaps
-//!    [`LIST_PAGE`] a page), by a client that only counts the items;
+//!    watches make them (the most recent state, [`LIST_PAGE`] a page), by a client that only
+//!    counts the items;
 //! 3. memory: the broker's VmRSS and VmHWM once ready and after the warm binds;
 //! 4. one more warm bind: [`WARM_BINDS`] claims, one at a time, each once the pool is full
 //!    again: created → bound from a watch, and the API requests per bind by verb (the API
@@ -69,7 +69,7 @@ use kube::api::{
     Api, ApiResource, DynamicObject, ListParams, Patch, PatchParams, PostParams, WatchEvent,
     WatchParams,
 };
-use kube::runtime::watcher::{self, ListSemantic};
+use kube::runtime::watcher;
 use machine::{
     control_plane_cpu, etcd_db_size, load_average, lock, percentile, pid_of, process_cpu_seconds,
     process_memory,
@@ -797,20 +797,14 @@ async fn measure(env: &TestEnv, kinds: &Kinds, row: &mut Row) {
 }
 
 /// The API server's part of a start: the first lists a broker's watches make, at once and as
-/// they make them: the claims and handles of the namespace from the API server's cache
-/// (resourceVersion 0, which answers with every object at once whatever the page size), its
-/// ConfigMaps at their most recent, [`LIST_PAGE`] a page; by a client that decodes nothing but
-/// each page's `continue`. Returns the seconds until the last list ended.
+/// they make them: the claims, handles and ConfigMaps of the namespace at their most recent,
+/// [`LIST_PAGE`] a page; by a client that decodes nothing but each page's `continue`. Returns
+/// the seconds until the last list ended.
 async fn lists_alone(env: &TestEnv, kinds: &Kinds) -> f64 {
     let configmap = ApiResource::erase::<ConfigMap>(&());
     let cpu_before = control_plane_cpu();
     let started = Instant::now();
-    let lists = [
-        (&kinds.claim, ListSemantic::Any),
-        (&kinds.handle, ListSemantic::Any),
-        (&configmap, ListSemantic::MostRecent),
-    ]
-    .map(|(resource, semantic)| list_counting(env, resource, semantic));
+    let lists = [&kinds.claim, &kinds.handle, &configmap].map(|r| list_counting(env, r));
     let listed = futures::future::join_all(lists).await;
     let seconds = started.elapsed().as_secs_f64();
     let cpu = control_plane_cpu();
@@ -821,8 +815,7 @@ async fn lists_alone(env: &TestEnv, kinds: &Kinds) -> f64 {
         })
         .collect();
     println!(
-        "lists alone, at once (claims and handles from the cache, ConfigMaps {LIST_PAGE} a \
-         page): {seconds:.2} s ({}); CPU seconds \
+        "lists alone, at once ({LIST_PAGE} a page): {seconds:.2} s ({}); CPU seconds \
          kube-apiserver {:.1}, etcd {:.1}",
         each.join(", "),
         cpu[0] - cpu_before[0],
@@ -831,14 +824,9 @@ async fn lists_alone(env: &TestEnv, kinds: &Kinds) -> f64 {
     seconds
 }
 
-/// Lists every object of `resource` in the test namespace, page by page, with the list
-/// semantic of a watch configured with `semantic`; returns its plural, the items, the
-/// megabytes of JSON and the seconds it took.
-async fn list_counting(
-    env: &TestEnv,
-    resource: &ApiResource,
-    semantic: ListSemantic,
-) -> (String, usize, f64, f64) {
+/// Lists every object of `resource` in the test namespace, page by page, as a watch of the
+/// broker does; returns its plural, the items, the megabytes of JSON and the seconds it took.
+async fn list_counting(env: &TestEnv, resource: &ApiResource) -> (String, usize, f64, f64) {
     #[derive(serde::Deserialize)]
     struct Page {
         metadata: PageMeta,
@@ -855,10 +843,6 @@ async fn list_counting(
     let mut next: Option<String> = None;
     loop {
         let mut params = ListParams::default().limit(LIST_PAGE);
-        if semantic == ListSemantic::Any {
-            // As kube-runtime's watcher asks with `any_semantic`.
-            params = params.match_any();
-        }
         params.continue_token = next.take();
         let request = kube::core::Request::new(&path)
             .list(&params)

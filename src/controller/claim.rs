@@ -117,7 +117,7 @@ pub(crate) fn watch(
         Some(ns) => Api::<ClaimObject>::namespaced_with(client.clone(), ns, &kinds.claim),
         None => Api::<ClaimObject>::all_with(client.clone(), &kinds.claim),
     };
-    let config = crate::store::shared_watch::watch_config().any_semantic();
+    let config = crate::store::shared_watch::watch_config();
     let mut claims = SharedWatch::new(main, config, kinds.stored_claim.clone(), health);
     claims.follow_deletes(write::forget_replaced);
     claims

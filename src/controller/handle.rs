@@ -113,7 +113,7 @@ pub(crate) fn watch(
 ) -> SharedWatch<HandleObject> {
     let api =
         Api::<HandleObject>::namespaced_with(client.clone(), operator_namespace, &kinds.handle);
-    let config = crate::store::shared_watch::watch_config().any_semantic();
+    let config = crate::store::shared_watch::watch_config();
     let mut handles = SharedWatch::new(api, config, kinds.stored_handle.clone(), health);
     handles.follow_deletes(write::forget_replaced);
     handles

@@ -110,7 +110,7 @@ pub(crate) fn controller(
     health: &WatchHealth,
 ) -> PoolController {
     let main = Api::<PoolObject>::namespaced_with(client.clone(), operator_namespace, &kinds.pool);
-    let config = crate::store::shared_watch::watch_config().any_semantic();
+    let config = crate::store::shared_watch::watch_config();
     let (controller, _) =
         reconciler::forgetting_controller(main, config, kinds.pool.clone(), health);
     let pool_kind = kinds.pool.clone();

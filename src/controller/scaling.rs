@@ -51,7 +51,7 @@ pub(crate) fn controller(
         operator_namespace,
         &kinds.pool,
     );
-    let config = crate::store::shared_watch::watch_config().any_semantic();
+    let config = crate::store::shared_watch::watch_config();
     // A scaling holds no finalizer: its watch's delete event is where it is last seen.
     let (controller, listed) =
         reconciler::forgetting_controller(main, config.clone(), kinds.scaling.clone(), health);

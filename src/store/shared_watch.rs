@@ -42,7 +42,10 @@ use crate::store::relist::RelistGate;
 /// broker pays one watch request per minute per watch, and no list.
 pub(crate) const WATCH_TIMEOUT_SECS: u32 = 60;
 
-/// The watch configuration every watch of the broker starts from.
+/// The watch configuration every watch of the broker starts from. Its lists read the most
+/// recent state, kube-runtime's 500 objects a page: kube-core sends `resourceVersion=0` (the
+/// API server's cache as it is, every object in one answer) only without a page size, and one
+/// answer is held and decoded whole (docs/design.md, "store::shared_watch").
 pub(crate) fn watch_config() -> watcher::Config {
     watcher::Config::default().timeout(WATCH_TIMEOUT_SECS)
 }
