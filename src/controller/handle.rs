@@ -699,15 +699,15 @@ fn qualified_name(namespace: Option<&str>, name: &str) -> String {
     }
 }
 
-/// How long a handle pass waits for the claims' first list before it asks for its claim.
-const CLAIMS_LIST_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
-
 /// Deletes the handle (this very one: uid precondition); its finalizer does the rest.
 async fn delete_handle(ctx: &Context, object: &HandleObject) -> Result<(), HandleError> {
     // Gone already, or a namesake: either way this handle is no more.
     write::delete_exact(&ctx.handles_api(), object).await?;
     Ok(())
 }
+
+/// How long a handle pass waits for the claims' first list before it asks for its claim.
+const CLAIMS_LIST_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// The claim `reference` names, as `core` sees it; `None` when it is gone. From the claim
 /// store, which has every change that woke this reconcile (`claim::controller`); one it lacks
