@@ -12,7 +12,7 @@ use std::collections::HashSet;
 use std::fmt::Debug;
 use std::hash::Hash;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::time::{Duration, Instant};
 
 use futures::channel::mpsc;
@@ -58,8 +58,33 @@ where
 {
     store: Store<K>,
     listed: Arc<watch::Sender<bool>>,
-    /// A reader of [`ListedStore::get_once_listed`] waited for the first list in vain.
-    waited_in_vain: Arc<AtomicBool>,
+    first_list: Arc<FirstList>,
+}
+
+/// The marks of a store's first list. Readers that go without it and the list itself mark one
+/// flag, so that each such reader is either seen by the list (whose lister is told) or sees it
+/// (and reads the store again).
+#[derive(Default)]
+struct FirstList(AtomicU8);
+
+impl FirstList {
+    const LISTED: u8 = 1;
+    const MISSED: u8 = 2;
+
+    /// Records the list; whether a reader went without it.
+    fn came(&self) -> bool {
+        self.0.fetch_or(Self::LISTED, Ordering::AcqRel) & Self::MISSED != 0
+    }
+
+    /// Records a reader that found the store unlisted; whether the list came meanwhile.
+    fn missed_unless_came(&self) -> bool {
+        self.0.fetch_or(Self::MISSED, Ordering::AcqRel) & Self::LISTED != 0
+    }
+
+    /// Whether a reader went without the list.
+    fn was_missed(&self) -> bool {
+        self.0.load(Ordering::Acquire) & Self::MISSED != 0
+    }
 }
 
 impl<K: Lookup + Clone + 'static> ListedStore<K>
@@ -76,15 +101,18 @@ where
         Self {
             store: writer.as_reader(),
             listed: Arc::new(watch::Sender::new(false)),
-            waited_in_vain: Arc::default(),
+            first_list: Arc::default(),
         }
     }
 
     /// Lets every waiter of [`ListedStore::wait_until_listed`] through, now and from now on;
-    /// waiters hear of it once, however often the watch lists again.
-    pub(crate) fn mark_listed(&self) {
+    /// waiters hear of it once, however often the watch lists again. Whether a reader went
+    /// without the list before it came ([`ListedStore::listed_within`]): what that reader
+    /// read as unknown is news now.
+    pub(crate) fn mark_listed(&self) -> bool {
         self.listed
             .send_if_modified(|listed| !std::mem::replace(listed, true));
+        self.first_list.came()
     }
 
     /// A store whose contents are complete already (tests build one by hand).
@@ -93,7 +121,7 @@ where
         Self {
             store,
             listed: Arc::new(watch::Sender::new(true)),
-            waited_in_vain: Arc::default(),
+            first_list: Arc::new(FirstList(AtomicU8::new(FirstList::LISTED))),
         }
     }
 
@@ -109,10 +137,23 @@ where
         let _ = listed.wait_for(|listed| *listed).await;
     }
 
+    /// Whether the watch has listed once, its first list waited for up to `wait`. Once a reader
+    /// has gone without it (its kind forbidden to list, say), none waits again, so a watch that
+    /// does not list slows no reader for longer than once; [`ListedStore::mark_listed`] tells
+    /// whether one did.
+    pub(crate) async fn listed_within(&self, wait: Duration) -> bool {
+        if self.is_listed() {
+            return true;
+        }
+        if !self.first_list.was_missed() {
+            // A timeout leaves this reader without the list: marked below.
+            let _ = tokio::time::timeout(wait, self.wait_until_listed()).await;
+        }
+        self.is_listed() || self.first_list.missed_unless_came()
+    }
+
     /// The object `key` names, as the store has it; `None` when it lacks it. A store that lacks
-    /// it before the watch has listed is waited for, up to `wait`; once a reader has waited in
-    /// vain (its kind forbidden to list, say), none waits again, so a watch that does not list
-    /// slows no reader for longer than once.
+    /// it before the watch has listed is waited for as [`ListedStore::listed_within`] says.
     pub(crate) async fn get_once_listed(
         &self,
         key: &ObjectRef<K>,
@@ -121,15 +162,7 @@ where
         if let Some(object) = self.store.get(key) {
             return Some(object);
         }
-        if self.is_listed() || self.waited_in_vain.load(Ordering::Relaxed) {
-            return None;
-        }
-        if tokio::time::timeout(wait, self.wait_until_listed())
-            .await
-            .is_err()
-        {
-            self.waited_in_vain.store(true, Ordering::Relaxed);
-        }
+        self.listed_within(wait).await;
         self.store.get(key)
     }
 }

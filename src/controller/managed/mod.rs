@@ -27,7 +27,7 @@ pub(crate) use self::early::EarlyWatches;
 pub(crate) use self::idle::stop_idle_watches;
 use self::orphans::{Suspect, Sweeper};
 pub(crate) use self::resources::WatchKey;
-use self::resources::{FirstList, LastRead, ManagedKind, Watch};
+use self::resources::{LastRead, ManagedKind, Watch};
 use super::context::{Context, Triggers};
 use super::echoes::{self, Heard};
 use super::write::{self, Written};
@@ -95,11 +95,9 @@ pub(crate) async fn ensure_watch(
     let resource = SharedType::new(kind.resource.clone());
     let writer = reflector::store::Writer::new(resource.clone());
     let listed = ListedStore::of(&writer);
-    let first_list = FirstList::default();
     let watch = Watch {
         resource,
         store: listed.clone(),
-        first_list: first_list.clone(),
         last_read: LastRead::default(),
     };
     // Two reconciles may race to start the same watch: the first to register wins.
@@ -125,11 +123,7 @@ pub(crate) async fn ensure_watch(
     let stream = reflect_kept(events, writer);
     let sweeper = Sweeper::new(ctx.client.clone(), ctx.handles_api(), kind.resource.clone());
     let suspects = move |suspect| sweeper.check(suspect);
-    let listing = Listing {
-        store: listed,
-        first_list,
-    };
-    let task = tokio::spawn(follow(stream, router, suspects, key.clone(), listing));
+    let task = tokio::spawn(follow(stream, router, suspects, key.clone(), listed));
     ctx.managed.keep_task(key.clone(), task);
     ctx.metrics.managed_watches.set(ctx.managed.len() as i64);
     tracing::info!(
@@ -240,11 +234,7 @@ pub(crate) async fn stored_state(ctx: &Context, reference: &ResourceReference) -
     let Some(watch) = ctx.managed.watch(&WatchKey::of(reference)) else {
         return InStore::Unknown;
     };
-    if !watch.first_list.was_missed() {
-        // A timeout leaves this reader without the list: `missed` records it below.
-        let _ = tokio::time::timeout(FIRST_LIST_WAIT, watch.store.wait_until_listed()).await;
-    }
-    let listed = watch.store.is_listed() || !watch.first_list.missed();
+    let listed = watch.store.listed_within(FIRST_LIST_WAIT).await;
     match ctx.managed.state(reference) {
         Some(state) => InStore::Found(state),
         None if listed => InStore::Absent,
@@ -541,12 +531,6 @@ enum Claims {
     Spare,
 }
 
-/// A watch's store, and the mark of its first list that readers share.
-struct Listing {
-    store: ListedStore<StoredResource>,
-    first_list: FirstList,
-}
-
 /// Follows one watch until the operator stops. Each applied or deleted object wakes its
 /// handle, those deleted while the watch was away too (`reflect_kept` tells them after a
 /// re-list).
@@ -557,7 +541,7 @@ async fn follow<S>(
     router: Router,
     suspects: impl Fn(Suspect),
     key: WatchKey,
-    listing: Listing,
+    listed: ListedStore<StoredResource>,
 ) where
     S: futures::Stream<Item = Result<Event<DynamicObject>, watcher::Error>>,
 {
@@ -572,7 +556,7 @@ async fn follow<S>(
                     Either::Left((event, _)) => event,
                     Either::Right(((), _)) => {
                         unjudged = false;
-                        router.judge_stored(listing.store.store(), &suspects);
+                        router.judge_stored(listed.store(), &suspects);
                         continue;
                     }
                 }
@@ -610,8 +594,7 @@ async fn follow<S>(
                 // list never shows up here: its handle is told to look (a busy API server
                 // made that gap long enough for a test to fall in).
                 if !std::mem::replace(&mut listed_once, true) {
-                    listing.store.mark_listed();
-                    let claims = match listing.first_list.listed() {
+                    let claims = match listed.mark_listed() {
                         true => Claims::Wake,
                         false => Claims::Spare,
                     };

@@ -3,7 +3,6 @@
 //! ResourceWatch objects this process made sure of (Δ§2.2).
 
 use std::collections::{HashMap, HashSet};
-use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::{Duration, Instant};
 
@@ -52,9 +51,6 @@ pub(crate) struct Watch {
     /// Its kind, as its store's keys hold it.
     pub(crate) resource: SharedType<ApiResource>,
     pub(crate) store: ListedStore<StoredResource>,
-    /// Whether a reader went without the first list: once one gave up waiting, later
-    /// readers do not wait.
-    pub(crate) first_list: FirstList,
     /// When a reader last looked it up ([`ManagedResources::watch`]).
     pub(crate) last_read: LastRead,
 }
@@ -81,33 +77,6 @@ impl LastRead {
     /// Whether no reader looked the watch up in the `idle` before `now`.
     fn idle_at(&self, now: Instant, idle: Duration) -> bool {
         now.saturating_duration_since(*self.lock()) >= idle
-    }
-}
-
-/// Whether a watch's first list came after a reader went without it. Both sides mark the one
-/// flag, so that each reader that found the watch unlisted is either seen by the list (which
-/// then wakes the claims too) or sees the list (and reads the store again).
-#[derive(Clone, Default)]
-pub(crate) struct FirstList(Arc<AtomicU8>);
-
-impl FirstList {
-    const LISTED: u8 = 1;
-    const MISSED: u8 = 2;
-
-    /// Records the first list, once the store shows it; whether a reader went without it.
-    pub(crate) fn listed(&self) -> bool {
-        self.0.fetch_or(Self::LISTED, Ordering::AcqRel) & Self::MISSED != 0
-    }
-
-    /// Records a reader that found the watch unlisted; `false` when the list has come since
-    /// (the store shows it now).
-    pub(crate) fn missed(&self) -> bool {
-        self.0.fetch_or(Self::MISSED, Ordering::AcqRel) & Self::LISTED == 0
-    }
-
-    /// Whether a reader went without the first list.
-    pub(crate) fn was_missed(&self) -> bool {
-        self.0.load(Ordering::Acquire) & Self::MISSED != 0
     }
 }
 

@@ -189,7 +189,6 @@ async fn an_empty_watch_no_reader_looks_up_stops() {
         let watch = Watch {
             resource: SharedType::new(configmaps()),
             store: ListedStore::of(&writer),
-            first_list: FirstList::default(),
             last_read: LastRead::default(),
         };
         let key = key("v1", "ConfigMap", Some(namespace));
@@ -379,10 +378,7 @@ fn a_relist_wakes_the_handles_of_objects_that_vanished_meanwhile() {
         f.router,
         |suspect| suspects.borrow_mut().push(suspect),
         key,
-        Listing {
-            store: listed.clone(),
-            first_list: FirstList::default(),
-        },
+        listed.clone(),
     ));
     // Readers waiting for the first list are let through.
     assert!(listed.wait_until_listed().now_or_never().is_some());
@@ -420,10 +416,7 @@ fn resources_listed_before_the_handles_are_judged_once_the_handles_have_listed()
         f.router,
         |suspect: Suspect| suspects.borrow_mut().push(suspect.name),
         key("v1", "ConfigMap", Some("managed")),
-        Listing {
-            store: listed,
-            first_list: FirstList::default(),
-        },
+        listed,
     ));
     assert!(following.as_mut().now_or_never().is_none());
     assert!(
@@ -456,21 +449,18 @@ fn handle_of_cm() -> Value {
     handle
 }
 
-/// Runs `follow` over `events` with `first_list`; the claims it woke.
-fn claims_woken(events: Vec<Event<DynamicObject>>, first_list: FirstList) -> Vec<String> {
+/// Runs `follow` over `events` into the store `listed`; the claims it woke.
+fn claims_woken(
+    events: Vec<Event<DynamicObject>>,
+    listed: ListedStore<StoredResource>,
+) -> Vec<String> {
     let mut f = fixture(vec![handle_of_cm()], vec![claim("mine", json!({}))]);
-    let listed = ListedStore::of(&reflector::store::Writer::new(
-        SharedType::new(configmaps()),
-    ));
     futures::executor::block_on(follow(
         futures::stream::iter(events.into_iter().map(Ok)),
         f.router,
         |_| {},
         key("v1", "ConfigMap", Some("managed")),
-        Listing {
-            store: listed,
-            first_list,
-        },
+        listed,
     ));
     drain(&mut f.claim_wakes)
         .into_iter()
@@ -478,30 +468,29 @@ fn claims_woken(events: Vec<Event<DynamicObject>>, first_list: FirstList) -> Vec
         .collect()
 }
 
-#[test]
-fn a_first_list_wakes_claims_only_when_a_reader_went_without_it() {
+fn unlisted_configmaps() -> ListedStore<StoredResource> {
+    ListedStore::of(&reflector::store::Writer::new(
+        SharedType::new(configmaps()),
+    ))
+}
+
+#[tokio::test]
+async fn a_first_list_wakes_claims_only_when_a_reader_went_without_it() {
     let cm = || managed(&[("resource-handle-name", "guid-a")]);
     let first_list = || vec![Event::Init, Event::InitApply(cm()), Event::InitDone];
-    assert!(claims_woken(first_list(), FirstList::default()).is_empty());
+    assert!(claims_woken(first_list(), unlisted_configmaps()).is_empty());
     // A reader gave up waiting: the list is news to its claim.
-    let missed = FirstList::default();
-    assert!(missed.missed());
+    let missed = unlisted_configmaps();
+    assert!(!missed.listed_within(Duration::ZERO).await);
     assert_eq!(claims_woken(first_list(), missed), ["mine"]);
     // After the first list, a re-list and a change wake the claim.
     let mut events = first_list();
     events.extend(first_list());
     events.push(Event::Apply(cm()));
-    assert_eq!(claims_woken(events, FirstList::default()), ["mine", "mine"]);
-}
-
-#[test]
-fn a_reader_that_missed_the_first_list_is_either_seen_by_it_or_sees_it() {
-    let seen = FirstList::default();
-    assert!(seen.missed());
-    assert!(seen.listed());
-    let late = FirstList::default();
-    assert!(!late.listed());
-    assert!(!late.missed());
+    assert_eq!(
+        claims_woken(events, unlisted_configmaps()),
+        ["mine", "mine"]
+    );
 }
 
 /// The echo of a handle's own write to a resource wakes its claim, which copies the

@@ -489,3 +489,21 @@ async fn only_one_reader_waits_for_a_list_that_does_not_come() {
     let found = at_once(other.get_once_listed(&key, long)).await;
     assert!(found.expect("a listed store is not waited for").is_none());
 }
+
+/// A reader that goes without the first list is either seen by the list, whose lister is told
+/// so, or sees it.
+#[tokio::test]
+async fn a_reader_that_went_without_the_first_list_is_seen_by_it_or_sees_it() {
+    let seen = ListedStore::of(&reflector::store::Writer::<ConfigMap>::default());
+    assert!(!seen.listed_within(Duration::ZERO).await);
+    assert!(seen.mark_listed(), "the lister hears of the reader");
+    assert!(seen.listed_within(Duration::from_secs(60)).await);
+
+    let late = ListedStore::of(&reflector::store::Writer::<ConfigMap>::default());
+    assert!(!late.mark_listed(), "no reader went without it");
+    assert!(late.listed_within(Duration::ZERO).await);
+    assert!(
+        !late.mark_listed(),
+        "a listed store's reader misses nothing"
+    );
+}
