@@ -706,8 +706,12 @@ async fn delete_handle(ctx: &Context, object: &HandleObject) -> Result<(), Handl
     Ok(())
 }
 
-/// How long a handle pass waits for the claims' first list before it asks for its claim.
-const CLAIMS_LIST_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+/// How long a handle pass waits for the claims' first list before it asks for its claim. Long:
+/// the handles' list may end half a minute or more before the claims' (at 100,000 claims, the
+/// handles' pages served from the API server's cache and the claims' from etcd: docs/design.md,
+/// "store::shared_watch"), and every pass that gives up asks for its claim alone; a claims watch
+/// that never lists (its kind forbidden) holds the handle passes that read claims this long, once.
+const CLAIMS_LIST_WAIT: std::time::Duration = std::time::Duration::from_secs(120);
 
 /// The claim `reference` names, as `core` sees it; `None` when it is gone. From the claim
 /// store, which has every change that woke this reconcile (`claim::controller`); one it lacks
