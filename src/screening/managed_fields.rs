@@ -2,6 +2,8 @@
 //! API server writes `metadata` before `spec` and `status`, so a scan that stops at the end of
 //! `managedFields` reads the object's head alone, and the rest is copied as it came.
 
+use super::scan::{skip_string, skip_value, skip_whitespace};
+
 /// `object` without `metadata.managedFields`: the API server's record of which client set which
 /// field, as deep as the object and often half its bytes. No decision of the broker reads them
 /// (the stores drop them too, as Poolboy's cache does), so kube need not decode them. `None`
@@ -123,63 +125,6 @@ impl<'t> MemberScan<'t> {
             key: &text[at + 1..key_end - 1],
             value,
         }))
-    }
-}
-
-fn skip_whitespace(text: &[u8], mut at: usize) -> usize {
-    while text.get(at).is_some_and(u8::is_ascii_whitespace) {
-        at += 1;
-    }
-    at
-}
-
-/// Just past the string whose quote is at `at`.
-fn skip_string(text: &[u8], at: usize) -> Option<usize> {
-    let mut at = at + 1;
-    loop {
-        match text.get(at)? {
-            b'\\' => at += 2,
-            b'"' => return Some(at + 1),
-            _ => at += 1,
-        }
-    }
-}
-
-/// Just past the value that starts at `at`.
-fn skip_value(text: &[u8], at: usize) -> Option<usize> {
-    match text.get(at)? {
-        b'"' => skip_string(text, at),
-        b'{' | b'[' => {
-            let mut depth = 0usize;
-            let mut at = at;
-            loop {
-                match text.get(at)? {
-                    b'"' => at = skip_string(text, at)?,
-                    b'{' | b'[' => {
-                        depth += 1;
-                        at += 1;
-                    }
-                    b'}' | b']' => {
-                        depth -= 1;
-                        at += 1;
-                        if depth == 0 {
-                            return Some(at);
-                        }
-                    }
-                    _ => at += 1,
-                }
-            }
-        }
-        _ => {
-            let mut at = at;
-            while text
-                .get(at)
-                .is_some_and(|b| !matches!(b, b',' | b'}' | b']') && !b.is_ascii_whitespace())
-            {
-                at += 1;
-            }
-            Some(at)
-        }
     }
 }
 

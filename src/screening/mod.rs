@@ -10,8 +10,10 @@
 //! aside, are in `runtime`.
 
 pub(crate) mod depth;
+pub(crate) mod list_pages;
 mod managed_fields;
 pub(crate) mod request;
+mod scan;
 #[cfg(test)]
 mod tests;
 
