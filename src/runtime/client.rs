@@ -6,8 +6,10 @@
 //!
 //! A LIST body is collected, screened and handed on whole (kube collects it anyway); a WATCH
 //! body is screened line by line as it streams, each complete event as soon as its newline
-//! arrives. Any other JSON answer (one object: a write's, a GET's) is collected and handed on
-//! without its `metadata.managedFields`, which kube would otherwise decode for nothing.
+//! arrives. A watch's first list goes to the API server as one request, its pages cut from the
+//! answer ([`super::paged_answers`]). Any other JSON answer (one object: a write's, a GET's) is
+//! collected and handed on without its `metadata.managedFields`, which kube would otherwise
+//! decode for nothing.
 
 use std::collections::{HashMap, VecDeque};
 use std::future::Future;
@@ -34,6 +36,7 @@ use tower_http::ServiceExt as _;
 use tower_http::trace::TraceLayer;
 
 use super::fence::{Fenced, WriteFence};
+use super::paged_answers::PagedAnswers;
 use super::quarantine::Quarantine;
 use crate::api::OperatorDomain;
 use crate::api::kinds::{
@@ -103,15 +106,18 @@ fn build(
             ClientBuilder::new(http_service(&config, idle_connections)?, namespace)
         }
     };
+    // Innermost first: the requests counted are those the API server sees, and the pages cut
+    // from a whole answer are screened as any page.
     let client = builder
+        .with_layer(&layer_fn(|inner| Counted {
+            inner,
+            metrics: metrics.clone(),
+        }))
+        .with_layer(&layer_fn(PagedAnswers::<_, Box<DynBody>>::new))
         .with_layer(&layer_fn(|inner| ScreenedService {
             inner,
             screening: screening.clone(),
             health: health.clone(),
-        }))
-        .with_layer(&layer_fn(|inner| Counted {
-            inner,
-            metrics: metrics.clone(),
         }))
         .with_layer(&layer_fn(|inner| Fenced::new(inner, fence.clone())))
         .build();

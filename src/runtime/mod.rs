@@ -7,6 +7,7 @@ pub mod client;
 pub(crate) mod fence;
 pub(crate) mod http;
 pub mod lease;
+mod paged_answers;
 pub mod quarantine;
 pub mod run;
 pub mod webhook;
