@@ -8,8 +8,8 @@
 //! 2. start: the time from spawning the broker to `/readyz` answering 200, and to a warm claim
 //!    created right after the spawn being bound (from a pool of [`POOL`] ready handles); beside
 //!    it, the API server's part of any start: the broker's three first lists, at once, as its
-//!    watches make them (the most recent state, [`LIST_PAGE`] a page), by a client that only
-//!    counts the items;
+//!    client asks them (the most recent state, one answer each, which the broker hands its
+//!    watches in pages), by a client that only counts the items;
 //! 3. memory: the broker's VmRSS and VmHWM once ready and after the warm binds;
 //! 4. one more warm bind: [`WARM_BINDS`] claims, one at a time, each once the pool is full
 //!    again: created → bound from a watch, and the API requests per bind by verb (the API
@@ -102,8 +102,6 @@ const SAMPLE: &str = "scale-sample";
 /// The characters the broker draws handle names from (core::naming::NAME_ALPHABET).
 const NAME_ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
 const FIELD_MANAGER: &str = "poolboy-bench-scale";
-/// The page size of the lists a start makes (kube-runtime's watcher default, the broker's).
-const LIST_PAGE: u32 = 500;
 
 /// The figures of one size.
 #[derive(Default)]
@@ -796,10 +794,10 @@ async fn measure(env: &TestEnv, kinds: &Kinds, row: &mut Row) {
     );
 }
 
-/// The API server's part of a start: the first lists a broker's watches make, at once and as
-/// they make them: the claims, handles and ConfigMaps of the namespace at their most recent,
-/// [`LIST_PAGE`] a page; by a client that decodes nothing but each page's `continue`. Returns
-/// the seconds until the last list ended.
+/// The API server's part of a start: the first lists a broker's client asks, at once and as
+/// it asks them: the claims, handles and ConfigMaps of the namespace at their most recent, one
+/// answer each (`runtime::paged_answers`); by a client that decodes nothing but the items'
+/// count. Returns the seconds until the last list ended.
 async fn lists_alone(env: &TestEnv, kinds: &Kinds) -> f64 {
     let configmap = ApiResource::erase::<ConfigMap>(&());
     let cpu_before = control_plane_cpu();
@@ -815,7 +813,7 @@ async fn lists_alone(env: &TestEnv, kinds: &Kinds) -> f64 {
         })
         .collect();
     println!(
-        "lists alone, at once ({LIST_PAGE} a page): {seconds:.2} s ({}); CPU seconds \
+        "lists alone, at once (one answer each): {seconds:.2} s ({}); CPU seconds \
          kube-apiserver {:.1}, etcd {:.1}",
         each.join(", "),
         cpu[0] - cpu_before[0],
@@ -824,46 +822,28 @@ async fn lists_alone(env: &TestEnv, kinds: &Kinds) -> f64 {
     seconds
 }
 
-/// Lists every object of `resource` in the test namespace, page by page, as a watch of the
-/// broker does; returns its plural, the items, the megabytes of JSON and the seconds it took.
+/// Lists every object of `resource` in the test namespace as the broker's client asks it;
+/// returns its plural, the items, the megabytes of JSON and the seconds it took.
 async fn list_counting(env: &TestEnv, resource: &ApiResource) -> (String, usize, f64, f64) {
     #[derive(serde::Deserialize)]
-    struct Page {
-        metadata: PageMeta,
+    struct List {
         items: Vec<serde::de::IgnoredAny>,
-    }
-    #[derive(serde::Deserialize)]
-    struct PageMeta {
-        #[serde(rename = "continue")]
-        next: Option<String>,
     }
     let started = Instant::now();
     let path = <DynamicObject as kube::Resource>::url_path(resource, Some(&env.namespace));
-    let (mut items, mut bytes) = (0, 0);
-    let mut next: Option<String> = None;
-    loop {
-        let mut params = ListParams::default().limit(LIST_PAGE);
-        params.continue_token = next.take();
-        let request = kube::core::Request::new(&path)
-            .list(&params)
-            .expect("a list request");
-        let text = env
-            .client
-            .request_text(request)
-            .await
-            .unwrap_or_else(|e| panic!("listing {}: {e}", resource.plural));
-        let page: Page = serde_json::from_str(&text).expect("a list page");
-        items += page.items.len();
-        bytes += text.len();
-        match page.metadata.next.filter(|token| !token.is_empty()) {
-            Some(token) => next = Some(token),
-            None => break,
-        }
-    }
+    let request = kube::core::Request::new(&path)
+        .list(&ListParams::default())
+        .expect("a list request");
+    let text = env
+        .client
+        .request_text(request)
+        .await
+        .unwrap_or_else(|e| panic!("listing {}: {e}", resource.plural));
+    let list: List = serde_json::from_str(&text).expect("a list");
     (
         resource.plural.clone(),
-        items,
-        bytes as f64 / 1e6,
+        list.items.len(),
+        text.len() as f64 / 1e6,
         started.elapsed().as_secs_f64(),
     )
 }
