@@ -707,10 +707,11 @@ async fn delete_handle(ctx: &Context, object: &HandleObject) -> Result<(), Handl
 }
 
 /// How long a handle pass waits for the claims' first list before it asks for its claim. Long:
-/// the handles' list may end half a minute or more before the claims' (at 100,000 claims, the
-/// handles' pages served from the API server's cache and the claims' from etcd: docs/design.md,
-/// "store::shared_watch"), and every pass that gives up asks for its claim alone; a claims watch
-/// that never lists (its kind forbidden) holds the handle passes that read claims this long, once.
+/// the handles' list may end well before the claims' (at 100,000 claims, 2 to 5 s in one answer
+/// each, and half a minute or more when a kind is listed page by page and its pages come from
+/// etcd: docs/design.md, "runtime::paged_answers"), and every pass that gives up asks for its
+/// claim alone; a claims watch that never lists (its kind forbidden) holds the handle passes that
+/// read claims this long, once.
 const CLAIMS_LIST_WAIT: std::time::Duration = std::time::Duration::from_secs(120);
 
 /// The claim `reference` names, as `core` sees it; `None` when it is gone. From the claim

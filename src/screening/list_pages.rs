@@ -127,7 +127,8 @@ impl PageCutter {
                     let Some(value) = self.token(colon + 1, ended)? else {
                         return Ok(None);
                     };
-                    if &self.text[at + 1..key_end - 1] == b"items" && self.text[value] == b'[' {
+                    let items = &self.text[at + 1..key_end - 1] == b"items";
+                    if items && self.text[value] == b'[' {
                         self.at = value + 1;
                         self.state = State::Items { first: true };
                         continue;
@@ -136,7 +137,7 @@ impl PageCutter {
                         return Ok(None);
                     };
                     // `items: null` (an empty list, to kube) is left out: the pages say `[]`.
-                    if &self.text[at + 1..key_end - 1] != b"items" {
+                    if !items {
                         let member = (
                             self.text[at..key_end].to_vec(),
                             self.text[value..end].to_vec(),
