@@ -32,6 +32,9 @@ use crate::support::TestEnv;
 const DOMAIN: &str = "poolboy.gpte.redhat.com";
 /// Every object the floor makes carries it, for the clean-up.
 const LABEL: &str = "bench/floor";
+
+/// How long [`Floor::clean`] waits for the API server to have deleted the floor's objects.
+const GONE_WITHIN: Duration = Duration::from_secs(180);
 /// The provider and pool the floor's objects name (neither exists unless the client floor
 /// makes the pool: no broker reads them).
 pub const SOURCE: &str = "floor";
@@ -523,8 +526,41 @@ impl Floor {
         })
     }
 
-    /// Deletes everything the floor made, its finalizers first (no broker removes them).
+    /// Deletes everything the floor made, its finalizers first (no broker removes them), and
+    /// returns once the API server has none of it left: a collection delete that outlasts the
+    /// client's timeout goes on in the API server, and a broker started meanwhile would be
+    /// measured while it deletes (and while the broker's watches hear of each deletion).
     pub async fn clean(&self) {
+        self.delete_everything().await;
+        let labelled = ListParams::default().labels(&selector());
+        let start = Instant::now();
+        loop {
+            let left = self.left(&labelled).await;
+            if left == 0 {
+                return;
+            }
+            if start.elapsed() > GONE_WITHIN {
+                eprintln!("the floor's objects: {left} left after {GONE_WITHIN:?}");
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    }
+
+    /// How many of the floor's claims, handles and ConfigMaps the API server still has (a list
+    /// that fails counts as some).
+    async fn left(&self, labelled: &ListParams) -> usize {
+        [
+            count(&self.claims, labelled).await,
+            count(&self.handles, labelled).await,
+            count(&self.configmaps, labelled).await,
+        ]
+        .into_iter()
+        .fold(0, usize::saturating_add)
+    }
+
+    /// Deletes everything the floor made, its finalizers first.
+    async fn delete_everything(&self) {
         let labelled = ListParams::default().labels(&selector());
         let unfinalize = unfinalize();
         for api in [&self.claims, &self.handles] {
@@ -551,6 +587,16 @@ impl Floor {
         }
         delete_all(&self.configmaps, &labelled, "the floor's ConfigMaps").await;
     }
+}
+
+/// How many objects of `api` `selected` selects; `usize::MAX` when the list fails.
+async fn count<K>(api: &Api<K>, selected: &ListParams) -> usize
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    api.list_metadata(selected)
+        .await
+        .map_or(usize::MAX, |list| list.items.len())
 }
 
 /// Deletes the objects of `api` that `selected` selects. A collection of thousands can outlast
