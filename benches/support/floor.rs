@@ -531,8 +531,8 @@ impl Floor {
     /// client's timeout goes on in the API server, and a broker started meanwhile would be
     /// measured while it deletes (and while the broker's watches hear of each deletion).
     pub async fn clean(&self) {
-        self.delete_everything().await;
         let labelled = ListParams::default().labels(&selector());
+        self.delete_everything(&labelled).await;
         let start = Instant::now();
         loop {
             let left = self.left(&labelled).await;
@@ -559,13 +559,12 @@ impl Floor {
         .fold(0, usize::saturating_add)
     }
 
-    /// Deletes everything the floor made, its finalizers first.
-    async fn delete_everything(&self) {
-        let labelled = ListParams::default().labels(&selector());
+    /// Deletes everything the floor made (`labelled` selects it), its finalizers first.
+    async fn delete_everything(&self, labelled: &ListParams) {
         let unfinalize = unfinalize();
         for api in [&self.claims, &self.handles] {
             let names: Vec<String> = api
-                .list_metadata(&labelled)
+                .list_metadata(labelled)
                 .await
                 .expect("list the floor's objects")
                 .items
@@ -583,9 +582,9 @@ impl Floor {
                 .buffer_unordered(16)
                 .collect::<Vec<()>>()
                 .await;
-            delete_all(api, &labelled, "the floor's claims and handles").await;
+            delete_all(api, labelled, "the floor's claims and handles").await;
         }
-        delete_all(&self.configmaps, &labelled, "the floor's ConfigMaps").await;
+        delete_all(&self.configmaps, labelled, "the floor's ConfigMaps").await;
     }
 }
 
