@@ -10,8 +10,8 @@ use std::fmt::Debug;
 use std::time::Duration;
 
 use futures::{StreamExt, TryStreamExt};
-use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::{ObjectMeta, PostParams};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+use kube::api::{ListParams, ObjectMeta, PostParams};
 use kube::runtime::watcher::{self, Event};
 use kube::{Api, Client, Resource, ResourceExt};
 use poolboy::api::OperatorDomain;
@@ -21,7 +21,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::json;
 
-use support::TestEnv;
+use support::{TestEnv, eventually};
 
 const TIMEOUT: Duration = Duration::from_secs(60);
 
@@ -42,6 +42,26 @@ async fn namespaced_lists(client: &Client, resource: &str) -> u64 {
         .filter(|line| line.contains(&resource))
         .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
         .sum::<f64>() as u64
+}
+
+/// Waits until no namespace is terminating. The namespace controller LISTs every namespaced
+/// resource of a namespace it deletes (earlier tests delete theirs without waiting), and those
+/// LISTs would count with the watch's.
+async fn no_namespace_terminating(client: &Client) {
+    let namespaces = Api::<Namespace>::all(client.clone());
+    eventually("no namespace terminating", Duration::from_secs(180), || {
+        let namespaces = namespaces.clone();
+        async move {
+            let listed = namespaces.list(&ListParams::default()).await.ok()?;
+            let terminating = listed.items.iter().any(|namespace| {
+                namespace.metadata.deletion_timestamp.is_some()
+                    || namespace.status.as_ref().and_then(|s| s.phase.as_deref())
+                        == Some("Terminating")
+            });
+            (!terminating).then_some(())
+        }
+    })
+    .await;
 }
 
 /// Creates `count` objects made by `object`, ten at a time.
@@ -105,6 +125,7 @@ async fn a_watchs_first_list_reaches_the_api_server_once_and_the_watch_goes_on_f
         ..ConfigMap::default()
     };
     create_many(&configmaps, 250, configmap).await;
+    no_namespace_terminating(&env.client).await;
     let before = namespaced_lists(&env.client, "configmaps").await;
     let watched = Api::<ConfigMap>::namespaced(client.clone(), &env.namespace);
     let (listed, mut events) = first_list(watched, 100).await;
@@ -139,6 +160,7 @@ async fn a_watchs_first_list_reaches_the_api_server_once_and_the_watch_goes_on_f
         )
     };
     create_many(&handles, 250, handle).await;
+    no_namespace_terminating(&env.client).await;
     let before = namespaced_lists(&env.client, "resourcehandles").await;
     let watched = Api::<ResourceHandle>::namespaced(client, &env.namespace);
     let (listed, _) = first_list(watched, 100).await;
