@@ -61,6 +61,7 @@ use machine::{
 use objects::{claim, pool, provider};
 use poolboy::api::OperatorDomain;
 use poolboy::api::kinds::{ClaimObject, HandleObject, Kinds};
+use poolboy::runtime::client::with_read_timeout;
 use requests::Requests;
 use serde_json::{Value, json};
 use support::TestEnv;
@@ -274,7 +275,9 @@ async fn main() {
         false => None,
     };
 
-    let operator = TestOperator::start(env.kube_config(), &env.namespace);
+    // The broker reads the API server as `poolboy run` does, not with the tests' shorter
+    // timeout, which would cut its watches that stay silent through a burst.
+    let operator = TestOperator::start(with_read_timeout(env.kube_config()), &env.namespace);
     for name in ["warm", "cold", "steady", "replicas"] {
         create(&env, &kinds.provider, provider(&env, name)).await;
     }

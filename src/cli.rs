@@ -131,11 +131,6 @@ fn positive_interval(text: &str) -> Result<std::time::Duration, String> {
 /// The namespace file of an in-cluster service account.
 const SERVICE_ACCOUNT_NAMESPACE: &str = "/var/run/secrets/kubernetes.io/serviceaccount/namespace";
 
-/// How long a response from the API server may stay silent before the request fails (and is
-/// retried): longer than any request (60 s) or watch (`store::shared_watch::WATCH_TIMEOUT_SECS`)
-/// the server keeps open.
-const API_READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(90);
-
 #[derive(clap::Args, Debug)]
 struct RenderArgs {
     /// A YAML file of ResourceProviders, a ResourcePool and/or a ResourceClaim (`-` for
@@ -335,14 +330,10 @@ fn run(args: RunArgs, domain: OperatorDomain) -> ExitCode {
         Err(e) => return fail(1, &format!("cannot start the async runtime: {e}")),
     };
     let outcome = runtime.block_on(async move {
-        let mut config = kube::Config::infer()
+        let config = kube::Config::infer()
             .await
+            .map(crate::runtime::client::with_read_timeout)
             .map_err(|e| format!("cannot connect to Kubernetes: {e}"))?;
-        // kube sets no read timeout, so a response lost on the way would stall its reconcile (or
-        // a watch's initial list) for good. The API server ends every request within 60 s and
-        // every watch of the broker within 60 s, so nothing legitimate is this quiet.
-        config.read_timeout = Some(API_READ_TIMEOUT);
-        config.reset_reader_on_write = true;
         let options = crate::runtime::run::RunOptions {
             claim_namespace: args.namespaced.then(|| operator_namespace.clone()),
             config: crate::controller::context::Config {

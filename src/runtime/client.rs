@@ -47,6 +47,20 @@ use crate::screening::request::{CollectionRead, verb};
 use crate::screening::{Line, TypedDecode, screen_event, screen_list};
 use crate::store::health::WatchHealth;
 
+/// How long a response from the API server may stay silent before the request fails (and is
+/// retried): longer than any request (60 s) or watch (`store::shared_watch::WATCH_TIMEOUT_SECS`)
+/// the server keeps open.
+const API_READ_TIMEOUT: Duration = Duration::from_secs(90);
+
+/// `config` with the broker's read timeout. kube sets none, so a response lost on the way
+/// would stall its reconcile (or a watch's initial list) for good; the API server ends every
+/// request and every watch of the broker within 60 s, so nothing legitimate is this quiet.
+pub fn with_read_timeout(mut config: kube::Config) -> kube::Config {
+    config.read_timeout = Some(API_READ_TIMEOUT);
+    config.reset_reader_on_write = true;
+    config
+}
+
 /// The client every operator process uses, and the registry of what its screening set aside.
 pub fn broker_client(
     config: kube::Config,
