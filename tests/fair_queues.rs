@@ -154,7 +154,7 @@ async fn a_provider_limit_per_namespace_holds_back_the_claims_beyond_it() {
 #[tokio::test]
 async fn a_waiting_claim_says_what_a_handle_of_its_pool_takes_until_it_is_ready() {
     let env = TestEnv::new().await;
-    let (_operator, naming_the_pool) = a_pool_of_one_held(&env, "capped").await;
+    let (operator, naming_the_pool) = a_pool_of_one_held(&env, "capped").await;
 
     create_config_claim(&env, "next", naming_the_pool, json!({}), json!({})).await;
     let claims: Api<ResourceClaim> = env.api();
@@ -187,4 +187,5 @@ async fn a_waiting_claim_says_what_a_handle_of_its_pool_takes_until_it_is_ready(
         },
     )
     .await;
+    env.teardown([operator]).await;
 }

@@ -138,7 +138,7 @@ async fn the_dashboard_and_the_alerts_query_what_the_broker_exports() {
     )
     .await;
     let address = support::http::free_address();
-    let _operator = TestOperator::start_with(env.kube_config(), &ns, Some(address), "observed");
+    let operator = TestOperator::start_with(env.kube_config(), &ns, Some(address), "observed");
     let scrape = eventually("the broker running, the pool counted", TIMEOUT, || async {
         let (_, text) = support::http::get(address, "/metrics").await;
         let counted = text.lines().any(|line| line == "poolboy_leader 1")
@@ -159,4 +159,5 @@ async fn the_dashboard_and_the_alerts_query_what_the_broker_exports() {
         let line = format!("poolboy_api_requests_total{{verb=\"{verb}\"}} ");
         assert!(scrape.contains(&line), "no {verb} counted:\n{scrape}");
     }
+    env.teardown([operator]).await;
 }
