@@ -39,6 +39,8 @@ mod metrics;
 mod objects;
 #[path = "support/requests.rs"]
 mod requests;
+#[path = "support/resume.rs"]
+mod resume;
 #[path = "support/search.rs"]
 mod search;
 #[path = "../tests/support/mod.rs"]
@@ -1111,9 +1113,10 @@ async fn record(
     });
     let handle_watch = watches::follow_handles(handle_api, watcher::Config::default(), handles);
     let configmaps = watcher(configmaps, watcher::Config::default())
-        .default_backoff()
+        .backoff(resume::Promptly)
         .applied_objects()
         .for_each(move |configmap| {
+            resume::report("ConfigMaps", &configmap);
             let claim = configmap.ok().and_then(|c| {
                 c.metadata
                     .annotations?

@@ -51,6 +51,8 @@ mod metrics;
 mod objects;
 #[path = "support/requests.rs"]
 mod requests;
+#[path = "support/resume.rs"]
+mod resume;
 #[path = "../tests/support/mod.rs"]
 mod support;
 #[path = "support/watches.rs"]

@@ -42,6 +42,8 @@ mod metrics;
 mod objects;
 #[path = "support/requests.rs"]
 mod requests;
+#[path = "support/resume.rs"]
+mod resume;
 #[path = "../tests/support/mod.rs"]
 mod support;
 
@@ -477,8 +479,9 @@ fn claim_name(n: usize) -> String {
 /// exists (a handle's name may come back once it is gone: names are drawn at random).
 async fn watch_binds(claims: Api<ClaimObject>, record: Arc<Mutex<Record>>, start: Instant) {
     watcher(claims, watcher::Config::default())
-        .default_backoff()
+        .backoff(resume::Promptly)
         .for_each(|event| {
+            resume::report("claims", &event);
             match event {
                 Ok(watcher::Event::Apply(claim) | watcher::Event::InitApply(claim)) => {
                     bound(&mut lock(&record), &claim, start);

@@ -3,41 +3,15 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::runtime::utils::Backoff;
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client};
 use poolboy::api::kinds::{ClaimObject, HandleObject, Kinds};
 
 use crate::machine::lock;
-
-/// How the recording watches resume after an error: at once, every time. kube's default
-/// backoff grows to 30 s between tries, and a recording watch held back that long would
-/// date the binds it missed by when it came back, not by when they happened.
-struct Promptly;
-
-impl Iterator for Promptly {
-    type Item = Duration;
-
-    fn next(&mut self) -> Option<Duration> {
-        Some(Duration::from_millis(200))
-    }
-}
-
-impl Backoff for Promptly {
-    fn reset(&mut self) {}
-}
-
-/// Says on stderr that a recording watch failed (it resumes), so that a run whose figures
-/// come late shows why.
-fn report<T>(what: &str, event: &Result<T, watcher::Error>) {
-    if let Err(e) = event {
-        eprintln!("the benchmark's watch of {what} failed, resuming: {e}");
-    }
-}
+use crate::resume::{Promptly, report};
 
 /// Calls `first_bound` with a claim's name each time the watch shows it bound (its status
 /// names a handle); the caller keeps the first instant.
