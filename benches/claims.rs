@@ -37,10 +37,10 @@ mod machine;
 mod metrics;
 #[path = "support/objects.rs"]
 mod objects;
+#[path = "support/recording.rs"]
+mod recording;
 #[path = "support/requests.rs"]
 mod requests;
-#[path = "support/resume.rs"]
-mod resume;
 #[path = "support/search.rs"]
 mod search;
 #[path = "../tests/support/mod.rs"]
@@ -225,7 +225,7 @@ async fn main() {
     let instants = Arc::new(Mutex::new(Instants::default()));
     let handles = Arc::new(Mutex::new(HandleStates::default()));
     let watches = tokio::spawn(record(
-        env.client.clone(),
+        recording::client(&env),
         env.namespace.clone(),
         instants.clone(),
         handles.clone(),
@@ -1113,10 +1113,10 @@ async fn record(
     });
     let handle_watch = watches::follow_handles(handle_api, watcher::Config::default(), handles);
     let configmaps = watcher(configmaps, watcher::Config::default())
-        .backoff(resume::Promptly)
+        .backoff(recording::Promptly)
         .applied_objects()
         .for_each(move |configmap| {
-            resume::report("ConfigMaps", &configmap);
+            recording::report("ConfigMaps", &configmap);
             let claim = configmap.ok().and_then(|c| {
                 c.metadata
                     .annotations?

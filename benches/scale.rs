@@ -49,10 +49,10 @@ mod machine;
 mod metrics;
 #[path = "support/objects.rs"]
 mod objects;
+#[path = "support/recording.rs"]
+mod recording;
 #[path = "support/requests.rs"]
 mod requests;
-#[path = "support/resume.rs"]
-mod resume;
 #[path = "../tests/support/mod.rs"]
 mod support;
 #[path = "support/watches.rs"]
@@ -1001,10 +1001,10 @@ impl Probes {
         let created = Arc::new(Mutex::new(HashMap::new()));
         let bound = Arc::new(Mutex::new(HashMap::new()));
         let pool = Arc::new(Mutex::new(HandleStates::default()));
+        let client = recording::client(env);
         let claims =
-            Api::<ClaimObject>::namespaced_with(env.client.clone(), &env.namespace, &kinds.claim);
-        let handles =
-            Api::<HandleObject>::namespaced_with(env.client.clone(), &env.namespace, &kinds.handle);
+            Api::<ClaimObject>::namespaced_with(client.clone(), &env.namespace, &kinds.claim);
+        let handles = Api::<HandleObject>::namespaced_with(client, &env.namespace, &kinds.handle);
         let claim_bound = bound.clone();
         let claims = watches::record_binds(
             claims,

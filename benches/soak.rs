@@ -40,10 +40,10 @@ mod machine;
 mod metrics;
 #[path = "support/objects.rs"]
 mod objects;
+#[path = "support/recording.rs"]
+mod recording;
 #[path = "support/requests.rs"]
 mod requests;
-#[path = "support/resume.rs"]
-mod resume;
 #[path = "../tests/support/mod.rs"]
 mod support;
 
@@ -207,7 +207,7 @@ async fn main() {
     let record = Arc::new(Mutex::new(Record::default()));
     let churn_start = Instant::now();
     let watch = tokio::spawn(watch_binds(
-        api(&env, &kinds.claim),
+        Api::namespaced_with(recording::client(&env), &env.namespace, &kinds.claim),
         record.clone(),
         churn_start,
     ));
@@ -479,9 +479,9 @@ fn claim_name(n: usize) -> String {
 /// exists (a handle's name may come back once it is gone: names are drawn at random).
 async fn watch_binds(claims: Api<ClaimObject>, record: Arc<Mutex<Record>>, start: Instant) {
     watcher(claims, watcher::Config::default())
-        .backoff(resume::Promptly)
+        .backoff(recording::Promptly)
         .for_each(|event| {
-            resume::report("claims", &event);
+            recording::report("claims", &event);
             match event {
                 Ok(watcher::Event::Apply(claim) | watcher::Event::InitApply(claim)) => {
                     bound(&mut lock(&record), &claim, start);

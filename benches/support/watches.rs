@@ -11,7 +11,7 @@ use kube::{Api, Client};
 use poolboy::api::kinds::{ClaimObject, HandleObject, Kinds};
 
 use crate::machine::lock;
-use crate::resume::{Promptly, report};
+use crate::recording::{Promptly, report};
 
 /// Calls `first_bound` with a claim's name each time the watch shows it bound (its status
 /// names a handle); the caller keeps the first instant.
