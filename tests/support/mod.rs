@@ -531,7 +531,6 @@ where
     .await
 }
 
-/// Sets `metadata.finalizers` of every object of `api` to null (best effort per object).
 /// Releases the finalizers of every ResourceClaim, ResourceHandle and ResourcePool of
 /// `namespace`.
 async fn release_all_finalizers(client: &Client, namespace: &str) {
@@ -544,7 +543,8 @@ async fn release_all_finalizers(client: &Client, namespace: &str) {
     release_finalizers(&Api::<ResourcePool>::namespaced(client.clone(), namespace)).await;
 }
 
-/// Best effort: what cannot be listed or patched is left as it is.
+/// Sets `metadata.finalizers` of every object of `api` to null. Best effort: what cannot be
+/// listed or patched is left as it is.
 async fn release_finalizers<K>(api: &Api<K>)
 where
     K: Resource + Clone + DeserializeOwned + std::fmt::Debug,
