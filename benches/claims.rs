@@ -501,7 +501,7 @@ impl Bench<'_> {
         // The same bursts with what any broker adds to them on the API server beyond the
         // writes: its own watches of the claims, handles and ConfigMaps (beside this bench's)
         // and its `Bound` Event on each claim.
-        let watched = floor::Floor::new(env, self.kinds).with_bound_events(&env.client);
+        let watched = floor::Floor::new(env, self.kinds).with_events(&env.client);
         let broker_watches =
             watches::watch_as_a_broker(env.client.clone(), &env.namespace, self.kinds);
         let staged = watched.stage(WATCHED_WARM, BURST, PARALLEL_CREATES).await;

@@ -779,8 +779,11 @@ async fn measure(env: &TestEnv, kinds: &Kinds, row: &mut Row) {
     // then again with the broker's own writes added.
     let contract = client_floor::Serving::default();
     let floor = client_floor::measure(env, kinds, FLOOR_BINDS, contract).await;
+    // The broker writes the pool's status on every bind when they come one at a time.
     let added = client_floor::Serving {
-        broker_additions: true,
+        broker_additions: Some(client_floor::Additions {
+            pool_status_every: 1,
+        }),
         ..contract
     };
     let with_additions = client_floor::measure(env, kinds, FLOOR_BINDS, added).await;

@@ -18,7 +18,9 @@
 //!    `SOAK_OUT` (default target/soak);
 //! 5. the client floor: 200 claim lifecycles like the churn's, one at a time, served by a
 //!    minimal kube-rs client with the broker stopped (`support/client_floor.rs`): the CPU per
-//!    lifecycle no broker on the same client goes below, and the requests the contract needs.
+//!    lifecycle no broker on the same client goes below, and the requests the contract needs;
+//!    then again with the writes the broker adds (its two Events a lifecycle, the pool's status
+//!    as often as under the churn) and the pool's watch.
 //!
 //! A broker built with `--features heap-profile` (`make soak PROFILE=1`) is stopped with
 //! SIGTERM at the end and writes its heap profile to `POOLBOY_HEAP_PROFILE`.
@@ -334,6 +336,24 @@ async fn main() {
         "client floor's API requests per claim lifecycle: {:.1} ({})",
         floor_requests.total() / FLOOR_CLAIMS as f64,
         floor_requests.per(FLOOR_CLAIMS as f64)
+    );
+    // The broker's two Events a lifecycle, and its pool status as often as under the churn.
+    let with_additions = client_floor::Serving {
+        broker_additions: Some(client_floor::Additions {
+            pool_status_every: 5,
+        }),
+        ..whole
+    };
+    let requests_start = Requests::read(&env.client).await;
+    let added = client_floor::measure(&env, &kinds, FLOOR_CLAIMS, with_additions).await;
+    let added_requests = Requests::read(&env.client).await.since(&requests_start);
+    println!(
+        "client floor with the broker's additions (its Bound and ClaimDeleted Events, the \
+         pool's status on one bind in five, the pool's watch): CPU {:.1} ms a lifecycle (the \
+         broker's {broker_per_claim:.1} ms), {:.1} API requests, bind p50 {:.0} ms",
+        added.cpu_per_claim,
+        added_requests.total() / FLOOR_CLAIMS as f64,
+        added.p50
     );
     env.cleanup().await;
 }

@@ -8,8 +8,8 @@
 //! `updateFilters`, so the ConfigMap stays as it is); a deletion with the handle's and the
 //! ConfigMap's, then both finalizers. Nothing else: no Events, no pool status, no screening,
 //! no stores, no rendering, no logs. Eight watch events come back per bind, as the broker gets
-//! them. Asked to ([`Serving::broker_additions`]), it also makes the writes the broker adds to
-//! a bind beyond the contract's: what they cost a client on their own.
+//! them. Asked to ([`Serving::broker_additions`]), it also makes the writes the broker adds
+//! beyond the contract's: what they cost a client on their own.
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader};
@@ -34,8 +34,8 @@ use crate::support::{TestEnv, admin_config};
 /// floor's claims of the namespace it names.
 const SERVE: &str = "POOLBOY_CLIENT_FLOOR_NAMESPACE";
 
-/// The environment variable that makes the client floor add the broker's own writes to each
-/// bind ([`Serving::broker_additions`]).
+/// The environment variable that makes the client floor add the broker's own writes
+/// ([`Serving::broker_additions`]): its value is [`Additions::pool_status_every`].
 const ADDITIONS: &str = "POOLBOY_CLIENT_FLOOR_ADDITIONS";
 
 /// The names of the client floor's handles.
@@ -53,11 +53,20 @@ pub struct Serving {
     /// One claim in `edit_every` edited (its ConfigMap's data, as `make soak` edits), and every
     /// claim deleted until it is gone: a whole lifecycle. `None`: warm binds only.
     pub edit_every: Option<usize>,
-    /// The writes the broker adds to a bind beyond the contract's, with the watch events they
-    /// bring: a `Bound` Event on the claim, and the pool's status, written whole and guarded by
-    /// its resourceVersion, reserving the refill's name (one a bind, as the broker writes it
-    /// one bind at a time in `make bench-scale`).
-    pub broker_additions: bool,
+    /// The writes the broker adds beyond the contract's, with the watch events they bring.
+    pub broker_additions: Option<Additions>,
+}
+
+/// The writes the broker adds beyond the contract's: its Events (`Bound` on each claim it
+/// binds, `ClaimDeleted` on the handle of each claim deleted), and the pool's status, written
+/// whole and guarded by its resourceVersion, reserving the refill's name; the pool is watched,
+/// as the broker watches it.
+#[derive(Clone, Copy)]
+pub struct Additions {
+    /// The pool's status is written on one bind in this many: every bind when they come one at
+    /// a time (`make bench-scale`), one in five under `make soak`'s churn, which the broker's
+    /// passes coalesce (0.2 a lifecycle).
+    pub pool_status_every: usize,
 }
 
 /// What the client floor measured: CPU milliseconds per claim, and bind p50 in milliseconds.
@@ -90,10 +99,12 @@ pub fn serve_if_asked(kinds: &Kinds) {
 }
 
 async fn serve(client: &Client, namespace: &str, kinds: &Kinds) {
-    let additions_asked = std::env::var(ADDITIONS).is_ok();
-    let floor = match additions_asked {
-        true => Floor::in_namespace(client, namespace, kinds).with_bound_events(client),
-        false => Floor::in_namespace(client, namespace, kinds),
+    let pool_status_every = std::env::var(ADDITIONS)
+        .ok()
+        .map(|every| every.parse::<usize>().expect("a number of binds").max(1));
+    let floor = match pool_status_every {
+        Some(_) => Floor::in_namespace(client, namespace, kinds).with_events(client),
+        None => Floor::in_namespace(client, namespace, kinds),
     };
     let mut free = floor.stage(SCENARIO, STAGED, STAGED).await;
     let selector = floor::selector();
@@ -105,17 +116,17 @@ async fn serve(client: &Client, namespace: &str, kinds: &Kinds) {
         watcher(handles, config()).map(|e| e.map(drop)).boxed(),
         watcher(configmaps, config()).map(|e| e.map(drop)).boxed(),
     ];
-    let mut additions = match additions_asked {
-        true => {
-            let additions = BrokerAdditions::new(client, namespace, kinds).await;
+    let mut pool_status = match pool_status_every {
+        Some(every) => {
+            let status = PoolStatus::new(client, namespace, kinds, every).await;
             watches.push(
-                watcher(additions.pools.clone(), config())
+                watcher(status.pools.clone(), config())
                     .map(|e| e.map(drop))
                     .boxed(),
             );
-            Some(additions)
+            Some(status)
         }
-        false => None,
+        None => None,
     };
     // Decoded and dropped: what the broker's watches of them cost, without a store.
     for watch in watches {
@@ -164,8 +175,10 @@ async fn serve(client: &Client, namespace: &str, kinds: &Kinds) {
         };
         floor.serve_warm(&body, &staged).await;
         let refill = handle_name(SCENARIO, STAGED + refills);
-        if let Some(additions) = &mut additions {
-            additions.reserve(&free, &refill).await;
+        if let Some(status) = &mut pool_status
+            && refills % status.every == 0
+        {
+            status.reserve(&free, &refill).await;
         }
         served.insert(name.clone(), (staged, resources));
         free.push(floor.refill(&refill).await);
@@ -179,17 +192,19 @@ fn template_of(resources: &Value) -> &Value {
     &resources[0]["template"]
 }
 
-/// The broker's pool status write of a bind ([`Serving::broker_additions`]), to the pool the
-/// floor's handles name, made for them; the floor publishes the other, its `Bound` Event.
-struct BrokerAdditions {
+/// The broker's pool status writes ([`Additions`]), to the pool the floor's handles name, made
+/// for them; the floor publishes the broker's Events.
+struct PoolStatus {
     pools: Api<PoolObject>,
     /// The pool's resourceVersion, as the last write left it.
     version: String,
     params: PatchParams,
+    /// [`Additions::pool_status_every`].
+    every: usize,
 }
 
-impl BrokerAdditions {
-    async fn new(client: &Client, namespace: &str, kinds: &Kinds) -> Self {
+impl PoolStatus {
+    async fn new(client: &Client, namespace: &str, kinds: &Kinds, every: usize) -> Self {
         let pools = Api::<PoolObject>::namespaced_with(client.clone(), namespace, &kinds.pool);
         let pool: PoolObject = serde_json::from_value(json!({
             "apiVersion": kinds.pool.api_version,
@@ -217,6 +232,7 @@ impl BrokerAdditions {
                 field_manager: Some("poolboy".to_owned()),
                 ..PatchParams::default()
             },
+            every,
         }
     }
 
@@ -248,8 +264,8 @@ impl BrokerAdditions {
 pub async fn measure(env: &TestEnv, kinds: &Kinds, claims: usize, serving: Serving) -> Measured {
     let mut command = Command::new(std::env::current_exe().expect("this bench's binary"));
     command.env(SERVE, &env.namespace).stdout(Stdio::piped());
-    if serving.broker_additions {
-        command.env(ADDITIONS, "1");
+    if let Some(additions) = serving.broker_additions {
+        command.env(ADDITIONS, additions.pool_status_every.to_string());
     }
     let mut child = command.spawn().expect("spawn the client floor");
     let lines = lines_of(&mut child);
@@ -295,7 +311,7 @@ pub async fn measure(env: &TestEnv, kinds: &Kinds, claims: usize, serving: Servi
     let _ = child.kill();
     let _ = child.wait();
     floor.clean().await;
-    if serving.broker_additions {
+    if serving.broker_additions.is_some() {
         let pools =
             Api::<DynamicObject>::namespaced_with(env.client.clone(), &env.namespace, &kinds.pool);
         pools

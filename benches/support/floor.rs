@@ -10,8 +10,8 @@
 //! patching them. A pool's refill is the handle, its ConfigMap and the handle's ready status.
 //! Left out, so that the floor stays below any broker: events, the handle's own status after
 //! a bind, and the claim's second status write once its resource changed. Asked to
-//! ([`Floor::with_bound_events`]), it publishes the broker's `Bound` Event on each claim it
-//! binds: what that Event costs the API server on its own.
+//! ([`Floor::with_events`]), it publishes the broker's Events: `Bound` on each claim it binds,
+//! `ClaimDeleted` on each handle it deletes for a deleted claim: what they cost on their own.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
@@ -72,8 +72,8 @@ pub struct Floor {
     handles: Api<DynamicObject>,
     configmaps: Api<ConfigMap>,
     params: PatchParams,
-    /// Publishes the `Bound` Event of each bind, when asked to ([`Floor::with_bound_events`]).
-    bound_events: Option<Recorder>,
+    /// Publishes the broker's Events, when asked to ([`Floor::with_events`]).
+    events: Option<Recorder>,
 }
 
 /// A pool handle made by [`Floor::stage`]: its name and its ConfigMap as a claim's status
@@ -111,17 +111,18 @@ impl Floor {
                 field_manager: Some("poolboy".to_owned()),
                 ..PatchParams::default()
             },
-            bound_events: None,
+            events: None,
         }
     }
 
-    /// The floor that publishes, as the broker does, a `Bound` Event on each claim it binds.
-    pub fn with_bound_events(mut self, client: &Client) -> Self {
+    /// The floor that publishes the broker's Events: `Bound` on each claim it binds, and
+    /// `ClaimDeleted` on each handle it deletes for a deleted claim.
+    pub fn with_events(mut self, client: &Client) -> Self {
         let reporter = Reporter {
             controller: "poolboy".into(),
             instance: None,
         };
-        self.bound_events = Some(Recorder::new(client.clone(), reporter));
+        self.events = Some(Recorder::new(client.clone(), reporter));
         self
     }
 
@@ -262,13 +263,17 @@ impl Floor {
     }
 
     /// Deletes claim `name`'s handle and ConfigMap (`staged`), and lets the handle and then the
-    /// claim go: four requests.
+    /// claim go: four requests (and the `ClaimDeleted` Event, when this floor publishes them).
     #[allow(dead_code)] // the client floor's (benches/soak.rs)
     pub async fn serve_delete(&self, name: &str, staged: &Staged) {
-        self.handles
+        let deleted = self
+            .handles
             .delete(&staged.handle, &DeleteParams::default())
             .await
             .expect("delete a handle");
+        if let Some(handle) = deleted.left() {
+            self.publish_claim_deleted(name, &handle).await;
+        }
         self.configmaps
             .delete(&staged.configmap, &DeleteParams::default())
             .await
@@ -373,18 +378,8 @@ impl Floor {
     /// The broker's `Bound` Event on `claim` (as the API server has it), bound to `handle`
     /// (of the pool when `warm`, else made for it), when this floor publishes them.
     async fn publish_bound(&self, claim: &Value, handle: &str, warm: bool) {
-        let Some(recorder) = &self.bound_events else {
+        let Some(recorder) = &self.events else {
             return;
-        };
-        let text = |key: &str| claim[key].as_str().map(str::to_owned);
-        let metadata = |key: &str| claim["metadata"][key].as_str().map(str::to_owned);
-        let regarding = ObjectReference {
-            api_version: text("apiVersion"),
-            kind: text("kind"),
-            name: metadata("name"),
-            namespace: metadata("namespace"),
-            uid: metadata("uid"),
-            ..ObjectReference::default()
         };
         let event = Event {
             type_: EventType::Normal,
@@ -400,7 +395,30 @@ impl Floor {
             secondary: None,
         };
         recorder
-            .publish(&event, &regarding)
+            .publish(&event, &regarding(claim))
+            .await
+            .expect("publish an Event");
+    }
+
+    /// The broker's `ClaimDeleted` Event on `handle` (as its deletion left it), deleted for
+    /// claim `name`, when this floor publishes them.
+    async fn publish_claim_deleted(&self, name: &str, handle: &DynamicObject) {
+        let Some(recorder) = &self.events else {
+            return;
+        };
+        let event = Event {
+            type_: EventType::Normal,
+            reason: "ClaimDeleted".to_owned(),
+            note: Some(format!(
+                "ResourceClaim {}/{name} was deleted: deleting the handle and its resources",
+                self.namespace
+            )),
+            action: "ClaimDeleted".to_owned(),
+            secondary: None,
+        };
+        let handle = serde_json::to_value(handle).expect("a handle as JSON");
+        recorder
+            .publish(&event, &regarding(&handle))
             .await
             .expect("publish an Event");
     }
@@ -683,6 +701,20 @@ fn state_of(configmap: &ConfigMap) -> Value {
 }
 
 /// The name of object `object`.
+/// What an Event about `object` (as the API server has it) is regarding.
+fn regarding(object: &Value) -> ObjectReference {
+    let text = |key: &str| object[key].as_str().map(str::to_owned);
+    let metadata = |key: &str| object["metadata"][key].as_str().map(str::to_owned);
+    ObjectReference {
+        api_version: text("apiVersion"),
+        kind: text("kind"),
+        name: metadata("name"),
+        namespace: metadata("namespace"),
+        uid: metadata("uid"),
+        ..ObjectReference::default()
+    }
+}
+
 fn name_of(object: &Value) -> &str {
     object["metadata"]["name"].as_str().unwrap_or_default()
 }
