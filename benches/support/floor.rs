@@ -700,7 +700,6 @@ fn state_of(configmap: &ConfigMap) -> Value {
     state
 }
 
-/// The name of object `object`.
 /// What an Event about `object` (as the API server has it) is regarding.
 fn regarding(object: &Value) -> ObjectReference {
     let text = |key: &str| object[key].as_str().map(str::to_owned);
@@ -715,6 +714,7 @@ fn regarding(object: &Value) -> ObjectReference {
     }
 }
 
+/// The name of object `object`.
 fn name_of(object: &Value) -> &str {
     object["metadata"]["name"].as_str().unwrap_or_default()
 }
