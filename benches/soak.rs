@@ -20,7 +20,10 @@
 //!    minimal kube-rs client with the broker stopped (`support/client_floor.rs`): the CPU per
 //!    lifecycle no broker on the same client goes below, and the requests the contract needs;
 //!    then again with the writes the broker adds (its two Events a lifecycle, the pool's status
-//!    as often as under the churn) and the pool's watch.
+//!    as often as under the churn) and the pool's watch; then both again, coming as the churn's
+//!    claims come, for [`FLOOR_CHURN_SECONDS`] each: the client beside the broker under the
+//!    same load. For each, and for the broker under the churn, how often it slept and woke, and
+//!    was preempted, per lifecycle.
 //!
 //! A broker built with `--features heap-profile` (`make soak PROFILE=1`) is stopped with
 //! SIGTERM at the end and writes its heap profile to `POOLBOY_HEAP_PROFILE`.
@@ -58,7 +61,9 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::{WatchStreamExt, watcher};
-use machine::{control_plane_cpu, load_average, lock, percentile, process_memory_to_the_kib};
+use machine::{
+    context_switches, control_plane_cpu, load_average, lock, percentile, process_memory_to_the_kib,
+};
 use objects::{claim, claim_edit, pool, provider};
 use plotters::prelude::*;
 use poolboy::api::OperatorDomain;
@@ -68,8 +73,10 @@ use serde_json::Value;
 use support::TestEnv;
 
 const POOL_SIZE: usize = 20;
-/// The claim lifecycles the client floor serves (`support/client_floor.rs`).
+/// The claim lifecycles the client floor serves one at a time (`support/client_floor.rs`).
 const FLOOR_CLAIMS: usize = 200;
+/// How long the client floor serves claims coming as the churn's come.
+const FLOOR_CHURN_SECONDS: f64 = 120.0;
 /// The provider and pool every claim binds from.
 const KIND: &str = "soak";
 /// How long the broker must be quiet (no CPU tick) to count as settled.
@@ -214,6 +221,7 @@ async fn main() {
         churn_start,
     ));
     let cpu_start = broker.cpu_seconds();
+    let switches_start = switches(&broker);
     let control_plane_start = control_plane_cpu();
     let requests_start = Requests::read(&env.client).await;
     let passes_start = broker.passes().await;
@@ -232,6 +240,7 @@ async fn main() {
     .await;
     let drain_time = drain_start.elapsed().as_secs_f64();
     let cpu = broker.cpu_seconds() - cpu_start;
+    let broker_switches = switches(&broker);
     let requests = Requests::read(&env.client).await.since(&requests_start);
     let passes = broker.passes().await;
     let lifecycles = lock(&record).created.len().max(1) as f64;
@@ -287,6 +296,14 @@ async fn main() {
             "broker passes per claim lifecycle: {}",
             passes.since(&passes_start, lifecycles)
         );
+        // A killed broker's threads take their counts with them.
+        if !settings.kill {
+            let per = |i: usize| broker_switches[i].saturating_sub(switches_start[i]) as f64;
+            println!(
+                "broker context switches per claim lifecycle: {}",
+                wakes([per(0) / lifecycles, per(1) / lifecycles], broker_per_claim)
+            );
+        }
         // The reference: minute 10, or the last of a shorter run.
         let reference = minutes.get(minutes.len().min(10).wrapping_sub(1));
         let (reference_minute, at_reference) =
@@ -355,6 +372,45 @@ async fn main() {
         added_requests.total() / FLOOR_CLAIMS as f64,
         added.p50
     );
+    for (what, measured) in [("", &floor), (" with the broker's additions", &added)] {
+        println!(
+            "client floor{what}, context switches per lifecycle: {}",
+            wakes(measured.switches_per_claim, measured.cpu_per_claim)
+        );
+    }
+    // The same client and requests, beside the broker's figures under the same load.
+    let churned = (settings.rate * FLOOR_CHURN_SECONDS).round() as usize;
+    let churn = client_floor::Churn {
+        rate: settings.rate,
+        live: settings.live.min(churned),
+    };
+    for (what, serving) in [
+        ("", whole),
+        (" with the broker's additions", with_additions),
+    ] {
+        let load = load_average();
+        let requests_start = Requests::read(&env.client).await;
+        let control_plane_start = control_plane_cpu();
+        let measured = client_floor::measure_churn(&env, &kinds, churned, churn, serving).await;
+        let control_plane = control_plane_cpu();
+        let requests = Requests::read(&env.client).await.since(&requests_start);
+        let per_claim = |seconds: f64| seconds * 1000.0 / churned as f64;
+        println!(
+            "client floor{what}, under the churn ({churned} claims at {}/s, {} live; load \
+             {load}): CPU {:.1} ms a lifecycle (the broker's {broker_per_claim:.1} ms), {:.1} \
+             API requests, bind p50 {:.0} ms, p99 {:.0} ms; kube-apiserver {:.1} ms, etcd {:.1} \
+             ms a lifecycle; context switches: {}",
+            churn.rate,
+            churn.live,
+            measured.cpu_per_claim,
+            requests.total() / churned as f64,
+            measured.p50,
+            measured.p99,
+            per_claim(control_plane[0] - control_plane_start[0]),
+            per_claim(control_plane[1] - control_plane_start[1]),
+            wakes(measured.switches_per_claim, measured.cpu_per_claim)
+        );
+    }
     env.cleanup().await;
 }
 
@@ -631,6 +687,26 @@ fn memory(broker: &brokers::Brokers) -> Memory {
         rss: each.iter().map(|(rss, _)| rss).sum(),
         heap: each.iter().map(|(_, heap)| heap).sum(),
     }
+}
+
+/// The context switches of the broker's processes so far ([`context_switches`]).
+fn switches(broker: &brokers::Brokers) -> [u64; 2] {
+    broker
+        .pids()
+        .iter()
+        .map(|pid| context_switches(&pid.to_string()))
+        .fold([0, 0], |sum, each| [sum[0] + each[0], sum[1] + each[1]])
+}
+
+/// `switches` per lifecycle (voluntary, involuntary) and the CPU each sleep and wake comes with,
+/// for a process that spent `cpu_ms` a lifecycle.
+fn wakes(switches: [f64; 2], cpu_ms: f64) -> String {
+    format!(
+        "{:.1} voluntary (sleep and wake), {:.1} involuntary (preempted); {:.0} µs of CPU a wake",
+        switches[0],
+        switches[1],
+        cpu_ms * 1000.0 / switches[0].max(1.0)
+    )
 }
 
 fn sorted(values: impl Iterator<Item = f64>) -> Vec<f64> {

@@ -14,7 +14,7 @@
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
+use std::sync::{Arc, mpsc};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
@@ -26,7 +26,7 @@ use poolboy::api::kinds::{ClaimObject, HandleObject, Kinds, PoolObject};
 use serde_json::{Value, json};
 
 use crate::floor::{self, Floor, Staged, handle_name};
-use crate::machine::{percentile, process_cpu_seconds};
+use crate::machine::{context_switches, percentile, process_cpu_seconds};
 use crate::objects::{claim, claim_edit};
 use crate::support::{TestEnv, admin_config};
 
@@ -69,10 +69,15 @@ pub struct Additions {
     pub pool_status_every: usize,
 }
 
-/// What the client floor measured: CPU milliseconds per claim, and bind p50 in milliseconds.
+/// What the client floor measured: CPU milliseconds per claim, bind p50 and p99 in
+/// milliseconds, and its context switches per claim (voluntary, involuntary).
 pub struct Measured {
     pub cpu_per_claim: f64,
     pub p50: f64,
+    #[allow(dead_code)] // only benches/soak.rs prints them
+    pub p99: f64,
+    #[allow(dead_code)] // only benches/soak.rs prints them
+    pub switches_per_claim: [f64; 2],
 }
 
 /// In the child (the environment names a namespace): serves the floor's claims there until
@@ -260,24 +265,13 @@ impl PoolStatus {
 }
 
 /// `claims` claims, one at a time, served by the client floor in its own process, in `env`'s
-/// namespace, as `serving` says: its CPU per claim, and the bind p50.
+/// namespace, as `serving` says: its CPU per claim, and the bind latencies.
 pub async fn measure(env: &TestEnv, kinds: &Kinds, claims: usize, serving: Serving) -> Measured {
-    let mut command = Command::new(std::env::current_exe().expect("this bench's binary"));
-    command.env(SERVE, &env.namespace).stdout(Stdio::piped());
-    if let Some(additions) = serving.broker_additions {
-        command.env(ADDITIONS, additions.pool_status_every.to_string());
-    }
-    let mut child = command.spawn().expect("spawn the client floor");
-    let lines = lines_of(&mut child);
-    let pid = child.id().to_string();
-    let expect = |line: &str| tokio::task::block_in_place(|| expect_line(&lines, line));
-    expect("ready");
+    let server = Server::start(env, serving);
     let floor = Floor::in_namespace(&env.client, &env.namespace, kinds);
     let api =
         Api::<DynamicObject>::namespaced_with(env.client.clone(), &env.namespace, &kinds.claim);
-    // Settles the start's CPU before the first claim.
-    tokio::time::sleep(Duration::from_secs(1)).await;
-    let cpu_before = process_cpu_seconds(&pid);
+    let before = server.usage().await;
     let mut latencies = Vec::new();
     for i in 0..claims {
         let name = format!("client-floor-{i:03}");
@@ -285,70 +279,240 @@ pub async fn measure(env: &TestEnv, kinds: &Kinds, claims: usize, serving: Servi
         floor
             .create_unserved(&claim(&env.namespace, &name, "floor"))
             .await;
-        expect(&format!("bound {name}"));
+        server.expect(&format!("bound {name}"));
         latencies.push(created.elapsed().as_secs_f64() * 1000.0);
         let Some(edit_every) = serving.edit_every else {
             continue;
         };
         if i % edit_every == 0 {
-            api.patch(
-                &name,
-                &PatchParams::default(),
-                &Patch::<()>::Json(claim_edit()),
-            )
-            .await
-            .expect("edit a claim");
-            expect(&format!("edited {name}"));
+            edit(&api, &name).await.expect("edit a claim");
+            server.expect(&format!("edited {name}"));
         }
         api.delete(&name, &DeleteParams::default())
             .await
             .expect("delete a claim");
-        expect(&format!("deleted {name}"));
+        server.expect(&format!("deleted {name}"));
     }
-    // The last claim's watch events come after its requests.
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    let cpu = process_cpu_seconds(&pid) - cpu_before;
-    let _ = child.kill();
-    let _ = child.wait();
-    floor.clean().await;
-    if serving.broker_additions.is_some() {
-        let pools =
-            Api::<DynamicObject>::namespaced_with(env.client.clone(), &env.namespace, &kinds.pool);
-        pools
-            .delete(floor::SOURCE, &DeleteParams::default())
+    server.stop(env, kinds, before, claims, latencies).await
+}
+
+/// How `make soak`'s churn comes: claims created at `rate` a second, one in five edited once
+/// half of `live` newer ones exist, each deleted once `live` newer ones exist.
+#[derive(Clone, Copy)]
+#[allow(dead_code)] // only benches/soak.rs churns
+pub struct Churn {
+    pub rate: f64,
+    pub live: usize,
+}
+
+/// `claims` claims coming as `churn` says, the last `live` deleted together at the end,
+/// served by the client floor in its own process as `serving` says (every claim edited is
+/// edited once): what a client making the broker's requests spends under the load a broker
+/// serves.
+#[allow(dead_code)] // only benches/soak.rs churns
+pub async fn measure_churn(
+    env: &TestEnv,
+    kinds: &Kinds,
+    claims: usize,
+    churn: Churn,
+    serving: Serving,
+) -> Measured {
+    let server = Server::start(env, serving);
+    let floor = Arc::new(Floor::in_namespace(&env.client, &env.namespace, kinds));
+    let api =
+        Api::<DynamicObject>::namespaced_with(env.client.clone(), &env.namespace, &kinds.claim);
+    let name = |i: usize| format!("client-churn-{i:05}");
+    let edit_lag = churn.live / 2;
+    let before = server.usage().await;
+    let mut created = HashMap::new();
+    let mut in_flight = tokio::task::JoinSet::new();
+    let mut ticker = tokio::time::interval(Duration::from_secs_f64(1.0 / churn.rate));
+    for i in 0..claims {
+        ticker.tick().await;
+        created.insert(name(i), Instant::now());
+        let (floor, body) = (floor.clone(), claim(&env.namespace, &name(i), "floor"));
+        in_flight.spawn(async move {
+            floor.create_unserved(&body).await;
+        });
+        if i >= edit_lag && (i - edit_lag).is_multiple_of(5) {
+            let (api, name) = (api.clone(), name(i - edit_lag));
+            in_flight.spawn(async move {
+                edit(&api, &name).await.expect("edit a claim");
+            });
+        }
+        if i >= churn.live {
+            let (api, name) = (api.clone(), name(i - churn.live));
+            in_flight.spawn(async move {
+                api.delete(&name, &DeleteParams::default())
+                    .await
+                    .expect("delete a claim");
+            });
+        }
+        while in_flight.try_join_next().is_some() {}
+    }
+    while in_flight.join_next().await.is_some() {}
+    for i in claims.saturating_sub(churn.live)..claims {
+        api.delete(&name(i), &DeleteParams::default())
             .await
-            .expect("delete the floor's pool");
+            .expect("delete a claim");
     }
-    latencies.sort_by(f64::total_cmp);
-    Measured {
-        cpu_per_claim: cpu * 1000.0 / claims as f64,
-        p50: percentile(&latencies, 0.50),
+    // Every claim's bind, and its deletion served.
+    let lines = server.await_deleted(claims);
+    let latencies = lines
+        .iter()
+        .filter_map(|(at, line)| {
+            let bound = created.get(line.strip_prefix("bound ")?)?;
+            Some(at.duration_since(*bound).as_secs_f64() * 1000.0)
+        })
+        .collect();
+    server.stop(env, kinds, before, claims, latencies).await
+}
+
+/// The edit `make soak` makes to a claim.
+async fn edit(api: &Api<DynamicObject>, name: &str) -> kube::Result<DynamicObject> {
+    api.patch(
+        name,
+        &PatchParams::default(),
+        &Patch::<()>::Json(claim_edit()),
+    )
+    .await
+}
+
+/// The client floor's process, serving the floor's claims of a namespace.
+struct Server {
+    child: Child,
+    /// The lines it prints, with when they came.
+    lines: mpsc::Receiver<(Instant, String)>,
+    pid: String,
+    serving: Serving,
+}
+
+/// What the client floor's process has used so far: CPU seconds, and its context switches
+/// ([`context_switches`]).
+struct Usage {
+    cpu: f64,
+    switches: [u64; 2],
+}
+
+impl Server {
+    /// The client floor, started to serve `env`'s namespace as `serving` says, and ready (its
+    /// watches listed).
+    fn start(env: &TestEnv, serving: Serving) -> Self {
+        let mut command = Command::new(std::env::current_exe().expect("this bench's binary"));
+        command.env(SERVE, &env.namespace).stdout(Stdio::piped());
+        if let Some(additions) = serving.broker_additions {
+            command.env(ADDITIONS, additions.pool_status_every.to_string());
+        }
+        let mut child = command.spawn().expect("spawn the client floor");
+        let lines = lines_of(&mut child);
+        let server = Self {
+            pid: child.id().to_string(),
+            child,
+            lines,
+            serving,
+        };
+        server.expect("ready");
+        server
+    }
+
+    /// Waits for it to print `wanted`.
+    fn expect(&self, wanted: &str) {
+        tokio::task::block_in_place(|| {
+            let deadline = Instant::now() + BIND_TIMEOUT;
+            loop {
+                let left = deadline.saturating_duration_since(Instant::now());
+                match self.lines.recv_timeout(left) {
+                    Ok((_, line)) if line == wanted => return,
+                    Ok(_) => {}
+                    Err(error) => panic!("the client floor did not print {wanted:?}: {error}"),
+                }
+            }
+        })
+    }
+
+    /// Every line it prints until it has served the deletion of `claims` claims.
+    fn await_deleted(&self, claims: usize) -> Vec<(Instant, String)> {
+        tokio::task::block_in_place(|| {
+            let mut lines = Vec::new();
+            let mut deleted = 0;
+            while deleted < claims {
+                match self.lines.recv_timeout(BIND_TIMEOUT) {
+                    Ok(line) => {
+                        deleted += usize::from(line.1.starts_with("deleted "));
+                        lines.push(line);
+                    }
+                    Err(error) => {
+                        panic!("the client floor served {deleted} of {claims} deletions: {error}")
+                    }
+                }
+            }
+            lines
+        })
+    }
+
+    /// What it has used, once the start's CPU has settled.
+    async fn usage(&self) -> Usage {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        Usage {
+            cpu: process_cpu_seconds(&self.pid),
+            switches: context_switches(&self.pid),
+        }
+    }
+
+    /// Stops it once the last claim's watch events have come (after its requests), cleans up
+    /// what it made, and measures what it used since `before` for `claims` claims bound with
+    /// `latencies` (milliseconds).
+    async fn stop(
+        mut self,
+        env: &TestEnv,
+        kinds: &Kinds,
+        before: Usage,
+        claims: usize,
+        mut latencies: Vec<f64>,
+    ) -> Measured {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let cpu = process_cpu_seconds(&self.pid) - before.cpu;
+        let switches = context_switches(&self.pid);
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        Floor::in_namespace(&env.client, &env.namespace, kinds)
+            .clean()
+            .await;
+        if self.serving.broker_additions.is_some() {
+            let pools = Api::<DynamicObject>::namespaced_with(
+                env.client.clone(),
+                &env.namespace,
+                &kinds.pool,
+            );
+            pools
+                .delete(floor::SOURCE, &DeleteParams::default())
+                .await
+                .expect("delete the floor's pool");
+        }
+        latencies.sort_by(f64::total_cmp);
+        let per_claim = |count: u64, since: u64| count.saturating_sub(since) as f64 / claims as f64;
+        Measured {
+            cpu_per_claim: cpu * 1000.0 / claims as f64,
+            p50: percentile(&latencies, 0.50),
+            p99: percentile(&latencies, 0.99),
+            switches_per_claim: [
+                per_claim(switches[0], before.switches[0]),
+                per_claim(switches[1], before.switches[1]),
+            ],
+        }
     }
 }
 
-/// The lines `child` prints, as they come.
-fn lines_of(child: &mut Child) -> mpsc::Receiver<String> {
+/// The lines `child` prints, as they come, with when they came.
+fn lines_of(child: &mut Child) -> mpsc::Receiver<(Instant, String)> {
     let stdout = child.stdout.take().expect("the client floor's stdout");
     let (send, lines) = mpsc::channel();
     std::thread::spawn(move || {
         for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            if send.send(line).is_err() {
+            if send.send((Instant::now(), line)).is_err() {
                 return;
             }
         }
     });
     lines
-}
-
-/// Waits for the child to print `wanted`.
-fn expect_line(lines: &mpsc::Receiver<String>, wanted: &str) {
-    let deadline = Instant::now() + BIND_TIMEOUT;
-    loop {
-        let left = deadline.saturating_duration_since(Instant::now());
-        match lines.recv_timeout(left) {
-            Ok(line) if line == wanted => return,
-            Ok(_) => {}
-            Err(error) => panic!("the client floor did not print {wanted:?}: {error}"),
-        }
-    }
 }

@@ -43,6 +43,30 @@ pub fn process_cpu_seconds(pid: &str) -> f64 {
     (ticks(11) + ticks(12)) / 100.0
 }
 
+/// How often the threads of process `pid` alive now slept and woke (voluntary context
+/// switches) and were preempted (involuntary ones), from each thread's /proc status.
+#[allow(dead_code)] // the client floor's and benches/soak.rs's
+pub fn context_switches(pid: &str) -> [u64; 2] {
+    let Ok(threads) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return [0, 0];
+    };
+    let mut switches = [0, 0];
+    for thread in threads.flatten() {
+        let status = std::fs::read_to_string(thread.path().join("status")).unwrap_or_default();
+        for (count, name) in switches
+            .iter_mut()
+            .zip(["voluntary_ctxt_switches:", "nonvoluntary_ctxt_switches:"])
+        {
+            *count += status
+                .lines()
+                .find_map(|l| l.strip_prefix(name))
+                .and_then(|v| v.trim().parse::<u64>().ok())
+                .unwrap_or(0);
+        }
+    }
+    switches
+}
+
 /// The KiB figures of process `pid`'s /proc status, by field name ("VmRSS:"); 0 for one it
 /// lacks.
 fn status_kib(pid: &str) -> impl Fn(&str) -> u64 {
