@@ -423,7 +423,10 @@ async fn churn(
     record: &Arc<Mutex<Record>>,
 ) -> (Vec<Minute>, usize) {
     let total = (settings.minutes as f64 * 60.0 * settings.rate).round() as usize;
-    let edit_lag = settings.live / 2;
+    let schedule = client_floor::Churn {
+        rate: settings.rate,
+        live: settings.live,
+    };
     let failures = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let mut ticker = tokio::time::interval(Duration::from_secs_f64(1.0 / settings.rate));
     let start = Instant::now();
@@ -437,11 +440,11 @@ async fn churn(
     print_header();
     for i in 0..total {
         ticker.tick().await;
+        let (new, edited, deleted) = schedule.at(i);
         let requests = [
-            Some(Request::Create(i)),
-            (i >= edit_lag && (i - edit_lag).is_multiple_of(5))
-                .then(|| Request::Edit(i - edit_lag)),
-            (i >= settings.live).then(|| Request::Delete(i - settings.live)),
+            Some(Request::Create(new)),
+            edited.map(Request::Edit),
+            deleted.map(Request::Delete),
         ];
         for request in requests.into_iter().flatten() {
             if let Request::Create(i) = request {

@@ -305,6 +305,19 @@ pub struct Churn {
     pub live: usize,
 }
 
+#[allow(dead_code)] // only benches/soak.rs churns
+impl Churn {
+    /// What comes at the churn's tick `i`, by claim number: claim `i` created, the claim
+    /// edited then if one is, and the claim deleted then if one is.
+    pub fn at(&self, i: usize) -> (usize, Option<usize>, Option<usize>) {
+        let edit_lag = self.live / 2;
+        let edited = i
+            .checked_sub(edit_lag)
+            .filter(|edited| edited.is_multiple_of(5));
+        (i, edited, i.checked_sub(self.live))
+    }
+}
+
 /// `claims` claims coming as `churn` says, the last `live` deleted together at the end,
 /// served by the client floor in its own process as `serving` says (every claim edited is
 /// edited once): what a client making the broker's requests spends under the load a broker
@@ -322,26 +335,26 @@ pub async fn measure_churn(
     let api =
         Api::<DynamicObject>::namespaced_with(env.client.clone(), &env.namespace, &kinds.claim);
     let name = |i: usize| format!("client-churn-{i:05}");
-    let edit_lag = churn.live / 2;
     let before = server.usage().await;
     let mut created = HashMap::new();
     let mut in_flight = tokio::task::JoinSet::new();
     let mut ticker = tokio::time::interval(Duration::from_secs_f64(1.0 / churn.rate));
     for i in 0..claims {
         ticker.tick().await;
-        created.insert(name(i), Instant::now());
-        let (floor, body) = (floor.clone(), claim(&env.namespace, &name(i), "floor"));
+        let (new, edited, deleted) = churn.at(i);
+        created.insert(name(new), Instant::now());
+        let (floor, body) = (floor.clone(), claim(&env.namespace, &name(new), "floor"));
         in_flight.spawn(async move {
             floor.create_unserved(&body).await;
         });
-        if i >= edit_lag && (i - edit_lag).is_multiple_of(5) {
-            let (api, name) = (api.clone(), name(i - edit_lag));
+        if let Some(edited) = edited {
+            let (api, name) = (api.clone(), name(edited));
             in_flight.spawn(async move {
                 edit(&api, &name).await.expect("edit a claim");
             });
         }
-        if i >= churn.live {
-            let (api, name) = (api.clone(), name(i - churn.live));
+        if let Some(deleted) = deleted {
+            let (api, name) = (api.clone(), name(deleted));
             in_flight.spawn(async move {
                 api.delete(&name, &DeleteParams::default())
                     .await
