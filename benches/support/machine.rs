@@ -57,11 +57,7 @@ pub fn context_switches(pid: &str) -> [u64; 2] {
             .iter_mut()
             .zip(["voluntary_ctxt_switches:", "nonvoluntary_ctxt_switches:"])
         {
-            *count += status
-                .lines()
-                .find_map(|l| l.strip_prefix(name))
-                .and_then(|v| v.trim().parse::<u64>().ok())
-                .unwrap_or(0);
+            *count += status_figure(&status, name);
         }
     }
     switches
@@ -71,13 +67,17 @@ pub fn context_switches(pid: &str) -> [u64; 2] {
 /// lacks.
 fn status_kib(pid: &str) -> impl Fn(&str) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    move |name| {
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix(name))
-            .and_then(|v| v.split_whitespace().next()?.parse::<u64>().ok())
-            .unwrap_or(0)
-    }
+    move |name| status_figure(&status, name)
+}
+
+/// The number of field `name` ("VmRSS:") of a /proc status, without its unit; 0 when the
+/// status lacks it.
+fn status_figure(status: &str, name: &str) -> u64 {
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(name))
+        .and_then(|v| v.split_whitespace().next()?.parse::<u64>().ok())
+        .unwrap_or(0)
 }
 
 /// VmRSS and VmHWM of process `pid` ("self" for this one), in MiB.
