@@ -18,6 +18,7 @@ use kube::Resource;
 use kube::runtime::controller::{Action, Error as ControllerError};
 use kube::runtime::reflector::ObjectRef;
 
+use super::backlogged::Backlogged;
 use super::echoes;
 use crate::store::packed::Identified;
 use crate::store::shared_watch::Applied;
@@ -43,6 +44,8 @@ pub(crate) struct Backlog<K: Resource> {
     release: mpsc::UnboundedSender<ObjectRef<K>>,
     /// Which objects a trigger from another watch is news to: [`Backlog::hearing_news`].
     news: Option<Arc<NewsTest<K>>>,
+    /// Told when objects start and stop waiting here.
+    backlogged: Backlogged,
 }
 
 /// Whether a trigger from another watch is news to its object.
@@ -54,6 +57,7 @@ impl<K: Resource> Clone for Backlog<K> {
             state: self.state.clone(),
             release: self.release.clone(),
             news: self.news.clone(),
+            backlogged: self.backlogged.clone(),
         }
     }
 }
@@ -214,6 +218,8 @@ struct State<K: Resource> {
     first_run: usize,
     /// The controller's own watch has listed once ([`State::listed`]).
     listed_once: bool,
+    /// Objects waited when [`Backlogged`] was last told.
+    reported_behind: bool,
 }
 
 impl<K> Backlog<K>
@@ -223,10 +229,11 @@ where
 {
     /// The backlog of a controller of objects of `kind` that runs `concurrency` reconciles at
     /// once, and the stream of the objects it lets in later (for the controller's
-    /// `reconcile_on`).
+    /// `reconcile_on`). It tells `backlogged` when objects start and stop waiting.
     pub(crate) fn new(
         kind: K::DynamicType,
         concurrency: u16,
+        backlogged: Backlogged,
     ) -> (Self, impl Stream<Item = ObjectRef<K>> + Send + 'static)
     where
         K: 'static,
@@ -238,6 +245,7 @@ where
             state: Arc::new(Mutex::new(state)),
             release,
             news: None,
+            backlogged,
         };
         (backlog, released)
     }
@@ -368,8 +376,44 @@ where
         }
     }
 
-    fn lock(&self) -> MutexGuard<'_, State<K>> {
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    /// The state, locked; unlocked, it tells [`Backlogged`] whether objects now wait here, if
+    /// that changed.
+    fn lock(&self) -> Locked<'_, K> {
+        Locked {
+            state: self.state.lock().unwrap_or_else(PoisonError::into_inner),
+            backlogged: &self.backlogged,
+        }
+    }
+}
+
+/// A backlog's state, locked ([`Backlog::lock`]).
+struct Locked<'a, K: Resource> {
+    state: MutexGuard<'a, State<K>>,
+    backlogged: &'a Backlogged,
+}
+
+impl<K: Resource> std::ops::Deref for Locked<'_, K> {
+    type Target = State<K>;
+
+    fn deref(&self) -> &State<K> {
+        &self.state
+    }
+}
+
+impl<K: Resource> std::ops::DerefMut for Locked<'_, K> {
+    fn deref_mut(&mut self) -> &mut State<K> {
+        &mut self.state
+    }
+}
+
+impl<K: Resource> Drop for Locked<'_, K> {
+    fn drop(&mut self) {
+        let behind = !self.state.waiting.is_empty() || self.state.listed.left > 0;
+        if behind != self.state.reported_behind {
+            self.state.reported_behind = behind;
+            // Under the lock: the reports of one backlog reach `backlogged` in order.
+            self.backlogged.report(behind);
+        }
     }
 }
 
@@ -389,6 +433,7 @@ where
             listed: ListedLine::empty(),
             first_run: 0,
             listed_once: false,
+            reported_behind: false,
         }
     }
 
@@ -592,7 +637,7 @@ mod tests {
     /// A trigger from another watch waits in the routine line, unless it is its object's news.
     #[tokio::test]
     async fn a_trigger_that_is_news_waits_in_the_first_line() {
-        let (backlog, released) = Backlog::<ConfigMap>::new((), 1);
+        let (backlog, released) = Backlog::<ConfigMap>::new((), 1, Backlogged::default());
         let backlog = backlog.hearing_news(|object| object.name.starts_with("news"));
         backlog.listed(Vec::new());
         let mut released = Box::pin(released);
@@ -751,7 +796,7 @@ mod tests {
 
     #[test]
     fn the_scheduler_holds_a_few_objects_per_worker() {
-        let (backlog, _released) = Backlog::<ConfigMap>::new((), 8);
+        let (backlog, _released) = Backlog::<ConfigMap>::new((), 8, Backlogged::default());
         backlog.listed(Vec::new());
         let admitted = (0..100)
             .filter(|index| backlog.admit(&object(&format!("o{index}"))))
@@ -802,5 +847,36 @@ mod tests {
         let back = key.object::<ConfigMap>(&());
         assert_eq!(back, cluster_scoped);
         assert_eq!(back.namespace, None);
+    }
+
+    /// Whether `backlogged` says every backlog caught up, within a moment of paused time.
+    async fn caught_up(backlogged: &Backlogged) -> bool {
+        let caught_up = backlogged.caught_up();
+        tokio::time::timeout(Duration::from_secs(1), caught_up)
+            .await
+            .is_ok()
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_backlog_says_when_objects_start_and_stop_waiting() {
+        let backlogged = Backlogged::default();
+        let (backlog, _released) = Backlog::<ConfigMap>::new((), 1, backlogged.clone());
+        let limit = SCHEDULED_PER_WORKER;
+        let listed: Vec<Arc<ConfigMap>> = (0..=limit)
+            .map(|index| {
+                let mut object = ConfigMap::default();
+                object.metadata.name = Some(format!("o{index}"));
+                object.metadata.namespace = Some("ns".into());
+                Arc::new(object)
+            })
+            .collect();
+        backlog.listed(listed);
+        assert!(!caught_up(&backlogged).await, "one listed object waits");
+        backlog.finished(Some("ns"), "o0");
+        assert!(caught_up(&backlogged).await, "it was let in");
+        assert!(!backlog.admit(&object("late")), "a trigger past the limit");
+        assert!(!caught_up(&backlogged).await, "the trigger waits");
+        backlog.finished(Some("ns"), "o1");
+        assert!(caught_up(&backlogged).await);
     }
 }

@@ -30,6 +30,7 @@ use self::announce::{
 use self::binding::{Outcome, Pending};
 use self::unrecorded::{News, UnrecordedBinds, awaits_resources};
 use super::backlog::Backlog;
+use super::backlogged::Backlogged;
 use super::context::{Context, EventKind};
 use super::managed::{self, InStore};
 use super::reconciler::{self, Drive, Lifecycle};
@@ -142,6 +143,7 @@ pub(crate) fn controller(
     (handles, free): (&mut SharedWatch<HandleObject>, FreeHandles),
     (wake_handles, readers): (UnboundedSender<ObjectRef<StoredHandle>>, ClaimReaders),
     concurrency: u16,
+    backlogged: &Backlogged,
 ) -> ClaimController {
     // The store is written before the wake goes out: a woken claim reads the change.
     let (index, handle_events) = ClaimIndex::following(handles, free);
@@ -163,7 +165,8 @@ pub(crate) fn controller(
     let waiting = index.clone();
     let unrecorded = Arc::new(UnrecordedBinds::default());
     let awaiting = unrecorded.clone();
-    let (backlog, released) = Backlog::new(kinds.stored_claim.clone(), concurrency);
+    let (backlog, released) =
+        Backlog::new(kinds.stored_claim.clone(), concurrency, backlogged.clone());
     // A wake from a parked bind's resources is what its record waits for.
     let backlog = backlog.hearing_news(move |claim| {
         awaiting.is_parked(claim.namespace.as_deref().unwrap_or_default(), &claim.name)

@@ -172,6 +172,11 @@ impl Context {
         }
     }
 
+    /// What publishes the controllers' Events.
+    pub(crate) fn recorders(&self) -> &EventRecorders {
+        &self.recorders
+    }
+
     /// The one clock of the controllers; `core` always receives `now` from here.
     pub(crate) fn now(&self) -> DateTime<Utc> {
         Utc::now()

@@ -22,6 +22,7 @@ use kube::{Client, ResourceExt};
 use serde_json::Value;
 
 use super::backlog::Backlog;
+use super::backlogged::Backlogged;
 use super::context::{Context, EventKind};
 use super::managed;
 use super::oversized;
@@ -75,10 +76,12 @@ pub(crate) fn controller(
     kinds: &Kinds,
     handles: SharedWatch<HandleObject>,
     concurrency: u16,
+    backlogged: &Backlogged,
 ) -> HandleController {
     let listed = handles.store();
     let store = listed.store().clone();
-    let (backlog, released) = Backlog::new(kinds.stored_handle.clone(), concurrency);
+    let (backlog, released) =
+        Backlog::new(kinds.stored_handle.clone(), concurrency, backlogged.clone());
     let own = backlog.objects(handles.into_stream());
     let controller =
         Controller::for_stream_with(own, store, kinds.stored_handle.clone()).reconcile_on(released);

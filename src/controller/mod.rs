@@ -3,6 +3,7 @@
 //! what to do, and acts through the write layer (`write`), guarded by what it read.
 
 mod backlog;
+pub(crate) mod backlogged;
 pub(crate) mod claim;
 pub mod context;
 pub(crate) mod echoes;

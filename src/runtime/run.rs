@@ -18,6 +18,7 @@ use super::quarantine::WithConditions;
 use super::webhook::{WebhookError, WebhookOptions, WebhookServer};
 use super::{http, lease, quarantine};
 use crate::api::kinds::{Kinds, PoolObject, ScalingObject};
+use crate::controller::backlogged::Backlogged;
 use crate::controller::context::{Config, Context, Stores, Triggers};
 use crate::controller::events::{EventRecorders, PUBLISHED_AT_ONCE};
 use crate::controller::managed::{self, EarlyWatches};
@@ -35,6 +36,10 @@ use crate::store::unrecorded::UnrecordedResources;
 /// How long in-flight reconciles may run on after shutdown (Kubernetes' default termination
 /// grace period is 30 s).
 const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// How long a graceful stop waits for the Events still waiting to be published, after the
+/// reconciles' grace: within Kubernetes' default termination grace period with it.
+const EVENTS_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// How long `run` waits before listing the providers again after a failure, at first and at
 /// most.
@@ -142,6 +147,7 @@ pub async fn run(
     let reporting = quarantine::report(quarantined, client, reporter, metrics.clone(), conditions);
     let readiness = signal_ready(&controllers, ready);
     let background = futures::future::join3(providers::watch(ctx.clone()), readiness, reporting);
+    let recorders = ctx.recorders().clone();
     let controllers = controllers.run(ctx, options.concurrency, shutdown.clone());
     // kube-runtime 5 holds a controller's runner until its store has listed, and stops polling
     // the watch on shutdown: a shutdown that comes before the first list never completes. So
@@ -166,6 +172,8 @@ pub async fn run(
             return Err(RunError::LeaseLost);
         }
     }
+    // Still holding the Lease: the write fence lets them through.
+    recorders.flush(EVENTS_GRACE).await;
     metrics.set_leader(false);
     if let Some(leadership) = leadership {
         leadership.release().await;
@@ -247,7 +255,8 @@ impl Controllers {
             controller: "poolboy".to_owned(),
             instance: Some(options.config.instance.clone()),
         };
-        let recorders = EventRecorders::new(client.clone(), reporter);
+        let backlogged = Backlogged::default();
+        let recorders = EventRecorders::new(client.clone(), reporter, backlogged.clone());
         let mut handle_watch = handle::watch(client, kinds, namespace, &health);
         let claim_namespace = options.claim_namespace.as_deref();
         let mut claim_watch = claim::watch(client, kinds, claim_namespace, &health);
@@ -267,6 +276,7 @@ impl Controllers {
             (&mut handle_watch, free_handles.clone()),
             (handle_trigger.clone(), claim_readers.clone()),
             options.concurrency,
+            &backlogged,
         );
         let pools = pool::controller(
             client,
@@ -275,7 +285,7 @@ impl Controllers {
             (&mut handle_watch, free_handles),
             &health,
         );
-        let handles = handle::controller(kinds, handle_watch, options.concurrency);
+        let handles = handle::controller(kinds, handle_watch, options.concurrency, &backlogged);
         let (scalings, listed_scalings) = scaling::controller(client, kinds, namespace, &health);
         let stores = Stores {
             claims: claims.store(),
