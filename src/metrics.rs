@@ -176,6 +176,9 @@ pub(crate) struct Metrics {
     claims: Family<StateLabels, Gauge>,
     /// Counts the claims at each scrape, once the claim watch runs.
     claim_counter: std::sync::OnceLock<Box<dyn Fn() -> ClaimCounts + Send + Sync>>,
+    events_waiting: Gauge,
+    /// Counts the Events not yet published at each scrape, once the controllers are built.
+    event_counter: std::sync::OnceLock<Box<dyn Fn() -> usize + Send + Sync>>,
     process: ProcessGauges,
 }
 
@@ -344,6 +347,13 @@ impl Metrics {
             "Claims the broker watches, by state: bound, waiting, invalid",
             claims.clone(),
         );
+        let events_waiting = Gauge::default();
+        registry.register(
+            "poolboy_events_waiting",
+            "Events raised and not yet published (while claims or handles wait for a worker, \
+             Events wait too, at most 30 s)",
+            events_waiting.clone(),
+        );
         let build_info = Family::<BuildLabels, Gauge>::default();
         build_info
             .get_or_create(&BuildLabels {
@@ -390,6 +400,8 @@ impl Metrics {
             leader,
             claims,
             claim_counter: std::sync::OnceLock::new(),
+            events_waiting,
+            event_counter: std::sync::OnceLock::new(),
             process,
             process_time,
             invalid_resources,
@@ -649,6 +661,15 @@ impl Metrics {
         let _ = self.claim_counter.set(Box::new(count));
     }
 
+    /// Counts the Events not yet published with `count` at each scrape
+    /// (`poolboy_events_waiting`); the first one given serves.
+    pub(crate) fn count_waiting_events_with(
+        &self,
+        count: impl Fn() -> usize + Send + Sync + 'static,
+    ) {
+        let _ = self.event_counter.set(Box::new(count));
+    }
+
     /// The OpenMetrics text exposition.
     pub(crate) fn encode(&self) -> Result<String, std::fmt::Error> {
         if let Some(count) = self.claim_counter.get() {
@@ -663,6 +684,10 @@ impl Metrics {
                 };
                 self.claims.get_or_create(&labels).set(value);
             }
+        }
+        if let Some(count) = self.event_counter.get() {
+            self.events_waiting
+                .set(i64::try_from(count()).unwrap_or(i64::MAX));
         }
         if let Some(sample) = process_sample() {
             // A counter follows the sampled total by its increase.
@@ -775,5 +800,21 @@ mod tests {
         ] {
             assert!(text.contains(expected), "{expected} in:\n{text}");
         }
+    }
+
+    #[test]
+    fn a_scrape_counts_the_events_waiting_as_it_comes() {
+        use std::sync::Arc;
+        use std::sync::atomic::{AtomicUsize, Ordering};
+
+        let metrics = Metrics::new("example.com");
+        let waiting = Arc::new(AtomicUsize::new(3));
+        let counted = waiting.clone();
+        metrics.count_waiting_events_with(move || counted.load(Ordering::SeqCst));
+        let text = metrics.encode().expect("encodes");
+        assert!(text.contains("poolboy_events_waiting 3"), "{text}");
+        waiting.store(0, Ordering::SeqCst);
+        let text = metrics.encode().expect("encodes");
+        assert!(text.contains("poolboy_events_waiting 0"), "{text}");
     }
 }

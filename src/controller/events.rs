@@ -98,6 +98,11 @@ impl EventRecorders {
         });
     }
 
+    /// How many Events were raised and are not published yet.
+    pub(crate) fn waiting(&self) -> usize {
+        *self.pending.borrow()
+    }
+
     /// Publishes the Events still waiting without waiting any more, and returns once none is
     /// left or `within` has passed: the controllers have stopped, and the process is leaving.
     pub(crate) async fn flush(&self, within: Duration) {
@@ -306,9 +311,11 @@ mod tests {
         }
         tokio::time::sleep(YIELD_AT_MOST / 2).await;
         assert_eq!(server.answered(), 0);
+        assert_eq!(recorders.waiting(), 2 * PUBLISHED_AT_ONCE);
         backlogged.report(false);
         tokio::time::sleep(Duration::from_secs(1)).await;
         assert_eq!(server.answered(), 2 * PUBLISHED_AT_ONCE);
+        assert_eq!(recorders.waiting(), 0);
     }
 
     #[tokio::test(start_paused = true)]

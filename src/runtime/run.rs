@@ -257,6 +257,8 @@ impl Controllers {
         };
         let backlogged = Backlogged::default();
         let recorders = EventRecorders::new(client.clone(), reporter, backlogged.clone());
+        let waiting = recorders.clone();
+        metrics.count_waiting_events_with(move || waiting.waiting());
         let mut handle_watch = handle::watch(client, kinds, namespace, &health);
         let claim_namespace = options.claim_namespace.as_deref();
         let mut claim_watch = claim::watch(client, kinds, claim_namespace, &health);
