@@ -218,7 +218,7 @@ struct State<K: Resource> {
     first_run: usize,
     /// The controller's own watch has listed once ([`State::listed`]).
     listed_once: bool,
-    /// Objects waited when [`Backlogged`] was last told.
+    /// Whether objects waited here when [`Backlogged`] was last told.
     reported_behind: bool,
 }
 
@@ -408,12 +408,19 @@ impl<K: Resource> std::ops::DerefMut for Locked<'_, K> {
 
 impl<K: Resource> Drop for Locked<'_, K> {
     fn drop(&mut self) {
-        let behind = !self.state.waiting.is_empty() || self.state.listed.left > 0;
+        let behind = self.state.behind();
         if behind != self.state.reported_behind {
             self.state.reported_behind = behind;
             // Under the lock: the reports of one backlog reach `backlogged` in order.
             self.backlogged.report(behind);
         }
+    }
+}
+
+impl<K: Resource> State<K> {
+    /// Whether objects wait here for room, in either line.
+    fn behind(&self) -> bool {
+        !self.waiting.is_empty() || self.listed.left > 0
     }
 }
 

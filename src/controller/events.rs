@@ -38,7 +38,7 @@ pub(crate) const PUBLISHED_AT_ONCE: usize = 4;
 /// How long an Event waits at most for the broker to catch up ([`Backlogged`]): longer than a
 /// burst of a thousand binds takes on a small API server, short enough that a broker behind
 /// for good still says what it did while it is still news.
-pub(crate) const YIELD_AT_MOST: Duration = Duration::from_secs(30);
+const YIELD_AT_MOST: Duration = Duration::from_secs(30);
 
 /// Shared by the watches (which it follows) and the controllers. Cheap to clone.
 #[derive(Clone)]
