@@ -54,6 +54,12 @@ impl Backlogged {
     pub(crate) fn stop_holding(&self) {
         self.state.send_modify(|state| state.released = true);
     }
+
+    /// Whether some backlog has objects waiting now.
+    #[cfg(test)]
+    pub(crate) fn behind(&self) -> bool {
+        self.state.borrow().behind > 0
+    }
 }
 
 #[cfg(test)]

@@ -250,6 +250,16 @@ mod tests {
         }
     }
 
+    /// An API server that answers at once, and recorders publishing to it while the broker is
+    /// behind until told otherwise (the `Backlogged` returned).
+    fn behind() -> (Arc<Server>, Backlogged, EventRecorders) {
+        let server = Server::answering();
+        let backlogged = Backlogged::default();
+        let recorders = server.recorders(backlogged.clone());
+        backlogged.report(true);
+        (server, backlogged, recorders)
+    }
+
     /// Publishes a `Bound` Event about claim `index`.
     fn publish_bound(recorders: &EventRecorders, index: usize) {
         let reference = ObjectReference {
@@ -302,10 +312,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn events_wait_while_the_broker_is_behind_and_go_once_it_caught_up() {
-        let server = Server::answering();
-        let backlogged = Backlogged::default();
-        let recorders = server.recorders(backlogged.clone());
-        backlogged.report(true);
+        let (server, backlogged, recorders) = behind();
         for index in 0..2 * PUBLISHED_AT_ONCE {
             publish_bound(&recorders, index);
         }
@@ -320,10 +327,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn an_event_goes_once_it_waited_its_longest_however_far_behind_the_broker_is() {
-        let server = Server::answering();
-        let backlogged = Backlogged::default();
-        let recorders = server.recorders(backlogged.clone());
-        backlogged.report(true);
+        let (server, _, recorders) = behind();
         publish_bound(&recorders, 0);
         tokio::time::sleep(YIELD_AT_MOST - Duration::from_secs(1)).await;
         publish_bound(&recorders, 1);
@@ -336,10 +340,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_flush_publishes_the_waiting_events_at_once() {
-        let server = Server::answering();
-        let backlogged = Backlogged::default();
-        let recorders = server.recorders(backlogged.clone());
-        backlogged.report(true);
+        let (server, _, recorders) = behind();
         for index in 0..3 {
             publish_bound(&recorders, index);
         }
