@@ -108,7 +108,7 @@ async fn serve(client: &Client, namespace: &str, kinds: &Kinds) {
         .ok()
         .map(|every| every.parse::<usize>().expect("a number of binds").max(1));
     let floor = match pool_status_every {
-        Some(_) => Floor::in_namespace(client, namespace, kinds).with_events(client),
+        Some(_) => Floor::in_namespace(client, namespace, kinds).with_broker_writes(client),
         None => Floor::in_namespace(client, namespace, kinds),
     };
     let mut free = floor.stage(SCENARIO, STAGED, STAGED).await;

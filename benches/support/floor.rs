@@ -10,8 +10,11 @@
 //! patching them. A pool's refill is the handle, its ConfigMap and the handle's ready status.
 //! Left out, so that the floor stays below any broker: events, the handle's own status after
 //! a bind, and the claim's second status write once its resource changed. Asked to
-//! ([`Floor::with_events`]), it publishes the broker's Events: `Bound` on each claim it binds,
-//! `ClaimDeleted` on each handle it deletes for a deleted claim: what they cost on their own.
+//! ([`Floor::with_broker_writes`]), it makes the writes every broker adds: the broker's Events
+//! (`Bound` on each claim it binds, `ClaimDeleted` on each handle it deletes for a deleted
+//! claim), and on a cold bind the new handle's status naming its ConfigMap, which a
+//! Poolboy-compatible broker cannot leave out (Δ§8 B11: a handle's resources are referenced
+//! only from its status, and its deletion reads them there).
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
@@ -72,8 +75,10 @@ pub struct Floor {
     handles: Api<DynamicObject>,
     configmaps: Api<ConfigMap>,
     params: PatchParams,
-    /// Publishes the broker's Events, when asked to ([`Floor::with_events`]).
+    /// Publishes the broker's Events, when asked to ([`Floor::with_broker_writes`]).
     events: Option<Recorder>,
+    /// Writes a cold-bound handle's status, when asked to ([`Floor::with_broker_writes`]).
+    cold_handle_status: bool,
 }
 
 /// A pool handle made by [`Floor::stage`]: its name and its ConfigMap as a claim's status
@@ -112,12 +117,15 @@ impl Floor {
                 ..PatchParams::default()
             },
             events: None,
+            cold_handle_status: false,
         }
     }
 
-    /// The floor that publishes the broker's Events: `Bound` on each claim it binds, and
-    /// `ClaimDeleted` on each handle it deletes for a deleted claim.
-    pub fn with_events(mut self, client: &Client) -> Self {
+    /// The floor that makes the writes every broker adds: it publishes the broker's Events
+    /// (`Bound` on each claim it binds, `ClaimDeleted` on each handle it deletes for a deleted
+    /// claim) and writes the status of each handle a cold bind creates.
+    pub fn with_broker_writes(mut self, client: &Client) -> Self {
+        self.cold_handle_status = true;
         let reporter = Reporter {
             controller: "poolboy".into(),
             instance: None,
@@ -351,6 +359,16 @@ impl Floor {
             )
             .await
             .expect("create a ConfigMap");
+        if self.cold_handle_status {
+            self.handles
+                .patch_status(
+                    &handle_name,
+                    &self.params,
+                    &Patch::Merge(handle_status(&self.namespace, &configmap)),
+                )
+                .await
+                .expect("write a handle's status");
+        }
         bound
     }
 
