@@ -15,7 +15,7 @@
 //!    included), the broker's passes per lifecycle by kind (its reconcile counters) and its RSS
 //!    once settled again, against the baseline;
 //! 4. the curves (RSS, CPU, bind latency by minute) as `soak.svg` and `soak.csv` in
-//!    `SOAK_OUT` (default target/soak);
+//!    `SOAK_OUT` (`make soak`: `soak` in the target directory; default target/soak);
 //! 5. the client floor: 200 claim lifecycles like the churn's, one at a time, served by a
 //!    minimal kube-rs client with the broker stopped (`support/client_floor.rs`): the CPU per
 //!    lifecycle no broker on the same client goes below, and the requests the contract needs;

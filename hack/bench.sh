@@ -27,6 +27,7 @@ case "$bench" in
   soak)
     export POOLBOY_CLUSTER_DIR="$target/soak-cluster"
     export POOLBOY_CLUSTER_NODE=0
+    export SOAK_OUT="${SOAK_OUT:-$target/soak}"
     if [[ "${PROFILE:-0}" == 1 ]]; then
       features=(--features heap-profile)
       export POOLBOY_HEAP_PROFILE="${POOLBOY_HEAP_PROFILE:-$target/soak/dhat-heap.json}"
