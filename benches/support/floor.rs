@@ -75,10 +75,9 @@ pub struct Floor {
     handles: Api<DynamicObject>,
     configmaps: Api<ConfigMap>,
     params: PatchParams,
-    /// Publishes the broker's Events, when asked to ([`Floor::with_broker_writes`]).
-    events: Option<Recorder>,
-    /// Writes a cold-bound handle's status, when asked to ([`Floor::with_broker_writes`]).
-    cold_handle_status: bool,
+    /// When asked to make the writes every broker adds ([`Floor::with_broker_writes`]): what
+    /// publishes the broker's Events.
+    broker_writes: Option<Recorder>,
 }
 
 /// A pool handle made by [`Floor::stage`]: its name and its ConfigMap as a claim's status
@@ -116,8 +115,7 @@ impl Floor {
                 field_manager: Some("poolboy".to_owned()),
                 ..PatchParams::default()
             },
-            events: None,
-            cold_handle_status: false,
+            broker_writes: None,
         }
     }
 
@@ -125,12 +123,11 @@ impl Floor {
     /// (`Bound` on each claim it binds, `ClaimDeleted` on each handle it deletes for a deleted
     /// claim) and writes the status of each handle a cold bind creates.
     pub fn with_broker_writes(mut self, client: &Client) -> Self {
-        self.cold_handle_status = true;
         let reporter = Reporter {
             controller: "poolboy".into(),
             instance: None,
         };
-        self.events = Some(Recorder::new(client.clone(), reporter));
+        self.broker_writes = Some(Recorder::new(client.clone(), reporter));
         self
     }
 
@@ -159,14 +156,7 @@ impl Floor {
             )
             .await
             .expect("create a ConfigMap");
-        self.handles
-            .patch_status(
-                name,
-                &self.params,
-                &Patch::Merge(handle_status(&self.namespace, &configmap)),
-            )
-            .await
-            .expect("write a handle's status");
+        self.write_handle_status(name, &configmap).await;
         Staged {
             handle: name.to_owned(),
             configmap,
@@ -359,15 +349,8 @@ impl Floor {
             )
             .await
             .expect("create a ConfigMap");
-        if self.cold_handle_status {
-            self.handles
-                .patch_status(
-                    &handle_name,
-                    &self.params,
-                    &Patch::Merge(handle_status(&self.namespace, &configmap)),
-                )
-                .await
-                .expect("write a handle's status");
+        if self.broker_writes.is_some() {
+            self.write_handle_status(&handle_name, &configmap).await;
         }
         bound
     }
@@ -396,7 +379,7 @@ impl Floor {
     /// The broker's `Bound` Event on `claim` (as the API server has it), bound to `handle`
     /// (of the pool when `warm`, else made for it), when this floor publishes them.
     async fn publish_bound(&self, claim: &Value, handle: &str, warm: bool) {
-        let Some(recorder) = &self.events else {
+        let Some(recorder) = &self.broker_writes else {
             return;
         };
         let event = Event {
@@ -421,7 +404,7 @@ impl Floor {
     /// The broker's `ClaimDeleted` Event on `handle` (as its deletion left it), deleted for
     /// claim `name`, when this floor publishes them.
     async fn publish_claim_deleted(&self, name: &str, handle: &DynamicObject) {
-        let Some(recorder) = &self.events else {
+        let Some(recorder) = &self.broker_writes else {
             return;
         };
         let event = Event {
@@ -501,6 +484,18 @@ impl Floor {
             .patch_status(name, &self.params, &Patch::Merge(status))
             .await
             .expect("write a claim's status");
+    }
+
+    /// Handle `name`'s status: ready, naming its ConfigMap `configmap`.
+    async fn write_handle_status(&self, name: &str, configmap: &str) {
+        self.handles
+            .patch_status(
+                name,
+                &self.params,
+                &Patch::Merge(handle_status(&self.namespace, configmap)),
+            )
+            .await
+            .expect("write a handle's status");
     }
 
     async fn create(&self, api: &Api<DynamicObject>, object: Value) -> Value {
