@@ -397,6 +397,12 @@ impl<K: Resource + Serialize, H: Head> Packed<K, H> {
         }
     }
 
+    /// `object` as its store's key alone, with nothing to unpack: what the store needs of a
+    /// deleted object, whose event only drops what the store kept under that key.
+    pub(crate) fn key(object: &K) -> Self {
+        Self::empty(object)
+    }
+
     /// `object` packed empty: it says so when it is unpacked.
     fn empty(object: &K) -> Self {
         Self {
@@ -871,6 +877,24 @@ mod tests {
             size_of::<StoredResource>(),
             size_of::<StoredClaim>()
         );
+    }
+
+    #[test]
+    fn a_deleted_objects_key_is_the_key_of_what_its_store_kept_with_nothing_packed() {
+        let resource = kube::core::ApiResource::erase::<k8s_openapi::api::core::v1::ConfigMap>(&());
+        let mut object = DynamicObject::new("guid-cfg", &resource).within("managed");
+        object.metadata.uid = Some("5b0c1a52-0001-4d4e-9c1f-0a1b2c3d4e5f".to_owned());
+        object.metadata.resource_version = Some("812".to_owned());
+        object.data = serde_json::json!({"data": {"color": "blue"}});
+        let kept: StoredResource = Packer::default().pack(&object);
+        let key = StoredResource::key(&object);
+
+        let kind = SharedType::new(resource.clone());
+        let lookup = kube::runtime::reflector::Lookup::to_object_ref;
+        assert_eq!(lookup(&key, kind.clone()), lookup(&kept, kind));
+        assert_eq!(Identified::uid(&key), Identified::uid(&kept));
+        assert!(key.compressed.is_empty(), "no JSON compressed");
+        assert!(key.unpack().is_err(), "nothing to unpack");
     }
 
     #[test]

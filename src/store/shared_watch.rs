@@ -474,7 +474,7 @@ where
         let gate = RelistGate::new(writer.as_reader(), kept);
         fan_out(
             events,
-            (move |object: &K| packer.pack(object), unpacked),
+            (move |object: &K| packer.pack(object), Packed::key, unpacked),
             K::settled,
             (writer, gate),
             followers,
@@ -520,16 +520,21 @@ impl FirstListLog {
 }
 
 /// What [`SharedWatch::into_stream`] does with each of the watch's `events`: the store gets
-/// what it `keep`s of it, then followers see it, subscribers get each touched object (after
-/// the first list: [`SharedWatch::subscribe`]), and the applied ones are yielded as the store
-/// keeps them once the store shows them ([`RelistGate`]), but those a list brought `settled`,
-/// which go with the rest of the store at the list's end ([`Applied::Listed`]). An object
+/// what it `keep`s of it (of a deleted object, its `key`: [`kept_event`]), then followers see
+/// it, subscribers get each touched object (after the first list: [`SharedWatch::subscribe`]),
+/// and the applied ones are yielded as the store keeps them once the store shows them
+/// ([`RelistGate`]), but those a list brought `settled`, which go with the rest of the store
+/// at the list's end ([`Applied::Listed`]). An object
 /// deleted while the watch was away has no delete event: a re-list that does not bring it
 /// tells followers and subscribers it was deleted, as the store had it (`restore`d from what
 /// it kept; [`Vanished`]).
 fn fan_out<K, S>(
     events: impl Stream<Item = Result<watcher::Event<K>, watcher::Error>>,
-    (mut keep, restore): (impl FnMut(&K) -> S, impl Fn(&S) -> Option<K>),
+    (mut keep, key, restore): (
+        impl FnMut(&K) -> S,
+        impl Fn(&K) -> S,
+        impl Fn(&S) -> Option<K>,
+    ),
     settled: fn(&K) -> bool,
     (mut writer, mut gate): (reflector::store::Writer<S>, RelistGate<S, ()>),
     followers: Vec<Follower<K>>,
@@ -553,7 +558,7 @@ where
     let mut vanished = Vanished::new(store.clone());
     events
         .map_ok(move |event| {
-            let kept = kept_event(&event, &mut keep);
+            let kept = kept_event(&event, &mut keep, &key);
             // Told before the re-list reaches the store and the indices following it, which
             // rebuild themselves from it then.
             let gone = vanished.follow_restored(&kept, &restore);
@@ -675,16 +680,19 @@ fn unpacked<K: DeserializeOwned, H>(packed: &Packed<K, H>) -> Option<K> {
     }
 }
 
-/// `event` with what the store `keep`s of its object.
+/// `event` with what the store `keep`s of its object; a deleted object as the store's `key`
+/// alone: the store only drops what it kept under that key, so packing the object (an encode
+/// and a compression) would go for nothing.
 fn kept_event<K, S>(
     event: &watcher::Event<K>,
     keep: &mut impl FnMut(&K) -> S,
+    key: impl Fn(&K) -> S,
 ) -> watcher::Event<S> {
     use watcher::Event;
     match event {
         Event::Apply(object) => Event::Apply(keep(object)),
         Event::InitApply(object) => Event::InitApply(keep(object)),
-        Event::Delete(object) => Event::Delete(keep(object)),
+        Event::Delete(object) => Event::Delete(key(object)),
         Event::Init => Event::Init,
         Event::InitDone => Event::InitDone,
     }
@@ -702,7 +710,8 @@ where
     K::DynamicType: Eq + Hash + Clone,
 {
     let mut packer = Packer::default();
-    reflect_telling_vanished(events, writer, move |object| packer.pack(object), unpacked)
+    let keep = move |object: &K| packer.pack(object);
+    reflect_telling_vanished(events, writer, (keep, Packed::key, unpacked))
 }
 
 /// Each of `events`, once `writer`'s store has it whole, as kube-runtime's `reflector` does;
@@ -717,17 +726,21 @@ where
     K: Resource + Identified + Clone + 'static,
     K::DynamicType: Eq + Hash + Clone,
 {
-    reflect_telling_vanished(events, writer, K::clone, |stored| Some(stored.clone()))
+    let restore = |stored: &K| Some(stored.clone());
+    reflect_telling_vanished(events, writer, (K::clone, K::clone, restore))
 }
 
-/// Each of `events`, once `writer`'s store has what it `keep`s of it, followed at a re-list's
-/// end by a delete event of each object the re-list did not bring back, as the store had it
-/// (`restore`d from what it kept).
+/// Each of `events`, once `writer`'s store has what it `keep`s of it (of a deleted object, its
+/// `key`: [`kept_event`]), followed at a re-list's end by a delete event of each object the
+/// re-list did not bring back, as the store had it (`restore`d from what it kept).
 fn reflect_telling_vanished<K, S>(
     events: impl Stream<Item = Result<watcher::Event<K>, watcher::Error>>,
     mut writer: reflector::store::Writer<S>,
-    mut keep: impl FnMut(&K) -> S,
-    restore: impl Fn(&S) -> Option<K>,
+    (mut keep, key, restore): (
+        impl FnMut(&K) -> S,
+        impl Fn(&K) -> S,
+        impl Fn(&S) -> Option<K>,
+    ),
 ) -> impl Stream<Item = Result<watcher::Event<K>, watcher::Error>>
 where
     S: Lookup + Identified + Clone + 'static,
@@ -736,7 +749,7 @@ where
     let mut vanished = Vanished::new(writer.as_reader());
     events
         .map_ok(move |event| {
-            let kept = kept_event(&event, &mut keep);
+            let kept = kept_event(&event, &mut keep, &key);
             let gone = vanished.follow_restored(&kept, &restore);
             writer.apply_watcher_event(&kept);
             let deleted = gone.into_iter().map(watcher::Event::Delete);

@@ -115,7 +115,7 @@ async fn a_shared_watch_hands_each_change_to_everyone_after_the_store_has_it() {
     let settled = |object: &ConfigMap| object.name_any() != "c";
     let driven: Vec<String> = fan_out(
         events,
-        (ConfigMap::clone, restored),
+        (ConfigMap::clone, ConfigMap::clone, restored),
         settled,
         (writer, gate),
         vec![follower],
@@ -222,7 +222,7 @@ async fn a_relist_tells_of_the_objects_deleted_while_the_watch_was_away() {
     let gate = RelistGate::new(writer.as_reader(), ());
     fan_out(
         events,
-        (ConfigMap::clone, restored),
+        (ConfigMap::clone, ConfigMap::clone, restored),
         |_| true,
         (writer, gate),
         vec![follower],
