@@ -844,14 +844,20 @@ mod tests {
         }
     }
 
-    #[test]
-    fn a_managed_resource_is_kept_with_its_names_alone_and_keyed_by_them() {
+    /// A ConfigMap a handle made, as its managed watch brings it, and the kind it is of.
+    fn managed_configmap() -> (kube::core::ApiResource, DynamicObject) {
         let resource = kube::core::ApiResource::erase::<k8s_openapi::api::core::v1::ConfigMap>(&());
         let mut object = DynamicObject::new("guid-cfg", &resource).within("managed");
         object.metadata.uid = Some("5b0c1a52-0001-4d4e-9c1f-0a1b2c3d4e5f".to_owned());
         object.metadata.resource_version = Some("812".to_owned());
         object.metadata.labels = Some(BTreeMap::from([("app".to_owned(), "lab".to_owned())]));
         object.data = serde_json::json!({"data": {"color": "blue"}});
+        (resource, object)
+    }
+
+    #[test]
+    fn a_managed_resource_is_kept_with_its_names_alone_and_keyed_by_them() {
+        let (resource, object) = managed_configmap();
         let packed: StoredResource = Packer::default().pack(&object);
 
         let kind = SharedType::new(resource.clone());
@@ -881,11 +887,7 @@ mod tests {
 
     #[test]
     fn a_deleted_objects_key_is_the_key_of_what_its_store_kept_with_nothing_packed() {
-        let resource = kube::core::ApiResource::erase::<k8s_openapi::api::core::v1::ConfigMap>(&());
-        let mut object = DynamicObject::new("guid-cfg", &resource).within("managed");
-        object.metadata.uid = Some("5b0c1a52-0001-4d4e-9c1f-0a1b2c3d4e5f".to_owned());
-        object.metadata.resource_version = Some("812".to_owned());
-        object.data = serde_json::json!({"data": {"color": "blue"}});
+        let (resource, object) = managed_configmap();
         let kept: StoredResource = Packer::default().pack(&object);
         let key = StoredResource::key(&object);
 
