@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `make bench` and `make bench-scale`: benchmark BENCH (claims, the default, or scale; see
 # benches/BENCH.rs), release build, against a fresh local control plane of its own, stopped
-# again on any exit.
+# again on any exit; a second run of the same BENCH meanwhile stops at once.
 #   claims  bursts, sustained arrivals, the highest rate held, a quiet minute, replicas
 #   scale   the broker at 10,000 and 100,000 bound claims (POOLBOY_SCALE_SIZES); no node, and
 #           etcd's quota raised: 100,000 claims, handles and ConfigMaps and their history
@@ -41,6 +41,15 @@ esac
 export POOLBOY_TEST_KUBECONFIG="$POOLBOY_CLUSTER_DIR/kubeconfig"
 step() { printf '\n==> %s\n' "$*" >&2; }
 
+# One run at a time on a control plane: a second would find the first's cluster up, measure
+# beside it, and stop it when it ends. The lock goes with this shell, whatever ends it.
+mkdir -p "$target"
+exec {lock}>"$POOLBOY_CLUSTER_DIR.lock"
+if ! flock --nonblock "$lock"; then
+  echo "another benchmark is running on $POOLBOY_CLUSTER_DIR; wait for it to end" >&2
+  exit 1
+fi
+
 step "building the control plane (cached after the first time) and the benchmark"
 hack/cluster/build.sh >/dev/null
 cargo bench --bench "$bench" "${features[@]}" --no-run
@@ -50,7 +59,8 @@ trap 'exit 130' INT
 trap 'exit 143' TERM
 
 step "starting the control plane in $POOLBOY_CLUSTER_DIR"
-hack/cluster/cluster.sh up >/dev/null
+# The control plane's daemons do not hold the lock: it is this run's, not the cluster's.
+hack/cluster/cluster.sh up >/dev/null {lock}>&-
 
 step "cargo bench --bench $bench ${features[*]}"
 cargo bench --bench "$bench" "${features[@]}"
