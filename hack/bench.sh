@@ -42,7 +42,8 @@ export POOLBOY_TEST_KUBECONFIG="$POOLBOY_CLUSTER_DIR/kubeconfig"
 step() { printf '\n==> %s\n' "$*" >&2; }
 
 # One run at a time on a control plane: a second would find the first's cluster up, measure
-# beside it, and stop it when it ends. The lock goes with this shell, whatever ends it.
+# beside it, and stop it when it ends. The lock is gone with this run's processes, whatever
+# ends them.
 mkdir -p "$target"
 exec {lock}>"$POOLBOY_CLUSTER_DIR.lock"
 if ! flock --nonblock "$lock"; then
