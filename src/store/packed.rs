@@ -397,14 +397,10 @@ impl<K: Resource + Serialize, H: Head> Packed<K, H> {
         }
     }
 
-    /// `object` as its store's key alone, with nothing to unpack: what the store needs of a
-    /// deleted object, whose event only drops what the store kept under that key.
-    pub(crate) fn key(object: &K) -> Self {
-        Self::empty(object)
-    }
-
-    /// `object` packed empty: it says so when it is unpacked.
-    fn empty(object: &K) -> Self {
+    /// `object` packed empty, its store's key alone: all a deleted object's event needs (it only
+    /// drops what the store kept under that key), and what an object that cannot be packed is
+    /// kept as; it says so when it is unpacked.
+    pub(crate) fn empty(object: &K) -> Self {
         Self {
             metadata: H::of(object.meta()),
             identity: Identity::of(object.meta()),
@@ -889,7 +885,7 @@ mod tests {
     fn a_deleted_objects_key_is_the_key_of_what_its_store_kept_with_nothing_packed() {
         let (resource, object) = managed_configmap();
         let kept: StoredResource = Packer::default().pack(&object);
-        let key = StoredResource::key(&object);
+        let key = StoredResource::empty(&object);
 
         let kind = SharedType::new(resource.clone());
         let lookup = kube::runtime::reflector::Lookup::to_object_ref;

@@ -474,7 +474,11 @@ where
         let gate = RelistGate::new(writer.as_reader(), kept);
         fan_out(
             events,
-            (move |object: &K| packer.pack(object), Packed::key, unpacked),
+            (
+                move |object: &K| packer.pack(object),
+                Packed::empty,
+                unpacked,
+            ),
             K::settled,
             (writer, gate),
             followers,
@@ -523,11 +527,10 @@ impl FirstListLog {
 /// what it `keep`s of it (of a deleted object, its `key`: [`kept_event`]), then followers see
 /// it, subscribers get each touched object (after the first list: [`SharedWatch::subscribe`]),
 /// and the applied ones are yielded as the store keeps them once the store shows them
-/// ([`RelistGate`]), but those a list brought `settled`, which go with the rest of the store
-/// at the list's end ([`Applied::Listed`]). An object
-/// deleted while the watch was away has no delete event: a re-list that does not bring it
-/// tells followers and subscribers it was deleted, as the store had it (`restore`d from what
-/// it kept; [`Vanished`]).
+/// ([`RelistGate`]), but those a list brought `settled`, which go with the rest of the store at
+/// the list's end ([`Applied::Listed`]). An object deleted while the watch was away has no
+/// delete event: a re-list that does not bring it tells followers and subscribers it was
+/// deleted, as the store had it (`restore`d from what it kept; [`Vanished`]).
 fn fan_out<K, S>(
     events: impl Stream<Item = Result<watcher::Event<K>, watcher::Error>>,
     (mut keep, key, restore): (
@@ -711,7 +714,7 @@ where
 {
     let mut packer = Packer::default();
     let keep = move |object: &K| packer.pack(object);
-    reflect_telling_vanished(events, writer, (keep, Packed::key, unpacked))
+    reflect_telling_vanished(events, writer, (keep, Packed::empty, unpacked))
 }
 
 /// Each of `events`, once `writer`'s store has it whole, as kube-runtime's `reflector` does;
