@@ -56,7 +56,7 @@ impl TypedDecode {
     /// them.
     pub fn of<K: ObjectType>() -> Self {
         Self {
-            trial: trial::<K>,
+            trial: trial::<K::Spec, K::Status>,
             empty_spec: empty_spec::<K::Spec>,
         }
     }
@@ -64,7 +64,8 @@ impl TypedDecode {
 
 /// A typed object whose tombstone carries an empty spec.
 pub trait ObjectType: DeserializeOwned {
-    type Spec: Serialize + Default;
+    type Spec: DeserializeOwned + Serialize + Default;
+    type Status: DeserializeOwned;
 }
 
 impl<P, U> ObjectType for Object<P, U>
@@ -73,10 +74,25 @@ where
     U: DeserializeOwned + Default + Clone,
 {
     type Spec = P;
+    type Status = U;
 }
 
-fn trial<T: DeserializeOwned>(json: &str) -> Result<(), serde_json::Error> {
-    serde_json::from_str::<T>(json).map(drop)
+/// What a trial decodes of an object: the members `kube::core::Object` reads as the kind's own
+/// types, with its rules (a spec, a status that may be absent). Not its metadata: the API
+/// server keeps the metadata of every object, custom or not, in the shape of `ObjectMeta`
+/// (it decodes and encodes it as one), so it decodes wherever the object came from, and
+/// decoding it twice would only cost a watch event's allocations again. Not `apiVersion` and
+/// `kind` either: `Object` takes them as an optional `TypeMeta`, which fails no decode.
+#[derive(Deserialize)]
+struct Trial<P, U> {
+    #[serde(rename = "spec")]
+    _spec: P,
+    #[serde(rename = "status")]
+    _status: Option<U>,
+}
+
+fn trial<P: DeserializeOwned, U: DeserializeOwned>(json: &str) -> Result<(), serde_json::Error> {
+    serde_json::from_str::<Trial<P, U>>(json).map(drop)
 }
 
 fn empty_spec<P: Serialize + Default>() -> Result<String, serde_json::Error> {

@@ -163,6 +163,35 @@ fn an_item_with_a_wrong_type_is_set_aside_with_serdes_message_and_its_path() {
     assert!(screen.body.is_none());
 }
 
+/// The trial reads spec and status as kube's decode of the kind does: an object with metadata
+/// as the API server writes it passes exactly when kube decodes it.
+#[test]
+fn the_trial_passes_what_kubes_decode_of_the_kind_passes() {
+    let head = r#""apiVersion":"poolboy.gpte.redhat.com/v1","kind":"ResourceClaim","metadata":{"name":"c","namespace":"ns","uid":"u","resourceVersion":"7","labels":{"a":"b"}}"#;
+    let bodies = [
+        r#""spec":{}"#,
+        r#""spec":{},"status":{}"#,
+        r#""spec":{},"status":null"#,
+        r#""spec":{"resources":[{"template":{"any":[1,{"thing":null}]}}]}"#,
+        r#""spec":{"resources":[{"provider":{"name":7}}]}"#,
+        r#""spec":{},"status":{"conditions":"none"}"#,
+        r#""spec":{},"status":7"#,
+        r#""spec":null"#,
+        r#""status":{}"#,
+        r#""spec":{},"unknown":{"member":1}"#,
+    ];
+    for body in bodies {
+        let object = format!("{{{head},{body}}}");
+        let kube_decodes = serde_json::from_str::<Claim>(&object).is_ok();
+        let passes = problem(&object, claims()).is_none();
+        assert_eq!(passes, kube_decodes, "{object}");
+    }
+    // Both outcomes are among them.
+    let decodes =
+        |body: &&str| serde_json::from_str::<Claim>(&format!("{{{head},{body}}}")).is_ok();
+    assert!(bodies.iter().any(decodes) && !bodies.iter().all(decodes));
+}
+
 #[test]
 fn a_body_that_is_not_a_list_is_left_alone() {
     assert!(screen_list(&claim("a", 10), claims(), false).is_none());
