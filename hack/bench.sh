@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# `make bench` and `make bench-scale`: benchmark BENCH (claims, the default, or scale; see
-# benches/BENCH.rs), release build, against a fresh local control plane of its own, stopped
-# again on any exit; a second run of the same BENCH meanwhile stops at once.
+# `make bench`, `make bench-scale` and `make soak`: benchmark BENCH (claims, the default, scale
+# or soak; see benches/BENCH.rs), release build, against a fresh local control plane of its own,
+# stopped again on any exit; a second run of the same BENCH meanwhile stops at once.
 #   claims  bursts, sustained arrivals, the highest rate held, a quiet minute, replicas
 #   scale   the broker at 10,000 and 100,000 bound claims (POOLBOY_SCALE_SIZES); no node, and
 #           etcd's quota raised: 100,000 claims, handles and ConfigMaps and their history
