@@ -4,11 +4,13 @@
 //! Every claim sits in its store for the broker's whole life, read by one reconcile at a time:
 //! kept parsed, the stores are most of the broker's memory at 100,000 claims, and a decode takes
 //! microseconds. Each object is compressed with zstd on its own, against a dictionary its store
-//! learns from its first objects ([`Packer`]). Measurements: docs/design.md, "store::packed".
+//! learns from its first objects ([`Packer`]). The newest changes a watch brings wait
+//! uncompressed, up to [`PLAIN_BYTES`] a store: most are replaced within a second, and
+//! compressing them would go for nothing. Measurements: docs/design.md, "store::packed".
 
 use std::borrow::Cow;
 use std::cell::RefCell;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::fmt;
 use std::hash::Hash;
 use std::marker::PhantomData;
@@ -16,7 +18,7 @@ use std::sync::Arc;
 
 use kube::Resource;
 use kube::api::{DynamicObject, ObjectMeta};
-use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::reflector::{self, ObjectRef, Store};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer, Serialize};
 use zstd::zstd_safe::{self, CCtx, CDict, DCtx, DDict};
@@ -48,6 +50,12 @@ const DICTIONARY_BYTES: usize = 16 * 1024;
 /// objects by namespace and name, and the dictionary should cover more than the first
 /// namespace's.
 const SAMPLE_EVERY: usize = 4;
+
+/// The bytes of JSON a store keeps uncompressed, of the objects its watch changed last
+/// ([`Packer::pack_changed`]): about a second of `make soak`'s claims (6 a second, each
+/// changed about five times, 2 KB each), over which a claim's bind or deletion has replaced
+/// each version but the last.
+const PLAIN_BYTES: usize = 64 * 1024;
 
 /// Why a packed object does not unpack.
 #[derive(Debug, thiserror::Error)]
@@ -83,10 +91,27 @@ impl Dictionary {
 }
 
 /// Packs the objects of one store, and learns the store's [`Dictionary`] from the first ones.
-/// A store's objects packed before it has one keep none.
-#[derive(Default)]
-pub(crate) struct Packer {
+/// A store's objects packed before it has one keep none. Objects that a watch changed are
+/// packed plain, and compressed once [`PLAIN_BYTES`] of newer ones came
+/// ([`Packer::compress_older`]).
+pub(crate) struct Packer<K, H = ObjectMeta>
+where
+    Packed<K, H>: reflector::Lookup,
+{
     learning: Learning,
+    /// The objects packed plain, oldest first.
+    plain: VecDeque<PlainObject<Packed<K, H>>>,
+    /// The bytes of JSON of those objects.
+    plain_bytes: usize,
+    /// The store's type, which its keys carry.
+    kind: <Packed<K, H> as reflector::Lookup>::DynamicType,
+}
+
+/// An object a store got plain: its key, the version, and the bytes of its JSON.
+struct PlainObject<S: reflector::Lookup> {
+    key: ObjectRef<S>,
+    identity: Identity,
+    bytes: usize,
 }
 
 enum Learning {
@@ -109,19 +134,76 @@ impl Default for Learning {
     }
 }
 
-impl Packer {
-    /// `object` packed against the store's dictionary, once it has one.
-    pub(crate) fn pack<K: Resource + Serialize, H: Head>(&mut self, object: &K) -> Packed<K, H> {
-        let dictionary = match &self.learning {
-            Learning::Learnt(dictionary) => Some(dictionary.clone()),
-            _ => None,
-        };
+impl<K: Resource + Serialize, H: Head> Packer<K, H>
+where
+    Packed<K, H>: reflector::Lookup,
+    <Packed<K, H> as reflector::Lookup>::DynamicType: Eq + Hash + Clone,
+{
+    /// The packer of the store whose keys carry `kind`.
+    pub(crate) fn new(kind: <Packed<K, H> as reflector::Lookup>::DynamicType) -> Self {
+        Self {
+            learning: Learning::default(),
+            plain: VecDeque::new(),
+            plain_bytes: 0,
+            kind,
+        }
+    }
+
+    /// `object`, which a list brought, compressed against the store's dictionary once it has
+    /// one: most of a list's objects stay as they are for long.
+    pub(crate) fn pack_listed(&mut self, object: &K) -> Packed<K, H> {
         let Some(json) = Packed::<K, H>::encode(object) else {
             return Packed::empty(object);
         };
-        let packed = Packed::of_json(object, &json, dictionary);
+        let packed = Packed::of_json(object, &json, self.dictionary());
         self.sample(&json);
         packed
+    }
+
+    /// `object`, which its watch changed, packed plain: [`Packer::compress_older`] compresses
+    /// it once [`PLAIN_BYTES`] of newer changes came, unless one of them replaced it.
+    pub(crate) fn pack_changed(&mut self, object: &K) -> Packed<K, H> {
+        let Some(json) = Packed::<K, H>::encode(object) else {
+            return Packed::empty(object);
+        };
+        self.sample(&json);
+        let bytes = json.len();
+        let packed = Packed::plain(object, json);
+        self.plain.push_back(PlainObject {
+            key: reflector::Lookup::to_object_ref(&packed, self.kind.clone()),
+            identity: packed.identity.clone(),
+            bytes,
+        });
+        self.plain_bytes += bytes;
+        packed
+    }
+
+    /// The objects of `store` packed plain before the newest [`PLAIN_BYTES`] of changes,
+    /// compressed: what `store` is to keep of them instead. One the store no longer has as it
+    /// was packed (changed again, or deleted) is left to what replaced it.
+    pub(crate) fn compress_older(&mut self, store: &Store<Packed<K, H>>) -> Vec<Packed<K, H>> {
+        let mut compressed = Vec::new();
+        while self.plain_bytes > PLAIN_BYTES
+            && let Some(oldest) = self.plain.pop_front()
+        {
+            self.plain_bytes -= oldest.bytes;
+            let Some(stored) = store.get(&oldest.key) else {
+                continue;
+            };
+            if stored.identity == oldest.identity
+                && let Some(packed) = stored.compressed(self.dictionary())
+            {
+                compressed.push(packed);
+            }
+        }
+        compressed
+    }
+
+    fn dictionary(&self) -> Option<Arc<Dictionary>> {
+        match &self.learning {
+            Learning::Learnt(dictionary) => Some(dictionary.clone()),
+            _ => None,
+        }
     }
 
     /// Adds `json`, one in [`SAMPLE_EVERY`] objects, to what the dictionary is learnt from,
@@ -158,13 +240,49 @@ pub(crate) struct Packed<K, H = ObjectMeta> {
     /// `metadata` (kube's `ObjectRef::extra`, which no lookup reads), so each object held
     /// them as four heap strings.
     identity: Identity,
-    /// The object as compact JSON, compressed.
-    compressed: Arc<[u8]>,
-    /// The length of that JSON.
-    json_len: u32,
-    /// The dictionary it was compressed against, if its store had learnt one.
-    dictionary: Option<Arc<Dictionary>>,
+    /// The object as compact JSON.
+    body: Body,
     kind: PhantomData<fn() -> K>,
+}
+
+/// An object's compact JSON as its store keeps it.
+#[derive(Clone)]
+enum Body {
+    /// As it was encoded: one of its store's newest changes ([`Packer::pack_changed`]).
+    Plain(Arc<[u8]>),
+    /// Compressed from `len` bytes, against `dictionary` if its store had learnt one.
+    Compressed {
+        bytes: Arc<[u8]>,
+        len: u32,
+        dictionary: Option<Arc<Dictionary>>,
+    },
+}
+
+impl Body {
+    /// `json` compressed against `dictionary`.
+    fn compressed(json: &[u8], dictionary: Option<Arc<Dictionary>>) -> Result<Self, PackError> {
+        Ok(Self::Compressed {
+            bytes: compress(json, dictionary.as_deref())?.into(),
+            len: u32::try_from(json.len()).unwrap_or(u32::MAX),
+            dictionary,
+        })
+    }
+
+    /// The bytes kept.
+    fn kept_len(&self) -> usize {
+        match self {
+            Self::Plain(json) => json.len(),
+            Self::Compressed { bytes, .. } => bytes.len(),
+        }
+    }
+
+    /// The bytes of JSON.
+    fn json_len(&self) -> usize {
+        match self {
+            Self::Plain(json) => json.len(),
+            Self::Compressed { len, .. } => *len as usize,
+        }
+    }
 }
 
 /// An object's uid and resourceVersion as a store keeps them.
@@ -380,15 +498,8 @@ impl<K: Resource + Serialize, H: Head> Packed<K, H> {
 
     /// `object`, whose JSON is `json`, packed against `dictionary`.
     fn of_json(object: &K, json: &[u8], dictionary: Option<Arc<Dictionary>>) -> Self {
-        match compress(json, dictionary.as_deref()) {
-            Ok(compressed) => Self {
-                metadata: H::of(object.meta()),
-                identity: Identity::of(object.meta()),
-                compressed: compressed.into(),
-                json_len: u32::try_from(json.len()).unwrap_or(u32::MAX),
-                dictionary,
-                kind: PhantomData,
-            },
+        match Body::compressed(json, dictionary) {
+            Ok(body) => Self::with_body(object, body),
             Err(error) => {
                 let name = object.meta().name.as_deref();
                 tracing::error!(%error, ?name, "cannot pack an object for its store");
@@ -397,18 +508,44 @@ impl<K: Resource + Serialize, H: Head> Packed<K, H> {
         }
     }
 
+    /// `object`, whose JSON is `json`, kept plain.
+    fn plain(object: &K, json: Vec<u8>) -> Self {
+        Self::with_body(object, Body::Plain(json.into()))
+    }
+
+    fn with_body(object: &K, body: Body) -> Self {
+        Self {
+            metadata: H::of(object.meta()),
+            identity: Identity::of(object.meta()),
+            body,
+            kind: PhantomData,
+        }
+    }
+
     /// `object` packed empty, its store's key alone: all a deleted object's event needs (it only
     /// drops what the store kept under that key), and what an object that cannot be packed is
     /// kept as; it says so when it is unpacked.
     pub(crate) fn empty(object: &K) -> Self {
-        Self {
-            metadata: H::of(object.meta()),
-            identity: Identity::of(object.meta()),
-            compressed: Arc::from(Vec::new()),
-            json_len: 0,
-            dictionary: None,
+        Self::with_body(object, Body::Plain(Arc::from(Vec::new())))
+    }
+}
+
+impl<K, H: Clone> Packed<K, H> {
+    /// This object compressed against `dictionary`, if it is kept plain; `None` (logged when
+    /// it does not compress, which only a lack of memory makes) otherwise.
+    fn compressed(&self, dictionary: Option<Arc<Dictionary>>) -> Option<Self> {
+        let Body::Plain(json) = &self.body else {
+            return None;
+        };
+        let body = Body::compressed(json, dictionary)
+            .inspect_err(|error| tracing::error!(%error, "cannot compress a stored object"))
+            .ok()?;
+        Some(Self {
+            metadata: self.metadata.clone(),
+            identity: self.identity.clone(),
+            body,
             kind: PhantomData,
-        }
+        })
     }
 }
 
@@ -448,6 +585,12 @@ impl<K, H> Packed<K, H> {
         self.identity.resource_version()
     }
 
+    /// Whether the object waits uncompressed ([`Packer::pack_changed`]).
+    #[cfg(test)]
+    pub(crate) fn is_plain(&self) -> bool {
+        matches!(self.body, Body::Plain(_))
+    }
+
     /// The object's labels, decoded alone.
     pub(crate) fn decoded_labels(&self) -> Result<BTreeMap<String, String>, UnpackError> {
         #[derive(Deserialize)]
@@ -466,12 +609,17 @@ impl<K, H> Packed<K, H> {
 
     /// The object as it was packed, decoded as `T` (a JSON value, say).
     pub(crate) fn unpack_as<T: DeserializeOwned>(&self) -> Result<T, UnpackError> {
-        let json = decompress(
-            &self.compressed,
-            self.json_len as usize,
-            self.dictionary.as_deref(),
-        )?;
-        Ok(serde_json::from_slice(&json)?)
+        match &self.body {
+            Body::Plain(json) => Ok(serde_json::from_slice(json)?),
+            Body::Compressed {
+                bytes,
+                len,
+                dictionary,
+            } => {
+                let json = decompress(bytes, *len as usize, dictionary.as_deref())?;
+                Ok(serde_json::from_slice(&json)?)
+            }
+        }
     }
 }
 
@@ -480,9 +628,7 @@ impl<K, H: Clone> Clone for Packed<K, H> {
         Self {
             metadata: self.metadata.clone(),
             identity: self.identity.clone(),
-            compressed: self.compressed.clone(),
-            json_len: self.json_len,
-            dictionary: self.dictionary.clone(),
+            body: self.body.clone(),
             kind: PhantomData,
         }
     }
@@ -494,9 +640,21 @@ impl<K, H: Head> fmt::Debug for Packed<K, H> {
             .field("namespace", &self.metadata.namespace())
             .field("name", &self.metadata.name())
             .field("resource_version", &self.resource_version())
-            .field("json_bytes", &self.json_len)
-            .field("compressed_bytes", &self.compressed.len())
-            .field("dictionary", &self.dictionary.is_some())
+            .field("json_bytes", &self.body.json_len())
+            .field("kept_bytes", &self.body.kept_len())
+            .field(
+                "compressed",
+                &match &self.body {
+                    Body::Plain(_) => "no",
+                    Body::Compressed {
+                        dictionary: None, ..
+                    } => "alone",
+                    Body::Compressed {
+                        dictionary: Some(_),
+                        ..
+                    } => "against its store's dictionary",
+                },
+            )
             .finish()
     }
 }
@@ -653,7 +811,30 @@ mod tests {
     use kube::ResourceExt;
 
     use super::*;
-    use crate::api::kinds::ClaimObject;
+    use crate::api::domain::OperatorDomain;
+    use crate::api::kinds::{ClaimObject, Kinds};
+
+    /// The packer of a claim store.
+    fn claim_packer() -> Packer<ClaimObject> {
+        Packer::new(Kinds::new(&OperatorDomain::default()).stored_claim)
+    }
+
+    /// The packer of a managed resource's store of `resource`.
+    fn resource_packer(resource: &kube::core::ApiResource) -> Packer<DynamicObject, Names> {
+        Packer::new(SharedType::new(resource.clone()))
+    }
+
+    impl<K, H> Packed<K, H> {
+        /// The bytes kept compressed, and whether against a dictionary; `None` when plain.
+        fn compressed_bytes(&self) -> Option<(usize, bool)> {
+            match &self.body {
+                Body::Plain(_) => None,
+                Body::Compressed {
+                    bytes, dictionary, ..
+                } => Some((bytes.len(), dictionary.is_some())),
+            }
+        }
+    }
 
     #[test]
     fn a_packed_claim_unpacks_to_the_same_claim_and_keeps_what_filters_it() {
@@ -673,7 +854,7 @@ mod tests {
             "the same claim, keys in the same order"
         );
         assert_eq!(packed.name_any(), "c");
-        assert_eq!(packed.namespace().as_deref(), Some("user"));
+        assert_eq!(ResourceExt::namespace(&packed).as_deref(), Some("user"));
         assert_eq!(packed.uid().as_deref(), Some("u1"));
         assert_eq!(packed.resource_version().as_deref(), Some("7"));
         assert!(packed.labels().is_empty(), "labels are not kept aside");
@@ -707,11 +888,11 @@ mod tests {
         .expect("a claim");
         let json = serde_json::to_vec(&claim).expect("serialises");
         let packed = Packed::pack(&claim);
-        assert_eq!(packed.json_len as usize, json.len());
+        assert_eq!(packed.body.json_len(), json.len());
+        let (compressed, _) = packed.compressed_bytes().expect("compressed");
         assert!(
-            packed.compressed.len() * 3 < json.len(),
-            "{} bytes kept for {} of JSON",
-            packed.compressed.len(),
+            compressed * 3 < json.len(),
+            "{compressed} bytes kept for {} of JSON",
             json.len()
         );
         let unpacked = packed.unpack().expect("unpacks");
@@ -743,11 +924,148 @@ mod tests {
         .expect("a claim")
     }
 
+    /// A claim store fed by `packer`: each change applied, then what the packer replaces.
+    struct ClaimStore {
+        packer: Packer<ClaimObject>,
+        writer: reflector::store::Writer<StoredClaim>,
+    }
+
+    impl ClaimStore {
+        fn new() -> Self {
+            let kinds = Kinds::new(&OperatorDomain::default());
+            Self {
+                packer: Packer::new(kinds.stored_claim.clone()),
+                writer: reflector::store::Writer::new(kinds.stored_claim),
+            }
+        }
+
+        /// Applies a change to `claim`; the objects the packer compressed after it.
+        fn change(&mut self, claim: &ClaimObject) -> Vec<StoredClaim> {
+            let packed = self.packer.pack_changed(claim);
+            self.writer
+                .apply_watcher_event(&kube::runtime::watcher::Event::Apply(packed));
+            let compressed = self.packer.compress_older(&self.writer.as_reader());
+            for packed in &compressed {
+                self.writer
+                    .apply_watcher_event(&kube::runtime::watcher::Event::Apply(packed.clone()));
+            }
+            compressed
+        }
+
+        fn delete(&mut self, claim: &ClaimObject) {
+            self.writer
+                .apply_watcher_event(&kube::runtime::watcher::Event::Delete(Packed::empty(claim)));
+        }
+
+        fn stored(&self, claim: &ClaimObject) -> Arc<StoredClaim> {
+            let key = ObjectRef::new_with(&claim.name_any(), self.packer.kind.clone())
+                .within(&claim.namespace().unwrap_or_default());
+            self.writer.as_reader().get(&key).expect("in the store")
+        }
+    }
+
+    /// `claim` at another resourceVersion.
+    fn changed(claim: &ClaimObject, version: usize) -> ClaimObject {
+        let mut changed = claim.clone();
+        changed.metadata.resource_version = Some(version.to_string());
+        changed
+    }
+
+    #[test]
+    fn a_change_waits_plain_until_newer_ones_fill_the_plain_bytes_then_is_compressed() {
+        let mut store = ClaimStore::new();
+        let first = bound_claim(0);
+        assert!(store.change(&first).is_empty());
+        assert_eq!(store.stored(&first).compressed_bytes(), None, "kept plain");
+        let mut compressed = Vec::new();
+        let mut plain_bytes = store.stored(&first).body.json_len();
+        let mut i = 1;
+        while compressed.is_empty() {
+            let claim = bound_claim(i);
+            plain_bytes += serde_json::to_vec(&claim).expect("serialises").len();
+            compressed = store.change(&claim);
+            i += 1;
+        }
+        assert!(
+            plain_bytes > PLAIN_BYTES,
+            "{plain_bytes} bytes plain before one was compressed"
+        );
+        assert_eq!(compressed.len(), 1, "the oldest alone");
+        assert_eq!(compressed[0].name_any(), first.name_any());
+        let stored = store.stored(&first);
+        assert!(
+            stored.compressed_bytes().is_some(),
+            "the store keeps it compressed"
+        );
+        assert_eq!(
+            serde_json::to_string(&stored.unpack().expect("unpacks")).expect("serialises"),
+            serde_json::to_string(&first).expect("serialises"),
+        );
+        let newest = bound_claim(i - 1);
+        assert_eq!(store.stored(&newest).compressed_bytes(), None);
+    }
+
+    #[test]
+    fn a_change_replaced_or_deleted_before_its_turn_is_left_to_what_replaced_it() {
+        let mut store = ClaimStore::new();
+        let replaced = bound_claim(0);
+        let deleted = bound_claim(1);
+        store.change(&replaced);
+        store.change(&deleted);
+        store.delete(&deleted);
+        let mut others = (2..).map(bound_claim);
+        for claim in others.by_ref().take(10) {
+            store.change(&claim);
+        }
+        let newer = changed(&replaced, 5000);
+        store.change(&newer);
+        let mut compressed = Vec::new();
+        while !compressed
+            .iter()
+            .any(|p: &StoredClaim| p.name_any() == "cfg-2")
+        {
+            compressed.extend(store.change(&others.next().expect("endless")));
+        }
+        let names: Vec<String> = compressed.iter().map(|p| p.name_any()).collect();
+        assert_eq!(
+            names,
+            ["cfg-2"],
+            "neither the replaced version nor the deleted claim"
+        );
+        assert_eq!(
+            store.stored(&replaced).compressed_bytes(),
+            None,
+            "the newer version waits its own turn"
+        );
+        while !compressed
+            .iter()
+            .any(|p| p.name_any() == replaced.name_any())
+        {
+            compressed.extend(store.change(&others.next().expect("endless")));
+        }
+        let stored = store.stored(&replaced);
+        assert!(stored.compressed_bytes().is_some());
+        assert_eq!(stored.resource_version().as_deref(), Some("5000"));
+        assert_eq!(
+            serde_json::to_string(&stored.unpack().expect("unpacks")).expect("serialises"),
+            serde_json::to_string(&newer).expect("serialises"),
+        );
+    }
+
+    #[test]
+    fn a_listed_object_is_compressed_at_once_and_never_waits_plain() {
+        let mut packer = claim_packer();
+        let listed = packer.pack_listed(&bound_claim(0));
+        assert!(listed.compressed_bytes().is_some());
+        assert!(packer.plain.is_empty(), "nothing waits to be compressed");
+    }
+
     #[test]
     fn a_store_learns_a_dictionary_that_packs_its_later_objects_smaller() {
         let claims: Vec<ClaimObject> = (0..200).map(bound_claim).collect();
-        let mut packer = Packer::default();
-        let packed: Vec<Packed<ClaimObject>> = claims.iter().map(|c| packer.pack(c)).collect();
+        let mut packer = claim_packer();
+        let packed: Vec<Packed<ClaimObject>> =
+            claims.iter().map(|c| packer.pack_listed(c)).collect();
         for (claim, packed) in claims.iter().zip(&packed) {
             assert_eq!(
                 serde_json::to_string(&packed.unpack().expect("unpacks")).expect("serialises"),
@@ -755,13 +1073,23 @@ mod tests {
                 "packed against a dictionary or not, the same claim"
             );
         }
-        assert!(packed[0].dictionary.is_none(), "the first have none to use");
-        assert!(
-            packed[199].dictionary.is_some(),
+        let dictionary = |packed: &Packed<ClaimObject>| packed.compressed_bytes().map(|c| c.1);
+        assert_eq!(
+            dictionary(&packed[0]),
+            Some(false),
+            "the first have none to use"
+        );
+        assert_eq!(
+            dictionary(&packed[199]),
+            Some(true),
             "learnt from the first ones"
         );
         let size = |packed: &[Packed<ClaimObject>]| -> usize {
-            packed.iter().map(|p| p.compressed.len()).sum()
+            packed
+                .iter()
+                .filter_map(|p| p.compressed_bytes())
+                .map(|c| c.0)
+                .sum()
         };
         let alone: Vec<_> = claims[100..].iter().map(Packed::pack).collect();
         assert!(
@@ -774,9 +1102,9 @@ mod tests {
 
     #[test]
     fn objects_unlike_the_dictionary_still_unpack() {
-        let mut packer = Packer::default();
+        let mut packer = claim_packer();
         for i in 0..200 {
-            let _: Packed<ClaimObject> = packer.pack(&bound_claim(i));
+            packer.pack_listed(&bound_claim(i));
         }
         let unlike: ClaimObject = serde_json::from_value(serde_json::json!({
             "apiVersion": "poolboy.gpte.redhat.com/v1", "kind": "ResourceClaim",
@@ -784,8 +1112,8 @@ mod tests {
             "spec": {"provider": {"name": "lab", "parameterValues": {"region": "eu", "size": 3}}},
         }))
         .expect("a claim");
-        let packed: Packed<ClaimObject> = packer.pack(&unlike);
-        assert!(packed.dictionary.is_some());
+        let packed = packer.pack_listed(&unlike);
+        assert_eq!(packed.compressed_bytes().map(|c| c.1), Some(true));
         assert_eq!(
             serde_json::to_string(&packed.unpack().expect("unpacks")).expect("serialises"),
             serde_json::to_string(&unlike).expect("serialises")
@@ -854,7 +1182,7 @@ mod tests {
     #[test]
     fn a_managed_resource_is_kept_with_its_names_alone_and_keyed_by_them() {
         let (resource, object) = managed_configmap();
-        let packed: StoredResource = Packer::default().pack(&object);
+        let packed: StoredResource = resource_packer(&resource).pack_listed(&object);
 
         let kind = SharedType::new(resource.clone());
         let key = kube::runtime::reflector::Lookup::to_object_ref(&packed, kind.clone());
@@ -884,14 +1212,14 @@ mod tests {
     #[test]
     fn a_deleted_objects_key_is_the_key_of_what_its_store_kept_with_nothing_packed() {
         let (resource, object) = managed_configmap();
-        let kept: StoredResource = Packer::default().pack(&object);
+        let kept: StoredResource = resource_packer(&resource).pack_listed(&object);
         let key = StoredResource::empty(&object);
 
         let kind = SharedType::new(resource.clone());
         let lookup = kube::runtime::reflector::Lookup::to_object_ref;
         assert_eq!(lookup(&key, kind.clone()), lookup(&kept, kind));
         assert_eq!(Identified::uid(&key), Identified::uid(&kept));
-        assert!(key.compressed.is_empty(), "no JSON compressed");
+        assert_eq!(key.body.kept_len(), 0, "no JSON kept");
         assert!(key.unpack().is_err(), "nothing to unpack");
     }
 
@@ -900,9 +1228,11 @@ mod tests {
         let packed = Packed::<ClaimObject> {
             metadata: ObjectMeta::default(),
             identity: Identity::of(&ObjectMeta::default()),
-            compressed: Arc::from(Vec::new()),
-            json_len: 0,
-            dictionary: None,
+            body: Body::Compressed {
+                bytes: Arc::from(Vec::new()),
+                len: 0,
+                dictionary: None,
+            },
             kind: PhantomData,
         };
         assert!(matches!(

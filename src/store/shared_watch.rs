@@ -31,7 +31,7 @@ use crate::api::kinds::SharedType;
 use crate::api::kinds::{ClaimObject, HandleObject};
 use crate::core::json::compact::{compact, compact_map};
 use crate::store::health::WatchHealth;
-use crate::store::packed::{Identified, Names, Packed, Packer};
+use crate::store::packed::{Head, Identified, Names, Packed, Packer};
 use crate::store::relist::RelistGate;
 
 /// How long the API server keeps one watch request open (kube-runtime's default is 290 s).
@@ -470,15 +470,11 @@ where
             .watch(K::kind(&kept).into_owned(), api, config)
             .inspect_ok(move |event| first_list.see(event))
             .modify(K::trim_for_store);
-        let mut packer = Packer::default();
+        let packer = Packer::new(kept.clone());
         let gate = RelistGate::new(writer.as_reader(), kept);
         fan_out(
             events,
-            (
-                move |object: &K| packer.pack(object),
-                Packed::empty,
-                unpacked,
-            ),
+            packer,
             K::settled,
             (writer, gate),
             followers,
@@ -523,21 +519,90 @@ impl FirstListLog {
     }
 }
 
+/// What a store keeps of the objects its watch brings.
+trait Keeping<K, S: Lookup>
+where
+    S::DynamicType: Eq + Hash + Clone,
+{
+    /// What the store keeps of `object`, which a list brought when `listed`.
+    fn keep(&mut self, object: &K, listed: bool) -> S;
+
+    /// What the store keeps under a deleted object's key: all its delete event needs (it only
+    /// drops what the store kept under that key).
+    fn key(&self, object: &K) -> S;
+
+    /// The object as the store kept it; `None` when it cannot be had back.
+    fn restore(&self, kept: &S) -> Option<K>;
+
+    /// What the store is to keep instead of some of its objects, once it has applied a change.
+    fn replacements(&mut self, _store: &Store<S>) -> Vec<S> {
+        Vec::new()
+    }
+}
+
+/// A packed store: a list's objects compressed, changes plain until newer ones came
+/// ([`Packer`]).
+impl<K, H> Keeping<K, Packed<K, H>> for Packer<K, H>
+where
+    K: Resource + Serialize + DeserializeOwned,
+    H: Head,
+    Packed<K, H>: Lookup,
+    <Packed<K, H> as Lookup>::DynamicType: Eq + Hash + Clone,
+{
+    fn keep(&mut self, object: &K, listed: bool) -> Packed<K, H> {
+        match listed {
+            true => self.pack_listed(object),
+            false => self.pack_changed(object),
+        }
+    }
+
+    /// A deleted object is not packed: packing it (an encode and a compression) would go for
+    /// nothing.
+    fn key(&self, object: &K) -> Packed<K, H> {
+        Packed::empty(object)
+    }
+
+    fn restore(&self, kept: &Packed<K, H>) -> Option<K> {
+        unpacked(kept)
+    }
+
+    fn replacements(&mut self, store: &Store<Packed<K, H>>) -> Vec<Packed<K, H>> {
+        self.compress_older(store)
+    }
+}
+
+/// A store of whole objects, as kube-runtime's `reflector` keeps them.
+struct Whole;
+
+impl<K> Keeping<K, K> for Whole
+where
+    K: Lookup + Clone,
+    K::DynamicType: Eq + Hash + Clone,
+{
+    fn keep(&mut self, object: &K, _listed: bool) -> K {
+        object.clone()
+    }
+
+    fn key(&self, object: &K) -> K {
+        object.clone()
+    }
+
+    fn restore(&self, kept: &K) -> Option<K> {
+        Some(kept.clone())
+    }
+}
+
 /// What [`SharedWatch::into_stream`] does with each of the watch's `events`: the store gets
-/// what it `keep`s of it (of a deleted object, its `key`: [`kept_event`]), then followers see
-/// it, subscribers get each touched object (after the first list: [`SharedWatch::subscribe`]),
-/// and the applied ones are yielded as the store keeps them once the store shows them
-/// ([`RelistGate`]), but those a list brought `settled`, which go with the rest of the store at
-/// the list's end ([`Applied::Listed`]). An object deleted while the watch was away has no
-/// delete event: a re-list that does not bring it tells followers and subscribers it was
-/// deleted, as the store had it (`restore`d from what it kept; [`Vanished`]).
+/// what `keeping` keeps of it ([`kept_event`]), then followers see it, subscribers get each
+/// touched object (after the first list: [`SharedWatch::subscribe`]), and the applied ones are
+/// yielded as the store keeps them once the store shows them ([`RelistGate`]), but those a
+/// list brought `settled`, which go with the rest of the store at the list's end
+/// ([`Applied::Listed`]). An object deleted while the watch was away has no delete event: a
+/// re-list that does not bring it tells followers and subscribers it was deleted, as the store
+/// had it ([`Keeping::restore`]; [`Vanished`]).
 fn fan_out<K, S>(
     events: impl Stream<Item = Result<watcher::Event<K>, watcher::Error>>,
-    (mut keep, key, restore): (
-        impl FnMut(&K) -> S,
-        impl Fn(&K) -> S,
-        impl Fn(&S) -> Option<K>,
-    ),
+    mut keeping: impl Keeping<K, S>,
     settled: fn(&K) -> bool,
     (mut writer, mut gate): (reflector::store::Writer<S>, RelistGate<S, ()>),
     followers: Vec<Follower<K>>,
@@ -561,17 +626,17 @@ where
     let mut vanished = Vanished::new(store.clone());
     events
         .map_ok(move |event| {
-            let kept = kept_event(&event, &mut keep, &key);
+            let kept = kept_event(&event, &mut keeping);
             // Told before the re-list reaches the store and the indices following it, which
             // rebuild themselves from it then.
-            let gone = vanished.follow_restored(&kept, &restore);
+            let gone = vanished.follow_restored(&kept, |kept| keeping.restore(kept));
             for object in gone.iter().cloned() {
                 let deleted = Event::Delete(object);
                 for follower in &followers {
                     follower(&deleted);
                 }
             }
-            writer.apply_watcher_event(&kept);
+            apply(&mut writer, &kept, &mut keeping);
             for follower in &followers {
                 follower(&event);
             }
@@ -683,38 +748,56 @@ fn unpacked<K: DeserializeOwned, H>(packed: &Packed<K, H>) -> Option<K> {
     }
 }
 
-/// `event` with what the store `keep`s of its object; a deleted object as the store's `key`
-/// alone: the store only drops what it kept under that key, so packing the object (an encode
-/// and a compression) would go for nothing.
-fn kept_event<K, S>(
+/// `event` with what `keeping` keeps of its object; a deleted object as the store's key alone.
+fn kept_event<K, S: Lookup>(
     event: &watcher::Event<K>,
-    keep: &mut impl FnMut(&K) -> S,
-    key: impl Fn(&K) -> S,
-) -> watcher::Event<S> {
+    keeping: &mut impl Keeping<K, S>,
+) -> watcher::Event<S>
+where
+    S::DynamicType: Eq + Hash + Clone,
+{
     use watcher::Event;
     match event {
-        Event::Apply(object) => Event::Apply(keep(object)),
-        Event::InitApply(object) => Event::InitApply(keep(object)),
-        Event::Delete(object) => Event::Delete(key(object)),
+        Event::Apply(object) => Event::Apply(keeping.keep(object, false)),
+        Event::InitApply(object) => Event::InitApply(keeping.keep(object, true)),
+        Event::Delete(object) => Event::Delete(keeping.key(object)),
         Event::Init => Event::Init,
         Event::InitDone => Event::InitDone,
     }
 }
 
-/// Each of `events`, once `writer`'s store has it packed with its [`Names`] alone: a watch
-/// that its follower reads whole (events, deletions, re-lists) while its store keeps objects
-/// packed, and drives no controller. A re-list's end is followed by a delete event of each
-/// object it did not bring back ([`Vanished`]), once the store no longer shows it.
+/// `writer`'s store gets `kept`, then, after a change, what `keeping` replaces of it: a
+/// list's objects are kept as they are to stay.
+fn apply<K, S>(
+    writer: &mut reflector::store::Writer<S>,
+    kept: &watcher::Event<S>,
+    keeping: &mut impl Keeping<K, S>,
+) where
+    S: Lookup + Clone,
+    S::DynamicType: Eq + Hash + Clone,
+{
+    writer.apply_watcher_event(kept);
+    if let watcher::Event::Apply(_) = kept {
+        for replacement in keeping.replacements(&writer.as_reader()) {
+            writer.apply_watcher_event(&watcher::Event::Apply(replacement));
+        }
+    }
+}
+
+/// Each of `events`, once `writer`'s store (whose keys carry `kind`) has it packed with its
+/// [`Names`] alone: a watch that its follower reads whole (events, deletions, re-lists) while
+/// its store keeps objects packed, and drives no controller. A re-list's end is followed by a
+/// delete event of each object it did not bring back ([`Vanished`]), once the store no longer
+/// shows it.
 pub(crate) fn reflect_kept<K: Stored + DeserializeOwned>(
     events: impl Stream<Item = Result<watcher::Event<K>, watcher::Error>>,
     writer: reflector::store::Writer<Packed<K, Names>>,
+    kind: SharedType<K::DynamicType>,
 ) -> impl Stream<Item = Result<watcher::Event<K>, watcher::Error>>
 where
     K::DynamicType: Eq + Hash + Clone,
 {
-    let mut packer = Packer::default();
-    let keep = move |object: &K| packer.pack(object);
-    reflect_telling_vanished(events, writer, (keep, Packed::empty, unpacked))
+    reflect_telling_vanished(events, writer, Packer::new(kind))
 }
 
 /// Each of `events`, once `writer`'s store has it whole, as kube-runtime's `reflector` does;
@@ -729,21 +812,16 @@ where
     K: Resource + Identified + Clone + 'static,
     K::DynamicType: Eq + Hash + Clone,
 {
-    let restore = |stored: &K| Some(stored.clone());
-    reflect_telling_vanished(events, writer, (K::clone, K::clone, restore))
+    reflect_telling_vanished(events, writer, Whole)
 }
 
-/// Each of `events`, once `writer`'s store has what it `keep`s of it (of a deleted object, its
-/// `key`: [`kept_event`]), followed at a re-list's end by a delete event of each object the
-/// re-list did not bring back, as the store had it (`restore`d from what it kept).
+/// Each of `events`, once `writer`'s store has what `keeping` keeps of it ([`kept_event`]),
+/// followed at a re-list's end by a delete event of each object the re-list did not bring
+/// back, as the store had it ([`Keeping::restore`]).
 fn reflect_telling_vanished<K, S>(
     events: impl Stream<Item = Result<watcher::Event<K>, watcher::Error>>,
     mut writer: reflector::store::Writer<S>,
-    (mut keep, key, restore): (
-        impl FnMut(&K) -> S,
-        impl Fn(&K) -> S,
-        impl Fn(&S) -> Option<K>,
-    ),
+    mut keeping: impl Keeping<K, S>,
 ) -> impl Stream<Item = Result<watcher::Event<K>, watcher::Error>>
 where
     S: Lookup + Identified + Clone + 'static,
@@ -752,9 +830,9 @@ where
     let mut vanished = Vanished::new(writer.as_reader());
     events
         .map_ok(move |event| {
-            let kept = kept_event(&event, &mut keep, &key);
-            let gone = vanished.follow_restored(&kept, &restore);
-            writer.apply_watcher_event(&kept);
+            let kept = kept_event(&event, &mut keeping);
+            let gone = vanished.follow_restored(&kept, |kept| keeping.restore(kept));
+            apply(&mut writer, &kept, &mut keeping);
             let deleted = gone.into_iter().map(watcher::Event::Delete);
             futures::stream::iter(std::iter::once(event).chain(deleted).map(Ok))
         })

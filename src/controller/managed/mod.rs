@@ -96,7 +96,7 @@ pub(crate) async fn ensure_watch(
     let writer = reflector::store::Writer::new(resource.clone());
     let listed = ListedStore::of(&writer);
     let watch = Watch {
-        resource,
+        resource: resource.clone(),
         store: listed.clone(),
         last_read: LastRead::default(),
     };
@@ -120,7 +120,7 @@ pub(crate) async fn ensure_watch(
             crate::store::shared_watch::watch_config(),
         )
         .modify(DynamicObject::trim_for_store);
-    let stream = reflect_kept(events, writer);
+    let stream = reflect_kept(events, writer, resource);
     let sweeper = Sweeper::new(ctx.client.clone(), ctx.handles_api(), kind.resource.clone());
     let suspects = move |suspect| sweeper.check(suspect);
     let task = tokio::spawn(follow(stream, router, suspects, key.clone(), listed));

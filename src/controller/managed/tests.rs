@@ -197,13 +197,13 @@ async fn an_empty_watch_no_reader_looks_up_stops() {
         managed.keep_task(key, tokio::spawn(futures::future::pending()));
         writers.push(writer);
     }
-    let mut packer = crate::store::packed::Packer::default();
+    let mut packer = crate::store::packed::Packer::new(SharedType::new(configmaps()));
     let held = serde_json::from_value::<DynamicObject>(json!({
         "apiVersion": "v1", "kind": "ConfigMap",
         "metadata": {"name": "kept", "namespace": "holding", "uid": "u1"},
     }))
     .expect("a ConfigMap");
-    writers[1].apply_watcher_event(&watcher::Event::Apply(packer.pack(&held)));
+    writers[1].apply_watcher_event(&watcher::Event::Apply(packer.pack_listed(&held)));
     let idle = Duration::from_secs(600);
     let later = std::time::Instant::now() + idle;
     assert!(
@@ -374,7 +374,11 @@ fn a_relist_wakes_the_handles_of_objects_that_vanished_meanwhile() {
         SharedType::new(configmaps()),
     ));
     futures::executor::block_on(follow(
-        reflect_kept(futures::stream::iter(events), writer),
+        reflect_kept(
+            futures::stream::iter(events),
+            writer,
+            SharedType::new(configmaps()),
+        ),
         f.router,
         |suspect| suspects.borrow_mut().push(suspect),
         key,
@@ -408,8 +412,12 @@ fn resources_listed_before_the_handles_are_judged_once_the_handles_have_listed()
     let writer = reflector::store::Writer::new(SharedType::new(configmaps()));
     let listed = ListedStore::of(&writer);
     // A watch's stream never ends.
-    let stream =
-        reflect_kept(futures::stream::iter(events), writer).chain(futures::stream::pending());
+    let stream = reflect_kept(
+        futures::stream::iter(events),
+        writer,
+        SharedType::new(configmaps()),
+    )
+    .chain(futures::stream::pending());
     let suspects = std::cell::RefCell::new(Vec::new());
     let mut following = std::pin::pin!(follow(
         stream,

@@ -17,11 +17,6 @@ fn configmap(name: &str) -> ConfigMap {
     }
 }
 
-/// What a store that keeps objects as they come had of one.
-fn restored(kept: &ConfigMap) -> Option<ConfigMap> {
-    Some(kept.clone())
-}
-
 fn names(objects: &[ConfigMap]) -> Vec<String> {
     objects
         .iter()
@@ -115,7 +110,7 @@ async fn a_shared_watch_hands_each_change_to_everyone_after_the_store_has_it() {
     let settled = |object: &ConfigMap| object.name_any() != "c";
     let driven: Vec<String> = fan_out(
         events,
-        (ConfigMap::clone, ConfigMap::clone, restored),
+        Whole,
         settled,
         (writer, gate),
         vec![follower],
@@ -222,7 +217,7 @@ async fn a_relist_tells_of_the_objects_deleted_while_the_watch_was_away() {
     let gate = RelistGate::new(writer.as_reader(), ());
     fan_out(
         events,
-        (ConfigMap::clone, ConfigMap::clone, restored),
+        Whole,
         |_| true,
         (writer, gate),
         vec![follower],
@@ -354,6 +349,53 @@ async fn a_watch_reflected_whole_tells_of_the_objects_deleted_while_it_was_away(
     );
 }
 
+/// A packed store keeps a list's objects compressed and its watch's newest changes plain,
+/// compressing the older ones as newer ones come; each reads back as it came.
+#[tokio::test]
+async fn a_packed_store_compresses_older_changes_as_newer_ones_come() {
+    use watcher::Event;
+    let resource = kube::core::ApiResource::erase::<ConfigMap>(&());
+    let object = |i: usize| {
+        let mut object = DynamicObject::new(&format!("o{i}"), &resource).within("ns");
+        object.metadata.uid = Some(format!("uid-{i}"));
+        object.data = serde_json::json!({"data": {"k": format!("{i}: {}", "x".repeat(1000))}});
+        object
+    };
+    let kept = SharedType::new(resource.clone());
+    let writer = reflector::store::Writer::<StoredResource>::new(kept.clone());
+    let store = writer.as_reader();
+    let changes = 200;
+    let events = [Event::Init, Event::InitApply(object(0)), Event::InitDone]
+        .into_iter()
+        .chain((1..=changes).map(|i| Event::Apply(object(i))))
+        .map(Ok);
+    let reflected = reflect_kept(futures::stream::iter(events), writer, kept.clone());
+    assert_eq!(
+        reflected.count().await,
+        changes + 3,
+        "every event handed on"
+    );
+    let plain: Vec<bool> = (0..=changes)
+        .map(|i| {
+            let key = reflector::ObjectRef::new_with(&format!("o{i}"), kept.clone()).within("ns");
+            let packed = store.get(&key).expect("stored");
+            assert_eq!(
+                serde_json::to_value(packed.unpack().expect("unpacks")).expect("serialises"),
+                serde_json::to_value(object(i)).expect("serialises")
+            );
+            packed.is_plain()
+        })
+        .collect();
+    assert!(!plain[0], "listed: compressed");
+    assert!(!plain[1], "the oldest change: compressed");
+    assert!(plain[changes], "the newest change: plain");
+    let oldest_plain = plain.iter().position(|plain| *plain).expect("some plain");
+    assert!(
+        plain[oldest_plain..].iter().all(|plain| *plain),
+        "plain from the oldest plain one on: {plain:?}"
+    );
+}
+
 /// A managed-resource watch: its follower gets every event as it came, once the store
 /// holds the object packed (and no longer holds a deleted one), and after a re-list a delete
 /// event of each object it did not bring back.
@@ -391,7 +433,7 @@ async fn a_watch_reflected_packed_hands_on_each_event_after_the_store_has_it() {
         .map(Ok),
     );
     let mut seen = Vec::new();
-    let mut reflected = std::pin::pin!(reflect_kept(events, writer));
+    let mut reflected = std::pin::pin!(reflect_kept(events, writer, kept.clone()));
     while let Some(event) = reflected.next().await {
         seen.push(match event.expect("no watch error") {
             Event::InitApply(o) | Event::Apply(o) => {
