@@ -152,21 +152,20 @@ where
     /// `object`, which a list brought, compressed against the store's dictionary once it has
     /// one: most of a list's objects stay as they are for long.
     pub(crate) fn pack_listed(&mut self, object: &K) -> Packed<K, H> {
-        let Some(json) = Packed::<K, H>::encode(object) else {
-            return Packed::empty(object);
-        };
-        let packed = Packed::of_json(object, &json, self.dictionary());
-        self.sample(&json);
-        packed
+        // The dictionary as it was before this object: sampling it may complete one.
+        let dictionary = self.dictionary();
+        match self.sampled_json(object) {
+            Some(json) => Packed::of_json(object, &json, dictionary),
+            None => Packed::empty(object),
+        }
     }
 
     /// `object`, which its watch changed, packed plain: [`Packer::compress_older`] compresses
     /// it once [`PLAIN_BYTES`] of newer changes came, unless one of them replaced it.
     pub(crate) fn pack_changed(&mut self, object: &K) -> Packed<K, H> {
-        let Some(json) = Packed::<K, H>::encode(object) else {
+        let Some(json) = self.sampled_json(object) else {
             return Packed::empty(object);
         };
-        self.sample(&json);
         let bytes = json.len();
         let packed = Packed::plain(object, json);
         self.plain.push_back(PlainObject {
@@ -197,6 +196,14 @@ where
             }
         }
         compressed
+    }
+
+    /// `object` as compact JSON, sampled for the dictionary; `None` when it does not encode
+    /// ([`Packed::encode`]).
+    fn sampled_json(&mut self, object: &K) -> Option<Vec<u8>> {
+        let json = Packed::<K, H>::encode(object)?;
+        self.sample(&json);
+        Some(json)
     }
 
     fn dictionary(&self) -> Option<Arc<Dictionary>> {

@@ -562,8 +562,13 @@ where
         Packed::empty(object)
     }
 
+    /// Logged when it does not unpack: the broker packed it itself, so only a bug gets there.
     fn restore(&self, kept: &Packed<K, H>) -> Option<K> {
-        unpacked(kept)
+        kept.unpack()
+            .inspect_err(|error| {
+                tracing::warn!(%error, "an object deleted while its watch was away does not unpack")
+            })
+            .ok()
     }
 
     fn replacements(&mut self, store: &Store<Packed<K, H>>) -> Vec<Packed<K, H>> {
@@ -733,18 +738,6 @@ where
             .iter()
             .filter_map(|object| restore(object))
             .collect()
-    }
-}
-
-/// An object the store kept packed, to tell it was deleted; `None` (logged) when it does not
-/// unpack: the broker packed it itself, so only a bug gets there.
-fn unpacked<K: DeserializeOwned, H>(packed: &Packed<K, H>) -> Option<K> {
-    match packed.unpack() {
-        Ok(object) => Some(object),
-        Err(error) => {
-            tracing::warn!(%error, "an object deleted while its watch was away does not unpack");
-            None
-        }
     }
 }
 
