@@ -291,11 +291,19 @@ fn usage_error(message: &str) -> ExitCode {
 
 /// `poolboy run`: exit 0 after a clean shutdown (SIGINT or SIGTERM), 1 on failure.
 fn run(args: RunArgs, domain: OperatorDomain) -> ExitCode {
+    use std::io::IsTerminal;
+
     use tracing_subscriber::EnvFilter;
 
     let filter = EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| EnvFilter::new(args.log_level.directive()));
-    let subscriber = tracing_subscriber::fmt().with_env_filter(filter);
+    // Colours only for a terminal (a file or a Pod's log would keep their escape codes), and
+    // not when NO_COLOR says none.
+    let colours = std::io::stdout().is_terminal()
+        && std::env::var_os("NO_COLOR").is_none_or(|value| value.is_empty());
+    let subscriber = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(colours);
     if args.log_json {
         subscriber.json().init();
     } else {

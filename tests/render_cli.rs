@@ -525,4 +525,19 @@ fn run_help_and_start_up_failures_read_well() {
             .is_some_and(|m| m.contains("no operator namespace")),
         "{logged}"
     );
+
+    // Plain lines, to a pipe as to a Pod's log: no terminal colour codes.
+    let failed = Command::new(env!("CARGO_BIN_EXE_poolboy"))
+        .arg("run")
+        .env_remove("OPERATOR_NAMESPACE")
+        .env_remove("NO_COLOR")
+        .output()
+        .expect("running poolboy");
+    assert_eq!(failed.status.code(), Some(2));
+    let line = String::from_utf8_lossy(&failed.stdout);
+    assert!(
+        line.contains("ERROR") && line.contains("no operator namespace"),
+        "{line:?}"
+    );
+    assert!(!line.contains('\x1b'), "colour codes in {line:?}");
 }
