@@ -495,8 +495,8 @@ spec:
 }
 
 /// `poolboy run --help` shows no Python-style `None` default and offers
-/// `--log-level`; a start-up failure with `--log-json` is a JSON line, exit code 2 for a usage
-/// error.
+/// `--log-level`; a start-up failure with `--log-json` is a JSON line, without it a plain line
+/// with no colour codes (stdout is a pipe), exit code 2 for a usage error.
 #[test]
 fn run_help_and_start_up_failures_read_well() {
     let help = poolboy(&["run", "--help"], None);
@@ -509,13 +509,7 @@ fn run_help_and_start_up_failures_read_well() {
         "{text}"
     );
 
-    let failed = Command::new(env!("CARGO_BIN_EXE_poolboy"))
-        .args(["run", "--log-json"])
-        .env_remove("OPERATOR_NAMESPACE")
-        .output()
-        .expect("running poolboy");
-    assert_eq!(failed.status.code(), Some(2));
-    let line = String::from_utf8_lossy(&failed.stdout);
+    let line = run_without_namespace(&["--log-json"]);
     let logged: serde_json::Value = serde_json::from_str(line.trim())
         .unwrap_or_else(|e| panic!("a JSON line, not {line:?}: {e}"));
     assert_eq!(logged["level"], "ERROR");
@@ -527,17 +521,24 @@ fn run_help_and_start_up_failures_read_well() {
     );
 
     // Plain lines, to a pipe as to a Pod's log: no terminal colour codes.
-    let failed = Command::new(env!("CARGO_BIN_EXE_poolboy"))
-        .arg("run")
-        .env_remove("OPERATOR_NAMESPACE")
-        .env_remove("NO_COLOR")
-        .output()
-        .expect("running poolboy");
-    assert_eq!(failed.status.code(), Some(2));
-    let line = String::from_utf8_lossy(&failed.stdout);
+    let line = run_without_namespace(&[]);
     assert!(
         line.contains("ERROR") && line.contains("no operator namespace"),
         "{line:?}"
     );
     assert!(!line.contains('\x1b'), "colour codes in {line:?}");
+}
+
+/// `poolboy run ARGS` with no operator namespace to find, its stdout a pipe: what it logged
+/// before it exited with the usage error's code 2.
+fn run_without_namespace(args: &[&str]) -> String {
+    let failed = Command::new(env!("CARGO_BIN_EXE_poolboy"))
+        .arg("run")
+        .args(args)
+        .env_remove("OPERATOR_NAMESPACE")
+        .env_remove("NO_COLOR")
+        .output()
+        .expect("running poolboy");
+    assert_eq!(failed.status.code(), Some(2));
+    String::from_utf8_lossy(&failed.stdout).into_owned()
 }
