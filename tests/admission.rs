@@ -16,8 +16,7 @@ use base64::Engine;
 use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
 use k8s_openapi::api::authentication::v1::SelfSubjectReview;
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::rbac::v1::{Role, RoleBinding, RoleRef, Subject};
-use kube::api::{ObjectMeta, Patch, PatchParams, PostParams};
+use kube::api::{Patch, PatchParams, PostParams};
 use kube::{Api, Client};
 use poolboy::api::{ResourceClaim, ResourceProvider};
 use poolboy::runtime::webhook::{CERT_FILE, KEY_FILE, VALIDATE_CLAIM_PATH, WebhookOptions};
@@ -223,36 +222,8 @@ async fn username(client: &Client) -> String {
 /// The claims `Api` of the ServiceAccount [`USER`], who may do anything to claims of the
 /// test's namespace.
 async fn user_claims(env: &TestEnv) -> Api<ResourceClaim> {
-    let role: Role = from_json(json!({
-        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
-        "metadata": {"name": "claims"},
-        "rules": [{"apiGroups": [D], "resources": ["resourceclaims"], "verbs": ["*"]}],
-    }));
-    env.api::<Role>()
-        .create(&PostParams::default(), &role)
-        .await
-        .expect("creating the claims Role");
-    let binding = RoleBinding {
-        metadata: ObjectMeta {
-            name: Some("user-claims".to_owned()),
-            ..Default::default()
-        },
-        role_ref: RoleRef {
-            api_group: "rbac.authorization.k8s.io".to_owned(),
-            kind: "Role".to_owned(),
-            name: "claims".to_owned(),
-        },
-        subjects: Some(vec![Subject {
-            kind: "ServiceAccount".to_owned(),
-            name: USER.to_owned(),
-            namespace: Some(env.namespace.clone()),
-            ..Default::default()
-        }]),
-    };
-    env.api::<RoleBinding>()
-        .create(&PostParams::default(), &binding)
-        .await
-        .expect("creating the claims RoleBinding");
+    let rules = json!([{"apiGroups": [D], "resources": ["resourceclaims"], "verbs": ["*"]}]);
+    env.grant("user-claims", USER, rules).await;
     let user = env.client_as_service_account(USER).await;
     let claims: Api<ResourceClaim> = Api::namespaced(user, &env.namespace);
     // The authorizer sees new bindings through an informer.

@@ -8,7 +8,6 @@ use std::time::Duration;
 
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
-use k8s_openapi::api::rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef, Subject};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{
     ApiResource, DeleteParams, DynamicObject, ObjectMeta, Patch, PatchParams, PostParams,
@@ -372,43 +371,9 @@ async fn service_account_needs_a_role_binding() {
     assert_eq!(status.code, 403, "{status:?}");
     assert!(status.is_forbidden());
 
-    let role = Role {
-        metadata: ObjectMeta {
-            name: Some("widget-reader".to_owned()),
-            ..Default::default()
-        },
-        rules: Some(vec![PolicyRule {
-            api_groups: Some(vec![GROUP.to_owned()]),
-            resources: Some(vec!["widgets".to_owned()]),
-            verbs: vec!["get".to_owned(), "list".to_owned(), "watch".to_owned()],
-            ..Default::default()
-        }]),
-    };
-    env.api::<Role>()
-        .create(&PostParams::default(), &role)
-        .await
-        .unwrap();
-    let binding = RoleBinding {
-        metadata: ObjectMeta {
-            name: Some("robot-reads-widgets".to_owned()),
-            ..Default::default()
-        },
-        role_ref: RoleRef {
-            api_group: "rbac.authorization.k8s.io".to_owned(),
-            kind: "Role".to_owned(),
-            name: "widget-reader".to_owned(),
-        },
-        subjects: Some(vec![Subject {
-            kind: "ServiceAccount".to_owned(),
-            name: "robot".to_owned(),
-            namespace: Some(env.namespace.clone()),
-            ..Default::default()
-        }]),
-    };
-    env.api::<RoleBinding>()
-        .create(&PostParams::default(), &binding)
-        .await
-        .unwrap();
+    let reads_widgets = json!([{"apiGroups": [GROUP], "resources": ["widgets"], "verbs": ["get", "list", "watch"]}]);
+    env.grant("robot-reads-widgets", "robot", reads_widgets)
+        .await;
 
     // The authorizer sees new bindings through an informer: allow it a moment.
     eventually("the RoleBinding to take effect", TIMEOUT, || async {

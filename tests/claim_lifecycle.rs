@@ -8,8 +8,7 @@ mod support;
 use std::time::Duration;
 
 use chrono::{DateTime, TimeDelta, Utc};
-use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
-use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, ListParams, Patch, PatchParams};
 use poolboy::api::{ResourceClaim, ResourceHandle, ResourceProvider};
 use serde_json::{Value, json};
 use support::apis::{Apis, bound};
@@ -21,7 +20,7 @@ use support::fixtures::{
 };
 use support::objects::{self, D, condition, handle_name, initialised_at, merged, resource_name};
 use support::operator::TestOperator;
-use support::{TIMEOUT, TestEnv, eventually, from_json, gone};
+use support::{TIMEOUT, TestEnv, eventually, gone};
 
 /// A provider of one ConfigMap, ready once labelled `ready: yes`, with `extra` merged into its
 /// spec.
@@ -213,26 +212,6 @@ async fn auto_detach_deletes_the_handle_and_keeps_the_detached_claim() {
     env.teardown([operator]).await;
 }
 
-/// A Role in the test namespace: `rules` as JSON, bound to ServiceAccount `account`.
-async fn grant(env: &TestEnv, name: &str, account: &str, rules: Value) {
-    let roles: Api<Role> = env.api();
-    let bindings: Api<RoleBinding> = env.api();
-    let role: Role = from_json(json!({"metadata": {"name": name}, "rules": rules}));
-    roles
-        .create(&PostParams::default(), &role)
-        .await
-        .expect("creating a Role");
-    let binding: RoleBinding = from_json(json!({
-        "metadata": {"name": name},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
-        "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": env.namespace}],
-    }));
-    bindings
-        .create(&PostParams::default(), &binding)
-        .await
-        .expect("creating a RoleBinding");
-}
-
 /// An operator called `instance` running as the ServiceAccount `operator`, which may do what
 /// `rules` allow in the test's namespace; its HTTP endpoints are served on the address given.
 async fn operator_allowed(
@@ -240,21 +219,11 @@ async fn operator_allowed(
     rules: Value,
     instance: &str,
 ) -> (TestOperator, std::net::SocketAddr) {
-    grant(env, "operator", "operator", rules).await;
+    env.grant("operator", "operator", rules).await;
     let config = env.config_as_service_account("operator").await;
     let address = support::http::free_address();
     let operator = TestOperator::start_with(config, &env.namespace, Some(address), instance);
     (operator, address)
-}
-
-/// Waits until `/readyz` at `address` is not ready and names the `watch` failing, forbidden.
-async fn readyz_forbidden(address: std::net::SocketAddr, watch: &str) {
-    let why = eventually("/readyz failing", TIMEOUT, || async {
-        let (status, body) = support::http::get(address, "/readyz").await;
-        (status == 503 && body.contains(watch)).then_some(body)
-    })
-    .await;
-    assert!(why.contains("forbidden"), "{why}");
 }
 
 #[tokio::test]
@@ -300,8 +269,7 @@ async fn a_detached_claim_retries_deleting_its_handle_until_it_succeeds() {
     assert!(refused.metadata.deletion_timestamp.is_none());
 
     // Allowed now: a retry of the detached claim deletes the handle, and its ConfigMap goes too.
-    grant(
-        &env,
+    env.grant(
         "operator-delete",
         "operator",
         json!([{"apiGroups": [D], "resources": ["resourcehandles"], "verbs": ["delete"]}]),
@@ -373,10 +341,9 @@ async fn a_kind_the_broker_may_not_create_is_reported_on_handle_and_claim() {
     )
     .await;
     // It cannot watch ConfigMaps either: not ready, and /readyz says which watch fails.
-    readyz_forbidden(address, "ConfigMap").await;
+    support::http::readyz_forbidden(address, "ConfigMap").await;
 
-    grant(
-        &env,
+    env.grant(
         "operator-configmaps",
         "operator",
         json!([{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["*"]}]),
@@ -422,10 +389,9 @@ async fn a_watch_the_broker_may_not_list_is_not_ready_until_its_next_list() {
     )
     .await;
 
-    readyz_forbidden(address, "ResourcePoolScaling").await;
+    support::http::readyz_forbidden(address, "ResourcePoolScaling").await;
 
-    grant(
-        &env,
+    env.grant(
         "operator-scalings",
         "operator",
         json!([{"apiGroups": [D], "resources": ["resourcepoolscalings"], "verbs": ["*"]}]),

@@ -61,3 +61,13 @@ pub async fn get(address: SocketAddr, path: &str) -> (u16, String) {
     .await
     .expect("the request thread")
 }
+
+/// Waits until `/readyz` at `address` is not ready and names the `watch` failing, forbidden.
+pub async fn readyz_forbidden(address: SocketAddr, watch: &str) {
+    let why = super::eventually("/readyz failing", super::TIMEOUT, || async {
+        let (status, body) = get(address, "/readyz").await;
+        (status == 503 && body.contains(watch)).then_some(body)
+    })
+    .await;
+    assert!(why.contains("forbidden"), "{why}");
+}

@@ -30,6 +30,7 @@ use std::time::Duration;
 use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, ServiceAccount};
 use k8s_openapi::api::events::v1::Event;
+use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::ListParams;
 use kube::api::{DeleteParams, ObjectMeta, Patch, PatchParams, PostParams};
@@ -188,6 +189,26 @@ impl TestEnv {
             ..Default::default()
         };
         config
+    }
+
+    /// Grants ServiceAccount `account` of this test's namespace what `rules` (RBAC rules as
+    /// JSON) allow there, through a Role and a RoleBinding both called `name`. The authorizer
+    /// learns of bindings through an informer: a test waits for a request they allow.
+    pub async fn grant(&self, name: &str, account: &str, rules: Value) {
+        let role: Role = from_json(json!({"metadata": {"name": name}, "rules": rules}));
+        self.api::<Role>()
+            .create(&PostParams::default(), &role)
+            .await
+            .unwrap_or_else(|e| panic!("creating Role {name}: {e}"));
+        let binding: RoleBinding = from_json(json!({
+            "metadata": {"name": name},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+            "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": self.namespace}],
+        }));
+        self.api::<RoleBinding>()
+            .create(&PostParams::default(), &binding)
+            .await
+            .unwrap_or_else(|e| panic!("creating RoleBinding {name}: {e}"));
     }
 
     /// Creates `object` in this test's namespace and returns it as created. Panics when the
