@@ -59,3 +59,55 @@ async fn a_standby_replica_takes_over_when_the_holder_stops() {
     apis.bound("after").await;
     env.teardown([second]).await;
 }
+
+/// A standby that may not watch the Lease would take over only when the Lease expires, not
+/// when the holder gives it up: its `/readyz` says so, naming the watch. Once allowed, it is
+/// ready again, and it takes over at a graceful stop at once.
+#[tokio::test]
+async fn a_standby_that_cannot_watch_the_lease_is_not_ready_until_it_can() {
+    let env = TestEnv::new().await;
+    let apis = Apis::new(&env);
+    create_config_provider(&env, false).await;
+    let first = TestOperator::start_leased(env.kube_config(), &env.namespace, "first", LEASE, None);
+    eventually("the first replica holds the Lease", TIMEOUT, || async {
+        holder(&env).await.filter(|h| h.starts_with("first-"))
+    })
+    .await;
+    // The second may do all a holder does, and hold the Lease, but not list or watch Leases.
+    let rules = json!([
+        {"apiGroups": [support::objects::D], "resources": ["*"], "verbs": ["*"]},
+        {"apiGroups": ["", "events.k8s.io"], "resources": ["*"], "verbs": ["*"]},
+        {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
+         "verbs": ["get", "create", "update", "patch", "delete"]},
+    ]);
+    env.grant("standby", "standby", rules).await;
+    let address = support::http::free_address();
+    let second = TestOperator::start_leased(
+        env.config_as_service_account("standby").await,
+        &env.namespace,
+        "second",
+        LEASE,
+        Some(address),
+    );
+    support::http::readyz_forbidden(address, &format!("Lease {LEASE}")).await;
+
+    let watch_leases = json!([{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
+                               "verbs": ["list", "watch"]}]);
+    env.grant("standby-watch", "standby", watch_leases).await;
+    // The watch retries within seconds of its first failures (kube's backoff doubles from 0.8 s).
+    eventually("/readyz ready again", Duration::from_secs(30), || async {
+        let (status, _) = support::http::get(address, "/readyz").await;
+        (status == 200).then_some(())
+    })
+    .await;
+    first.stop().await;
+    eventually(
+        "the second replica holds the Lease",
+        Duration::from_secs(8),
+        || async { holder(&env).await.filter(|h| h.starts_with("second-")) },
+    )
+    .await;
+    create_config_claim(&env, "after", json!({}), json!({}), json!({})).await;
+    apis.bound("after").await;
+    env.teardown([second]).await;
+}

@@ -17,6 +17,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use super::fence::WriteFence;
+use crate::store::health::WatchHealth;
 
 /// How long a Lease holds without renewal: a replica takes over at most this long after the
 /// holder stopped renewing.
@@ -74,10 +75,28 @@ impl Candidate {
 ///
 /// kube-lease-manager's standby sleeps until the holder's Lease would expire, so a holder that
 /// released it on a graceful stop would still be waited for. The Lease is watched as well: once
-/// a holder gives it up, a fresh manager is started, which takes it at once.
+/// a holder gives it up, a fresh manager is started, which takes it at once. That watch reports
+/// to `health` while it runs: a standby that cannot watch the Lease would take over only at its
+/// expiry, and its `/readyz` says so.
 pub(crate) async fn acquire(
     client: Client,
     candidate: &Candidate,
+    health: &WatchHealth,
+    shutdown: impl std::future::Future<Output = ()>,
+) -> Result<Option<Leadership>, LeaseError> {
+    let watch = format!("Lease {}", candidate.name);
+    let acquired = wait_to_hold(client, candidate, health, &watch, shutdown).await;
+    // The watch ends here: a failure it had says nothing of the holder's watches.
+    health.recovered(&watch);
+    acquired
+}
+
+/// [`acquire`], its Lease watched as `watch` in `health`.
+async fn wait_to_hold(
+    client: Client,
+    candidate: &Candidate,
+    health: &WatchHealth,
+    watch: &str,
     shutdown: impl std::future::Future<Output = ()>,
 ) -> Result<Option<Leadership>, LeaseError> {
     let Candidate {
@@ -114,7 +133,7 @@ pub(crate) async fn acquire(
                 tracing::info!(lease = name, %identity, "holding the Lease: starting the controllers");
                 return Ok(Some(Leadership { holding, manager }));
             }
-            () = released(client.clone(), namespace, name, identity) => {
+            () = released(client.clone(), candidate, health, watch) => {
                 // Not holding it: the manager only slept. A fresh one takes the free Lease.
                 manager.abort();
                 tracing::info!(lease = name, "the holder released the Lease");
@@ -124,16 +143,18 @@ pub(crate) async fn acquire(
     }
 }
 
-/// Returns once Lease `name`, held by another process when first seen, is held by nobody (its
-/// holder released it). Watch errors are waited out (the watcher backs off); without a Lease
-/// to watch it never returns, and the manager's own timing applies.
-async fn released(client: Client, namespace: &str, name: &str, identity: &str) {
-    let api: Api<Lease> = Api::namespaced(client, namespace);
+/// Returns once the `candidate`'s Lease, held by another process when first seen, is held by
+/// nobody (its holder released it). Watch errors are waited out (the watcher backs off) and
+/// go to `health` as watch `watch`; without a Lease to watch it never returns, and the
+/// manager's own timing applies.
+async fn released(client: Client, candidate: &Candidate, health: &WatchHealth, watch: &str) {
+    let api: Api<Lease> = Api::namespaced(client, &candidate.namespace);
+    let name = &candidate.name;
     let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
     let mut held_by_another = false;
     let mut events = std::pin::pin!(
-        watcher::watcher(api, config)
-            .default_backoff()
+        health
+            .watch(watch.to_owned(), api, config)
             .applied_objects()
     );
     while let Some(event) = events.next().await {
@@ -143,7 +164,7 @@ async fn released(client: Client, namespace: &str, name: &str, identity: &str) {
             .and_then(|spec| spec.holder_identity)
             .filter(|holder| !holder.is_empty());
         match holder {
-            Some(holder) => held_by_another = holder != identity,
+            Some(holder) => held_by_another = holder != candidate.identity,
             None if held_by_another => return,
             None => {}
         }

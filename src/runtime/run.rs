@@ -197,10 +197,11 @@ struct Serving {
     webhook_enabled: bool,
 }
 
-/// Waits until this process holds the Lease it is a `candidate` for: nothing is watched or reconciled before. A replica
-/// standing by is ready: it serves nothing but admission reviews (for which it follows the
-/// providers), and a rolling update must be able to start it while the holder still runs.
-/// `None` when the operator stops first.
+/// Waits until this process holds the Lease it is a `candidate` for: nothing is watched or
+/// reconciled before. A replica standing by is ready while its watches work (the Lease's, and
+/// the providers' with the webhook): it serves nothing but admission reviews (for which it
+/// follows the providers), and a rolling update must be able to start it while the holder
+/// still runs. `None` when the operator stops first.
 async fn hold_lease(
     candidate: &lease::Candidate,
     client: &kube::Client,
@@ -216,7 +217,7 @@ async fn hold_lease(
         }
         futures::future::pending::<std::convert::Infallible>().await
     };
-    let acquire = lease::acquire(client.clone(), candidate, shutdown.clone());
+    let acquire = lease::acquire(client.clone(), candidate, &ctx.health, shutdown.clone());
     let acquired = tokio::select! {
         acquired = acquire => acquired?,
         error = serving.server => return server_ended(error).map(|()| None),
