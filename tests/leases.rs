@@ -20,6 +20,22 @@ async fn holder(env: &TestEnv) -> Option<String> {
     Some(holding.holder)
 }
 
+/// Stops `first`, the holder, gracefully: it gives the Lease up, and `second`, which watches
+/// the Lease, holds it at once, not after the Lease's 15 s, and serves the next claim. Ends
+/// the test.
+async fn hands_over(env: TestEnv, apis: &Apis, first: TestOperator, second: TestOperator) {
+    first.stop().await;
+    eventually(
+        "the second replica holds the Lease",
+        Duration::from_secs(8),
+        || async { holder(&env).await.filter(|h| h.starts_with("second-")) },
+    )
+    .await;
+    create_config_claim(&env, "after", json!({}), json!({}), json!({})).await;
+    apis.bound("after").await;
+    env.teardown([second]).await;
+}
+
 #[tokio::test]
 async fn a_standby_replica_takes_over_when_the_holder_stops() {
     let env = TestEnv::new().await;
@@ -46,18 +62,7 @@ async fn a_standby_replica_takes_over_when_the_holder_stops() {
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert_eq!(holder(&env).await.as_deref(), Some(held.as_str()));
 
-    // Stopped gracefully, the first gives the Lease up: the second, which watches the Lease,
-    // serves at once, not after the Lease's 15 s.
-    first.stop().await;
-    eventually(
-        "the second replica holds the Lease",
-        Duration::from_secs(8),
-        || async { holder(&env).await.filter(|h| h.starts_with("second-")) },
-    )
-    .await;
-    create_config_claim(&env, "after", json!({}), json!({}), json!({})).await;
-    apis.bound("after").await;
-    env.teardown([second]).await;
+    hands_over(env, &apis, first, second).await;
 }
 
 /// A standby that may not watch the Lease would take over only when the Lease expires, not
@@ -100,14 +105,5 @@ async fn a_standby_that_cannot_watch_the_lease_is_not_ready_until_it_can() {
         (status == 200).then_some(())
     })
     .await;
-    first.stop().await;
-    eventually(
-        "the second replica holds the Lease",
-        Duration::from_secs(8),
-        || async { holder(&env).await.filter(|h| h.starts_with("second-")) },
-    )
-    .await;
-    create_config_claim(&env, "after", json!({}), json!({}), json!({})).await;
-    apis.bound("after").await;
-    env.teardown([second]).await;
+    hands_over(env, &apis, first, second).await;
 }
