@@ -371,7 +371,9 @@ async fn service_account_needs_a_role_binding() {
     assert_eq!(status.code, 403, "{status:?}");
     assert!(status.is_forbidden());
 
-    let reads_widgets = json!([{"apiGroups": [GROUP], "resources": ["widgets"], "verbs": ["get", "list", "watch"]}]);
+    let reads_widgets = json!([
+        {"apiGroups": [GROUP], "resources": ["widgets"], "verbs": ["get", "list", "watch"]},
+    ]);
     env.grant("robot-reads-widgets", "robot", reads_widgets)
         .await;
 

@@ -359,11 +359,7 @@ async fn a_kind_the_broker_may_not_create_is_reported_on_handle_and_claim() {
         },
     )
     .await;
-    eventually("/readyz ready again", TIMEOUT, || async {
-        let (status, _) = support::http::get(address, "/readyz").await;
-        (status == 200).then_some(())
-    })
-    .await;
+    support::http::readyz_ready(address, TIMEOUT).await;
 
     env.teardown([operator]).await;
 }
@@ -399,11 +395,7 @@ async fn a_watch_the_broker_may_not_list_is_not_ready_until_its_next_list() {
     .await;
     // The watch retries within seconds of its first failures (kube's backoff doubles from
     // 0.8 s); a failure is forgotten without news of the watch only a minute after the last.
-    eventually("/readyz ready again", Duration::from_secs(30), || async {
-        let (status, _) = support::http::get(address, "/readyz").await;
-        (status == 200).then_some(())
-    })
-    .await;
+    support::http::readyz_ready(address, Duration::from_secs(30)).await;
 
     env.teardown([operator]).await;
 }

@@ -20,17 +20,22 @@ async fn holder(env: &TestEnv) -> Option<String> {
     Some(holding.holder)
 }
 
+/// Waits up to `timeout` until the replica named `instance` holds the Lease; its identity.
+async fn holds(env: &TestEnv, instance: &str, timeout: Duration) -> String {
+    let prefix = format!("{instance}-");
+    let what = format!("{instance} to hold the Lease");
+    eventually(&what, timeout, || async {
+        holder(env).await.filter(|h| h.starts_with(&prefix))
+    })
+    .await
+}
+
 /// Stops `first`, the holder, gracefully: it gives the Lease up, and `second`, which watches
 /// the Lease, holds it at once, not after the Lease's 15 s, and serves the next claim. Ends
 /// the test.
 async fn hands_over(env: TestEnv, apis: &Apis, first: TestOperator, second: TestOperator) {
     first.stop().await;
-    eventually(
-        "the second replica holds the Lease",
-        Duration::from_secs(8),
-        || async { holder(&env).await.filter(|h| h.starts_with("second-")) },
-    )
-    .await;
+    holds(&env, "second", Duration::from_secs(8)).await;
     create_config_claim(&env, "after", json!({}), json!({}), json!({})).await;
     apis.bound("after").await;
     env.teardown([second]).await;
@@ -50,10 +55,7 @@ async fn a_standby_replica_takes_over_when_the_holder_stops() {
         LEASE,
         Some(support::http::free_address()),
     );
-    let held = eventually("the first replica holds the Lease", TIMEOUT, || async {
-        holder(&env).await.filter(|h| h.starts_with("first-"))
-    })
-    .await;
+    let held = holds(&env, "first", TIMEOUT).await;
     let second =
         TestOperator::start_leased(env.kube_config(), &env.namespace, "second", LEASE, None);
     create_config_claim(&env, "before", json!({}), json!({}), json!({})).await;
@@ -74,10 +76,7 @@ async fn a_standby_that_cannot_watch_the_lease_is_not_ready_until_it_can() {
     let apis = Apis::new(&env);
     create_config_provider(&env, false).await;
     let first = TestOperator::start_leased(env.kube_config(), &env.namespace, "first", LEASE, None);
-    eventually("the first replica holds the Lease", TIMEOUT, || async {
-        holder(&env).await.filter(|h| h.starts_with("first-"))
-    })
-    .await;
+    holds(&env, "first", TIMEOUT).await;
     // The second may do all a holder does, and hold the Lease, but not list or watch Leases.
     let rules = json!([
         {"apiGroups": [support::objects::D], "resources": ["*"], "verbs": ["*"]},
@@ -96,14 +95,11 @@ async fn a_standby_that_cannot_watch_the_lease_is_not_ready_until_it_can() {
     );
     support::http::readyz_forbidden(address, &format!("Lease {LEASE}")).await;
 
-    let watch_leases = json!([{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
-                               "verbs": ["list", "watch"]}]);
+    let watch_leases = json!([
+        {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["list", "watch"]},
+    ]);
     env.grant("standby-watch", "standby", watch_leases).await;
     // The watch retries within seconds of its first failures (kube's backoff doubles from 0.8 s).
-    eventually("/readyz ready again", Duration::from_secs(30), || async {
-        let (status, _) = support::http::get(address, "/readyz").await;
-        (status == 200).then_some(())
-    })
-    .await;
+    support::http::readyz_ready(address, Duration::from_secs(30)).await;
     hands_over(env, &apis, first, second).await;
 }

@@ -71,3 +71,12 @@ pub async fn readyz_forbidden(address: SocketAddr, watch: &str) {
     .await;
     assert!(why.contains("forbidden"), "{why}");
 }
+
+/// Waits up to `timeout` until `/readyz` at `address` is ready.
+pub async fn readyz_ready(address: SocketAddr, timeout: std::time::Duration) {
+    super::eventually("/readyz ready again", timeout, || async {
+        let (status, _) = get(address, "/readyz").await;
+        (status == 200).then_some(())
+    })
+    .await;
+}
