@@ -5,11 +5,13 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
+use serde_with::skip_serializing_none;
 
 use super::refs::{ProviderParameters, ProviderRef, ResourceReference, WaitingFor, WhenCondition};
 
 // kube-derive takes one `printcolumn` attribute per column; clippy reads them as duplicates.
 #[allow(clippy::duplicated_attributes)]
+#[skip_serializing_none]
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[kube(
     group = "poolboy.gpte.redhat.com",
@@ -49,82 +51,69 @@ use super::refs::{ProviderParameters, ProviderRef, ResourceReference, WaitingFor
 #[serde(rename_all = "camelCase")]
 pub struct ResourceClaimSpec {
     /// Jinja2 condition: when true, the claim is deleted (§7.5).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub auto_delete: Option<WhenCondition>,
     /// Jinja2 condition: when true, the claim is detached and its handle deleted (§7.5).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub auto_detach: Option<WhenCondition>,
     /// Never create a handle for this claim; only bind existing ones (Δ§2.3).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub disable_creation: Option<bool>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lifespan: Option<ClaimLifespan>,
     /// A provider claim: one provider and its parameter values. Excludes `resources`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub provider: Option<ProviderParameters>,
     /// A resources claim: explicit partial resource definitions. Excludes `provider`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resources: Option<Vec<ClaimResource>>,
 }
 
+#[skip_serializing_none]
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ClaimLifespan {
     /// Requested end of life, clamped to the maximums (§10.4).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     #[schemars(schema_with = "super::schema::date_time")]
     pub end: Option<String>,
     /// Nothing happens to the claim before this instant (Δ§3.1.1).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     #[schemars(schema_with = "super::schema::date_time")]
     pub start: Option<String>,
 }
 
+#[skip_serializing_none]
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ClaimResource {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub provider: Option<ProviderRef>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     #[schemars(schema_with = "super::schema::free_object")]
     pub template: Option<Value>,
 }
 
 /// Kept open (`x-kubernetes-preserve-unknown-fields`) like Poolboy's, so that the kopf
 /// bookkeeping of objects moved from Poolboy (`diffBase`, `kopf`) survives.
+#[skip_serializing_none]
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 #[schemars(extend("x-kubernetes-preserve-unknown-fields" = true))]
 pub struct ResourceClaimStatus {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub approval: Option<Approval>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub healthy: Option<bool>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ready: Option<bool>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     #[schemars(schema_with = "super::schema::free_object")]
     pub summary: Option<Value>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lifespan: Option<ClaimStatusLifespan>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub provider: Option<ClaimStatusProvider>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resource_handle: Option<ClaimHandleRef>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resources: Option<Vec<ClaimStatusResource>>,
     /// Standard conditions, in addition to Poolboy's own fields.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub conditions: Option<Vec<Condition>>,
     /// How long the claim will probably wait (not in Poolboy): while it waits for a handle of
     /// a pool, or for its pool handle to be ready.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub wait_estimate: Option<ClaimWaitEstimate>,
 }
 
 /// A waiting claim's estimate, from its pool's handles.
+#[skip_serializing_none]
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ClaimWaitEstimate {
@@ -134,11 +123,10 @@ pub struct ClaimWaitEstimate {
     /// as the `Ready` message says it.
     pub handle_ready_seconds: i64,
     /// The claim's place among the claims waiting for the pool, from 1.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub position: Option<i64>,
     /// When the claim's resources are expected to be ready; absent when that waits for a
     /// handle of the pool to be freed.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     #[schemars(schema_with = "super::schema::date_time")]
     pub expected_ready: Option<String>,
 }
@@ -151,46 +139,48 @@ pub enum ApprovalState {
     Rejected,
 }
 
+#[skip_serializing_none]
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Approval {
     pub state: ApprovalState,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
 }
 
+#[skip_serializing_none]
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ClaimStatusLifespan {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     #[schemars(schema_with = "super::schema::date_time")]
     pub start: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     #[schemars(schema_with = "super::schema::date_time")]
     pub end: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     #[schemars(schema_with = "super::schema::date_time")]
     pub first_ready: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     #[schemars(schema_with = "super::schema::simple_interval")]
     pub maximum: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     #[schemars(schema_with = "super::schema::simple_interval")]
     pub relative_maximum: Option<String>,
 }
 
+#[skip_serializing_none]
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ClaimStatusProvider {
     pub name: String,
     /// The last validated parameter values, defaults included (§8).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     #[schemars(schema_with = "super::schema::free_object")]
     pub parameter_values: Option<Map<String, Value>>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub validation_errors: Option<Vec<String>>,
 }
 
+#[skip_serializing_none]
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ClaimHandleRef {
@@ -198,29 +188,22 @@ pub struct ClaimHandleRef {
     pub kind: String,
     pub name: String,
     pub namespace: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub detached: Option<bool>,
 }
 
+#[skip_serializing_none]
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ClaimStatusResource {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub provider: Option<ProviderRef>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reference: Option<ResourceReference>,
     /// The live resource, pruned of Poolboy bookkeeping (Δ§3.1.3).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     #[schemars(schema_with = "super::schema::free_object")]
     pub state: Option<Value>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub healthy: Option<bool>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ready: Option<bool>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub validation_error: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub waiting_for: Option<WaitingFor>,
 }

@@ -8,11 +8,13 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
+use serde_with::skip_serializing_none;
 
 use super::refs::{ObjectRef, ProviderParameters, ResourceReference, WaitingFor};
 
 // kube-derive takes one `printcolumn` attribute per column; clippy reads them as duplicates.
 #[allow(clippy::duplicated_attributes)]
+#[skip_serializing_none]
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[kube(
     group = "poolboy.gpte.redhat.com",
@@ -45,93 +47,76 @@ use super::refs::{ObjectRef, ProviderParameters, ResourceReference, WaitingFor};
 )]
 #[serde(rename_all = "camelCase")]
 pub struct ResourceHandleSpec {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lifespan: Option<HandleLifespan>,
     /// Higher wins among otherwise equal bind candidates; absent means 0 (Δ§2.4).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub preference_score: Option<f64>,
     /// When set, the handle generates its own `resources` from this provider.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub provider: Option<ProviderParameters>,
     /// Merged into `metadata.annotations` of every generated resource (Δ§3.2).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resource_annotations: Option<BTreeMap<String, String>>,
     /// Merged into `metadata.labels` of every generated resource (Δ§3.2).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     #[schemars(schema_with = "super::schema::label_map")]
     pub resource_labels: Option<BTreeMap<String, String>>,
     /// The bound claim; a handle is bound exactly when this is present.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resource_claim: Option<ObjectRef>,
     /// The pool that created the handle; kept after binding.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resource_pool: Option<ObjectRef>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resources: Option<Vec<HandleResource>>,
     /// Template variables; they override provider vars (Δ§3.4).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     #[schemars(schema_with = "super::schema::free_object")]
     pub vars: Option<Map<String, Value>>,
 }
 
 /// Lifespan values: `default`, `maximum` and `relativeMaximum` are intervals that may be
 /// templates; `end` is an RFC 3339 timestamp (§10).
+#[skip_serializing_none]
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct HandleLifespan {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub default: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     #[schemars(schema_with = "super::schema::date_time")]
     pub end: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub maximum: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub relative_maximum: Option<String>,
 }
 
+#[skip_serializing_none]
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct HandleResource {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
     pub provider: ObjectRef,
     /// Poolboy ≤ 1.13 copied the status reference here; read only for legacy handles.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reference: Option<ResourceReference>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     #[schemars(schema_with = "super::schema::free_object")]
     pub template: Option<Value>,
 }
 
+#[skip_serializing_none]
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 #[schemars(extend("x-kubernetes-preserve-unknown-fields" = true))]
 pub struct ResourceHandleStatus {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub healthy: Option<bool>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ready: Option<bool>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     #[schemars(schema_with = "super::schema::free_object")]
     pub summary: Option<Value>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resources: Option<Vec<HandleStatusResource>>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub conditions: Option<Vec<Condition>>,
 }
 
+#[skip_serializing_none]
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct HandleStatusResource {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub healthy: Option<bool>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ready: Option<bool>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reference: Option<ResourceReference>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub waiting_for: Option<WaitingFor>,
 }

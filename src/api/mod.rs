@@ -3,6 +3,10 @@
 //! No logic lives here: the types describe the wire format and nothing else. The API group is
 //! fixed to the default domain in the derive; [`crd`] rewrites it when another operator domain
 //! is configured, and [`domain::OperatorDomain`] derives every label, annotation and finalizer key.
+//!
+//! An optional field is left out when it is `None` (`#[skip_serializing_none]` on each type), as
+//! Poolboy leaves it out. One whose schema is written by hand (`#[schemars(schema_with)]`) also
+//! says `#[serde(default)]`: schemars cannot see it is an `Option` and would make it required.
 
 pub mod claim;
 pub mod crd;

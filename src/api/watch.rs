@@ -8,9 +8,11 @@
 use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+use serde_with::skip_serializing_none;
 
 // kube-derive takes one `printcolumn` attribute per column; clippy reads them as duplicates.
 #[allow(clippy::duplicated_attributes)]
+#[skip_serializing_none]
 #[derive(
     CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema,
 )]
@@ -39,19 +41,17 @@ pub struct ResourceWatchSpec {
     pub api_version: String,
     pub kind: String,
     /// Absent: cluster-wide.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub namespace: Option<String>,
     /// Declared by Poolboy, unused there and here.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(regex(pattern = r"^\d+[ms]$"))]
     pub refresh_interval: Option<String>,
 }
 
+#[skip_serializing_none]
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 #[schemars(extend("x-kubernetes-preserve-unknown-fields" = true))]
 pub struct ResourceWatchStatus {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pod: Option<WatchPod>,
 }
 
